@@ -1,0 +1,298 @@
+"""Every broker setting, declared once, with Kafka's names and defaults.
+
+A setting is a `Setting(name, type, default, doc, validator)`; the CLI's
+`--override key=value`, the properties file, `odradek config` and the
+configuration reference (docs/configuration.md) all derive from SETTINGS.
+Unknown or invalid settings stop startup with a message naming them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _bool(v: str) -> bool:
+    s = v.strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def _int(v: str) -> int:
+    return int(v.strip())
+
+
+def _float(v: str) -> float:
+    return float(v.strip())
+
+
+def _str(v: str) -> str:
+    return v.strip()
+
+
+def _list(v: str) -> list[str]:
+    return [p.strip() for p in v.split(",") if p.strip()]
+
+
+TYPES: dict[str, Callable[[str], Any]] = {"bool": _bool, "int": _int, "long": _int, "double": _float, "string": _str, "list": _list, "password": _str}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    type: str
+    default: Any
+    doc: str
+    validate: Callable[[Any], str | None] | None = None
+    topic_name: str | None = None  # the per-topic override name, if any
+    dynamic: bool = False  # may change at runtime via AlterConfigs
+
+    def parse(self, raw: str) -> Any:
+        try:
+            value = TYPES[self.type](raw)
+        except ValueError as e:
+            raise ConfigError(f"invalid value {raw!r} for setting {self.name}: {e}") from None
+        if self.validate is not None:
+            problem = self.validate(value)
+            if problem:
+                raise ConfigError(f"invalid value {raw!r} for setting {self.name}: {problem}")
+        return value
+
+
+def at_least(n: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= n else f"must be at least {n}"
+
+
+def between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"must be between {lo} and {hi}"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+def _listeners(v: list[str]) -> str | None:
+    for item in v:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*://[^:/]*:\d+", item):
+            return f"{item!r} is not of the form NAME://host:port"
+    return None
+
+
+def _cleanup(v: list[str]) -> str | None:
+    bad = [p for p in v if p not in ("delete", "compact")]
+    return f"unknown cleanup policy {bad}" if bad or not v else None
+
+
+S = Setting
+SETTINGS: tuple[Setting, ...] = (
+    # --- server basics
+    S("node.id", "int", 1, "The broker's id.", at_least(0)),
+    S("broker.id", "int", -1, "Alias of node.id kept for ZooKeeper-era configs; -1 means use node.id."),
+    S("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, NAME://host:port, comma separated.", _listeners),
+    S("advertised.listeners", "list", [], "Addresses given to clients in Metadata; defaults to listeners.", _listeners),
+    S("log.dirs", "list", ["/tmp/odradek-logs"], "Directories holding partition logs (one or more).", lambda v: None if v else "needs at least one directory"),
+    S("log.dir", "string", "", "Single log directory; used when log.dirs is not set."),
+    S("cluster.id", "string", "", "Cluster id; generated and stored in meta.properties when empty."),
+    S("broker.rack", "string", "", "Rack of this broker, reported in Metadata."),
+    S("zookeeper.connect", "string", "", "ZooKeeper connection string; empty runs the embedded single-node mode."),
+    S("num.partitions", "int", 1, "Default partition count for auto-created topics.", at_least(1)),
+    S("default.replication.factor", "int", 1, "Default replication factor for auto-created topics.", at_least(1)),
+    S("auto.create.topics.enable", "bool", True, "Create a topic when a client asks Metadata about it."),
+    S("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    S("message.max.bytes", "int", 1048588, "Largest record batch a topic accepts (topic override: max.message.bytes).", at_least(0), "max.message.bytes", True),
+    S("socket.request.max.bytes", "int", 104857600, "Largest request frame; a larger one closes the connection.", at_least(1)),
+    S("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of client sockets (-1: OS default)."),
+    S("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of client sockets (-1: OS default)."),
+    S("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long.", at_least(1)),
+    S("queued.max.requests", "int", 500, "Requests buffered per connection before reading pauses.", at_least(1)),
+    S("replica.lag.time.max.ms", "long", 30000, "Followers behind longer than this leave the ISR."),
+    S("min.insync.replicas", "int", 1, "Minimum in-sync replicas for acks=all (topic override: min.insync.replicas).", at_least(1), "min.insync.replicas", True),
+    S("unclean.leader.election.enable", "bool", False, "Allow out-of-sync replicas to become leader.", None, "unclean.leader.election.enable", True),
+    S("compression.type", "string", "producer", "Topic compression; 'producer' keeps the producer's codec.", one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "compression.type", True),
+    # --- logs
+    S("log.segment.bytes", "int", 1073741824, "Segment size before rolling.", at_least(14), "segment.bytes", True),
+    S("log.roll.ms", "long", 604800000, "Time before a segment rolls (log.roll.hours is the coarse alias).", at_least(1), "segment.ms", True),
+    S("log.roll.hours", "int", 168, "Hours before a segment rolls, when log.roll.ms is not set.", at_least(1)),
+    S("log.roll.jitter.ms", "long", 0, "Random jitter subtracted from the roll time.", at_least(0), "segment.jitter.ms", True),
+    S("log.index.size.max.bytes", "int", 10485760, "Maximum size of an offset index.", at_least(4), "segment.index.bytes", True),
+    S("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", at_least(0), "index.interval.bytes", True),
+    S("log.retention.ms", "long", -1, "Time retention; -1 (default) falls back to log.retention.minutes/hours.", None, "retention.ms", True),
+    S("log.retention.minutes", "int", -1, "Time retention in minutes, when log.retention.ms is not set."),
+    S("log.retention.hours", "int", 168, "Time retention in hours, when neither log.retention.ms nor .minutes is set."),
+    S("log.retention.bytes", "long", -1, "Size retention per partition; -1 means unlimited.", None, "retention.bytes", True),
+    S("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1)),
+    S("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.", _cleanup, "cleanup.policy", True),
+    S("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
+    S("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when nothing is cleanable.", at_least(0)),
+    S("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept.", at_least(0), "delete.retention.ms", True),
+    S("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio needed to clean a log.", between(0, 1), "min.cleanable.dirty.ratio", True),
+    S("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before compaction.", at_least(0), "min.compaction.lag.ms", True),
+    S("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age before a record must be compactable.", at_least(1), "max.compaction.lag.ms", True),
+    S("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages (topic: flush.messages).", at_least(1), "flush.messages", True),
+    S("log.flush.interval.ms", "long", -1, "fsync after this long (topic: flush.ms); -1 uses log.flush.scheduler.interval.ms.", None, "flush.ms", True),
+    S("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks logs."),
+    S("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", at_least(0)),
+    S("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", at_least(0)),
+    S("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", at_least(0), "file.delete.delay.ms", True),
+    S("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), "message.timestamp.type", True),
+    S("log.message.timestamp.before.max.ms", "long", LONG_MAX, "Reject records older than this relative to the broker clock.", at_least(0), "message.timestamp.before.max.ms", True),
+    S("log.message.timestamp.after.max.ms", "long", 3600000, "Reject records further in the future than this.", at_least(0), "message.timestamp.after.max.ms", True),
+    S("log.preallocate", "bool", False, "Preallocate segment files.", None, "preallocate", True),
+    S("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", at_least(1)),
+    # --- groups and offsets
+    S("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
+    S("offsets.topic.replication.factor", "int", 3, "Replication factor of __consumer_offsets (capped at the live broker count).", at_least(1)),
+    S("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", at_least(1)),
+    S("offsets.retention.minutes", "int", 10080, "Offsets of empty groups expire after this long.", at_least(1)),
+    S("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.", at_least(1)),
+    S("offsets.commit.timeout.ms", "int", 5000, "Maximum wait for an offset commit to be durable.", at_least(1)),
+    S("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset.", at_least(0)),
+    S("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of an empty group.", at_least(0)),
+    S("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", at_least(0)),
+    S("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", at_least(0)),
+    S("group.max.size", "int", INT_MAX, "Largest number of members in a group.", at_least(1)),
+    # --- transactions and idempotence
+    S("transactional.id.expiration.ms", "int", 604800000, "Idle transactional ids expire after this long.", at_least(1)),
+    S("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
+    S("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
+    S("producer.id.expiration.ms", "int", 86400000, "Idle producer ids' state expires after this long.", at_least(1)),
+    # --- fetch
+    S("fetch.max.bytes", "int", 57671680, "Cap on the bytes a Fetch response carries.", at_least(0)),
+    S("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept (KIP-227).", at_least(0)),
+    # --- operations
+    S("metrics.listener", "string", "", "host:port for Prometheus metrics over HTTP; empty disables them."),
+    S("controlled.shutdown.enable", "bool", True, "Move leadership away before shutting down (cluster mode)."),
+    S("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", at_least(1)),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+BY_TOPIC_NAME: dict[str, Setting] = {s.topic_name: s for s in SETTINGS if s.topic_name}
+# Topic-level settings without a broker-level twin of another name.
+TOPIC_ONLY = {"cleanup.policy", "retention.ms"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, line continuations."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            out[line] = ""
+            continue
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+class BrokerConfig:
+    """The effective configuration: defaults, then the file, then overrides."""
+
+    def __init__(self, raw: dict[str, str] | None = None, *, sources: dict[str, str] | None = None) -> None:
+        raw = dict(raw or {})
+        unknown = sorted(k for k in raw if k not in BY_NAME)
+        if unknown:
+            raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+        self._values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+        self.sources: dict[str, str] = {s.name: "default" for s in SETTINGS}
+        for k, v in raw.items():
+            self._values[k] = BY_NAME[k].parse(v)
+            self.sources[k] = (sources or {}).get(k, "override")
+        self._derive(raw)
+
+    def _derive(self, raw: dict[str, str]) -> None:
+        v = self._values
+        if "log.dirs" not in raw and v["log.dir"]:
+            v["log.dirs"] = [v["log.dir"]]
+            self.sources["log.dirs"] = self.sources["log.dir"]
+        if v["broker.id"] >= 0 and "node.id" not in raw:
+            v["node.id"] = v["broker.id"]
+        if "log.roll.ms" not in raw and "log.roll.hours" in raw:
+            v["log.roll.ms"] = v["log.roll.hours"] * 3600000
+        if v["log.retention.ms"] == -1 and "log.retention.ms" not in raw:
+            if v["log.retention.minutes"] != -1:
+                v["log.retention.ms"] = v["log.retention.minutes"] * 60000
+            else:
+                v["log.retention.ms"] = v["log.retention.hours"] * 3600000
+        if not v["advertised.listeners"]:
+            v["advertised.listeners"] = list(v["listeners"])
+        if v["log.flush.interval.ms"] == -1:
+            v["log.flush.interval.ms"] = v["log.flush.scheduler.interval.ms"]
+
+    @classmethod
+    def load(cls, path: str | None = None, overrides: list[str] | tuple[str, ...] = ()) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        sources: dict[str, str] = {}
+        if path:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    props = parse_properties(f.read())
+            except OSError as e:
+                raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+            raw.update(props)
+            sources.update({k: f"file {path}" for k in props})
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"override {item!r} is not of the form key=value")
+            k, _, v = item.partition("=")
+            raw[k.strip()] = v
+            sources[k.strip()] = "--override"
+        return cls(raw, sources=sources)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._values.get(name, default)
+
+    def items(self):
+        return self._values.items()
+
+    def set_dynamic(self, name: str, raw: str) -> None:
+        setting = BY_NAME.get(name)
+        if setting is None:
+            raise ConfigError(f"unknown setting: {name}")
+        if not setting.dynamic:
+            raise ConfigError(f"setting {name} cannot be changed at runtime")
+        self._values[name] = setting.parse(raw)
+        self.sources[name] = "dynamic"
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level values of every topic-level setting, as topic config strings."""
+        out = {}
+        for s in SETTINGS:
+            if s.topic_name:
+                v = self._values[s.name]
+                out[s.topic_name] = ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else str(v))
+        return out
+
+    @property
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return [_split_listener(x) for x in self._values["listeners"]]
+
+    @property
+    def advertised(self) -> list[tuple[str, str, int]]:
+        return [_split_listener(x) for x in self._values["advertised.listeners"]]
+
+
+def _split_listener(item: str) -> tuple[str, str, int]:
+    name, _, rest = item.partition("://")
+    host, _, port = rest.rpartition(":")
+    return name, host, int(port)
