@@ -1,0 +1,250 @@
+"""One client connection: read frames, process requests one after another, write responses.
+
+Concurrency (see docs/architecture.md): everything here runs on the broker's single
+event loop. A reader task turns bytes into frames and queues them; a processor task
+handles them strictly in order (as Kafka does), so responses go out in request
+order while clients may pipeline. Reading pauses when `queued.max.requests` frames
+are waiting. Writes go straight to the non-blocking socket; record bytes of Fetch
+responses go with `os.sendfile` from the segment file, never through Python.
+
+A malformed frame, an unknown API key or an unparseable request closes this
+connection only; nothing here may raise into the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+import time
+from collections import deque
+from typing import Any
+
+from odradek.broker.registry import NO_RESPONSE, REGISTRY, RawResponse, RequestContext
+from odradek.protocol import messages
+from odradek.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
+from odradek.protocol.headers import API_VERSIONS_KEY, InvalidHeader, parse_request_header, peek_header, response_header
+
+log = logging.getLogger("odradek.broker.connection")
+_SIZE = struct.Struct(">i")
+
+
+class CloseConnection(Exception):
+    """Raised while handling a request when the only right answer is to hang up."""
+
+
+class Connection:
+    _next_id = 0
+
+    def __init__(self, broker: Any, sock: socket.socket, peer: str) -> None:
+        Connection._next_id += 1
+        self.id = Connection._next_id
+        self.broker = broker
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.loop = asyncio.get_running_loop()
+        cfg = broker.config
+        self.decoder = FrameDecoder(cfg["socket.request.max.bytes"])
+        self.max_queued = cfg["queued.max.requests"]
+        self.queue: deque[bytes] = deque()
+        self._have_work = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self.closed = False
+        self.eof = False
+        self.in_flight = False
+        self.last_active = time.monotonic()
+        self.client_software: tuple[str, str] | None = None
+        self.metrics = getattr(broker, "metrics", None)
+
+    # ------------------------------------------------------------------ tasks
+    async def run(self) -> None:
+        reader = asyncio.ensure_future(self._read_loop())
+        try:
+            await self._process_loop()
+        finally:
+            self.closed = True
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """Graceful shutdown: read nothing more; the request in flight completes."""
+        self.queue.clear()
+        self.closed = True
+        self._have_work.set()
+
+    async def _read_loop(self) -> None:
+        loop = self.loop
+        sock = self.sock
+        try:
+            while not self.closed:
+                if not self._room.is_set():
+                    await self._room.wait()
+                try:
+                    data = await loop.sock_recv(sock, 262144)
+                except (ConnectionError, OSError):
+                    return
+                if not data:
+                    return
+                self.last_active = time.monotonic()
+                try:
+                    for frame in self.decoder.feed(data):
+                        self.queue.append(frame)
+                except (FrameTooLarge, InvalidFrame) as e:
+                    log.warning("closing connection %s from %s: %s", self.id, self.peer, e)
+                    self.closed = True  # queued requests are dropped with the connection
+                    return
+                if self.queue:
+                    self._have_work.set()
+                    if len(self.queue) >= self.max_queued:
+                        self._room.clear()
+        finally:
+            self.eof = True
+            self._have_work.set()
+
+    async def _process_loop(self) -> None:
+        while not self.closed:
+            if not self.queue:
+                if self.eof:
+                    return
+                self._have_work.clear()
+                await self._have_work.wait()
+                continue
+            frame = self.queue.popleft()
+            if not self._room.is_set() and len(self.queue) < self.max_queued:
+                self._room.set()
+            self.in_flight = True
+            try:
+                await self._handle_frame(frame)
+            except CloseConnection as e:
+                log.warning("closing connection %s from %s: %s", self.id, self.peer, e)
+                return
+            except OSError as e:
+                log.debug("connection %s from %s lost while writing: %s", self.id, self.peer, e)
+                return
+            finally:
+                self.in_flight = False
+
+    # --------------------------------------------------------------- requests
+    async def _handle_frame(self, frame: bytes) -> None:
+        parsed = parse_frame(frame)
+        if isinstance(parsed, bytes):  # a complete response already (ApiVersions fallback)
+            await self._send([_SIZE.pack(len(parsed)) + parsed])
+            return
+        handler, header, request, flexible = parsed
+        api_key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
+        ctx = RequestContext(self.broker, api_key, version, correlation_id, header.client_id, self.peer, self.id, {"connection": self})
+        started = time.perf_counter()
+        try:
+            response = await handler.fn(ctx, request)
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("%s v%d handler failed (connection %s, client %s)", handler.name, version, self.id, header.client_id)
+            if self.metrics:
+                self.metrics.request_error(handler.name)
+            raise CloseConnection(f"internal error handling {handler.name}") from None
+        if response is NO_RESPONSE:
+            return
+        head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
+        if isinstance(response, RawResponse):
+            chunks = [_SIZE.pack(len(head) + response.size) + head, *response.chunks]
+        else:
+            body = messages.encode(response)
+            chunks = [_SIZE.pack(len(head) + len(body)) + head + body]
+        await self._send(chunks)
+        if self.metrics:
+            self.metrics.request_done(handler.name, time.perf_counter() - started)
+
+    # ---------------------------------------------------------------- writing
+    async def _send(self, chunks: list[Any]) -> None:
+        pending: list[bytes] = []
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                pending.append(chunk)
+                continue
+            if pending:
+                await self._sendall(b"".join(pending))
+                pending = []
+            await self._sendfile(chunk.fd, chunk.position, chunk.length)
+        if pending:
+            await self._sendall(pending[0] if len(pending) == 1 else b"".join(pending))
+
+    async def _sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = self.sock.send(view)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            view = view[n:]
+
+    async def _sendfile(self, fd: int, position: int, length: int) -> None:
+        end = position + length
+        while position < end:
+            try:
+                sent = os.sendfile(self.fd, fd, position, end - position)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            if sent == 0:
+                # The file is shorter than the region we promised: the response can't be completed.
+                raise CloseConnection("segment file shrank under a fetch")
+            position += sent
+
+    def _writable(self) -> asyncio.Future:
+        fut = self.loop.create_future()
+
+        def ready() -> None:
+            self.loop.remove_writer(self.fd)
+            if not fut.done():
+                fut.set_result(None)
+
+        self.loop.add_writer(self.fd, ready)
+        fut.add_done_callback(lambda f: self.loop.remove_writer(self.fd) if f.cancelled() else None)
+        return fut
+
+
+def parse_frame(frame: bytes) -> tuple[Any, Any, Any, bool] | bytes:
+    """A request frame -> (handler, header, request, flexible), or the bytes of a
+    complete response for requests answered without a handler.
+
+    Raises CloseConnection for anything that can't be answered. Pure: no I/O, so it
+    can be fuzzed directly.
+    """
+    try:
+        api_key, version, correlation_id = peek_header(frame)
+    except InvalidHeader as e:
+        raise CloseConnection(f"malformed request header: {e}") from None
+    handler = REGISTRY.get(api_key)
+    if handler is None:
+        raise CloseConnection(f"unknown API key {api_key}")
+    if api_key == API_VERSIONS_KEY and version > handler.max_version:
+        # KIP-511: answer in the v0 layout with our own range, header v0.
+        from odradek.broker.handlers.k18_api_versions import unsupported_version_response
+
+        return response_header(correlation_id, False) + unsupported_version_response()
+    if not handler.advertised_min <= version <= handler.max_version:
+        raise CloseConnection(f"unsupported version {version} of {handler.name}")
+    legacy = version < handler.min_version
+    flexible = not legacy and messages.is_flexible(api_key, version)
+    try:
+        header = parse_request_header(frame, flexible)
+    except InvalidHeader as e:
+        raise CloseConnection(f"malformed {handler.name} v{version} header: {e}") from None
+    try:
+        if handler.decoder is not None and legacy:
+            request = handler.decoder(version, frame, header.size)
+        else:
+            request = messages.decode_request(api_key, version, frame, header.size)
+    except Exception as e:  # kio raises ValueError/IndexError/OverflowError... on malformed bodies
+        raise CloseConnection(f"malformed {handler.name} v{version} request: {type(e).__name__}: {e}") from None
+    return handler, header, request, flexible

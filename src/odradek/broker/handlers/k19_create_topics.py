@@ -1,0 +1,82 @@
+"""CreateTopics (key 19), v2-7.
+
+Per topic: legal name (INVALID_TOPIC_EXCEPTION), not existing
+(TOPIC_ALREADY_EXISTS), partitions >= 1 or -1 for num.partitions
+(INVALID_PARTITIONS), replication factor -1 or within the live brokers
+(INVALID_REPLICATION_FACTOR), manual assignments naming live brokers
+(INVALID_REPLICA_ASSIGNMENT), configs known and valid (INVALID_CONFIG).
+validate_only checks without creating. v5+ returns the topic id, partition count,
+replication factor and the effective configs.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from odradek.broker.topic_configs import describe_topic_configs, validate_topic_configs
+from odradek.broker.registry import RequestContext, handles
+from odradek.cluster.metadata import topic_name_problem
+from odradek.protocol.errors import ErrorCode
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@handles(19, 2, 7)
+async def handle(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    live = {b.node_id for b in broker.metadata.snapshot.brokers}
+    results = []
+    seen: set[str] = set()
+    for t in req.topics:
+        code, message = 0, None
+        partitions = t.num_partitions if t.num_partitions != -1 else broker.config["num.partitions"]
+        rf = t.replication_factor if t.replication_factor != -1 else broker.config["default.replication.factor"]
+        configs = {c.name: c.value for c in t.configs}
+        if t.name in seen:
+            code, message = ErrorCode.invalid_request, f"topic {t.name} appears twice in the request"
+        elif problem := topic_name_problem(t.name):
+            code, message = ErrorCode.invalid_topic_exception, problem
+        elif t.name in broker.metadata.snapshot.topics:
+            code, message = ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists."
+        elif t.assignments:
+            bad = [b for a in t.assignments for b in a.broker_ids if b not in live]
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                code, message = ErrorCode.invalid_request, "both assignments and partitions/replication factor were given"
+            elif bad:
+                code, message = ErrorCode.invalid_replica_assignment, f"unknown brokers in assignment: {sorted(set(bad))}"
+            else:
+                partitions = len(t.assignments)
+                rf = len(t.assignments[0].broker_ids)
+        elif partitions < 1:
+            code, message = ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+        elif rf < 1:
+            code, message = ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
+        elif rf > len(live):
+            code, message = ErrorCode.invalid_replication_factor, f"Replication factor: {rf} larger than available brokers: {len(live)}."
+        if not code:
+            problem = validate_topic_configs(broker, configs)
+            if problem:
+                code, message = ErrorCode.invalid_config, problem
+        seen.add(t.name)
+        topic_id = ZERO_UUID
+        if not code and not req.validate_only:
+            try:
+                topic_id = broker.create_topic(t.name, partitions, configs).topic_id
+            except Exception as e:
+                code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
+        ok = not code
+        described = describe_topic_configs(ctx, broker, configs, "CreatableTopicConfigs") if ok else ()
+        results.append(
+            ctx.nested(
+                "CreatableTopicResult",
+                name=t.name,
+                topic_id=topic_id,
+                error_code=code,
+                error_message=message,
+                topic_config_error_code=0,
+                num_partitions=partitions if ok else -1,
+                replication_factor=rf if ok else -1,
+                configs=described,
+            )
+        )
+    return ctx.respond(throttle_time=0, topics=tuple(results))

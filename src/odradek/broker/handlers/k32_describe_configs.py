@@ -1,0 +1,76 @@
+"""DescribeConfigs (key 32), v1-4.
+
+Topic resources: every topic-level config, the override or the broker's value,
+with its source (TOPIC_CONFIG, STATIC_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG,
+DEFAULT_CONFIG), optionally only the named keys; synonyms (the broker-level
+twin) when asked; v3+ types and documentation. Broker resources: every broker
+setting. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; another broker's id or an
+unsupported resource type: INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.registry import RequestContext, handles
+from odradek.broker.topic_configs import (
+    RESOURCE_BROKER,
+    RESOURCE_BROKER_LOGGER,
+    RESOURCE_TOPIC,
+    SENSITIVE_TYPES,
+    TYPE_IDS,
+    broker_config_entries,
+    topic_config_entries,
+)
+from odradek.protocol.errors import ErrorCode
+
+
+@handles(32, 1, 4)
+async def handle(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    results = []
+    for res in req.resources:
+        code, message, entries = 0, None, []
+        if res.resource_type == RESOURCE_TOPIC:
+            info = broker.metadata.snapshot.topics.get(res.resource_name)
+            if info is None:
+                code, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"
+            else:
+                entries = topic_config_entries(broker, info.configs)
+        elif res.resource_type == RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                code, message = ErrorCode.invalid_request, f"unexpected broker id {res.resource_name}, this is broker {broker.node_id}"
+            else:
+                entries = broker_config_entries(broker)
+        elif res.resource_type == RESOURCE_BROKER_LOGGER:
+            entries = []
+        else:
+            code, message = ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}"
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        configs = []
+        for name, value, source, setting in entries:
+            if keys is not None and name not in keys:
+                continue
+            synonyms = ()
+            if req.include_synonyms:
+                synonyms = tuple(
+                    ctx.nested("DescribeConfigsSynonym", name=n, value=value, source=source)
+                    for n in ([name] if res.resource_type == RESOURCE_BROKER else [name, setting.name])
+                )
+            sensitive = setting.type in SENSITIVE_TYPES
+            configs.append(
+                ctx.nested(
+                    "DescribeConfigsResourceResult",
+                    name=name,
+                    value=None if sensitive else value,
+                    read_only=res.resource_type == RESOURCE_BROKER and not setting.dynamic,
+                    config_source=source,
+                    is_default=source == 5,
+                    is_sensitive=sensitive,
+                    synonyms=synonyms,
+                    config_type=TYPE_IDS.get(setting.type, 0),
+                    documentation=setting.doc if getattr(req, "include_documentation", False) else None,
+                )
+            )
+        results.append(
+            ctx.nested("DescribeConfigsResult", error_code=code, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name, configs=tuple(configs))
+        )
+    return ctx.respond(throttle_time=0, results=tuple(results))

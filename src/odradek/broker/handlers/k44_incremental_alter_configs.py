@@ -1,0 +1,46 @@
+"""IncrementalAlterConfigs (key 44), v0-1: SET (0), DELETE (1), APPEND (2) and
+SUBTRACT (3) on list configs, per key; the rest of the overrides stay."""
+
+from __future__ import annotations
+
+from odradek.broker.config import BY_NAME, BY_TOPIC_NAME
+from odradek.broker.topic_configs import apply, current_overrides
+from odradek.broker.registry import RequestContext, handles
+from odradek.broker.topic_configs import RESOURCE_TOPIC
+from odradek.protocol.errors import ErrorCode
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@handles(44, 0, 1)
+async def handle(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    out = []
+    for res in req.resources:
+        code, message, new = current_overrides(broker, res.resource_type, res.resource_name)
+        if not code:
+            for c in res.configs:
+                op = c.config_operation
+                if op == SET:
+                    new[c.name] = c.value
+                elif op == DELETE:
+                    new.pop(c.name, None)
+                elif op in (APPEND, SUBTRACT):
+                    setting = (BY_TOPIC_NAME if res.resource_type == RESOURCE_TOPIC else BY_NAME).get(c.name)
+                    if setting is None or setting.type != "list":
+                        code, message = ErrorCode.invalid_config, f"Config value append/subtract is not allowed for config {c.name}"
+                        break
+                    current = [x for x in (new.get(c.name) or "").split(",") if x] if c.name in new else []
+                    items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
+                    if op == APPEND:
+                        current += [x for x in items if x not in current]
+                    else:
+                        current = [x for x in current if x not in items]
+                    new[c.name] = ",".join(current)
+                else:
+                    code, message = ErrorCode.invalid_request, f"unknown config operation {op}"
+                    break
+            if not code:
+                code, message = apply(broker, res.resource_type, res.resource_name, new, req.validate_only)
+        out.append(ctx.nested("AlterConfigsResourceResponse", error_code=code, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
+    return ctx.respond(throttle_time=0, responses=tuple(out))

@@ -1,0 +1,53 @@
+"""`odradek ...`: the command line, thin over config, broker and client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import click
+
+from odradek import __version__
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@click.group()
+@click.version_option(__version__, prog_name="odradek")
+def main() -> None:
+    """odradek: a Kafka-compatible streaming platform."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="server.properties file.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Set a broker setting (repeatable).")
+@click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
+@click.option("--loop", "loop_impl", type=click.Choice(["uvloop", "asyncio"]), default="uvloop", show_default=True, help="Event loop implementation.")
+def broker(config_path: str | None, overrides: tuple[str, ...], log_level: str, loop_impl: str) -> None:
+    """Run a broker (single node, embedded metadata, unless zookeeper.connect is set)."""
+    from odradek.broker.config import BrokerConfig, ConfigError
+    from odradek.broker.server import run_broker
+
+    _setup_logging(log_level)
+    try:
+        config = BrokerConfig.load(config_path, overrides)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    if loop_impl == "uvloop":
+        import uvloop
+
+        runner = uvloop.run
+    else:
+        runner = asyncio.run
+    sys.exit(runner(run_broker(config)))
+
+
+if __name__ == "__main__":
+    main()
