@@ -296,3 +296,25 @@ def _split_listener(item: str) -> tuple[str, str, int]:
     name, _, rest = item.partition("://")
     host, _, port = rest.rpartition(":")
     return name, host, int(port)
+
+
+def reference_markdown() -> str:
+    """docs/configuration.md, generated from SETTINGS (see scripts/gen-docs.py)."""
+    lines = [
+        "# Broker configuration reference",
+        "",
+        "Generated from `src/odradek/broker/config.py` by `python scripts/gen-docs.py`; do not edit by hand.",
+        "",
+        "Settings use Apache Kafka's names and defaults. Give them in a `server.properties` file",
+        "(`odradek broker --config FILE`) or one by one (`--override key=value`, repeatable; overrides win).",
+        "An unknown or invalid setting stops startup with a message naming it. Settings marked *dynamic* can",
+        "be changed at runtime with IncrementalAlterConfigs on the broker resource; a *topic override* is the",
+        "per-topic name for CreateTopics / AlterConfigs.",
+        "",
+        "| setting | type | default | topic override | dynamic | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in SETTINGS:
+        default = ",".join(s.default) if isinstance(s.default, list) else str(s.default).lower() if isinstance(s.default, bool) else str(s.default)
+        lines.append(f"| `{s.name}` | {s.type} | `{default}` | {('`' + s.topic_name + '`') if s.topic_name else ''} | {'yes' if s.dynamic else ''} | {s.doc} |")
+    return "\n".join(lines) + "\n"

@@ -161,3 +161,13 @@ def ms(value: Any) -> int:
     if isinstance(value, datetime.datetime):
         return round(value.timestamp() * 1000)
     return int(value)
+
+
+def api_table_markdown() -> str:
+    """The served-versions table of docs/compatibility.md, from the registry."""
+    rows = ["| key | API | advertised | served | handler |", "|---|---|---|---|---|"]
+    for h in sorted(load_handlers().values(), key=lambda h: h.api_key):
+        served = f"v{h.min_version}–v{h.max_version}"
+        adv = f"v{h.advertised_min}–v{h.max_version}"
+        rows.append(f"| {h.api_key} | {h.name} | {adv} | {served} | `{h.fn.__module__.rsplit('.', 1)[-1]}.py` |")
+    return "\n".join(rows) + "\n"
