@@ -117,6 +117,12 @@ class Broker:
         if GroupCoordinator is not None:
             self.group_coordinator = GroupCoordinator(self)
             await self.group_coordinator.start()
+        if self.config["metrics.listener"]:
+            from odradek.broker.metrics import BrokerMetrics
+
+            self.metrics = BrokerMetrics(self)
+            host, port = self.metrics.serve(self.config["metrics.listener"])
+            log.info("metrics on http://%s:%d/metrics", host, port)
         for name, lhost, lport in self.config.listeners:
             self._listen(name, lhost, lport)
         self._advertise_bound_ports()
@@ -177,6 +183,8 @@ class Broker:
             if snd > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, snd)
             conn = Connection(self, sock, f"{addr[0]}:{addr[1]}")
+            if self.metrics is not None:
+                self.metrics.connection_accepted()
             self.connections.add(conn)
             task = asyncio.ensure_future(conn.run())
             self._conn_tasks.add(task)
@@ -206,6 +214,8 @@ class Broker:
             t.cancel()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
+        if self.metrics is not None:
+            self.metrics.close()
         log.info("shut down cleanly")
 
     # ---------------------------------------------------------------- topics

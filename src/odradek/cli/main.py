@@ -33,13 +33,14 @@ def main() -> None:
 def broker(config_path: str | None, overrides: tuple[str, ...], log_level: str, loop_impl: str) -> None:
     """Run a broker (single node, embedded metadata, unless zookeeper.connect is set)."""
     from odradek.broker.config import BrokerConfig, ConfigError
-    from odradek.broker.server import run_broker
 
     _setup_logging(log_level)
     try:
         config = BrokerConfig.load(config_path, overrides)
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
+    from odradek.broker.server import run_broker
+
     if loop_impl == "uvloop":
         import uvloop
 
@@ -47,6 +48,42 @@ def broker(config_path: str | None, overrides: tuple[str, ...], log_level: str, 
     else:
         runner = asyncio.run
     sys.exit(runner(run_broker(config)))
+
+
+@main.command("dump-log")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--print-data-log", is_flag=True, help="Print every record too.")
+def dump_log_cmd(paths: tuple[str, ...], print_data_log: bool) -> None:
+    """Decode segment (.log), index (.index) and time index (.timeindex) files."""
+    from odradek.cli.dump_log import dump
+
+    for path in paths:
+        try:
+            for line in dump(path, print_data_log):
+                click.echo(line)
+        except (ValueError, OSError) as e:
+            raise click.ClickException(str(e)) from None
+
+
+@main.command("config")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="server.properties file.")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Set a broker setting (repeatable).")
+def config_cmd(config_path: str | None, overrides: tuple[str, ...]) -> None:
+    """Print the effective broker configuration and where each value came from."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from odradek.broker.config import BrokerConfig, ConfigError
+
+    try:
+        cfg = BrokerConfig.load(config_path, overrides)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    table = Table("setting", "value", "source")
+    for name, value in cfg.items():
+        shown = ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
+        table.add_row(name, shown, cfg.sources.get(name, "default"))
+    Console().print(table)
 
 
 if __name__ == "__main__":
