@@ -1,0 +1,52 @@
+"""OffsetFetch (key 9), v1-9.
+
+Committed offsets of a group (v8+: of several groups per request). A null topic list
+(v2+) means every committed offset of the group. Partitions without a committed offset
+get offset -1, leader epoch -1, empty metadata. While the group's partition of
+__consumer_offsets loads: COORDINATOR_LOAD_IN_PROGRESS (per partition for v1, which
+has no top-level error). require_stable (v7+) is answered directly: there are no
+pending transactional offsets yet. v9's member id/epoch only concern KIP-848 groups.
+v10 (topic ids) is not served.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.registry import RequestContext, handles
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics) -> tuple[int, list]:
+    gc = coordinator(ctx)
+    if gc is None:
+        return NOT_AVAILABLE, []
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    return gc.fetch_offsets(group_id, wanted)
+
+
+@handles(9, 1, 9)
+async def handle(ctx: RequestContext, req) -> object:
+    v = ctx.api_version
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            err, rows = _fetch(ctx, g.group_id, g.topics)
+            topics = tuple(
+                ctx.nested("OffsetFetchResponseTopics", name=t, partitions=tuple(
+                    ctx.nested("OffsetFetchResponsePartitions", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
+                    for p, o, e, md, pe in parts))
+                for t, parts in rows
+            )
+            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics if not err else (), error_code=err))
+        return ctx.respond(throttle_time=0, groups=tuple(groups))
+    err, rows = _fetch(ctx, req.group_id, req.topics)
+    if err and v < 2:
+        rows = [(t.name, [(p, -1, -1, "", err) for p in t.partition_indexes]) for t in req.topics or ()]
+    elif err:
+        rows = []
+    topics = tuple(
+        ctx.nested("OffsetFetchResponseTopic", name=t, partitions=tuple(
+            ctx.nested("OffsetFetchResponsePartition", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
+            for p, o, e, md, pe in parts))
+        for t, parts in rows
+    )
+    return ctx.respond(throttle_time=0, topics=topics, error_code=err)

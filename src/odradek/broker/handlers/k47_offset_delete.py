@@ -1,0 +1,30 @@
+"""OffsetDelete (key 47), v0 (KIP-496).
+
+Deletes committed offsets of a group (tombstones in __consumer_offsets). Allowed for
+Empty groups, and for active "consumer" groups on topics they do not subscribe to
+(GROUP_SUBSCRIBED_TO_TOPIC per partition otherwise); other active groups get
+NON_EMPTY_GROUP; unknown groups GROUP_ID_NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.registry import RequestContext, handles
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+
+
+@handles(47, 0, 0)
+async def handle(ctx: RequestContext, req) -> object:
+    gc = coordinator(ctx)
+    wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    if gc is None:
+        err, errors = NOT_AVAILABLE, {}
+    else:
+        err, errors = await gc.delete_offsets(req.group_id, wanted)
+    if err:
+        return ctx.respond(error_code=err, throttle_time=0, topics=())
+    topics = tuple(
+        ctx.nested("OffsetDeleteResponseTopic", name=t, partitions=tuple(
+            ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=errors.get((t, p), 0)) for p in parts))
+        for t, parts in wanted
+    )
+    return ctx.respond(error_code=0, throttle_time=0, topics=topics)
