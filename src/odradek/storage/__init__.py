@@ -1,0 +1,17 @@
+"""Storage: one Log per partition in Kafka's on-disk format. See docs/storage.md."""
+
+from .config import LogConfig
+from .errors import (
+    CorruptRecordError, InvalidProducerEpochError, KafkaStorageError, OffsetOutOfRangeError,
+    OutOfOrderSequenceError, RecordTooLargeError, StorageError,
+)
+from .fs import FaultyFileSystem, FileSystem, OSFileSystem
+from .log import AppendInfo, FileRegion, Log, ReadResult
+from .manager import LogManager
+
+__all__ = [
+    "LogManager", "Log", "LogConfig", "FileRegion", "AppendInfo", "ReadResult",
+    "FileSystem", "OSFileSystem", "FaultyFileSystem",
+    "StorageError", "OffsetOutOfRangeError", "CorruptRecordError", "KafkaStorageError",
+    "OutOfOrderSequenceError", "InvalidProducerEpochError", "RecordTooLargeError",
+]

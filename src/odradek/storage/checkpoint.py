@@ -1,0 +1,150 @@
+"""Checkpoint files in Kafka's text formats, written atomically (tmp, fsync, rename, fsync dir).
+
+Offset checkpoints (recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+replication-offset-checkpoint, cleaner-offset-checkpoint)::
+
+    0                 <- version
+    2                 <- entry count
+    topic 0 42        <- "topic partition offset"
+    other 3 7
+
+leader-epoch-checkpoint (per partition directory)::
+
+    0
+    2
+    0 0               <- "epoch startOffset"
+    3 120
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from .fs import FileSystem
+
+__all__ = ["read_offsets", "write_offsets", "read_epochs", "write_epochs", "LeaderEpochCache",
+           "RECOVERY_POINT", "LOG_START", "REPLICATION", "CLEANER", "CLEAN_SHUTDOWN"]
+
+log = logging.getLogger("odradek.storage")
+
+RECOVERY_POINT = "recovery-point-offset-checkpoint"
+LOG_START = "log-start-offset-checkpoint"
+REPLICATION = "replication-offset-checkpoint"
+CLEANER = "cleaner-offset-checkpoint"
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+LEADER_EPOCH = "leader-epoch-checkpoint"
+
+
+def _read_lines(fs: FileSystem, path: str) -> list[str] | None:
+    if not fs.exists(path):
+        return None
+    text = fs.read_file(path).decode()
+    lines = text.splitlines()
+    if len(lines) < 2 or lines[0].strip() != "0":
+        raise ValueError(f"{path}: unsupported checkpoint version")
+    count = int(lines[1])
+    body = [ln for ln in lines[2:] if ln.strip()]
+    if len(body) != count:
+        raise ValueError(f"{path}: expected {count} entries, found {len(body)}")
+    return body
+
+
+def read_offsets(fs: FileSystem, path: str) -> dict[tuple[str, int], int]:
+    """Entries of an offset checkpoint; {} if missing. A malformed file is logged and ignored."""
+    try:
+        body = _read_lines(fs, path)
+    except (ValueError, UnicodeDecodeError) as e:
+        log.warning("ignoring malformed checkpoint %s: %s", path, e)
+        return {}
+    out = {}
+    for ln in body or ():
+        topic, part, off = ln.rsplit(" ", 2)
+        out[(topic, int(part))] = int(off)
+    return out
+
+
+def write_offsets(fs: FileSystem, path: str, offsets: dict[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(offsets))]
+    lines += [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
+    fs.write_file_atomic(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_epochs(fs: FileSystem, path: str) -> list[tuple[int, int]]:
+    try:
+        body = _read_lines(fs, path)
+    except (ValueError, UnicodeDecodeError) as e:
+        log.warning("ignoring malformed leader epoch checkpoint %s: %s", path, e)
+        return []
+    return [tuple(int(x) for x in ln.split()) for ln in body or ()]
+
+
+def write_epochs(fs: FileSystem, path: str, entries: list[tuple[int, int]], *, sync: bool = True) -> None:
+    lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
+    fs.write_file_atomic(path, ("\n".join(lines) + "\n").encode(), sync=sync)
+
+
+class LeaderEpochCache:
+    """(epoch, start offset) pairs, ascending in both; Kafka's LeaderEpochFileCache rules."""
+
+    def __init__(self, fs: FileSystem, directory: str) -> None:
+        self.fs = fs
+        self.path = os.path.join(directory, LEADER_EPOCH)
+        self.entries: list[tuple[int, int]] = []
+        self.dirty = False
+
+    def load(self) -> None:
+        self.entries = read_epochs(self.fs, self.path)
+
+    def save(self) -> None:
+        if self.dirty:
+            entries = list(self.entries)
+            self.dirty = False
+            write_epochs(self.fs, self.path, entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0:
+            return
+        if self.entries:
+            last_epoch, last_start = self.entries[-1]
+            if epoch <= last_epoch:
+                return
+            if start_offset < last_start:
+                # a new epoch must start after the previous one: drop the conflicting tail
+                self.entries = [e for e in self.entries if e[1] < start_offset]
+        self.entries.append((epoch, start_offset))
+        self.dirty = True
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        if epoch < 0 or not self.entries:
+            return -1, -1
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        higher = next((e for e in self.entries if e[0] > epoch), None)
+        if higher is None:
+            return -1, -1
+        floor = None
+        for e in self.entries:
+            if e[0] <= epoch:
+                floor = e
+        if floor is None:
+            return epoch, higher[1]
+        return floor[0], higher[1]
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        keep = [e for e in self.entries if e[1] < end_offset]
+        if keep != self.entries:
+            self.entries = keep
+            self.dirty = True
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        below = [e for e in self.entries if e[1] <= start_offset]
+        if len(below) <= 1 and (not below or below[0][1] == start_offset):
+            return
+        rest = [e for e in self.entries if e[1] > start_offset]
+        self.entries = [(below[-1][0], start_offset)] + rest if below else rest
+        self.dirty = True

@@ -1,0 +1,225 @@
+"""Log compaction (cleanup.policy=compact / compact,delete). Runs in a worker thread.
+
+One pass over a log:
+1. The cleanable range ends at the first uncleanable offset: the active segment's base, the
+   first open transaction, the high watermark, and the first segment younger than
+   min.compaction.lag.ms, rounded down to a segment boundary. The dirty section starts at
+   the cleaner checkpoint. Skip unless dirty/total >= min.cleanable.dirty.ratio (or a
+   delete horizon or max.compaction.lag.ms is due).
+2. Build key -> latest offset over the dirty section.
+3. Rewrite the cleanable segments, in groups that fit one segment, keeping each record that
+   has no later offset for its key; offsets never change; batch structure (base offset,
+   lastOffsetDelta, producer id/epoch/base sequence, codec) is kept. A batch that loses all
+   records is dropped unless it is its producer's last batch (kept empty, like Kafka, to
+   preserve sequence state). Tombstones get a delete horizon (now + delete.retention.ms,
+   KIP-534: attribute bit 6, horizon stored as baseTimestamp) and are dropped by a later
+   pass after it. Control batches are kept.
+4. Crash-safe swap: write <base>.log.cleaned (+ indexes), fsync, rename to .swap, rename the
+   old segments to .deleted, rename .swap to the final name. Recovery deletes .cleaned,
+   and completes a .swap (see Log._load).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from odradek.protocol.records import DELETE_HORIZON_MASK, build_batch, decode_records
+
+from .config import LONG_MAX
+from .log import Log
+from .segment import LogSegment
+
+__all__ = ["clean_log", "CleanStats"]
+
+log = logging.getLogger("odradek.storage")
+
+
+@dataclass
+class CleanStats:
+    first_dirty: int
+    end: int
+    segments_in: int
+    segments_out: int
+    bytes_in: int
+    bytes_out: int
+    records_removed: int
+
+
+def _scan_delete_horizon(lg: Log, segs) -> int | None:
+    best = None
+    for seg in segs:
+        for _, h, _ in seg.scan(0, seg.size, validate=False):
+            if h.attributes & DELETE_HORIZON_MASK:
+                hz = h.base_timestamp
+                best = hz if best is None else min(best, hz)
+    return best
+
+
+def _first_uncleanable(lg: Log, segs, now: int) -> int:
+    cfg = lg.config
+    fuo = segs[-1].base_offset
+    unstable = lg.producer_state.first_unstable_offset()
+    if unstable is not None:
+        fuo = min(fuo, unstable)
+    fuo = min(fuo, lg.high_watermark)
+    if cfg.min_compaction_lag_ms > 0:
+        for seg in segs[:-1]:
+            if seg.size and now - seg.largest_timestamp() < cfg.min_compaction_lag_ms:
+                fuo = min(fuo, seg.base_offset)
+                break
+    return fuo
+
+
+def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False) -> CleanStats | None:
+    """One cleaning pass; None when there is nothing (worth) cleaning. OSError propagates."""
+    cfg = lg.config
+    segs = lg.segments
+    if len(segs) < 2:
+        return None
+    fuo = _first_uncleanable(lg, segs, now)
+    n = 0
+    while n < len(segs) - 1 and segs[n + 1].base_offset <= fuo:
+        n += 1
+    if n == 0:
+        return None
+    group_all = list(segs[:n])
+    end = segs[n].base_offset
+    first_dirty = max(lg.cleaner_checkpoint, lg.log_start_offset, group_all[0].base_offset)
+    dirty_bytes = sum(s.size for i, s in enumerate(group_all) if segs[i + 1].base_offset > first_dirty)
+    total = sum(s.size for s in group_all)
+    if lg.min_delete_horizon is None:
+        lg.min_delete_horizon = _scan_delete_horizon(lg, group_all) or -1
+    horizon_due = lg.min_delete_horizon >= 0 and now >= lg.min_delete_horizon
+    lag_due = False
+    if cfg.max_compaction_lag_ms < LONG_MAX:
+        for i, s in enumerate(group_all):
+            if segs[i + 1].base_offset > first_dirty and s.size and \
+                    s.rolling_timestamp is not None and now - s.rolling_timestamp > cfg.max_compaction_lag_ms:
+                lag_due = True
+    if not force:
+        if dirty_bytes == 0 and not horizon_due:
+            return None
+        if total and dirty_bytes / total < cfg.min_cleanable_dirty_ratio and not (horizon_due or lag_due):
+            return None
+
+    # 2. offset map over the dirty section
+    offset_map: dict[bytes, int] = {}
+    for seg in group_all:
+        if seg.next_offset <= first_dirty and seg.base_offset < first_dirty:
+            continue
+        for _, h, mv in seg.scan(0, seg.size, validate=False):
+            if h.is_control or h.last_offset < first_dirty:
+                continue
+            for r in decode_records(mv, h.position):
+                if r.offset >= first_dirty and r.key is not None:
+                    offset_map[r.key] = r.offset
+
+    # 3. group segments and rewrite
+    groups: list[list[LogSegment]] = []
+    cur: list[LogSegment] = []
+    cur_size = 0
+    for seg in group_all:
+        nxt_off = seg.next_offset
+        if cur and (cur_size + seg.size > cfg.segment_bytes or nxt_off - cur[0].base_offset > 2**31 - 1):
+            groups.append(cur)
+            cur, cur_size = [], 0
+        cur.append(seg)
+        cur_size += seg.size
+    if cur:
+        groups.append(cur)
+
+    last_batches = lg.producer_state.last_batch_offsets()
+    stats = CleanStats(first_dirty, end, len(group_all), 0, total, 0, 0)
+    min_horizon = -1
+    for group in groups:
+        if stop():
+            break
+        new, removed, hz = _clean_group(lg, group, offset_map, last_batches, now)
+        stats.records_removed += removed
+        if hz >= 0:
+            min_horizon = hz if min_horizon < 0 else min(min_horizon, hz)
+        if lg.replace_segments(group, new, now):
+            stats.segments_out += 1
+            stats.bytes_out += new.size
+        else:
+            log.info("%s: segments changed during cleaning, discarded cleaned segment", lg.dir)
+            return stats
+    lg.cleaner_checkpoint = max(lg.cleaner_checkpoint, end)
+    lg.min_delete_horizon = min_horizon
+    log.info("%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes, %d records removed", lg.dir,
+             group_all[0].base_offset, end, stats.segments_in, stats.bytes_in, stats.bytes_out,
+             stats.records_removed)
+    return stats
+
+
+def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now: int):
+    cfg = lg.config
+    new = LogSegment.create(lg.fs, lg.dir, group[0].base_offset, index_bytes=cfg.segment_index_bytes,
+                            index_interval=cfg.index_interval_bytes, now_ms=now, suffix=".cleaned")
+    removed = 0
+    min_hz = -1
+    try:
+        for seg in group:
+            with seg.pin_lock:
+                seg.pins += 1
+            try:
+                for _, h, mv in seg.scan(0, seg.size, validate=False):
+                    raw = mv[h.position:h.position + h.size]
+                    if h.is_control:
+                        out = raw
+                    else:
+                        out, dropped, hz = _clean_batch(h, raw, offset_map, last_batches, now,
+                                                        cfg.delete_retention_ms)
+                        removed += dropped
+                        if hz >= 0:
+                            min_hz = hz if min_hz < 0 else min(min_hz, hz)
+                        if out is None:
+                            continue
+                    max_ts = h.max_timestamp if out is raw else _max_ts(out)
+                    new.append([out], [(0, h.last_offset, max_ts, len(out))])
+            finally:
+                with seg.pin_lock:
+                    seg.pins -= 1
+        new.on_roll()
+        new.flush()
+        new.rename_suffix(".swap")
+        lg.fs.fsync_dir(lg.dir)
+    except BaseException:
+        new.delete_files()
+        raise
+    return new, removed, min_hz
+
+
+def _max_ts(batch: bytes) -> int:
+    import struct
+    return struct.unpack_from(">q", batch, 35)[0]
+
+
+def _clean_batch(h, raw, offset_map, last_batches, now, delete_retention_ms):
+    records = decode_records(raw)
+    horizon = h.delete_horizon_ms
+    retained = []
+    has_tombstone = False
+    for r in records:
+        if r.key is not None and offset_map.get(r.key, -1) > r.offset:
+            continue
+        if r.value is None and horizon >= 0 and now >= horizon:
+            continue
+        retained.append(r)
+        if r.value is None:
+            has_tombstone = True
+    dropped = len(records) - len(retained)
+    if not dropped and (not has_tombstone or horizon >= 0):
+        return raw, 0, horizon if has_tombstone else -1
+    if not retained and not (h.producer_id >= 0 and last_batches.get(h.producer_id) == h.last_offset):
+        return None, dropped, -1
+    new_hz = (horizon if horizon >= 0 else now + delete_retention_ms) if has_tombstone else None
+    out = build_batch(retained, base_offset=h.base_offset, compression=h.compression,
+                      producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                      base_sequence=h.base_sequence, is_transactional=h.is_transactional,
+                      timestamp_type=h.timestamp_type, partition_leader_epoch=h.partition_leader_epoch,
+                      last_offset_delta=h.last_offset_delta,
+                      max_timestamp=h.max_timestamp if h.timestamp_type else None,
+                      delete_horizon_ms=new_hz)
+    return out, dropped, new_hz if new_hz is not None else -1

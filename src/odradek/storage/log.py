@@ -1,0 +1,769 @@
+"""Log: one partition's segments; append, read, roll, truncate, recover, retention.
+
+Threading: append/read/roll/retention run on the event-loop thread. ``flush`` and the
+cleaner run in worker threads; they never mutate the segment list except under
+``self.lock`` (cleaner swap), and readers take the immutable ``segments`` tuple without
+locking (copy-on-write).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from odradek.protocol.records import (
+    HEADER_SIZE, BatchHeader, CorruptRecordError, InvalidRecordError, decode_control_record,
+    decode_records, iter_batches, patch_batch,
+)
+
+from .checkpoint import LeaderEpochCache
+from .config import LogConfig
+from .errors import (
+    InvalidTimestampError, KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError, StorageError,
+)
+from .fs import FileSystem
+from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
+from .segment import LogSegment, offset_from_name
+
+__all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo"]
+
+log = logging.getLogger("odradek.storage")
+
+_SNAPSHOTS_KEPT = 4
+
+
+class FileRegion(NamedTuple):
+    fd: int
+    position: int
+    length: int
+
+
+@dataclass(slots=True)
+class ReadResult:
+    regions: list[FileRegion]
+    size: int
+    first_offset: int  # base offset of the first batch returned; -1 when empty
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_count: int
+    duplicate: bool = False
+    needs_flush: bool = False
+
+
+class LogDirState:
+    """Shared by every log of one log directory: online/offline, delayed deletions."""
+
+    def __init__(self, path: str, on_failure=None) -> None:
+        self.path = path
+        self.offline = False
+        self.error: str | None = None
+        self.pending_deletes: list[tuple[int, object]] = []  # (deadline ms, segment or dir path)
+        self._on_failure = on_failure
+        self._lock = threading.Lock()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.offline:
+                return
+            self.offline = True
+            err = getattr(exc, "errno", None)
+            self.error = f"{exc}"
+        log.error("log directory %s is now offline: %s (errno %s %s)", self.path, exc, err,
+                  os.strerror(err) if isinstance(err, int) else "")
+        if self._on_failure is not None:
+            self._on_failure(self.path, exc)
+
+    def schedule_delete(self, deadline_ms: int, item) -> None:
+        with self._lock:
+            self.pending_deletes.append((deadline_ms, item))
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class Log:
+    def __init__(self, fs: FileSystem, directory: str, topic: str, partition: int, config: LogConfig,
+                 dir_state: LogDirState, clock=time.time) -> None:
+        self.fs = fs
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.dir_state = dir_state
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.segments: tuple[LogSegment, ...] = ()
+        self._bases: tuple[int, ...] = ()
+        self.log_start_offset = 0
+        self._leo = 0
+        self._hw = 0
+        self.recovery_point = 0
+        self.last_flush_ms = self._now()
+        self.producer_state = ProducerStateManager(fs, directory)
+        self.epoch_cache = LeaderEpochCache(fs, directory)
+        self.cleaner_checkpoint = 0
+        self.min_delete_horizon: int | None = None  # None: unknown (scan on next cleaning)
+        self.closed = False
+        self._dir_dirty = False
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic}-{self.partition}, {self.log_start_offset}..{self._leo})"
+
+    # ------------------------------------------------------------------ helpers
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _check_online(self) -> None:
+        if self.dir_state.offline:
+            raise KafkaStorageError(f"log directory {self.dir_state.path} is offline")
+        if self.closed:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    def _fail(self, exc: BaseException):
+        self.dir_state.fail(exc)
+        raise KafkaStorageError(f"I/O error in {self.dir}: {exc}") from exc
+
+    def _set_segments(self, segs) -> None:
+        segs = tuple(segs)
+        self.segments = segs
+        self._bases = tuple(s.base_offset for s in segs)
+
+    def _new_segment(self, base: int, now_ms: int) -> LogSegment:
+        seg = LogSegment.create(self.fs, self.dir, base, index_bytes=self.config.segment_index_bytes,
+                                index_interval=self.config.index_interval_bytes, now_ms=now_ms)
+        seg.roll_jitter = random.randrange(self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
+        self._dir_dirty = True
+        return seg
+
+    def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
+        seg = LogSegment.open(self.fs, self.dir, base, index_bytes=self.config.segment_index_bytes,
+                              index_interval=self.config.index_interval_bytes, suffix=suffix)
+        seg.roll_jitter = 0
+        return seg
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self._hw = min(max(value, self.log_start_offset), self._leo)
+
+    @property
+    def last_stable_offset(self) -> int:
+        fuo = self.producer_state.first_unstable_offset()
+        return self._hw if fuo is None else min(fuo, self._hw)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._leo - self.recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def update_config(self, cfg: LogConfig) -> None:
+        self.config = cfg
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, fs: FileSystem, directory: str, config: LogConfig, dir_state: LogDirState, *,
+             recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
+             clean: bool = False, clock=time.time) -> "Log":
+        parsed = parse_log_dir_name(os.path.basename(directory.rstrip("/")))
+        if parsed is None:
+            raise StorageError(f"not a log directory name: {directory}")
+        self = cls(fs, directory, parsed[0], parsed[1], config, dir_state, clock)
+        self._load(recovery_point, log_start_offset, high_watermark, clean)
+        return self
+
+    def _load(self, recovery_point: int, log_start_offset: int, hw: int, clean: bool) -> None:
+        fs = self.fs
+        names = fs.listdir(self.dir)
+        for name in names:
+            if name.endswith((".deleted", ".cleaned", ".tmp")):
+                fs.remove(os.path.join(self.dir, name))
+        names = fs.listdir(self.dir)
+        segs: dict[int, LogSegment] = {}
+        for name in sorted(names):
+            if name.endswith(".log"):
+                segs[offset_from_name(name)] = self._open_segment(offset_from_name(name))
+        # complete interrupted cleaner swaps (Kafka's rule: the .swap replaces every segment
+        # whose base offset falls in its offset range)
+        for name in sorted(n for n in names if n.endswith(".log.swap")):
+            base = offset_from_name(name)
+            swap = self._open_segment(base, ".swap")
+            end = max(swap.next_offset, base + 1)
+            for b in [b for b in segs if base <= b < end]:
+                segs.pop(b).delete_files()
+            swap.rename_suffix("")
+            segs[base] = swap
+            log.info("%s: completed interrupted segment swap at offset %d", self.dir, base)
+        for name in fs.listdir(self.dir):
+            if name.endswith(".swap") or (name.endswith((".index", ".timeindex"))
+                                          and offset_from_name(name) not in segs):
+                fs.remove(os.path.join(self.dir, name))
+        ordered = [segs[b] for b in sorted(segs)]
+        self.epoch_cache.load()
+        if not clean and ordered:
+            self._recover(ordered, recovery_point)
+        if not ordered:
+            ordered = [self._new_segment(max(log_start_offset, 0), self._now())]
+        self._set_segments(ordered)
+        self._leo = ordered[-1].next_offset
+        self.log_start_offset = min(max(log_start_offset, ordered[0].base_offset), self._leo)
+        self.recovery_point = self._leo if clean else min(max(recovery_point, 0), self._leo)
+        self._hw = min(max(hw, self.log_start_offset), self._leo)
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        active = ordered[-1]
+        active.offset_index.resize(active.offset_index.max_entries * active.offset_index.ENTRY)
+        active.time_index.resize(active.time_index.max_entries * active.time_index.ENTRY)
+        self._rebuild_producer_state(self._leo)
+        if not clean:
+            # make the recovered state durable, then everything up to LEO is recovered
+            for seg in self.segments:
+                if seg.flushed_size < seg.size or seg.rebuilt_index:
+                    seg.flush()
+            self.epoch_cache.dirty = True
+            self.epoch_cache.save()
+            self.recovery_point = self._leo
+
+    def _recover(self, ordered: list[LogSegment], recovery_point: int) -> None:
+        """Unclean shutdown: revalidate everything from the segment holding the recovery point."""
+        start = 0
+        for i, seg in enumerate(ordered):
+            if seg.base_offset <= recovery_point:
+                start = i
+        expected = ordered[start].base_offset
+        truncated_bytes = 0
+        batches_seen = [0]
+
+        def on_batch(pos, h, mv):
+            batches_seen[0] += 1
+            if h.partition_leader_epoch >= 0:
+                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+
+        self.epoch_cache.truncate_from_end(ordered[start].base_offset)
+        cut_at = None
+        for i in range(start, len(ordered)):
+            seg = ordered[i]
+            if seg.base_offset < expected:
+                cut_at = i
+                break
+            dropped = seg.recover(on_batch, start_offset=expected)
+            seg.rebuilt_index = True
+            expected = seg.next_offset
+            if dropped:
+                truncated_bytes += dropped
+                cut_at = i + 1
+                break
+        if cut_at is not None:
+            for seg in ordered[cut_at:]:
+                truncated_bytes += seg.size
+                log.warning("%s: deleting segment %s beyond the recovered log end", self.dir, seg.log_path)
+                seg.delete_files()
+            del ordered[cut_at:]
+            if not ordered:
+                return
+        if truncated_bytes:
+            log.warning("%s: recovery truncated %d bytes (log end offset now %d)", self.dir,
+                        truncated_bytes, ordered[-1].next_offset)
+        else:
+            log.info("%s: recovered %d batches after offset %d, nothing truncated", self.dir,
+                     batches_seen[0], recovery_point)
+
+    def _replay(self, from_offset: int, to_offset: int) -> None:
+        ps = self.producer_state
+        for seg in self.segments:
+            if seg.next_offset <= from_offset or seg.base_offset >= to_offset:
+                continue
+            start = seg.translate(from_offset, seg.size)
+            if start is None:
+                continue
+            for pos, h, mv in seg.scan(start[0], seg.size, validate=False):
+                if h.base_offset >= to_offset:
+                    break
+                if h.producer_id < 0:
+                    continue
+                ctype = None
+                if h.is_control:
+                    try:
+                        c = decode_control_record(mv, h.position)
+                        ctype = None if c is None else c[1]
+                    except ValueError:
+                        pass
+                ps.update(h, ctype)
+
+    def _rebuild_producer_state(self, to_offset: int) -> None:
+        ps = self.producer_state
+        snap = ps.load_latest(to_offset)
+        ps.delete_snapshots(above=to_offset, keep_latest=False)
+        start = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
+        if start < to_offset:
+            self._replay(start, to_offset)
+
+    # ------------------------------------------------------------------ append
+    def append(self, batches, *, leader_epoch: int = 0, now_ms: int | None = None, validate: bool = True,
+               assign_offsets: bool = True) -> AppendInfo:
+        """Append already-framed v2 batches.
+
+        ``assign_offsets=False`` (replication) keeps the batches' offsets and epochs, which
+        must start at or after the log end offset."""
+        self._check_online()
+        cfg = self.config
+        now = self._now() if now_ms is None else now_ms
+        mv = batches if isinstance(batches, memoryview) else memoryview(batches)
+        headers = list(iter_batches(mv, validate=validate, strict=validate and assign_offsets))
+        if not headers:
+            raise InvalidRecordError("append of an empty record set")
+        lat = now if (cfg.log_append_time and assign_offsets) else -1
+        for h in headers:
+            if h.size > cfg.max_message_bytes:
+                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
+            if validate and lat < 0 and not h.is_control and h.max_timestamp >= 0 and (
+                    now - h.max_timestamp > cfg.message_timestamp_before_max_ms
+                    or h.max_timestamp - now > cfg.message_timestamp_after_max_ms):
+                raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now})")
+        pending: dict[int, tuple[int, int]] = {}
+        ps = self.producer_state
+        for h in headers:
+            if h.producer_id >= 0:
+                dup = ps.check(h, pending)
+                if dup is not None:
+                    return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
+
+        next_off = self._leo
+        bufs = []
+        infos = []
+        final = []
+        rel = 0
+        count = 0
+        for h in headers:
+            if assign_offsets:
+                base = next_off
+                hdr = bytearray(mv[h.position:h.position + HEADER_SIZE])
+                body = mv[h.position + HEADER_SIZE:h.position + h.size]
+                patch_batch(hdr, base_offset=base, partition_leader_epoch=leader_epoch,
+                            log_append_time=lat if lat >= 0 else None, body=body)
+                bufs.append(hdr)
+                bufs.append(body)
+                max_ts = lat if lat >= 0 else h.max_timestamp
+                h2 = h._replace(base_offset=base, max_timestamp=max_ts, partition_leader_epoch=leader_epoch)
+            else:
+                if h.base_offset < next_off:
+                    raise InvalidRecordError(f"batch offset {h.base_offset} below log end offset {next_off}")
+                bufs.append(mv[h.position:h.position + h.size])
+                h2 = h
+            infos.append((rel, h2.last_offset, h2.max_timestamp, h.size))
+            final.append(h2)
+            rel += h.size
+            count += h.record_count
+            next_off = h2.next_offset
+
+        seg = self.segments[-1]
+        try:
+            if self._should_roll(seg, rel, final[0].base_offset, final[-1].last_offset, now):
+                seg = self._roll(now, final[0].base_offset)
+            seg.append(bufs, infos)
+        except OSError as e:
+            self._fail(e)
+
+        for h in final:
+            if h.producer_id >= 0:
+                ctype = None
+                if h.is_control:
+                    try:
+                        c = decode_control_record(mv, h.position)
+                        ctype = None if c is None else c[1]
+                    except ValueError:
+                        pass
+                ps.update(h, ctype)
+            epoch = h.partition_leader_epoch
+            if epoch > self.epoch_cache.latest_epoch:
+                self.epoch_cache.assign(epoch, h.base_offset)
+        self._leo = next_off
+        return AppendInfo(final[0].base_offset, final[-1].last_offset, lat, self.log_start_offset, count,
+                          False, next_off - self.recovery_point >= cfg.flush_messages)
+
+    def _should_roll(self, seg: LogSegment, size: int, first_offset: int, last_offset: int, now: int) -> bool:
+        if seg.size == 0:
+            return first_offset != seg.base_offset and first_offset > seg.base_offset
+        cfg = self.config
+        rolling_ts = seg.rolling_timestamp if seg.rolling_timestamp is not None and seg.rolling_timestamp >= 0 \
+            else seg.created_ms
+        return (seg.size > cfg.segment_bytes - size
+                or now - rolling_ts > cfg.segment_ms - getattr(seg, "roll_jitter", 0)
+                or seg.offset_index.is_full or seg.time_index.is_full
+                or seg.would_overflow(last_offset))
+
+    def _roll(self, now: int, base: int | None = None) -> LogSegment:
+        with self.lock:
+            base = self._leo if base is None else base
+            old = self.segments[-1]
+            if old.size == 0:
+                # empty active segment: just replace it at the new base
+                old.delete_files()
+                new = self._new_segment(base, now)
+                self._set_segments(self.segments[:-1] + (new,))
+                return new
+            self.producer_state.take_snapshot(base)
+            offs = self.producer_state.snapshot_offsets()
+            for off in offs[:-_SNAPSHOTS_KEPT]:
+                self.fs.remove(self.producer_state.snapshot_path(off))
+            old.on_roll()
+            new = self._new_segment(base, now)
+            self._set_segments(self.segments + (new,))
+            return new
+
+    def roll(self) -> None:
+        self._check_online()
+        try:
+            self._roll(self._now())
+        except OSError as e:
+            self._fail(e)
+
+    # ------------------------------------------------------------------ read
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        self._check_online()
+        try:
+            return self._read(offset, max_bytes, max_offset, min_one_batch)
+        except OSError as e:
+            self._fail(e)
+
+    def _read(self, offset, max_bytes, max_offset, min_one_batch) -> ReadResult:
+        segs = self.segments
+        bases = self._bases
+        leo = self._leo
+        lso = self.log_start_offset
+        if offset < lso or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}")
+        limit = leo if max_offset is None else min(max_offset, leo)
+        regions: list[FileRegion] = []
+        total = 0
+        first = -1
+        i = bisect_right(bases, offset) - 1
+        if i < 0:
+            i = 0
+        while i < len(segs) and offset < limit:
+            seg = segs[i]
+            end_pos = seg.size
+            found = seg.translate(offset, end_pos)
+            i += 1
+            if found is None:
+                continue
+            start, h = found
+            if h.base_offset >= limit:
+                break
+            stop = seg.batches_end(start, h, start + (max_bytes - total), limit, end_pos)
+            if stop == start:
+                if regions or not min_one_batch:
+                    break
+                stop = start + h.size
+            if first < 0:
+                first = h.base_offset
+            regions.append(FileRegion(seg.fd, start, stop - start))
+            total += stop - start
+            if stop < end_pos or total >= max_bytes:
+                break
+            offset = seg.next_offset
+        return ReadResult(regions, total, first, lso, leo, self._hw)
+
+    def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+                   min_one_batch: bool = True) -> bytes:
+        res = self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        try:
+            return b"".join(os.pread(r.fd, r.length, r.position) for r in res.regions)
+        except OSError as e:
+            self._fail(e)
+
+    # ------------------------------------------------------------------ offsets by time
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """First offset whose record timestamp >= ts_ms, with that timestamp. Special
+        targets: -2 earliest (log start, -1), -1 latest (LEO, -1), -3 max timestamp."""
+        self._check_online()
+        if ts_ms == -2:
+            return self.log_start_offset, -1
+        if ts_ms == -1:
+            return self._leo, -1
+        if ts_ms == -3:
+            return self.max_timestamp_offset()
+        try:
+            return self._offset_for_timestamp(ts_ms)
+        except OSError as e:
+            self._fail(e)
+
+    def _offset_for_timestamp(self, ts: int):
+        lso = self.log_start_offset
+        for seg in self.segments:
+            if seg.max_timestamp < ts or seg.next_offset <= lso:
+                continue
+            start_off = max(seg.time_index.lookup(ts), lso, seg.base_offset)
+            _, pos = seg.offset_index.lookup(start_off)
+            end = seg.size
+            while pos < end:
+                h = seg.read_header(pos)
+                if h is None:
+                    break
+                if h.max_timestamp >= ts and h.last_offset >= lso:
+                    for r in decode_records(seg.read(pos, h.size)):
+                        if r.timestamp >= ts and r.offset >= lso:
+                            return r.offset, r.timestamp
+                pos += h.size
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        self._check_online()
+        best = None
+        for seg in self.segments:
+            if seg.size and seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return -1, -1
+        try:
+            found = best.translate(best.offset_of_max_timestamp, best.size)
+            if found is not None:
+                pos, h = found
+                for r in decode_records(best.read(pos, h.size)):
+                    if r.timestamp == best.max_timestamp:
+                        return r.offset, r.timestamp
+        except OSError as e:
+            self._fail(e)
+        return best.offset_of_max_timestamp, best.max_timestamp
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        self._check_online()
+        return self.epoch_cache.end_offset_for(epoch, self._leo)
+
+    # ------------------------------------------------------------------ flush
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding data below ``up_to`` (default: current LEO), then advance
+        the recovery point. Safe to run in a worker thread."""
+        self._check_online()
+        target = self._leo if up_to is None else min(up_to, self._leo)
+        try:
+            if target > self.recovery_point or self._dir_dirty:
+                for seg in self.segments:
+                    if seg.base_offset >= target and seg.base_offset > self.recovery_point:
+                        break
+                    if seg.deleted or (seg.flushed_size >= seg.size and seg.next_offset <= self.recovery_point):
+                        continue
+                    with seg.pin_lock:
+                        if seg.deleted:
+                            continue
+                        seg.pins += 1
+                    try:
+                        seg.flush()
+                    finally:
+                        with seg.pin_lock:
+                            seg.pins -= 1
+                if self._dir_dirty:
+                    self._dir_dirty = False
+                    self.fs.fsync_dir(self.dir)
+            self.epoch_cache.save()
+        except OSError as e:
+            if self.closed:
+                return
+            self._fail(e)
+        if target > self.recovery_point:
+            self.recovery_point = target
+        self.last_flush_ms = self._now()
+
+    # ------------------------------------------------------------------ retention
+    def _schedule_segment_delete(self, segs: list[LogSegment], now: int) -> None:
+        for seg in segs:
+            seg.rename_suffix(".deleted")
+            seg.deleted = True
+            self.dir_state.schedule_delete(now + self.config.file_delete_delay_ms, seg)
+
+    def _delete_segments(self, predicate, now: int, reason: str) -> int:
+        segs = self.segments
+        victims = []
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if nxt is None and seg.size == 0:
+                break
+            if upper <= self._hw and predicate(seg, nxt):
+                victims.append(seg)
+            else:
+                break
+        if not victims:
+            return 0
+        with self.lock:
+            if len(victims) == len(self.segments):
+                self._roll(now)
+            keep = [s for s in self.segments if s not in victims]
+            self._set_segments(keep)
+            self._schedule_segment_delete(victims, now)
+            new_start = max(self.log_start_offset, keep[0].base_offset)
+            if new_start != self.log_start_offset:
+                self.log_start_offset = new_start
+                self.epoch_cache.truncate_from_start(new_start)
+                self.log_start_dirty = True
+        log.info("%s: deleted %d segment(s) by %s; log start offset %d", self.dir, len(victims), reason,
+                 self.log_start_offset)
+        return len(victims)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention by time, size, and log start offset. Returns segments deleted."""
+        self._check_online()
+        now = self._now() if now_ms is None else now_ms
+        cfg = self.config
+        n = 0
+        try:
+            if cfg.delete and cfg.retention_ms >= 0:
+                n += self._delete_segments(lambda s, nxt: now - s.largest_timestamp() > cfg.retention_ms,
+                                           now, "retention.ms")
+            if cfg.delete and cfg.retention_bytes >= 0:
+                diff = [self.size_bytes - cfg.retention_bytes]
+
+                def by_size(s, nxt):
+                    if diff[0] - s.size >= 0:
+                        diff[0] -= s.size
+                        return True
+                    return False
+                n += self._delete_segments(by_size, now, "retention.bytes")
+            n += self._delete_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+                                       now, "log start offset")
+            if n:
+                self.producer_state.delete_snapshots(below=self.log_start_offset)
+        except OSError as e:
+            self._fail(e)
+        return n
+
+    def delete_records(self, before_offset: int) -> int:
+        self._check_online()
+        if before_offset < 0 or before_offset > self._hw:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {before_offset}: high watermark is {self._hw}")
+        if before_offset > self.log_start_offset:
+            self.log_start_offset = before_offset
+            self.epoch_cache.truncate_from_start(before_offset)
+            self.log_start_dirty = True
+            self.delete_old_segments()
+        return self.log_start_offset
+
+    log_start_dirty = False
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at and above ``offset`` (follower truncation)."""
+        self._check_online()
+        if offset >= self._leo:
+            return
+        now = self._now()
+        try:
+            with self.lock:
+                segs = list(self.segments)
+                if offset < segs[0].base_offset or offset < self.log_start_offset:
+                    victims = segs
+                    new = self._new_segment(offset, now)
+                    self._set_segments([new])
+                    self._schedule_segment_delete(victims, now)
+                    self.log_start_offset = offset
+                else:
+                    keep = [s for s in segs if s.base_offset < offset] or [segs[0]]
+                    victims = [s for s in segs if s not in keep]
+                    self._set_segments(keep)
+                    self._schedule_segment_delete(victims, now)
+                    active = keep[-1]
+                    active.truncate_to(offset)
+                    active.offset_index.resize(active.offset_index.max_entries * 8)
+                    active.time_index.resize(active.time_index.max_entries * 12)
+                self._leo = offset
+                self.recovery_point = min(self.recovery_point, offset)
+                self._hw = min(self._hw, offset)
+                self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
+                self.epoch_cache.truncate_from_end(offset)
+                self._rebuild_producer_state(offset)
+        except OSError as e:
+            self._fail(e)
+
+    # ------------------------------------------------------------------ close
+    def close(self, *, clean: bool = True) -> None:
+        """Flush, snapshot producer state at LEO, close files. With ``clean`` the indexes are
+        trimmed as on roll."""
+        if self.closed:
+            return
+        try:
+            if clean and not self.dir_state.offline:
+                self.flush()
+                active = self.segments[-1]
+                active.on_roll()
+                active.offset_index.flush()
+                active.time_index.flush()
+                self.producer_state.take_snapshot(self._leo, sync=True)
+        except (OSError, StorageError) as e:
+            if not self.dir_state.offline:
+                self.dir_state.fail(e)
+        finally:
+            self.closed = True
+            for seg in self.segments:
+                try:
+                    seg.close()
+                except OSError:
+                    pass
+
+    # ------------------------------------------------------------------ cleaner hooks
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, now: int) -> bool:
+        """Swap cleaned segment ``new`` (files suffixed .swap) in for ``old``.
+
+        Order (crash safe, see recovery): old files -> .deleted, .swap -> final names.
+        Returns False (and discards ``new``) when ``old`` changed meanwhile."""
+        with self.lock:
+            segs = list(self.segments)
+            if not all(any(o is s for s in segs) for o in old) or old[-1] is segs[-1]:
+                new.delete_files()
+                return False
+            i = next(k for k, s in enumerate(segs) if s is old[0])
+            for o in old:
+                o.rename_suffix(".deleted")
+                o.deleted = True
+            new.rename_suffix("")
+            segs[i:i + len(old)] = [new]
+            self._set_segments(segs)
+            for o in old:
+                self.dir_state.schedule_delete(now + self.config.file_delete_delay_ms, o)
+            return True
+
+
+def snapshot_files(names: list[str]) -> list[str]:
+    return [n for n in names if n.endswith(SNAPSHOT_SUFFIX)]
+
+
+__all__ += ["parse_log_dir_name", "BatchHeader", "CorruptRecordError"]

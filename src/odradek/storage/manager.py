@@ -1,0 +1,338 @@
+"""LogManager: log directories, recovery on load, and the background duties (flush policy,
+retention, compaction, checkpoints, delayed deletes)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+from .checkpoint import CLEAN_SHUTDOWN, CLEANER, LOG_START, RECOVERY_POINT, REPLICATION, read_offsets, write_offsets
+from .cleaner import clean_log
+from .config import LogConfig
+from .errors import KafkaStorageError, StorageError
+from .fs import FileSystem, OSFileSystem
+from .log import Log, LogDirState, parse_log_dir_name
+from .segment import LogSegment
+
+__all__ = ["LogManager"]
+
+log = logging.getLogger("odradek.storage")
+
+
+class LogManager:
+    """Owns every Log of this broker. All methods except ``flush_log``/``run`` are sync and
+    meant for the event-loop thread; fsync, checkpoint writes and cleaning go to threads."""
+
+    retention_check_interval_ms = 300000
+    checkpoint_interval_ms = 60000
+    cleaner_backoff_ms = 15000
+    cleaner_enabled = True
+    tick_seconds = 0.1
+
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, *, fs: FileSystem | None = None,
+                 clock: Callable[[], float] = time.time, recovery_threads: int = 1,
+                 topic_config: Callable[[str], LogConfig | None] | None = None) -> None:
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self.fs = fs or OSFileSystem()
+        self.clock = clock
+        self.recovery_threads = max(1, recovery_threads)
+        self.topic_config = topic_config
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._dirs = {d: LogDirState(d) for d in self.log_dirs}
+        self._cleaner_lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
+        self._shutting_down = False
+        self._loaded = False
+
+    # ------------------------------------------------------------------ basics
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    @property
+    def offline_dirs(self) -> set[str]:
+        return {d for d, s in self._dirs.items() if s.offline}
+
+    def _online_dirs(self) -> list[str]:
+        return [d for d, s in self._dirs.items() if not s.offline]
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self.topic_config is not None:
+            cfg = self.topic_config(topic)
+            if cfg is not None:
+                return cfg
+        return self.default_config
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    # ------------------------------------------------------------------ load
+    def load(self) -> None:
+        """Recover every log (sync, before serving). A directory that fails goes offline."""
+        for d, state in self._dirs.items():
+            try:
+                self._load_dir(d, state)
+            except OSError as e:
+                state.fail(e)
+            except StorageError as e:
+                state.fail(e)
+        self._loaded = True
+
+    def _load_dir(self, d: str, state: LogDirState) -> None:
+        fs = self.fs
+        fs.makedirs(d)
+        marker = os.path.join(d, CLEAN_SHUTDOWN)
+        clean = fs.exists(marker)
+        rps = read_offsets(fs, os.path.join(d, RECOVERY_POINT))
+        starts = read_offsets(fs, os.path.join(d, LOG_START))
+        hws = read_offsets(fs, os.path.join(d, REPLICATION))
+        cleaner = read_offsets(fs, os.path.join(d, CLEANER))
+        jobs = []
+        for name in sorted(fs.listdir(d)):
+            path = os.path.join(d, name)
+            if not fs.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                fs.rmtree(path)
+                continue
+            parsed = parse_log_dir_name(name)
+            if parsed is None:
+                continue
+            if parsed in self._logs:
+                log.error("partition %s-%d found in two log dirs (%s and %s); ignoring the second",
+                          parsed[0], parsed[1], self._logs[parsed].dir, path)
+                continue
+            jobs.append((parsed, path))
+
+        def load_one(job):
+            key, path = job
+            lg = Log.load(fs, path, self._config_for(key[0]), state, recovery_point=rps.get(key, 0),
+                          log_start_offset=starts.get(key, 0), high_watermark=hws.get(key, 0), clean=clean,
+                          clock=self.clock)
+            lg.cleaner_checkpoint = cleaner.get(key, lg.log_start_offset)
+            return key, lg
+
+        if self.recovery_threads > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(self.recovery_threads) as ex:
+                loaded = list(ex.map(load_one, jobs))
+        else:
+            loaded = [load_one(j) for j in jobs]
+        for key, lg in loaded:
+            self._logs[key] = lg
+        log.info("loaded %d logs from %s (%s shutdown)", len(loaded), d, "clean" if clean else "unclean")
+        if clean:
+            fs.remove(marker)
+            fs.fsync_dir(d)
+        self._write_dir_checkpoints(d)
+
+    # ------------------------------------------------------------------ create / delete
+    def create_log(self, topic: str, partition: int, config: LogConfig) -> Log:
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not topic or "/" in topic or topic in (".", ".."):
+            raise ValueError(f"invalid topic name {topic!r}")
+        online = self._online_dirs()
+        if not online:
+            raise KafkaStorageError("no online log directory")
+        counts = {d: 0 for d in online}
+        for lg in self._logs.values():
+            if lg.dir_state.path in counts:
+                counts[lg.dir_state.path] += 1
+        d = min(online, key=lambda x: (counts[x], online.index(x)))
+        state = self._dirs[d]
+        path = os.path.join(d, f"{topic}-{partition}")
+        try:
+            self.fs.makedirs(path)
+            lg = Log.load(self.fs, path, config, state, clean=True, clock=self.clock)
+            self.fs.fsync_dir(d)
+        except OSError as e:
+            state.fail(e)
+            raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
+        self._logs[(topic, partition)] = lg
+        return lg
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return
+        lg.closed = True
+        target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
+        try:
+            self.fs.rename(lg.dir, target)
+        except OSError as e:
+            lg.dir_state.fail(e)
+            raise KafkaStorageError(f"cannot delete log {topic}-{partition}: {e}") from e
+        lg.dir = target
+        lg.dir_state.schedule_delete(self._now() + lg.config.file_delete_delay_ms, (target, lg))
+
+    # ------------------------------------------------------------------ flush
+    async def flush_log(self, lg: Log) -> None:
+        """fsync ``lg`` up to its current end in a worker thread; advances its recovery point."""
+        if lg.dir_state.offline:
+            raise KafkaStorageError(f"log directory {lg.dir_state.path} is offline")
+        target = lg.log_end_offset
+        await asyncio.to_thread(lg.flush, target)
+
+    def logs_to_flush(self, now_ms: int | None = None) -> list[Log]:
+        now = self._now() if now_ms is None else now_ms
+        out = []
+        for lg in self._logs.values():
+            if lg.closed or lg.dir_state.offline:
+                continue
+            unflushed = lg.unflushed_messages
+            if unflushed <= 0:
+                continue
+            if unflushed >= lg.config.flush_messages or now - lg.last_flush_ms >= lg.config.flush_ms:
+                out.append(lg)
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def _write_dir_checkpoints(self, d: str) -> None:
+        state = self._dirs[d]
+        if state.offline:
+            return
+        logs = [lg for lg in self._logs.values() if lg.dir_state is state]
+        try:
+            with self._checkpoint_lock:
+                write_offsets(self.fs, os.path.join(d, RECOVERY_POINT),
+                              {(lg.topic, lg.partition): lg.recovery_point for lg in logs})
+                write_offsets(self.fs, os.path.join(d, LOG_START),
+                              {(lg.topic, lg.partition): lg.log_start_offset for lg in logs})
+                write_offsets(self.fs, os.path.join(d, REPLICATION),
+                              {(lg.topic, lg.partition): lg.high_watermark for lg in logs})
+                write_offsets(self.fs, os.path.join(d, CLEANER),
+                              {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact})
+            for lg in logs:
+                lg.log_start_dirty = False
+        except OSError as e:
+            state.fail(e)
+
+    def write_checkpoints(self) -> None:
+        """Persist recovery points, log start offsets, high watermarks, cleaner offsets."""
+        for d in self._online_dirs():
+            self._write_dir_checkpoints(d)
+
+    # ------------------------------------------------------------------ retention / deletes
+    def run_retention(self, now_ms: int | None = None) -> int:
+        now = self._now() if now_ms is None else now_ms
+        n = 0
+        for lg in list(self._logs.values()):
+            if lg.closed or lg.dir_state.offline:
+                continue
+            try:
+                n += lg.delete_old_segments(now)
+            except StorageError:
+                pass
+        return n
+
+    def process_delayed_deletes(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Close and remove segments/directories whose file.delete.delay.ms has passed."""
+        now = self._now() if now_ms is None else now_ms
+        done = 0
+        for state in self._dirs.values():
+            with state._lock:
+                due = [x for x in state.pending_deletes if force or x[0] <= now]
+                state.pending_deletes = [x for x in state.pending_deletes if not (force or x[0] <= now)]
+            keep = []
+            for item in due:
+                target = item[1]
+                try:
+                    if isinstance(target, LogSegment):
+                        with target.pin_lock:
+                            busy = target.pins > 0
+                        if busy:
+                            keep.append(item)
+                            continue
+                        target.delete_files()
+                    else:
+                        path, lg = target
+                        for seg in lg.segments:
+                            seg.close()
+                        self.fs.rmtree(path)
+                    done += 1
+                except OSError as e:
+                    log.warning("failed to delete %r: %s", target, e)
+            if keep:
+                with state._lock:
+                    state.pending_deletes.extend(keep)
+        return done
+
+    # ------------------------------------------------------------------ cleaner
+    def clean_once(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """One compaction pass over every compacted log (called in a worker thread)."""
+        now = self._now() if now_ms is None else now_ms
+        cleaned = 0
+        with self._cleaner_lock:
+            for lg in list(self._logs.values()):
+                if self._shutting_down:
+                    break
+                if not lg.config.compact or lg.closed or lg.dir_state.offline:
+                    continue
+                try:
+                    if clean_log(lg, now, force=force, stop=lambda: self._shutting_down) is not None:
+                        cleaned += 1
+                except OSError as e:
+                    lg.dir_state.fail(e)
+                except Exception:  # a bug must not kill the cleaner for every other log
+                    log.exception("cleaner failed on %s", lg.dir)
+        return cleaned
+
+    # ------------------------------------------------------------------ background loop
+    async def run(self) -> None:
+        now = self._now()
+        next_retention = now + self.retention_check_interval_ms
+        next_checkpoint = now + self.checkpoint_interval_ms
+        next_clean = now + self.cleaner_backoff_ms
+        cleaner: asyncio.Future | None = None
+        try:
+            while True:
+                now = self._now()
+                for lg in self.logs_to_flush(now):
+                    try:
+                        await self.flush_log(lg)
+                    except StorageError:
+                        pass
+                if now >= next_retention:
+                    self.run_retention(now)
+                    next_retention = now + self.retention_check_interval_ms
+                if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
+                    await asyncio.to_thread(self.write_checkpoints)
+                    next_checkpoint = now + self.checkpoint_interval_ms
+                self.process_delayed_deletes(now)
+                if self.cleaner_enabled and now >= next_clean and (cleaner is None or cleaner.done()):
+                    cleaner = asyncio.ensure_future(asyncio.to_thread(self.clean_once, now))
+                    next_clean = now + self.cleaner_backoff_ms
+                await asyncio.sleep(self.tick_seconds)
+        finally:
+            if cleaner is not None and not cleaner.done():
+                cleaner.cancel()
+
+    # ------------------------------------------------------------------ shutdown
+    def shutdown(self) -> None:
+        """Flush everything, write checkpoints and the clean-shutdown marker, close files."""
+        self._shutting_down = True
+        with self._cleaner_lock:
+            pass
+        for lg in list(self._logs.values()):
+            lg.close(clean=True)
+        for d, state in self._dirs.items():
+            if state.offline:
+                continue
+            self._write_dir_checkpoints(d)
+            if state.offline:
+                continue
+            try:
+                self.fs.write_file_atomic(os.path.join(d, CLEAN_SHUTDOWN), b"")
+            except OSError as e:
+                state.fail(e)
+        self.process_delayed_deletes(force=True)

@@ -1,0 +1,208 @@
+"""Idempotent / transactional producer state of one partition (Kafka's ProducerStateManager).
+
+Per producer id: epoch, the last 5 batches (first seq, last seq, first offset, last offset),
+the first offset of its ongoing transaction (for the last stable offset).
+
+Snapshot file ``<20-digit offset>.snapshot`` (state as of that offset, i.e. after every batch
+below it), big endian::
+
+    b"ODPS" | version u16 = 1 | crc32c(body) u32 | body
+    body = offset i64 | count i32 | count * entry
+    entry = producer_id i64 | epoch i16 | coordinator_epoch i32 | txn_first_offset i64 (-1: none)
+            | last_timestamp i64 | n u8 | n * (first_seq i32, last_seq i32, first_offset i64, last_offset i64)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+
+from odradek.protocol.records import BatchHeader, crc32c
+
+from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .fs import FileSystem
+
+__all__ = ["ProducerStateManager", "ProducerEntry", "SNAPSHOT_SUFFIX"]
+
+log = logging.getLogger("odradek.storage")
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+_INT32_MAX = 2**31 - 1
+_MAGIC = b"ODPS"
+_HDR = struct.Struct(">4sHI")
+_BODY_HDR = struct.Struct(">qi")
+_ENTRY = struct.Struct(">qhiqqB")
+_BATCH = struct.Struct(">iiqq")
+
+
+class ProducerEntry:
+    __slots__ = ("producer_id", "epoch", "batches", "coordinator_epoch", "txn_first_offset", "last_timestamp")
+
+    def __init__(self, producer_id: int, epoch: int = -1) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: list[tuple[int, int, int, int]] = []
+        self.coordinator_epoch = -1
+        self.txn_first_offset = -1
+        self.last_timestamp = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1][1] if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1][3] if self.batches else -1
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self, fs: FileSystem, directory: str) -> None:
+        self.fs = fs
+        self.dir = directory
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # ------------------------------------------------------------------ append path
+    def check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+        """Validate one batch of an append against the state (and earlier batches of the
+        same append in ``pending``: pid -> (epoch, last seq)). Returns the original
+        (first offset, last offset) when the batch is a duplicate; raises
+        InvalidProducerEpochError / OutOfOrderSequenceError."""
+        pid = h.producer_id
+        e = self.producers.get(pid)
+        if pid in pending:
+            cur_epoch, cur_last = pending[pid]
+        elif e is not None:
+            cur_epoch, cur_last = e.epoch, e.last_seq
+            if h.producer_epoch == e.epoch and not h.is_control and h.base_sequence >= 0:
+                last_seq = h.last_sequence
+                for first_seq, lseq, first_off, last_off in e.batches:
+                    if first_seq == h.base_sequence and lseq == last_seq:
+                        return first_off, last_off
+        else:
+            cur_epoch, cur_last = -1, -1
+        epoch = h.producer_epoch
+        if epoch < cur_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}")
+        if h.is_control:
+            pending[pid] = (epoch, cur_last if epoch == cur_epoch else -1)
+            return None
+        seq = h.base_sequence
+        if epoch != cur_epoch:
+            if seq != 0 and cur_epoch != -1:
+                raise OutOfOrderSequenceError(
+                    f"producer {pid}: new epoch {epoch} must start at sequence 0, got {seq}")
+        elif not _in_sequence(cur_last, seq):
+            raise OutOfOrderSequenceError(
+                f"producer {pid} epoch {epoch}: out of order sequence {seq}, expected {cur_last + 1}")
+        pending[pid] = (epoch, h.last_sequence)
+        return None
+
+    def update(self, h: BatchHeader, control_type: int | None = None) -> None:
+        """Record an appended batch (with its final offsets)."""
+        pid = h.producer_id
+        e = self.producers.get(pid)
+        if e is None:
+            e = self.producers[pid] = ProducerEntry(pid, h.producer_epoch)
+        if h.producer_epoch != e.epoch:
+            e.epoch = h.producer_epoch
+            e.batches.clear()
+        e.last_timestamp = h.max_timestamp
+        if h.is_control:
+            e.txn_first_offset = -1
+            return
+        if h.base_sequence >= 0:
+            e.batches.append((h.base_sequence, h.last_sequence, h.base_offset, h.last_offset))
+            if len(e.batches) > NUM_BATCHES_TO_RETAIN:
+                del e.batches[0]
+        if h.is_transactional and e.txn_first_offset < 0:
+            e.txn_first_offset = h.base_offset
+
+    def first_unstable_offset(self) -> int | None:
+        offs = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
+        return min(offs) if offs else None
+
+    def last_batch_offsets(self) -> dict[int, int]:
+        """producer id -> last offset of its latest batch (compaction keeps those batches)."""
+        return {pid: e.last_offset for pid, e in self.producers.items() if e.batches}
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in self.fs.listdir(self.dir):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                try:
+                    out.append(int(name[:-len(SNAPSHOT_SUFFIX)]))
+                except ValueError:
+                    pass
+        return sorted(out)
+
+    def encode(self, offset: int) -> bytes:
+        parts = [_BODY_HDR.pack(offset, len(self.producers))]
+        for e in self.producers.values():
+            parts.append(_ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.txn_first_offset,
+                                     e.last_timestamp, len(e.batches)))
+            parts.extend(_BATCH.pack(*b) for b in e.batches)
+        body = b"".join(parts)
+        return _HDR.pack(_MAGIC, 1, crc32c(body)) + body
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, dict[int, ProducerEntry]]:
+        if len(data) < _HDR.size + _BODY_HDR.size:
+            raise ValueError("snapshot too short")
+        magic, version, crc = _HDR.unpack_from(data, 0)
+        body = memoryview(data)[_HDR.size:]
+        if magic != _MAGIC or version != 1 or crc32c(body) != crc:
+            raise ValueError("bad snapshot header or CRC")
+        offset, count = _BODY_HDR.unpack_from(body, 0)
+        p = _BODY_HDR.size
+        producers = {}
+        for _ in range(count):
+            pid, epoch, cepoch, txn, last_ts, n = _ENTRY.unpack_from(body, p)
+            p += _ENTRY.size
+            e = ProducerEntry(pid, epoch)
+            e.coordinator_epoch, e.txn_first_offset, e.last_timestamp = cepoch, txn, last_ts
+            for _ in range(n):
+                e.batches.append(_BATCH.unpack_from(body, p))
+                p += _BATCH.size
+            producers[pid] = e
+        return offset, producers
+
+    def take_snapshot(self, offset: int, *, sync: bool = False) -> None:
+        self.fs.write_file_atomic(self.snapshot_path(offset), self.encode(offset), sync=sync)
+
+    def load_latest(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; return its offset."""
+        self.producers = {}
+        for off in reversed(self.snapshot_offsets()):
+            if off > max_offset:
+                continue
+            try:
+                snap_off, producers = self.decode(self.fs.read_file(self.snapshot_path(off)))
+                if snap_off != off:
+                    raise ValueError("offset mismatch")
+            except (ValueError, struct.error) as e:
+                log.warning("%s: ignoring corrupt producer snapshot %d: %s", self.dir, off, e)
+                self.fs.remove(self.snapshot_path(off))
+                continue
+            self.producers = producers
+            return off
+        return None
+
+    def delete_snapshots(self, *, below: int | None = None, above: int | None = None, keep_latest: bool = True) -> None:
+        offs = self.snapshot_offsets()
+        latest = offs[-1] if offs else None
+        for off in offs:
+            if (below is not None and off < below and not (keep_latest and off == latest)) or \
+               (above is not None and off > above):
+                self.fs.remove(self.snapshot_path(off))
+

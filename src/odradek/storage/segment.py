@@ -1,0 +1,358 @@
+"""LogSegment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+from typing import Callable, Iterator
+
+from odradek.protocol.records import (
+    HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, validate_batch,
+)
+
+from .fs import FileSystem
+from .index import IndexCorruptError, OffsetIndex, TimeIndex
+
+__all__ = ["LogSegment", "segment_name", "offset_from_name", "scan_buffer_size"]
+
+_LEN = struct.Struct(">i")
+_INT32_MAX = 2**31 - 1
+scan_buffer_size = 8 << 20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def offset_from_name(name: str) -> int:
+    return int(name.split(".", 1)[0])
+
+
+class LogSegment:
+    """One segment. Mutated only by its Log (appends on the event loop; flush in a thread
+    touches only fsync and the index files, under the index locks)."""
+
+    def __init__(self, fs: FileSystem, directory: str, base_offset: int, *, index_bytes: int,
+                 index_interval: int, suffix: str = "") -> None:
+        self.fs = fs
+        self.dir = directory
+        self.base_offset = base_offset
+        self.suffix = suffix
+        stem = os.path.join(directory, segment_name(base_offset))
+        self.log_path = stem + ".log" + suffix
+        self.index_path = stem + ".index" + suffix
+        self.timeindex_path = stem + ".timeindex" + suffix
+        self.index_bytes = index_bytes
+        self.index_interval = index_interval
+        self.offset_index = OffsetIndex(fs, self.index_path, base_offset, index_bytes)
+        self.time_index = TimeIndex(fs, self.timeindex_path, base_offset, index_bytes)
+        self.fd = -1
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_timestamp: int | None = None  # max timestamp of the first batch
+        self.created_ms = 0
+        self.bytes_since_index = 0
+        self.flushed_size = 0
+        self.deleted = False
+        self.rebuilt_index = False
+        self.roll_jitter = 0
+        self.pins = 0
+        self.pin_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def create(cls, fs, directory, base_offset, *, index_bytes, index_interval, now_ms, suffix=""):
+        seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval,
+                  suffix=suffix)
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+            fs.remove(p)
+        seg.fd = fs.open(seg.log_path, create=True)
+        seg.offset_index.open(load=False, preallocate=not suffix)
+        seg.time_index.open(load=False, preallocate=not suffix)
+        seg.created_ms = now_ms
+        return seg
+
+    @classmethod
+    def open(cls, fs, directory, base_offset, *, index_bytes, index_interval, suffix=""):
+        """Open an existing segment trusting its contents. Indexes that are missing or fail
+        their sanity checks are rebuilt (returns with ``rebuilt_index`` set)."""
+        seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval,
+                  suffix=suffix)
+        seg.fd = fs.open(seg.log_path)
+        seg.size = seg.flushed_size = fs.fsize(seg.fd)
+        try:
+            seg.created_ms = int(fs.getmtime(seg.log_path) * 1000)
+        except OSError:
+            seg.created_ms = 0
+        seg.rebuilt_index = False
+        ok = fs.exists(seg.index_path) and fs.exists(seg.timeindex_path)
+        try:
+            seg.offset_index.open(load=True, preallocate=False)
+            seg.time_index.open(load=True, preallocate=False)
+            if ok:
+                ok = seg._load_tail()
+        except (IndexCorruptError, CorruptRecordError):
+            ok = False
+        if not ok:
+            seg.rebuilt_index = True
+            seg.recover()
+        return seg
+
+    def _load_tail(self) -> bool:
+        """After loading indexes: check them against the log and derive next offset, max
+        timestamp and index bookkeeping from the batches after the last index entry."""
+        last_off, pos = self.offset_index.last_entry()
+        if pos >= self.size and len(self.offset_index):
+            return False
+        ts, ts_off = self.time_index.last_entry()
+        if len(self.time_index) and not (self.base_offset <= ts_off):
+            return False
+        if len(self.offset_index):
+            h = self.read_header(pos)
+            if h is None or not (h.base_offset <= last_off == h.last_offset):
+                return False
+        self.max_timestamp, self.offset_of_max_timestamp = ts, ts_off
+        if self.size:
+            first = self.read_header(0)
+            if first is None or first.base_offset < self.base_offset:
+                return False
+            self.rolling_timestamp = first.max_timestamp
+        self.bytes_since_index = self.size - pos
+        nxt = self.base_offset
+        while pos < self.size:
+            h = self.read_header(pos)
+            if h is None or pos + h.size > self.size:
+                return False
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+            nxt = h.next_offset
+            pos += h.size
+        if len(self.offset_index) and nxt == self.base_offset:
+            nxt = last_off + 1
+        if nxt - 1 < ts_off and len(self.time_index):
+            return False
+        self.next_offset = nxt
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            self.fs.close(fd)
+        self.offset_index.close()
+        self.time_index.close()
+
+    # ------------------------------------------------------------------ reading
+    def read_header(self, pos: int) -> BatchHeader | None:
+        data = self.fs.pread(self.fd, HEADER_SIZE, pos)
+        if len(data) < HEADER_SIZE:
+            return None
+        return BatchHeader(pos, *HEADER.unpack_from(data, 0))
+
+    def read(self, pos: int, size: int) -> bytes:
+        return self.fs.pread(self.fd, size, pos)
+
+    def translate(self, offset: int, end_pos: int) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= offset."""
+        _, pos = self.offset_index.lookup(offset)
+        while pos < end_pos:
+            h = self.read_header(pos)
+            if h is None:
+                return None
+            if h.last_offset >= offset:
+                return pos, h
+            pos += h.size
+        return None
+
+    def batches_end(self, start: int, first: BatchHeader, pos_limit: int, offset_limit: int,
+                    end_pos: int) -> int:
+        """End position of the run of whole batches from ``start`` that ends at or before
+        ``pos_limit`` and holds no batch with base offset >= ``offset_limit``."""
+        pos_limit = min(pos_limit, end_pos)
+        if start + first.size > pos_limit:
+            return start
+        pos = max(start + first.size, self.offset_index.last_before(pos_limit, offset_limit))
+        while pos < pos_limit:
+            h = self.read_header(pos)
+            if h is None or h.base_offset >= offset_limit or pos + h.size > pos_limit:
+                break
+            pos += h.size
+        return pos
+
+    def scan(self, start: int = 0, end: int | None = None, *, validate: bool = True
+             ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Yield (file position, header, buffer) for each batch in [start, end), reading in
+        large chunks; header.position indexes into buffer. Raises CorruptRecordError with
+        ``.position`` set at the first invalid or incomplete batch."""
+        end = self.size if end is None else end
+        pos = start
+        while pos < end:
+            want = min(scan_buffer_size, end - pos)
+            mv = memoryview(self.fs.pread(self.fd, want, pos))
+            n = len(mv)
+            p = 0
+            while n - p >= HEADER_SIZE:
+                size = _LEN.unpack_from(mv, p + 8)[0] + LOG_OVERHEAD
+                if size < HEADER_SIZE or p + size > n:
+                    break
+                try:
+                    h = validate_batch(mv, p, check_crc=validate)
+                except CorruptRecordError as e:
+                    e.position = pos + p
+                    raise
+                yield pos + p, h, mv
+                p += size
+            if p == 0:
+                # one batch larger than the chunk, or an incomplete/garbage tail
+                size = _LEN.unpack_from(mv, 8)[0] + LOG_OVERHEAD if n >= 12 else 0
+                if n < HEADER_SIZE or size < HEADER_SIZE or pos + size > end:
+                    e = CorruptRecordError(f"{self.log_path}: incomplete batch at position {pos}")
+                    e.position = pos
+                    raise e
+                mv = memoryview(self.fs.pread(self.fd, size, pos))
+                try:
+                    h = validate_batch(mv, 0, check_crc=validate)
+                except CorruptRecordError as e:
+                    e.position = pos
+                    raise
+                yield pos, h, mv
+                p = size
+            pos += p
+
+    # ------------------------------------------------------------------ writing
+    def would_overflow(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset > _INT32_MAX
+
+    def append(self, buffers: list, infos: list[tuple[int, int, int, int]]) -> None:
+        """Write ``buffers`` at the end of the file in one call, then index the batches.
+
+        ``infos``: per batch (position relative to this write, last offset, max timestamp,
+        size)."""
+        base = self.size
+        self.fs.pwritev(self.fd, buffers, base)
+        for rel, last, max_ts, size in infos:
+            self._index_batch(base + rel, last, max_ts, size)
+        self.next_offset = infos[-1][1] + 1
+
+    def _index_batch(self, pos: int, last_offset: int, max_ts: int, size: int) -> None:
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_index > self.index_interval:
+            self.offset_index.append(last_offset, pos)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_index = 0
+        self.bytes_since_index += size
+        self.size = pos + size
+
+    def recover(self, on_batch: Callable[[int, BatchHeader, memoryview], None] | None = None,
+                start_offset: int | None = None) -> int:
+        """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
+        Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.size_on_disk = self.fs.fsize(self.fd)
+        file_size = self.size_on_disk
+        self.size = 0
+        self.bytes_since_index = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.rolling_timestamp = None
+        self.next_offset = self.base_offset
+        expected = self.base_offset if start_offset is None else start_offset
+        valid = 0
+        try:
+            for pos, h, mv in self.scan(0, file_size):
+                if h.base_offset < expected or self.would_overflow(h.last_offset):
+                    e = CorruptRecordError(f"{self.log_path}: offset {h.base_offset} out of order at {pos}")
+                    e.position = pos
+                    raise e
+                self._index_batch(pos, h.last_offset, h.max_timestamp, h.size)
+                self.next_offset = expected = h.next_offset
+                valid = pos + h.size
+                if on_batch is not None:
+                    on_batch(pos, h, mv)
+        except CorruptRecordError:
+            pass
+        self.size = valid
+        truncated = file_size - valid
+        if truncated:
+            self.fs.ftruncate(self.fd, valid)
+        self.flushed_size = min(self.flushed_size, valid)
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove batches with base offset >= offset. Returns bytes removed."""
+        found = self.translate(offset, self.size)
+        if found is None:
+            return 0
+        pos, h = found
+        if h.base_offset < offset:
+            pos += h.size
+        removed = self.size - pos
+        if removed <= 0:
+            return 0
+        self.fs.ftruncate(self.fd, pos)
+        self.offset_index.truncate_to_offset(offset)
+        self.time_index.truncate_to_offset(offset)
+        # recompute bookkeeping from the remaining tail
+        self.size = pos
+        self.flushed_size = min(self.flushed_size, pos)
+        ts, ts_off = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = ts, ts_off
+        _, p = self.offset_index.last_entry()
+        self.bytes_since_index = pos - p
+        nxt = self.base_offset
+        while p < pos:
+            h = self.read_header(p)
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+            nxt = h.next_offset
+            p += h.size
+        self.next_offset = max(nxt, self.base_offset)
+        if pos == 0:
+            self.rolling_timestamp = None
+        return removed
+
+    def flush(self) -> None:
+        """fsync the log and write+fsync the indexes (called from the flush thread)."""
+        size = self.size
+        self.fs.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.flushed_size = max(self.flushed_size, size)
+
+    def on_roll(self) -> None:
+        """Becoming inactive: final time index entry, trim the preallocated indexes."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def largest_timestamp(self) -> int:
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return self.created_ms
+
+    # ------------------------------------------------------------------ files
+    def rename_suffix(self, new_suffix: str) -> None:
+        for attr, ext in (("log_path", ".log"), ("index_path", ".index"), ("timeindex_path", ".timeindex")):
+            old = getattr(self, attr)
+            new = os.path.join(self.dir, segment_name(self.base_offset) + ext + new_suffix)
+            if self.fs.exists(old):
+                self.fs.rename(old, new)
+            setattr(self, attr, new)
+        self.offset_index.path = self.index_path
+        self.time_index.path = self.timeindex_path
+        self.suffix = new_suffix
+
+    def delete_files(self) -> None:
+        self.close()
+        for p in (self.log_path, self.index_path, self.timeindex_path):
+            self.fs.remove(p)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size}, next={self.next_offset})"
