@@ -166,9 +166,7 @@ class GroupCoordinatorState(OffsetsMixin):
         if group.state in (S.EMPTY, S.DEAD):
             return True
         if group.state is S.PREPARING_REBALANCE:
-            return (group.has(member_id) and group.members[member_id].awaiting_join) or (
-                group.awaiting_join_count + len(group.pending_members) < self.config.max_size
-            )
+            return (group.has(member_id) and group.members[member_id].awaiting_join) or group.awaiting_join_count < self.config.max_size
         return group.has(member_id) or len(group.members) < self.config.max_size
 
     def _join_new_member(self, group: Group, require_known: bool, instance_id, client_id, client_host, session_timeout,
