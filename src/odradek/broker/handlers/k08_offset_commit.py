@@ -14,7 +14,7 @@ v10 (topic ids) is not served.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles, ms
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(8, 2, 9)
@@ -32,8 +32,8 @@ async def handle(ctx: RequestContext, req) -> object:
         errors = await gc.commit_offsets(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
                                          req.generation_id_or_member_epoch, entries, retention_ms=retention)
     topics = tuple(
-        ctx.nested("OffsetCommitResponseTopic", name=t.name, partitions=tuple(
-            ctx.nested("OffsetCommitResponsePartition", partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), 0))
+        nested(ctx, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
+            nested(ctx, "OffsetCommitResponsePartition", partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), 0))
             for p in t.partitions))
         for t in req.topics
     )

@@ -12,7 +12,7 @@ v10 (topic ids) is not served.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics) -> tuple[int, list]:
@@ -31,12 +31,12 @@ async def handle(ctx: RequestContext, req) -> object:
         for g in req.groups:
             err, rows = _fetch(ctx, g.group_id, g.topics)
             topics = tuple(
-                ctx.nested("OffsetFetchResponseTopics", name=t, partitions=tuple(
-                    ctx.nested("OffsetFetchResponsePartitions", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
+                nested(ctx, "OffsetFetchResponseTopics", name=t, partitions=tuple(
+                    nested(ctx, "OffsetFetchResponsePartitions", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
                     for p, o, e, md, pe in parts))
                 for t, parts in rows
             )
-            groups.append(ctx.nested("OffsetFetchResponseGroup", group_id=g.group_id, topics=topics if not err else (), error_code=err))
+            groups.append(nested(ctx, "OffsetFetchResponseGroup", group_id=g.group_id, topics=topics if not err else (), error_code=err))
         return ctx.respond(throttle_time=0, groups=tuple(groups))
     err, rows = _fetch(ctx, req.group_id, req.topics)
     if err and v < 2:
@@ -44,8 +44,8 @@ async def handle(ctx: RequestContext, req) -> object:
     elif err:
         rows = []
     topics = tuple(
-        ctx.nested("OffsetFetchResponseTopic", name=t, partitions=tuple(
-            ctx.nested("OffsetFetchResponsePartition", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
+        nested(ctx, "OffsetFetchResponseTopic", name=t, partitions=tuple(
+            nested(ctx, "OffsetFetchResponsePartition", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
             for p, o, e, md, pe in parts))
         for t, parts in rows
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.broker.find_coordinator")
@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, req) -> object:
     for key in req.coordinator_keys:
         err, msg = await _lookup(ctx, req.key_type, key)
         if err:
-            out.append(ctx.nested("Coordinator", key=key, node_id=-1, host="", port=-1, error_code=err, error_message=msg))
+            out.append(nested(ctx, "Coordinator", key=key, node_id=-1, host="", port=-1, error_code=err, error_message=msg))
         else:
-            out.append(ctx.nested("Coordinator", key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
+            out.append(nested(ctx, "Coordinator", key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
     return ctx.respond(throttle_time=0, coordinators=tuple(out))

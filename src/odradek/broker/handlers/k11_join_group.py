@@ -12,7 +12,7 @@ leader rejoining a stable group (KIP-814).
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles, ms
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, client_host, coordinator
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, client_host, coordinator, nested
 
 
 @handles(11, 0, 9)
@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, req) -> object:
                       ms(req.session_timeout), rebalance, req.protocol_type, [(p.name, bytes(p.metadata)) for p in req.protocols],
                       require_known_member_id=v >= 4)
     protocol_name = r.protocol_name if (r.protocol_name is not None or v >= 7) else ""
-    members = tuple(ctx.nested("JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md) for m, i, md in r.members)
+    members = tuple(nested(ctx, "JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md) for m, i, md in r.members)
     return ctx.respond(throttle_time=0, error_code=r.error, generation_id=r.generation, protocol_type=r.protocol_type,
                        protocol_name=protocol_name, leader=r.leader, skip_assignment=r.skip_assignment, member_id=r.member_id,
                        members=members)

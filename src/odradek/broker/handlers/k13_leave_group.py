@@ -8,7 +8,7 @@ error is the member's. Leaving triggers a rebalance of the remaining members.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(13, 0, 5)
@@ -25,5 +25,5 @@ async def handle(ctx: RequestContext, req) -> object:
     if v < 3:
         err = r.error or (r.members[0][2] if r.members else 0)
         return ctx.respond(throttle_time=0, error_code=err)
-    out = tuple(ctx.nested("MemberResponse", member_id=m, group_instance_id=i, error_code=e) for m, i, e in r.members)
+    out = tuple(nested(ctx, "MemberResponse", member_id=m, group_instance_id=i, error_code=e) for m, i, e in r.members)
     return ctx.respond(throttle_time=0, error_code=r.error, members=out if not r.error else ())

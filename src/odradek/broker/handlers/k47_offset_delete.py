@@ -9,7 +9,7 @@ NON_EMPTY_GROUP; unknown groups GROUP_ID_NOT_FOUND.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
+from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(47, 0, 0)
@@ -23,8 +23,8 @@ async def handle(ctx: RequestContext, req) -> object:
     if err:
         return ctx.respond(error_code=err, throttle_time=0, topics=())
     topics = tuple(
-        ctx.nested("OffsetDeleteResponseTopic", name=t, partitions=tuple(
-            ctx.nested("OffsetDeleteResponsePartition", partition_index=p, error_code=errors.get((t, p), 0)) for p in parts))
+        nested(ctx, "OffsetDeleteResponseTopic", name=t, partitions=tuple(
+            nested(ctx, "OffsetDeleteResponsePartition", partition_index=p, error_code=errors.get((t, p), 0)) for p in parts))
         for t, parts in wanted
     )
     return ctx.respond(error_code=0, throttle_time=0, topics=topics)

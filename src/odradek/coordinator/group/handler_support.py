@@ -22,3 +22,10 @@ def client_host(ctx: Any) -> str:
     peer = ctx.peer or ""
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     return "/" + host.strip("[]")
+
+
+def nested(ctx: Any, class_name: str, **fields: Any) -> Any:
+    """Like ctx.nested, but a field may be called `name` (topic entries)."""
+    from odradek.broker.registry import make
+
+    return make(getattr(ctx.module, class_name), **fields)
