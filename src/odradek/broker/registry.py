@@ -114,11 +114,11 @@ class RequestContext:
     def respond(self, **fields: Any) -> Any:
         return make(self.response_class, **fields)
 
-    def nested(self, name: str, **fields: Any) -> Any:
-        return make(getattr(self.module, name), **fields)
+    def nested(self, class_name: str, /, **fields: Any) -> Any:
+        return make(getattr(self.module, class_name), **fields)
 
 
-def make(cls: type, **fields: Any) -> Any:
+def make(cls: type, /, **fields: Any) -> Any:
     """Build a kio entity from keyword arguments, dropping those this version lacks.
 
     Lets one handler body serve every version: pass the union of fields and each

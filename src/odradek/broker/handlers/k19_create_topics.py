@@ -65,7 +65,7 @@ async def handle(ctx: RequestContext, req) -> object:
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code
-        described = describe_topic_configs(ctx, broker, configs, "CreatableTopicConfigs") if ok else ()
+        described = describe_topic_configs(ctx, broker, configs, "CreatableTopicConfigs") if ok and ctx.api_version >= 5 else ()
         results.append(
             ctx.nested(
                 "CreatableTopicResult",
