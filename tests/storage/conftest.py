@@ -31,7 +31,7 @@ def clock():
 
 @pytest.fixture
 def fs():
-    return FaultyFileSystem()
+    return FaultyFileSystem(real_fsync=False)
 
 
 @pytest.fixture

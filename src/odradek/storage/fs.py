@@ -170,7 +170,8 @@ class FaultyFileSystem(OSFileSystem):
     first write ``b`` bytes, as a disk filling up does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, real_fsync: bool = True) -> None:
+        self.real_fsync = real_fsync  # False: fsync only records what would be durable (fast tests)
         self._faults: list[_Fault] = []
         self._paths: dict[int, str] = {}
         self._synced: dict[str, int] = {}
@@ -260,7 +261,8 @@ class FaultyFileSystem(OSFileSystem):
         path = self._paths.get(fd)
         if f := self._check("fsync", path):
             self._raise(f, path)
-        super().fsync(fd)
+        if self.real_fsync:
+            super().fsync(fd)
         if path is not None:
             self._synced[path] = os.fstat(fd).st_size
 
@@ -294,6 +296,12 @@ class FaultyFileSystem(OSFileSystem):
         if f := self._check("listdir", path):
             self._raise(f, path)
         return super().listdir(path)
+
+    def fsync_dir(self, path):
+        if f := self._check("fsync", path):
+            self._raise(f, path)
+        if self.real_fsync:
+            super().fsync_dir(path)
 
     def makedirs(self, path):
         if f := self._check("mkdir", path):

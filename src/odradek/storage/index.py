@@ -52,6 +52,7 @@ class _Index:
         self._written = 0  # entries already in the file
         self._lock = threading.Lock()
         self._file_len = 0
+        self._clear()
 
     def __len__(self) -> int:
         return len(self._rel)
@@ -66,7 +67,17 @@ class _Index:
         self.fd = self.fs.open(self.path, create=True)
         self._file_len = self.fs.fsize(self.fd)
         if load and exists:
-            self._load(self.fs.pread(self.fd, self._file_len, 0))
+            # preallocated files end in zero entries: binary search the first one, read the rest
+            E = self.ENTRY
+            zero = b"\0" * E
+            lo, hi = 0, self._file_len // E
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self.fs.pread(self.fd, E, mid * E) == zero:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            self._load(self.fs.pread(self.fd, lo * E, 0))
             self._written = len(self._rel)
         else:
             self._clear()

@@ -236,6 +236,10 @@ class Log:
                                           and offset_from_name(name) not in segs):
                 fs.remove(os.path.join(self.dir, name))
         ordered = [segs[b] for b in sorted(segs)]
+        for seg in ordered:
+            if seg.rebuilt_index:
+                log.warning("%s: rebuilt missing or corrupt index of %s%s", self.dir, seg.log_path,
+                            f", truncated {seg.truncated_bytes} bytes" if seg.truncated_bytes else "")
         self.epoch_cache.load()
         if not clean and ordered:
             self._recover(ordered, recovery_point)
@@ -268,7 +272,7 @@ class Log:
             if seg.base_offset <= recovery_point:
                 start = i
         expected = ordered[start].base_offset
-        truncated_bytes = 0
+        truncated_bytes = sum(s.truncated_bytes for s in ordered)
         batches_seen = [0]
 
         def on_batch(pos, h, mv):

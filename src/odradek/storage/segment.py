@@ -58,6 +58,7 @@ class LogSegment:
         self.flushed_size = 0
         self.deleted = False
         self.rebuilt_index = False
+        self.truncated_bytes = 0
         self.roll_jitter = 0
         self.pins = 0
         self.pin_lock = threading.Lock()
@@ -89,16 +90,21 @@ class LogSegment:
             seg.created_ms = 0
         seg.rebuilt_index = False
         ok = fs.exists(seg.index_path) and fs.exists(seg.timeindex_path)
-        try:
-            seg.offset_index.open(load=True, preallocate=False)
-            seg.time_index.open(load=True, preallocate=False)
-            if ok:
+        for idx in (seg.offset_index, seg.time_index):
+            try:
+                idx.open(load=True, preallocate=False)
+            except IndexCorruptError:
+                ok = False
+                idx.close()
+                idx.open(load=False, preallocate=False)
+        if ok:
+            try:
                 ok = seg._load_tail()
-        except (IndexCorruptError, CorruptRecordError):
-            ok = False
+            except CorruptRecordError:
+                ok = False
         if not ok:
             seg.rebuilt_index = True
-            seg.recover()
+            seg.truncated_bytes = seg.recover()
         return seg
 
     def _load_tail(self) -> bool:
@@ -124,7 +130,8 @@ class LogSegment:
         nxt = self.base_offset
         while pos < self.size:
             h = self.read_header(pos)
-            if h is None or pos + h.size > self.size:
+            if h is None or h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD \
+                    or pos + h.size > self.size or h.base_offset < nxt:
                 return False
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
@@ -278,6 +285,7 @@ class LogSegment:
                     on_batch(pos, h, mv)
         except CorruptRecordError:
             pass
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.size = valid
         truncated = file_size - valid
         if truncated:
@@ -290,9 +298,7 @@ class LogSegment:
         found = self.translate(offset, self.size)
         if found is None:
             return 0
-        pos, h = found
-        if h.base_offset < offset:
-            pos += h.size
+        pos, h = found  # the batch holding ``offset`` goes too (as Kafka's LogSegment.truncateTo)
         removed = self.size - pos
         if removed <= 0:
             return 0
