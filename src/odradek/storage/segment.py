@@ -58,6 +58,7 @@ class LogSegment:
         self.flushed_size = 0
         self.deleted = False
         self.rebuilt_index = False
+        self._hint: tuple[int, BatchHeader] | None = None
         self.truncated_bytes = 0
         self.roll_jitter = 0
         self.pins = 0
@@ -163,6 +164,11 @@ class LogSegment:
 
     def translate(self, offset: int, end_pos: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset >= offset."""
+        hint = self._hint  # the batch right after the previous read: sequential consumers
+        if hint is not None:
+            hpos, hh = hint
+            if hh.base_offset <= offset <= hh.base_offset + hh.last_offset_delta and hpos + hh.size <= end_pos:
+                return hint
         _, pos = self.offset_index.lookup(offset)
         while pos < end_pos:
             h = self.read_header(pos)
@@ -181,9 +187,13 @@ class LogSegment:
         if start + first.size > pos_limit:
             return start
         pos = max(start + first.size, self.offset_index.last_before(pos_limit, offset_limit))
-        while pos < pos_limit:
+        while pos < end_pos:
             h = self.read_header(pos)
-            if h is None or h.base_offset >= offset_limit or pos + h.size > pos_limit:
+            if h is None:
+                break
+            if h.base_offset >= offset_limit or pos + h.size > pos_limit:
+                if pos + h.size <= end_pos:
+                    self._hint = (pos, h)
                 break
             pos += h.size
         return pos
@@ -302,6 +312,7 @@ class LogSegment:
         removed = self.size - pos
         if removed <= 0:
             return 0
+        self._hint = None
         self.fs.ftruncate(self.fd, pos)
         self.offset_index.truncate_to_offset(offset)
         self.time_index.truncate_to_offset(offset)
