@@ -130,6 +130,8 @@ def normalize_kind(raw: str) -> str:
         name = name[len("KafkaJS"):]
     if re.fullmatch(r"_?[A-Z0-9_]+", name) and "_" in name.strip("_") or re.fullmatch(r"_?[A-Z0-9]+", name):
         name = "".join(p.capitalize() for p in name.strip("_").split("_") if p)
+    if name in _ALIASES:
+        return _ALIASES[name]
     for suffix in ("Exception", "Error"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
@@ -425,10 +427,12 @@ class ConfluentClient(Client):
         from confluent_kafka.admin import NewTopic
         t = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                      config={k: str(v) for k, v in (configs or {}).items()})
-        self._wait(self._admin().create_topics([t], request_timeout=self.timeout, operation_timeout=self.timeout))
+        admin = self._admin()  # must outlive its futures
+        self._wait(admin.create_topics([t], request_timeout=self.timeout, operation_timeout=self.timeout))
 
     def delete_topic(self, name):
-        self._wait(self._admin().delete_topics([name], request_timeout=self.timeout, operation_timeout=self.timeout))
+        admin = self._admin()
+        self._wait(admin.delete_topics([name], request_timeout=self.timeout, operation_timeout=self.timeout))
 
     def _metadata(self, topic=None):
         try:
@@ -789,7 +793,7 @@ class KafkaPythonClient(Client):
         from kafka.errors import for_code
         ts = self._with_admin(lambda a: a.describe_topics([name]))
         for t in ts:
-            if t["topic"] == name or t.get("name") == name:
+            if t.get("topic", t.get("name")) == name:
                 code = t.get("error_code", 0)
                 if code:
                     self._raise(for_code(code)())
