@@ -21,6 +21,7 @@ event-loop timer for the earliest. `replay(key, value)` rebuilds state from the 
 from __future__ import annotations
 
 import heapq
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from odradek.coordinator.group.records import GroupMetadataKey, GroupMetadataVal
 from odradek.protocol.errors import ErrorCode as E
 
 S = GroupState
+log = logging.getLogger("odradek.coordinator.group")
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,7 @@ class GroupCoordinatorState(OffsetsMixin):
     def _transition(self, group: Group, state: GroupState, now: int) -> None:
         if group.state not in VALID_PREVIOUS[state]:
             raise AssertionError(f"group {group.group_id}: illegal transition {group.state} -> {state}")
+        log.info("group %s: %s -> %s (generation %d, %d members)", group.group_id, group.state, state, group.generation, len(group.members))
         group.state = state
         group.state_timestamp = now
 
@@ -380,7 +383,7 @@ class GroupCoordinatorState(OffsetsMixin):
         # Dynamic members that did not rejoin in time are out; static ones stay (KIP-345).
         for m in group.not_yet_rejoined():
             if m.group_instance_id is None:
-                self._remove_member(group, m, res)
+                self._remove_member(group, m, res, "did not rejoin in time")
         if group.is_(S.DEAD):
             return
         if group.members and not self._elect_joined_leader(group):
@@ -425,7 +428,7 @@ class GroupCoordinatorState(OffsetsMixin):
         if group.state in (S.COMPLETING_REBALANCE, S.STABLE) and group.pending_sync:
             for mid in list(group.pending_sync):
                 if mid in group.members:
-                    self._remove_member(group, group.members[mid], res)
+                    self._remove_member(group, group.members[mid], res, "no SyncGroup in time")
             group.pending_sync.clear()
             self._maybe_prepare_rebalance(group, now, res)
 
@@ -538,7 +541,7 @@ class GroupCoordinatorState(OffsetsMixin):
             return
         if not member.is_new and (member.awaiting_join or member.awaiting_sync):
             return  # waiting members are alive; the rebalance timeout governs them
-        self._remove_member_and_update(group, member, now, res)
+        self._remove_member_and_update(group, member, now, res, "session timeout")
 
     def _on_pending_expired(self, group: Group, member_id: str, now: int, res: Result) -> None:
         if member_id in group.pending_members:
@@ -583,7 +586,8 @@ class GroupCoordinatorState(OffsetsMixin):
         self._remove_member_and_update(group, group.members[member_id], now, res)
         return E.none
 
-    def _remove_member(self, group: Group, member: Member, res: Result) -> None:
+    def _remove_member(self, group: Group, member: Member, res: Result, why: str = "") -> None:
+        log.info("group %s: member %s removed%s", group.group_id, member.member_id, f" ({why})" if why else "")
         if member.join_token is not None:
             res.reply(member.join_token, JoinResult(int(E.unknown_member_id), member.member_id))
             member.join_token = None
@@ -598,8 +602,8 @@ class GroupCoordinatorState(OffsetsMixin):
         if group.leader == member.member_id:
             group.leader = next(iter(group.members), None)
 
-    def _remove_member_and_update(self, group: Group, member: Member, now: int, res: Result) -> None:
-        self._remove_member(group, member, res)
+    def _remove_member_and_update(self, group: Group, member: Member, now: int, res: Result, why: str = "left") -> None:
+        self._remove_member(group, member, res, why)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group, now, res)
         elif group.is_(S.PREPARING_REBALANCE):
