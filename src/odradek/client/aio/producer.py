@@ -1,0 +1,65 @@
+"""AIOProducer: the asyncio producer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..producer.accumulator import FutureRecordMetadata, RecordMetadata
+from ..producer.core import ProducerCore
+
+
+class AIOProducer:
+    """``p = AIOProducer({"bootstrap.servers": ...}); await p.start()``.
+
+    ``fut = await p.send(topic, value, key=..., headers=..., partition=..., timestamp=...)``
+    queues the record (waiting up to max.block.ms for metadata and buffer space) and returns
+    a future to await for its `RecordMetadata`; ``await p.send_and_wait(...)`` does both.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._core = ProducerCore(config, kwargs)
+        self.config = self._core.config
+
+    async def start(self) -> "AIOProducer":
+        await self._core.start()
+        return self
+
+    async def __aenter__(self) -> "AIOProducer":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def send(self, topic: str, value=None, key=None, headers=None, partition: int | None = None,
+                   timestamp: int | None = None, callback=None) -> FutureRecordMetadata:
+        core = self._core
+        parts = core.partitions(topic)
+        if parts is None:
+            await core.cluster.wait_for_topic(topic, core.max_block)
+            parts = core.partitions(topic)
+        p, ts, kb, vb, hs, size = core.prepare(topic, value, key, headers, partition, timestamp, parts)
+        fut = core.acc.try_append(topic, p, ts, kb, vb, hs, size)
+        if fut is None:
+            fut = await core.acc.append_async(topic, p, ts, kb, vb, hs, size, core.max_block)
+        if callback is not None:
+            fut.add_callback(callback)
+        return fut
+
+    async def send_and_wait(self, topic: str, value=None, key=None, headers=None, partition: int | None = None,
+                            timestamp: int | None = None) -> RecordMetadata:
+        fut = await self.send(topic, value, key, headers, partition, timestamp)
+        return await fut
+
+    async def flush(self, timeout: float | None = None) -> None:
+        await self._core.flush(timeout)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        await self._core.cluster.wait_for_topic(topic, self._core.max_block)
+        return self._core.partitions(topic)[0]
+
+    async def close(self, timeout: float | None = None) -> None:
+        await self._core.close(timeout)
+
+    @property
+    def metrics(self) -> dict:
+        return {"buffer_used": self._core.acc.used, "incomplete_batches": len(self._core.acc.incomplete)}

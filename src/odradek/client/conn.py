@@ -1,0 +1,330 @@
+"""One TCP connection to one broker: framing, correlation ids, pipelined in-flight requests.
+
+Requests are written as soon as they are made; responses come back in the order the
+requests were sent (Kafka guarantees FIFO per connection), so the in-flight queue is a
+deque and each response must carry the correlation id at its head. On connect the
+connection negotiates versions with ApiVersions: for each API it uses the highest version
+both the broker and kio (and the client's own cap) know.
+
+A request that times out closes the connection (as the Java client does): everything
+still in flight fails with `RequestTimedOutError` or `KafkaConnectionError`, and the
+cluster layer refreshes metadata and reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import struct
+from typing import Any
+
+from odradek.protocol import messages
+from odradek.protocol.errors import KafkaError, error_class
+from odradek.protocol.headers import encode_request_header
+
+from . import _wire
+from .errors import KafkaConnectionError, RequestTimedOutError, UnsupportedVersionError
+
+log = logging.getLogger(__name__)
+
+_I32 = struct.Struct(">i")
+API_VERSIONS = 18
+
+# Versions whose layout or meaning the client code does not handle (topic ids in
+# Produce/Fetch v13+, batched OffsetFetch/FindCoordinator, ...): never go above these.
+CLIENT_MAX_VERSION = {
+    0: 11,   # Produce
+    1: 12,   # Fetch (v13+ addresses topics by id)
+    2: 8,    # ListOffsets
+    3: 12,   # Metadata
+    8: 8,    # OffsetCommit
+    9: 7,    # OffsetFetch (v8+ batches groups)
+    10: 3,   # FindCoordinator (v4+ batches keys)
+    11: 7,   # JoinGroup
+    12: 4,   # Heartbeat
+    13: 4,   # LeaveGroup
+    14: 5,   # SyncGroup
+    15: 5,   # DescribeGroups
+    16: 4,   # ListGroups
+    22: 4,   # InitProducerId
+}
+# Versions below these do not exist in kio or in any broker we care about.
+CLIENT_MIN_VERSION = {1: 4}
+
+
+class Connection:
+    """An asyncio connection to one broker."""
+
+    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "odradek",
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
+                 max_frame_size: int = 256 * 1024 * 1024) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.connect_timeout = connect_timeout_ms / 1000
+        self.max_frame_size = max_frame_size
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._versions: dict[int, int] = {}
+        self._transport: asyncio.Transport | None = None
+        self._in_flight: collections.deque = collections.deque()
+        self._corr = 0
+        self._buf = bytearray()
+        self._need = 4
+        self._closed_exc: BaseException | None = None
+        self._write_ok: asyncio.Event | None = None
+        self._close_callbacks: list = []
+
+    def __repr__(self) -> str:
+        return f"<Connection node={self.node_id} {self.host}:{self.port}>"
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def connected(self) -> bool:
+        return self._transport is not None and self._closed_exc is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def on_close(self, cb) -> None:
+        self._close_callbacks.append(cb)
+
+    async def connect(self) -> "Connection":
+        loop = asyncio.get_running_loop()
+        self._write_ok = asyncio.Event()
+        self._write_ok.set()
+        try:
+            await asyncio.wait_for(loop.create_connection(lambda: _Protocol(self), self.host, self.port),
+                                   self.connect_timeout)
+        except (OSError, asyncio.TimeoutError) as e:
+            raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e!r}") from None
+        try:
+            await self._negotiate()
+        except BaseException:
+            self.close(KafkaConnectionError("ApiVersions negotiation failed"))
+            raise
+        return self
+
+    async def _negotiate(self) -> None:
+        lo, hi = messages.schema_versions(API_VERSIONS)
+        version = min(hi, 3)
+        data = {"client_software_name": "odradek-python", "client_software_version": "0.1.0"}
+        for _attempt in range(4):
+            resp = await self.request(API_VERSIONS, data, version=version)
+            code = int(resp.error_code)
+            if code == 35:  # UNSUPPORTED_VERSION: the v0 layout carries the broker's range
+                theirs = {int(k.api_key): int(k.max_version) for k in resp.api_keys}
+                version = min(theirs.get(API_VERSIONS, version - 1), version - 1)
+                if version < 0:
+                    break
+                continue
+            if code:
+                raise error_class(code)(f"ApiVersions from {self.host}:{self.port}")
+            self.api_versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+            self._versions.clear()
+            return
+        raise UnsupportedVersionError(f"{self.host}:{self.port}: cannot agree on an ApiVersions version")
+
+    def version(self, api_key: int) -> int:
+        """The highest version of `api_key` both sides support."""
+        v = self._versions.get(api_key)
+        if v is not None:
+            return v
+        broker = self.api_versions.get(api_key)
+        mine = messages.schema_versions(api_key)
+        if broker is None or mine is None:
+            raise UnsupportedVersionError(f"broker {self.host}:{self.port} does not support {messages.api_name(api_key)}")
+        hi = min(broker[1], mine[1], CLIENT_MAX_VERSION.get(api_key, mine[1]))
+        lo = max(broker[0], mine[0], CLIENT_MIN_VERSION.get(api_key, 0))
+        if hi < lo:
+            raise UnsupportedVersionError(
+                f"no common version of {messages.api_name(api_key)}: broker {broker}, client {lo}..{hi}")
+        self._versions[api_key] = hi
+        return hi
+
+    def supports(self, api_key: int) -> bool:
+        try:
+            self.version(api_key)
+            return True
+        except UnsupportedVersionError:
+            return False
+
+    def close(self, exc: BaseException | None = None) -> None:
+        if self._closed_exc is None:
+            self._closed_exc = exc or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        t, self._transport = self._transport, None
+        if t is not None:
+            t.close()
+        err = self._closed_exc
+        while self._in_flight:
+            entry = self._in_flight.popleft()
+            fut = entry[3]
+            if fut is not None and not fut.done():
+                fut.set_exception(_copy_exc(err))
+        if self._write_ok is not None:
+            self._write_ok.set()
+        cbs, self._close_callbacks = self._close_callbacks, []
+        for cb in cbs:
+            try:
+                cb(self)
+            except Exception:  # pragma: no cover - callbacks must not break close
+                log.exception("connection close callback failed")
+
+    # ------------------------------------------------------------------ requests
+    def send(self, api_key: int, data: Any, *, version: int | None = None,
+             expect_response: bool = True) -> asyncio.Future | None:
+        """Write one request now; the future resolves to the decoded response entity."""
+        if self._closed_exc is not None or self._transport is None:
+            raise _copy_exc(self._closed_exc or KafkaConnectionError(f"{self.host}:{self.port} not connected"))
+        if version is None:
+            version = self.version(api_key)
+        entity = data if not isinstance(data, dict) else _wire.request(api_key, version, data)
+        flexible = messages.is_flexible(api_key, version)
+        self._corr = corr = (self._corr + 1) & 0x7FFFFFFF
+        header = encode_request_header(api_key, version, corr, self.client_id, flexible)
+        body = messages.encode(entity)
+        t = self._transport
+        t.write(_I32.pack(len(header) + len(body)) + header)
+        t.write(body)
+        if not expect_response:
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        self._in_flight.append((corr, api_key, version, fut))
+        return fut
+
+    async def request(self, api_key: int, data: Any, *, version: int | None = None,
+                      timeout: float | None = None) -> Any:
+        fut = self.send(api_key, data, version=version)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout or self.request_timeout)
+        except asyncio.TimeoutError:
+            exc = RequestTimedOutError(f"{messages.api_name(api_key)} to {self.host}:{self.port} timed out")
+            self.close(exc)
+            raise _copy_exc(exc) from None
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark."""
+        if self._write_ok is not None and not self._write_ok.is_set():
+            await self._write_ok.wait()
+
+    # ------------------------------------------------------------------ reading
+    def _data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            size = _I32.unpack_from(buf, pos)[0]
+            if size < 4 or size > self.max_frame_size:
+                self.close(KafkaConnectionError(f"bad frame size {size} from {self.host}:{self.port}"))
+                return
+            end = pos + 4 + size
+            if end > n:
+                break
+            frame = bytes(buf[pos + 4:end])
+            pos = end
+            self._handle_frame(frame)
+            if self._closed_exc is not None:
+                return
+        if pos:
+            del buf[:pos]
+
+    def _handle_frame(self, frame: bytes) -> None:
+        (corr,) = _I32.unpack_from(frame, 0)
+        if not self._in_flight:
+            self.close(KafkaConnectionError(f"unexpected response {corr} from {self.host}:{self.port}"))
+            return
+        expected, api_key, version, fut = self._in_flight.popleft()
+        if corr != expected:
+            self.close(KafkaConnectionError(
+                f"correlation id mismatch from {self.host}:{self.port}: got {corr}, expected {expected}"))
+            if not fut.done():
+                fut.set_exception(KafkaConnectionError("correlation id mismatch"))
+            return
+        pos = 4
+        if api_key != API_VERSIONS and messages.is_flexible(api_key, version):
+            pos = _skip_tagged(frame, pos)
+        if fut.done():  # cancelled or timed out by the caller
+            return
+        try:
+            if api_key == API_VERSIONS and version > 0 and len(frame) >= 6 and frame[4:6] == b"\x00\x23":
+                # KIP-511 says the v0 layout; some brokers (librdkafka's mock) answer otherwise
+                try:
+                    resp = messages.decode_response(API_VERSIONS, 0, frame, pos)
+                except Exception:
+                    resp = _UnsupportedApiVersions()
+            else:
+                resp = messages.decode_response(api_key, version, frame, pos)
+        except Exception as e:  # malformed response: this connection cannot be trusted
+            fut.set_exception(KafkaError(f"cannot decode {messages.api_name(api_key)} v{version} response: {e!r}"))
+            self.close(KafkaConnectionError(f"malformed response from {self.host}:{self.port}"))
+            return
+        fut.set_result(resp)
+
+
+class _UnsupportedApiVersions:
+    error_code = 35
+    api_keys = ()
+
+
+def _skip_tagged(buf: bytes, pos: int) -> int:
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _copy_exc(exc: BaseException) -> BaseException:
+    try:
+        return type(exc)(*exc.args)
+    except Exception:
+        return exc
+
+
+class _Protocol(asyncio.Protocol):
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def connection_made(self, transport) -> None:
+        self.conn._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def data_received(self, data: bytes) -> None:
+        self.conn._data_received(data)
+
+    def connection_lost(self, exc) -> None:
+        self.conn.close(KafkaConnectionError(
+            f"connection to {self.conn.host}:{self.conn.port} lost" + (f": {exc!r}" if exc else "")))
+
+    def pause_writing(self) -> None:
+        if self.conn._write_ok is not None:
+            self.conn._write_ok.clear()
+
+    def resume_writing(self) -> None:
+        if self.conn._write_ok is not None:
+            self.conn._write_ok.set()

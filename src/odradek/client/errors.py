@@ -1,0 +1,65 @@
+"""Client exceptions: every broker error code's class from `odradek.protocol.errors`,
+plus the few errors only a client raises.
+
+Each class has `code`, `name` and `retriable`; catch `KafkaError` for all of them.
+"""
+
+from __future__ import annotations
+
+from odradek.protocol import errors as _perrors
+from odradek.protocol.errors import *  # noqa: F401,F403  (one class per Kafka error code)
+from odradek.protocol.errors import KafkaError, error_class, raise_for_code  # noqa: F401
+
+NetworkExceptionError = _perrors.NetworkExceptionError  # type: ignore[attr-defined]
+RequestTimedOutError = _perrors.RequestTimedOutError  # type: ignore[attr-defined]
+UnsupportedVersionError = _perrors.UnsupportedVersionError  # type: ignore[attr-defined]
+
+
+class KafkaConnectionError(NetworkExceptionError):
+    """The connection to a broker failed or was lost (retriable)."""
+
+    retriable = True
+
+
+class KafkaTimeoutError(KafkaError):
+    """A client-side deadline passed (max.block.ms, delivery.timeout.ms, a blocking call)."""
+
+    name = "timeout"
+    retriable = True
+
+
+class NoBrokersAvailable(KafkaConnectionError):
+    """None of the bootstrap servers could be reached."""
+
+
+class IllegalStateError(KafkaError):
+    """The client was used in a way its current state does not allow (closed, not subscribed...)."""
+
+    name = "illegal_state"
+
+
+class ProducerClosedError(IllegalStateError):
+    name = "producer_closed"
+
+
+class CommitFailedError(KafkaError):
+    """An offset commit could not complete because the group rebalanced."""
+
+    name = "commit_failed"
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """auto.offset.reset=none and the partition has no committed offset."""
+
+    name = "no_offset_for_partition"
+
+
+class RecordTooLargeClientError(KafkaError):
+    name = "record_too_large"
+
+
+__all__ = [n for n in dir(_perrors) if n.endswith("Error") or n == "KafkaError"] + [
+    "KafkaConnectionError", "KafkaTimeoutError", "NoBrokersAvailable", "IllegalStateError",
+    "ProducerClosedError", "CommitFailedError", "NoOffsetForPartitionError", "RecordTooLargeClientError",
+    "error_class", "raise_for_code",
+]

@@ -1,0 +1,317 @@
+"""The record accumulator: per-partition queues of batches, bounded by buffer.memory.
+
+Thread-safe: the blocking `Producer` appends from the caller's thread while the sender
+drains on the client's event-loop thread (the Java client's split). Batches complete on
+the loop thread; `FutureRecordMetadata` can be waited on from any thread or awaited on
+that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from typing import Any, Callable, NamedTuple
+
+from .._records import BatchBuilder
+from ..errors import KafkaTimeoutError
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProducerBatch:
+    __slots__ = ("topic", "partition", "builder", "created", "reserved", "done", "base_offset",
+                 "log_append_time", "error", "callbacks", "attempts", "sequence", "wire", "event",
+                 "waiters", "retry_at", "in_flight", "records")
+
+    def __init__(self, topic: str, partition: int, limit: int, now: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder = BatchBuilder(limit)
+        self.created = now
+        self.reserved = 0
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.callbacks: list | None = None
+        self.attempts = 0
+        self.sequence = -1
+        self.wire: bytes | None = None
+        self.event = threading.Event()
+        self.waiters: list | None = None
+        self.retry_at = 0.0
+        self.in_flight = False
+        self.records = 0
+
+    def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
+        """Called on the loop thread once: run callbacks, wake waiters."""
+        if self.done:
+            return
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = error
+        self.done = True
+        self.wire = None
+        self.event.set()
+        if self.waiters:
+            for fut, frm in self.waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self.waiters = None
+        if self.callbacks:
+            for rec_future, cb in self.callbacks:
+                try:
+                    if error is None:
+                        cb(rec_future._meta(), None)
+                    else:
+                        cb(None, error)
+                except Exception:  # a user callback must not break the sender
+                    import logging
+
+                    logging.getLogger(__name__).exception("delivery callback failed")
+            self.callbacks = None
+
+
+class FutureRecordMetadata:
+    """The outcome of one `send`: `result(timeout)` (alias `get`) or `await`."""
+
+    __slots__ = ("_batch", "_index", "_timestamp")
+
+    def __init__(self, batch: ProducerBatch, index: int, timestamp: int) -> None:
+        self._batch = batch
+        self._index = index
+        self._timestamp = timestamp
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def _meta(self) -> RecordMetadata:
+        b = self._batch
+        offset = b.base_offset + self._index if b.base_offset >= 0 else -1
+        ts = b.log_append_time if b.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(b.topic, b.partition, offset, ts)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        b = self._batch
+        if not b.done and not b.event.wait(timeout):
+            raise KafkaTimeoutError(f"no delivery report within {timeout}s")
+        if b.error is not None:
+            raise b.error
+        return self._meta()
+
+    get = result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        b = self._batch
+        if not b.done and not b.event.wait(timeout):
+            raise KafkaTimeoutError(f"no delivery report within {timeout}s")
+        return b.error
+
+    def add_callback(self, cb: Callable[[RecordMetadata | None, BaseException | None], Any]) -> None:
+        """`cb(metadata, exception)` once delivered (on the client's I/O thread), or now if done."""
+        b = self._batch
+        if b.done:
+            cb(self._meta() if b.error is None else None, b.error)
+            return
+        if b.callbacks is None:
+            b.callbacks = []
+        b.callbacks.append((self, cb))
+
+    def __await__(self):
+        b = self._batch
+        if not b.done:
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            if b.waiters is None:
+                b.waiters = []
+            b.waiters.append((fut, loop))
+            yield from fut
+        if b.error is not None:
+            raise b.error
+        return self._meta()
+
+
+class Accumulator:
+    def __init__(self, *, batch_size: int, linger_ms: float, buffer_memory: int) -> None:
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.deques: dict[tuple[str, int], collections.deque] = {}
+        self.used = 0
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushing = 0
+        self.closed = False
+        self.wakeup: Callable[[], None] = lambda: None
+        self.space: asyncio.Event | None = None  # set by release() on the loop thread
+
+    # ------------------------------------------------------------------ appending
+    def try_append(self, topic: str, partition: int, ts: int, key, value, headers, size: int):
+        """Append under the lock: a future, or None when buffer.memory is exhausted."""
+        tp = (topic, partition)
+        with self.lock:
+            if self.used + size > self.buffer_memory and self.used > 0:
+                return None
+            if self.closed:
+                from ..errors import ProducerClosedError
+
+                raise ProducerClosedError("producer closed")
+            dq = self.deques.get(tp)
+            if dq is None:
+                dq = self.deques[tp] = collections.deque()
+            batch = dq[-1] if dq else None
+            wake = False
+            if batch is None or batch.wire is not None or not batch.builder.append(ts, key, value, headers):
+                if batch is not None:
+                    wake = True  # previous batch is full
+                elif not dq:
+                    wake = True
+                batch = ProducerBatch(topic, partition, max(self.batch_size, size + 128), time.monotonic())
+                batch.builder.append(ts, key, value, headers)
+                dq.append(batch)
+                self.incomplete.add(batch)
+            index = batch.records
+            batch.records = index + 1
+            batch.reserved += size
+            self.used += size
+            if batch.builder.size >= self.batch_size:
+                wake = True
+        if wake:
+            self.wakeup()
+        return FutureRecordMetadata(batch, index, ts)
+
+    def append_blocking(self, topic, partition, ts, key, value, headers, size, max_block: float):
+        fut = self.try_append(topic, partition, ts, key, value, headers, size)
+        if fut is not None:
+            return fut
+        deadline = time.monotonic() + max_block
+        while True:
+            with self.cond:
+                while self.used + size > self.buffer_memory and self.used > 0 and not self.closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise KafkaTimeoutError(f"buffer.memory exhausted for {max_block:.1f}s (max.block.ms)")
+                    self.cond.wait(remaining)
+            fut = self.try_append(topic, partition, ts, key, value, headers, size)
+            if fut is not None:
+                return fut
+
+    async def append_async(self, topic, partition, ts, key, value, headers, size, max_block: float):
+        fut = self.try_append(topic, partition, ts, key, value, headers, size)
+        if fut is not None:
+            return fut
+        deadline = time.monotonic() + max_block
+        if self.space is None:
+            self.space = asyncio.Event()
+        while fut is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(f"buffer.memory exhausted for {max_block:.1f}s (max.block.ms)")
+            self.space.clear()
+            try:
+                await asyncio.wait_for(self.space.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+            fut = self.try_append(topic, partition, ts, key, value, headers, size)
+        return fut
+
+    def release(self, batch: ProducerBatch) -> None:
+        with self.cond:
+            self.used -= batch.reserved
+            batch.reserved = 0
+            self.incomplete.discard(batch)
+            self.cond.notify_all()
+        if self.space is not None:
+            self.space.set()
+
+    # ------------------------------------------------------------------ draining
+    def ready(self, now: float, leader_of: Callable[[str, int], int], node_ok: Callable[[int], bool]):
+        """Nodes with a sendable batch, the next time to look again, and whether a leader is unknown."""
+        nodes: set[int] = set()
+        next_check = now + 1.0
+        unknown = False
+        flushing = self.flushing > 0 or self.closed
+        with self.lock:
+            for (topic, partition), dq in self.deques.items():
+                if not dq:
+                    continue
+                b = dq[0]
+                if b.in_flight:
+                    continue
+                leader = leader_of(topic, partition)
+                if leader < 0:
+                    unknown = True
+                    continue
+                if b.retry_at > now:
+                    next_check = min(next_check, b.retry_at)
+                    continue
+                if len(dq) > 1 or flushing or b.builder.size >= self.batch_size or b.attempts:
+                    if node_ok(leader):
+                        nodes.add(leader)
+                    continue
+                due = b.created + self.linger
+                if due <= now:
+                    if node_ok(leader):
+                        nodes.add(leader)
+                else:
+                    next_check = min(next_check, due)
+        return nodes, next_check, unknown
+
+    def drain(self, node: int, leader_of, max_request_size: int, now: float, in_flight_tp) -> list[ProducerBatch]:
+        """At most one batch per partition led by `node`, up to max.request.size."""
+        out: list[ProducerBatch] = []
+        size = 0
+        with self.lock:
+            for (topic, partition), dq in self.deques.items():
+                if not dq or leader_of(topic, partition) != node:
+                    continue
+                b = dq[0]
+                if b.in_flight or b.retry_at > now or not in_flight_tp(topic, partition, b):
+                    continue
+                bsize = b.builder.size
+                if out and size + bsize > max_request_size:
+                    break
+                dq.popleft()
+                b.in_flight = True
+                out.append(b)
+                size += bsize
+        return out
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """Put a failed batch back, in sequence order, at the front of its partition's queue."""
+        batch.in_flight = False
+        batch.retry_at = retry_at
+        with self.lock:
+            dq = self.deques.setdefault((batch.topic, batch.partition), collections.deque())
+            i = 0
+            if batch.sequence >= 0:
+                while i < len(dq) and dq[i].sequence >= 0 and dq[i].sequence < batch.sequence:
+                    i += 1
+            dq.insert(i, batch)
+
+    def expired(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
+        out = []
+        with self.lock:
+            for dq in self.deques.values():
+                while dq and not dq[0].in_flight and now - dq[0].created > delivery_timeout:
+                    out.append(dq.popleft())
+        return out
+
+    def has_undrained(self) -> bool:
+        with self.lock:
+            return any(self.deques.values())
+
+    def abort_all(self, error: BaseException) -> list[ProducerBatch]:
+        with self.lock:
+            out = [b for dq in self.deques.values() for b in dq]
+            for dq in self.deques.values():
+                dq.clear()
+        return out

@@ -1,0 +1,127 @@
+"""What the asyncio and blocking producers share: config, serializers, partition choice."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from odradek.protocol import records as R
+
+from .. import errors as E
+from ..cluster import Cluster
+from ..config import PRODUCER, make_config
+from .accumulator import Accumulator
+from .partitioner import make_partitioner
+from .sender import Sender
+
+CODECS = {"none": R.NONE, None: R.NONE, "gzip": R.GZIP, "snappy": R.SNAPPY, "lz4": R.LZ4, "zstd": R.ZSTD}
+
+
+def default_serializer(v):
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError(f"cannot serialize {type(v).__name__} without a serializer; pass bytes or str")
+
+
+class ProducerCore:
+    def __init__(self, config: dict | None, kwargs: dict) -> None:
+        self.config = cfg = make_config(PRODUCER, config, kwargs)
+        ctype = cfg["compression.type"]
+        if ctype not in CODECS:
+            raise ValueError(f"unknown compression.type {ctype!r}")
+        self.compression = CODECS[ctype]
+        if cfg["transactional.id"]:
+            raise NotImplementedError("transactions are not supported yet")
+        self.batch_size = int(cfg["batch.size"])
+        self.max_request_size = int(cfg["max.request.size"])
+        self.max_block = int(cfg["max.block.ms"]) / 1000
+        self.key_serializer = cfg["key.serializer"] or default_serializer
+        self.value_serializer = cfg["value.serializer"] or default_serializer
+        self.partitioner = make_partitioner(cfg["partitioner"], self.batch_size)
+        self.cluster = Cluster(cfg)
+        self.acc = Accumulator(batch_size=self.batch_size, linger_ms=float(cfg["linger.ms"]),
+                               buffer_memory=int(cfg["buffer.memory"]))
+        self.sender = Sender(self.cluster, self.acc, cfg, self.compression)
+        self._parts_cache: dict[str, tuple[Any, list, list]] = {}
+        self.closed = False
+
+    async def start(self) -> None:
+        await self.cluster.start()
+        await self.sender.start()
+
+    def partitions(self, topic: str):
+        """(all partitions, available partitions) from the current metadata, or None."""
+        md = self.cluster.metadata
+        c = self._parts_cache.get(topic)
+        if c is not None and c[0] is md:
+            return c[1], c[2]
+        ti = md.topics.get(topic)
+        if ti is None or not ti.partitions:
+            return None
+        allp = sorted(ti.partitions)
+        avail = [p for p in allp if ti.partitions[p].leader >= 0]
+        self._parts_cache[topic] = (md, allp, avail)
+        return allp, avail
+
+    def prepare(self, topic: str, value, key, headers, partition, timestamp, parts):
+        """Serialize and place one record: (partition, ts, key bytes, value bytes, headers, size)."""
+        if self.closed:
+            raise E.ProducerClosedError("producer closed")
+        kb = None if key is None else self.key_serializer(key)
+        vb = self.value_serializer(value)
+        allp, avail = parts
+        if partition is None:
+            partition = self.partitioner.partition(topic, kb, allp, avail)
+        elif partition not in allp:
+            raise E.UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        if headers:
+            headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
+        size = 24 + (len(kb) if kb else 0) + (len(vb) if vb else 0)
+        if headers:
+            size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
+        if size > self.max_request_size:
+            raise E.RecordTooLargeError(f"record of ~{size} bytes exceeds max.request.size {self.max_request_size}")
+        if kb is None:
+            self.partitioner.on_append(topic, partition, size)
+        return partition, timestamp, kb, vb, headers, size
+
+    async def flush(self, timeout: float | None = None) -> None:
+        import asyncio
+
+        pending = list(self.acc.incomplete)
+        if not pending:
+            return
+        self.acc.flushing += 1
+        self.sender.wakeup()
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for b in pending:
+                if b.done:
+                    continue
+                loop = asyncio.get_running_loop()
+                fut = loop.create_future()
+                if b.waiters is None:
+                    b.waiters = []
+                b.waiters.append((fut, loop))
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    await asyncio.wait_for(fut, remaining)
+                except asyncio.TimeoutError:
+                    raise E.KafkaTimeoutError(f"flush did not complete within {timeout}s") from None
+        finally:
+            self.acc.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self.sender.stop(drain=True, timeout=timeout)
+        finally:
+            await self.cluster.close()

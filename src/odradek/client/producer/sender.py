@@ -1,0 +1,258 @@
+"""The sender: a background task on the client's loop that drains the accumulator.
+
+Each round it finds the nodes with sendable batches (full, lingered long enough, being
+flushed, or retried), takes at most one batch per partition per request, and sends
+Produce requests without waiting for earlier ones (up to
+``max.in.flight.requests.per.connection`` per node). Idempotence (on by default) gets a
+producer id from InitProducerId and numbers every partition's batches; retried batches
+keep their sequence numbers, so the broker drops duplicates and keeps order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from .. import _wire
+from .. import errors as E
+from ..cluster import STALE_METADATA_CODES, Cluster
+from .accumulator import Accumulator, ProducerBatch
+
+log = logging.getLogger(__name__)
+
+PRODUCE = 0
+INIT_PRODUCER_ID = 22
+DUPLICATE_SEQUENCE = 46
+OUT_OF_ORDER_SEQUENCE = 45
+
+
+class Sender:
+    def __init__(self, cluster: Cluster, acc: Accumulator, config: dict[str, Any], compression: int) -> None:
+        self.cluster = cluster
+        self.acc = acc
+        acks = config["acks"]
+        self.acks = -1 if acks in ("all", -1, "-1") else int(acks)
+        self.compression = compression
+        self.request_timeout_ms = int(config["request.timeout.ms"])
+        self.delivery_timeout = int(config["delivery.timeout.ms"]) / 1000
+        self.retries = int(config["retries"])
+        self.backoff = int(config["retry.backoff.ms"]) / 1000
+        self.max_request_size = int(config["max.request.size"])
+        self.max_in_flight = int(config["max.in.flight.requests.per.connection"])
+        self.idempotent = bool(config["enable.idempotence"])
+        if self.idempotent:
+            if self.acks != -1:
+                raise ValueError("enable.idempotence requires acks=all")
+            if self.max_in_flight > 5:
+                raise ValueError("enable.idempotence requires max.in.flight.requests.per.connection <= 5")
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.next_seq: dict[tuple[str, int], int] = {}
+        self.node_in_flight: dict[int, int] = {}
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._task: asyncio.Task | None = None
+        self._running = False
+        self._tasks: set[asyncio.Task] = set()
+        self.fatal: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._wake = asyncio.Event()
+        self.acc.wakeup = self.wakeup
+        if self.idempotent:
+            await self._init_producer_id()
+        self._running = True
+        self._task = self._loop.create_task(self._run())
+
+    def wakeup(self) -> None:
+        if self._wake is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._wake.set()
+        else:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def stop(self, drain: bool = True, timeout: float | None = None) -> None:
+        if drain:
+            self.acc.closed = True
+            self.wakeup()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.acc.incomplete and self.fatal is None:
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.005)
+        self._running = False
+        self.acc.closed = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for t in list(self._tasks):
+            t.cancel()
+        err = E.ProducerClosedError("producer closed before delivery")
+        for b in self.acc.abort_all(err):
+            self._fail(b, err)
+        for b in list(self.acc.incomplete):
+            self._fail(b, err)
+
+    async def _init_producer_id(self) -> None:
+        async def attempt():
+            conn = await self.cluster.any_connection()
+            if not conn.supports(INIT_PRODUCER_ID):
+                log.warning("broker lacks InitProducerId: idempotence disabled")
+                return None
+            resp = await conn.request(INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout": 60000,
+                "producer_id": -1, "producer_epoch": -1})
+            code = int(resp.error_code)
+            if code:
+                raise E.error_class(code)("InitProducerId")
+            return resp
+
+        resp = await self.cluster.retrying(attempt, what="InitProducerId")
+        if resp is None:
+            self.idempotent = False
+            return
+        self.producer_id = int(resp.producer_id)
+        self.producer_epoch = int(resp.producer_epoch)
+
+    # ------------------------------------------------------------------ main loop
+    async def _run(self) -> None:
+        acc = self.acc
+        cluster = self.cluster
+        wake = self._wake
+        while self._running:
+            try:
+                now = time.monotonic()
+                md = cluster.metadata
+
+                def leader_of(topic: str, partition: int, _md=md) -> int:
+                    ti = _md.topics.get(topic)
+                    if ti is None:
+                        return -1
+                    p = ti.partitions.get(partition)
+                    return -1 if p is None else p.leader
+
+                nodes, next_check, unknown = acc.ready(now, leader_of, self._node_ok)
+                if unknown:
+                    cluster.request_update()
+                for node in nodes:
+                    batches = acc.drain(node, leader_of, self.max_request_size, now, self._tp_ok)
+                    if batches:
+                        self._send(node, batches)
+                for b in acc.expired(now, self.delivery_timeout):
+                    self._fail(b, E.KafkaTimeoutError(
+                        f"{b.topic}-{b.partition}: {b.records} record(s) expired after delivery.timeout.ms"))
+                cluster.maybe_refresh()
+                timeout = max(0.0, next_check - time.monotonic())
+                if unknown:
+                    timeout = min(timeout, self.backoff)
+                wake.clear()
+                if timeout > 0:
+                    try:
+                        await asyncio.wait_for(wake.wait(), timeout)
+                    except asyncio.TimeoutError:
+                        pass
+                else:
+                    await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # pragma: no cover - keep the sender alive
+                log.exception("producer sender loop error")
+                await asyncio.sleep(self.backoff)
+
+    def _node_ok(self, node: int) -> bool:
+        return self.node_in_flight.get(node, 0) < self.max_in_flight
+
+    def _tp_ok(self, topic: str, partition: int, batch: ProducerBatch) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ sending
+    def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list] = {}
+        for b in batches:
+            if b.wire is None:
+                if self.idempotent:
+                    tp = (b.topic, b.partition)
+                    seq = self.next_seq.get(tp, 0)
+                    b.sequence = seq
+                    self.next_seq[tp] = (seq + b.builder.count) & 0x7FFFFFFF
+                b.wire = b.builder.build(compression=self.compression, producer_id=self.producer_id,
+                                         producer_epoch=self.producer_epoch, base_sequence=b.sequence)
+            b.attempts += 1
+            topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.wire})
+        data = {"transactional_id": None, "acks": self.acks, "timeout": self.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]}
+        self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
+        task = self._loop.create_task(self._produce(node, batches, data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _produce(self, node: int, batches: list[ProducerBatch], data: dict) -> None:
+        try:
+            try:
+                conn = await self.cluster.connection(node)
+                if self.acks == 0:
+                    conn.send(PRODUCE, data, expect_response=False)
+                    for b in batches:
+                        self._succeed(b, -1, -1)
+                    return
+                resp = await conn.request(PRODUCE, data, timeout=self.request_timeout_ms / 1000 + 5)
+            except E.KafkaError as e:
+                self.cluster.request_update()
+                for b in batches:
+                    self._retry_or_fail(b, e)
+                return
+            by_tp = {(b.topic, b.partition): b for b in batches}
+            for t in resp.responses:
+                for p in t.partition_responses:
+                    b = by_tp.pop((t.name, int(p.index)), None)
+                    if b is None:
+                        continue
+                    code = int(p.error_code)
+                    if code == 0:
+                        self._succeed(b, int(p.base_offset), _wire.ms(getattr(p, "log_append_time", -1)))
+                    elif code == DUPLICATE_SEQUENCE:
+                        self._succeed(b, -1, -1)
+                    else:
+                        msg = getattr(p, "error_message", None)
+                        err = E.error_class(code)(f"{b.topic}-{b.partition}: {msg or E.error_class(code).name}")
+                        if code in STALE_METADATA_CODES:
+                            self.cluster.request_update()
+                        if code == OUT_OF_ORDER_SEQUENCE and self.idempotent:
+                            err.retriable = True
+                        self._retry_or_fail(b, err)
+            for b in by_tp.values():
+                self._retry_or_fail(b, E.KafkaError(f"{b.topic}-{b.partition}: missing from Produce response"))
+        finally:
+            self.node_in_flight[node] -= 1
+            self.wakeup()
+
+    def _retry_or_fail(self, b: ProducerBatch, err: BaseException) -> None:
+        now = time.monotonic()
+        retriable = getattr(err, "retriable", False)
+        if retriable and b.attempts <= self.retries and now - b.created < self.delivery_timeout and self._running:
+            backoff = min(self.backoff * (2 ** min(b.attempts - 1, 5)), 1.0)
+            self.acc.reenqueue(b, now + backoff)
+            self.wakeup()
+        else:
+            self._fail(b, err)
+
+    def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        b.in_flight = False
+        self.acc.release(b)
+        b.complete(base_offset, log_append_time, None)
+
+    def _fail(self, b: ProducerBatch, err: BaseException) -> None:
+        b.in_flight = False
+        self.acc.release(b)
+        b.complete(-1, -1, err)
