@@ -48,6 +48,16 @@ def wait_for_port(host: str, port: int, timeout: float) -> bool:
     return False
 
 
+def _die_with_parent() -> None:
+    """preexec_fn: SIGTERM this child when the test process dies (Linux prctl PR_SET_PDEATHSIG),
+    so a killed pytest leaves no broker behind."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - best effort, non-Linux
+        pass
+
+
 def _tail(path: Path, lines: int = 40) -> str:
     try:
         data = path.read_bytes()[-16384:].decode("utf-8", "replace")
@@ -107,6 +117,7 @@ class _Process:
             stdout=self._log,
             stderr=self._log,
             start_new_session=True,  # a ^C to pytest does not hit the broker first
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         marker = self.ready_marker()
@@ -312,7 +323,7 @@ class MockClusterBroker(ThirdPartyBroker):
         self._log = open(self.log_path, "ab", buffering=0)
         self.proc = subprocess.Popen(self.command(), cwd=self.workdir, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
-                                     text=True)
+                                     text=True, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         import selectors
         sel = selectors.DefaultSelector()
