@@ -164,6 +164,7 @@ class Connection:
             fut = entry[3]
             if fut is not None and not fut.done():
                 fut.set_exception(_copy_exc(err))
+                fut.exception()  # awaiters still see it; nobody left waiting is not an error
         if self._write_ok is not None:
             self._write_ok.set()
         cbs, self._close_callbacks = self._close_callbacks, []
