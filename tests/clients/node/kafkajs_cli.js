@@ -276,8 +276,11 @@ const watchdog = setTimeout(() => {
 }, deadline);
 watchdog.unref();
 
-main().then(() => process.exit(0), (e) => {
-  if (e && e.usage) { out({ error: 'Usage', message: e.message }); process.exit(2); }
+// process.exit() drops stdout still queued for a pipe: exit once it has drained.
+const exitAfterFlush = (code) => process.stdout.write('', () => process.exit(code));
+
+main().then(() => exitAfterFlush(0), (e) => {
+  if (e && e.usage) { out({ error: 'Usage', message: e.message }); exitAfterFlush(2); return; }
   out({ error: errorName(e), message: String((e && e.message) || e), kafkajs: e && e.name });
-  process.exit(1);
+  exitAfterFlush(1);
 });
