@@ -1,0 +1,20 @@
+"""odradek's Python Kafka client.
+
+Blocking: ``from odradek.client import Producer, Consumer, Admin``.
+asyncio:  ``from odradek.client.aio import AIOProducer, AIOConsumer, AIOAdmin``.
+See docs/client.md.
+"""
+
+from ._records import ConsumerRecord
+from .aio.admin import NewTopic
+from .consumer.assignors import CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor
+from .consumer.subscription import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .producer.accumulator import FutureRecordMetadata, RecordMetadata
+from .producer.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2
+from .sync import Admin, Consumer, Producer
+
+__all__ = [
+    "Producer", "Consumer", "Admin", "ConsumerRecord", "RecordMetadata", "FutureRecordMetadata",
+    "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "NewTopic", "DefaultPartitioner",
+    "RoundRobinPartitioner", "murmur2", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
+]
