@@ -67,7 +67,7 @@ def test_random_bytes(data):
     _parse(data)
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "1500")), suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10**6), st.integers(0, 3), st.binary(min_size=1, max_size=8))
 def test_mutated_real_requests(seed, mode, junk):
     rnd = random.Random(seed)
@@ -111,3 +111,12 @@ def test_request_and_response_round_trip(data):
     for cls, decode in ((messages.request_class(key, version), messages.decode_request), (messages.response_class(key, version), messages.decode_response)):
         entity = data.draw(st.from_type(cls))
         assert decode(key, version, messages.encode(entity)) == entity
+
+
+@pytest.mark.parametrize("body", ["ffffffff0f", "ffffffff1f", "8080808010"])
+def test_absurd_compact_array_length_is_refused_not_fatal(body):
+    """kio preallocates arrays by their declared length: 2^32 entries aborted the
+    process before protocol/guard.py checked lengths against the frame."""
+    frame = encode_request_header(3, 12, 1, "x", True) + bytes.fromhex(body)
+    with pytest.raises(CloseConnection):
+        parse_frame(frame)

@@ -97,18 +97,31 @@ class Broker:
         load_handlers()
         self._prepare_dirs()
         self.default_log_config = LogConfig.from_props(self.config.topic_defaults(), LogConfig())
-        self.log_manager = LogManager(
-            list(self.config["log.dirs"]), self.default_log_config, recovery_threads=self.config["num.recovery.threads.per.data.dir"]
-        )
-        await asyncio.to_thread(self.log_manager.load)
         _, host, port = self.config.advertised[0]
         self.producer_ids = ProducerIdAllocator(self.config["log.dirs"][0])
         self.metadata = LocalMetadataStore(self.config["log.dirs"][0], self.node_id, self.cluster_id, BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None))
-        for topic in self.metadata.snapshot.topics.values():
+        topics = self.metadata.snapshot.topics
+
+        def topic_config(name: str) -> LogConfig | None:
+            info = topics.get(name)
+            return self.log_config_for(info.configs) if info is not None else None
+
+        self.log_manager = LogManager(
+            list(self.config["log.dirs"]),
+            self.default_log_config,
+            recovery_threads=self.config["num.recovery.threads.per.data.dir"],
+            topic_config=topic_config,
+        )
+        await asyncio.to_thread(self.log_manager.load)
+        for topic in topics.values():
             cfg = self.log_config_for(topic.configs)
             for p in topic.partitions:
-                if self.log_manager.get_log(topic.name, p.partition) is None:
-                    self.log_manager.create_log(topic.name, p.partition, cfg)
+                lg = self.log_manager.get_log(topic.name, p.partition)
+                if lg is None:
+                    lg = self.log_manager.create_log(topic.name, p.partition, cfg)
+                # Single node: this broker is the whole ISR, so everything in the log
+                # (all of it acknowledged, or recovered as whole batches) is committed.
+                lg.high_watermark = lg.log_end_offset
         self._tasks.append(asyncio.ensure_future(self._run_log_manager()))
         try:
             from odradek.coordinator.group import GroupCoordinator

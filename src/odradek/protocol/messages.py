@@ -15,6 +15,8 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from odradek.protocol import guard
+
 API_NAMES: dict[int, str] = dict(api_key_map)
 
 
@@ -76,6 +78,7 @@ def _writer(cls: type):
 def decode_request(api_key: int, version: int, body: bytes | memoryview, offset: int = 0) -> Any:
     """Parse a request body. Raises ValueError (or kio's errors) on malformed input."""
     cls = request_class(api_key, version)
+    guard.check(cls, body, offset)  # kio aborts the process on absurd array lengths
     entity, size = _reader(cls)(body, offset)
     return entity
 
