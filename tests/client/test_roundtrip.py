@@ -1,0 +1,178 @@
+"""Produce and consume against real peers: byte-exact records, codecs, offsets, positions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from odradek.client import Consumer, Producer, TopicPartition, errors
+from odradek.client.aio import AIOConsumer, AIOProducer
+
+
+
+def sample_records(n: int = 60):
+    out = []
+    for i in range(n):
+        key = f"key-{i % 13}".encode()
+        value = bytes([i % 256, 0, 255, 10, 13]) + "ünïcødé\n".encode() + bytes(range(i % 9))
+        if i == 5:
+            value = b""
+        headers = [("idx", str(i).encode()), ("bin", bytes([0, 0x7F, 0x80, 0xFF])), ("empty", b""), ("null", None)]
+        out.append((key, value, headers))
+    out.append((None, b"null-key", []))
+    out.append((b"null-value", None, []))
+    return out
+
+
+def consume_all(consumer, expected: int, timeout: float = 20):
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        got.extend(consumer.poll(0.5))
+    return got
+
+
+def test_blocking_roundtrip_byte_exact(peer):
+    topic = peer.new_topic(4)
+    recs = sample_records()
+    with Producer(bootstrap_servers=peer.bootstrap, linger_ms=2) as p:
+        futs = [p.send(topic, v, key=k, headers=h) for k, v, h in recs]
+        p.flush()
+        metas = [f.result(10) for f in futs]
+    assert all(m.topic == topic and m.offset >= 0 for m in metas)
+    with Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        c.assign([TopicPartition(topic, p) for p in range(4)])
+        got = consume_all(c, len(recs))
+    assert len(got) == len(recs)
+    by_pos = {(r.partition, r.offset): r for r in got}
+    for (k, v, h), m in zip(recs, metas):
+        r = by_pos[(m.partition, m.offset)]
+        assert (r.key, r.value) == (k, v)
+        assert r.headers == [(hk, hv) for hk, hv in h]
+        assert r.timestamp_type == 0
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compression_codecs(peer, codec):
+    topic = peer.new_topic(4)
+    values = [(b"%05d" % i) * (i % 50 + 1) for i in range(300)]
+    with Producer(bootstrap_servers=peer.bootstrap, compression_type=codec, linger_ms=5) as p:
+        for i, v in enumerate(values):
+            p.send(topic, v, key=b"k%d" % i, partition=i % 2)
+        p.flush()
+    with Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        got = consume_all(c, len(values))
+    assert sorted(r.value for r in got) == sorted(values)
+    assert {(r.partition, r.key) for r in got} == {(i % 2, b"k%d" % i) for i in range(300)}
+
+
+def test_aio_roundtrip_and_offsets(peer):
+    async def run():
+        topic = peer.new_topic(4)
+        async with AIOProducer(bootstrap_servers=peer.bootstrap, linger_ms=1) as p:
+            t0 = int(time.time() * 1000)
+            metas = []
+            for i in range(20):
+                fut = await p.send(topic, b"v%d" % i, partition=1, timestamp=t0 + i * 1000)
+                metas.append(fut)
+            metas = [await f for f in metas]
+        assert [m.offset for m in metas] == list(range(20))
+        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
+                               fetch_max_wait_ms=100) as c:
+            tp = TopicPartition(topic, 1)
+            c.assign([tp])
+            assert (await c.beginning_offsets([tp]))[tp] == 0
+            if peer.supports("end_offsets"):
+                assert (await c.end_offsets([tp]))[tp] == 20
+            if peer.supports("offsets_for_times"):
+                found = await c.offsets_for_times({tp: t0 + 5500})
+                assert found[tp].offset == 6 and found[tp].timestamp == t0 + 6000
+                assert (await c.offsets_for_times({tp: t0 + 10**9}))[tp] is None
+            c.seek(tp, 15)
+            got = []
+            while len(got) < 5:
+                got += await c.poll(5)
+            assert [r.offset for r in got] == [15, 16, 17, 18, 19]
+            assert [r.timestamp for r in got] == [t0 + i * 1000 for i in range(15, 20)]
+            assert await c.position(tp) == 20
+            c.seek_to_beginning(tp)
+            assert await c.position(tp) == 0
+            r = await c.getone(5)
+            assert r.offset == 0 and r.value == b"v0"
+
+    asyncio.run(run())
+
+
+def test_auto_offset_reset_none_and_latest(peer):
+    topic = peer.new_topic(4)
+    with Producer(bootstrap_servers=peer.bootstrap) as p:
+        p.send(topic, b"old", partition=0).result(10)
+    with Consumer(bootstrap_servers=peer.bootstrap, group_id=f"none-{topic}", auto_offset_reset="none",
+                  fetch_max_wait_ms=100) as c:
+        c.assign([TopicPartition(topic, 0)])
+        with pytest.raises((errors.NoOffsetForPartitionError, errors.OffsetOutOfRangeError)):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                c.poll(0.2)
+        # an explicit out-of-range seek surfaces OffsetOutOfRange with reset=none
+        if peer.supports("offset_out_of_range"):
+            c.seek(TopicPartition(topic, 0), 1000)
+            with pytest.raises(errors.OffsetOutOfRangeError):
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    c.poll(0.2)
+    with Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=100) as c:
+        tp = TopicPartition(topic, 0)
+        c.assign([tp])
+        if peer.supports("end_offsets"):
+            assert c.position(tp) == 1
+        with Producer(bootstrap_servers=peer.bootstrap) as p:
+            p.send(topic, b"new", partition=0).result(10)
+        got = consume_all(c, 1, timeout=10)
+        assert [r.value for r in got] == [b"new"]
+
+
+def test_pause_resume(peer):
+    topic = peer.new_topic(4)
+    with Producer(bootstrap_servers=peer.bootstrap) as p:
+        for i in range(10):
+            p.send(topic, b"a%d" % i, partition=0)
+            p.send(topic, b"b%d" % i, partition=1)
+        p.flush()
+    a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    with Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        c.assign([a, b])
+        c.pause(b)
+        assert c.paused() == {b}
+        got = consume_all(c, 10)
+        time.sleep(0.3)
+        got += c.poll(0.5)
+        assert {r.partition for r in got} == {0} and len(got) == 10
+        c.resume(b)
+        got = consume_all(c, 10)
+        assert [r.value for r in got] == [b"b%d" % i for i in range(10)]
+
+
+def test_delivery_callback_and_errors(peer):
+    topic = peer.new_topic(4)
+    results = []
+    with Producer(bootstrap_servers=peer.bootstrap) as p:
+        p.send(topic, b"x", partition=2, callback=lambda m, e: results.append((m, e))).result(10)
+        p.flush()
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            p.send(topic, b"x", partition=99)
+    assert results and results[0][1] is None and results[0][0].partition == 2
+
+
+def test_acks_variants(peer):
+    topic = peer.new_topic(4)
+    for acks in (0, 1, "all"):
+        idem = acks == "all"
+        with Producer(bootstrap_servers=peer.bootstrap, acks=acks, enable_idempotence=idem) as p:
+            m = p.send(topic, b"acks-%s" % str(acks).encode(), partition=3).result(10)
+            assert m.partition == 3
+            if acks != 0:
+                assert m.offset >= 0
