@@ -206,7 +206,7 @@ class BrokerProcess(_Process):
         return Path(str(self.overrides["log.dirs"]).split(",")[0])
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "odradek", "broker"]
+        cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", os.environ.get("ODRADEK_TEST_LOG_LEVEL", "INFO")]
         if self.config_file:
             cmd += ["--config", str(self.config_file)]
         for k, v in self.overrides.items():

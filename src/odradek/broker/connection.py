@@ -31,6 +31,10 @@ log = logging.getLogger("odradek.broker.connection")
 _SIZE = struct.Struct(">i")
 
 
+def _debug() -> bool:
+    return log.isEnabledFor(logging.DEBUG)
+
+
 class CloseConnection(Exception):
     """Raised while handling a request when the only right answer is to hang up."""
 
@@ -142,6 +146,8 @@ class Connection:
         api_key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
         ctx = RequestContext(self.broker, api_key, version, correlation_id, header.client_id, self.peer, self.id, {"connection": self})
         started = time.perf_counter()
+        if _debug():
+            log.debug("conn %d %s: %s v%d corr %d", self.id, header.client_id, handler.name, version, correlation_id)
         try:
             response = await handler.fn(ctx, request)
         except CloseConnection:
@@ -160,6 +166,8 @@ class Connection:
             body = messages.encode(response)
             chunks = [_SIZE.pack(len(head) + len(body)) + head + body]
         await self._send(chunks)
+        if _debug():
+            log.debug("conn %d: answered corr %d in %.1f ms", self.id, correlation_id, (time.perf_counter() - started) * 1000)
         if self.metrics:
             self.metrics.request_done(handler.name, time.perf_counter() - started)
 
