@@ -30,6 +30,7 @@ GAPS = {
         "offset_out_of_range": "Tansu 0.6.0 answers a Fetch past the log end with no error and no records",
         "delete_records": "Tansu 0.6.0 closes the connection on DeleteRecords",
         "configs": "Tansu 0.6.0 returns no topic configs",
+        "group_assignment": "Tansu 0.6.0's DescribeGroups returns empty member assignments",
     },
     "odradek": {},
 }
