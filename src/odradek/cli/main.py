@@ -19,7 +19,42 @@ def _setup_logging(level: str) -> None:
     )
 
 
-@click.group()
+class LazyGroup(click.Group):
+    """Subcommands named here are imported only when used, so `odradek broker`
+    never depends on the client, Spark or tool modules (and starts fast)."""
+
+    lazy: dict[str, str] = {
+        # name -> "module:attribute"
+        "topics": "odradek.cli.topics:topics",
+        "produce": "odradek.cli.console:produce_cmd",
+        "consume": "odradek.cli.console:consume_cmd",
+        "perf": "odradek.cli.perf:perf",
+        "groups": "odradek.cli.groups:groups",
+        "pipeline": "odradek.cli.pipeline:pipeline",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is None and name in self.lazy:
+            import importlib
+
+            module, _, attr = self.lazy[name].partition(":")
+            try:
+                cmd = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError) as e:
+                reason = f"command {name!r} is not available: {e}"
+
+                def unavailable() -> None:
+                    raise click.ClickException(reason)
+
+                cmd = click.Command(name, callback=unavailable, help=f"(unavailable: {e})")
+        return cmd
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="odradek")
 def main() -> None:
     """odradek: a Kafka-compatible streaming platform."""
@@ -84,6 +119,7 @@ def config_cmd(config_path: str | None, overrides: tuple[str, ...]) -> None:
         shown = ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
         table.add_row(name, shown, cfg.sources.get(name, "default"))
     Console().print(table)
+
 
 
 if __name__ == "__main__":
