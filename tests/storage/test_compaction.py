@@ -165,3 +165,12 @@ def test_crash_during_swap_then_reload_is_consistent(tmp_path, clock, step):
     m2.clean_once()
     assert contents(lg2) == compacted
     m2.shutdown()
+
+
+def test_compacted_topic_rejects_records_without_key(make_mgr, clock):
+    m = make_mgr()
+    lg = m.create_log("t", 0, CFG)
+    lg.append(kv(b"k", b"v", clock.ms))
+    with pytest.raises(R.InvalidRecordError, match="without key"):
+        lg.append(build_batch([Record(-1, clock.ms, b"k2", b"ok"), Record(-1, clock.ms, None, b"keyless")], compression=R.GZIP))
+    assert lg.log_end_offset == 1  # nothing of the rejected batch was appended

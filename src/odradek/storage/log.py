@@ -361,6 +361,9 @@ class Log:
                     now - h.max_timestamp > cfg.message_timestamp_before_max_ms
                     or h.max_timestamp - now > cfg.message_timestamp_after_max_ms):
                 raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now})")
+            if validate and cfg.compact and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
+                # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
+                raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}")
         pending: dict[int, tuple[int, int]] = {}
         ps = self.producer_state
         for h in headers:
