@@ -125,3 +125,17 @@ def test_truncate_rebuilds_producer_state(make_mgr):
         lg.append(pbatch(s, 1, pid=3))
     lg.truncate_to(5)
     assert lg.append(pbatch(5, 1, pid=3)).first_offset == 5
+
+
+def test_idle_producers_expire_but_open_transactions_stay(make_mgr):
+    m = make_mgr()
+    m.producer_id_expiration_ms = 60_000
+    lg = m.create_log("t", 0, LogConfig(message_timestamp_before_max_ms=2**62))
+    t0 = 1_700_000_000_000
+    lg.append(batch(1, ts=t0, producer_id=1, producer_epoch=0, base_sequence=0))
+    lg.append(batch(1, ts=t0, producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True))
+    lg.append(batch(1, ts=t0 + 100_000, producer_id=3, producer_epoch=0, base_sequence=0))
+    assert m.expire_producers(now=t0 + 120_000) == 1  # producer 1 idle 120 s; 2 has an open txn; 3 idle 20 s
+    assert set(lg.producer_state.producers) == {2, 3}
+    # An expired producer is unknown now: its next batch at a later sequence is accepted (Kafka's rule).
+    lg.append(batch(1, ts=t0 + 120_000, producer_id=1, producer_epoch=0, base_sequence=7))

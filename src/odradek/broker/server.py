@@ -112,6 +112,12 @@ class Broker:
             recovery_threads=self.config["num.recovery.threads.per.data.dir"],
             topic_config=topic_config,
         )
+        lm, c = self.log_manager, self.config
+        lm.retention_check_interval_ms = c["log.retention.check.interval.ms"]
+        lm.checkpoint_interval_ms = c["log.flush.offset.checkpoint.interval.ms"]
+        lm.cleaner_backoff_ms = c["log.cleaner.backoff.ms"]
+        lm.cleaner_enabled = c["log.cleaner.enable"]
+        lm.producer_id_expiration_ms = c["producer.id.expiration.ms"]
         await asyncio.to_thread(self.log_manager.load)
         for topic in topics.values():
             cfg = self.log_config_for(topic.configs)

@@ -34,6 +34,8 @@ class LogManager:
     cleaner_backoff_ms = 15000
     cleaner_enabled = True
     tick_seconds = 0.1
+    producer_id_expiration_ms = 86400000
+    producer_expiration_check_interval_ms = 600000
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig, *, fs: FileSystem | None = None,
                  clock: Callable[[], float] = time.time, recovery_threads: int = 1,
@@ -293,6 +295,7 @@ class LogManager:
         next_retention = now + self.retention_check_interval_ms
         next_checkpoint = now + self.checkpoint_interval_ms
         next_clean = now + self.cleaner_backoff_ms
+        next_expiry = now + self.producer_expiration_check_interval_ms
         cleaner: asyncio.Future | None = None
         try:
             while True:
@@ -305,6 +308,9 @@ class LogManager:
                 if now >= next_retention:
                     self.run_retention(now)
                     next_retention = now + self.retention_check_interval_ms
+                if now >= next_expiry:
+                    self.expire_producers(now)
+                    next_expiry = now + self.producer_expiration_check_interval_ms
                 if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
                     await asyncio.to_thread(self.write_checkpoints)
                     next_checkpoint = now + self.checkpoint_interval_ms
@@ -316,6 +322,16 @@ class LogManager:
         finally:
             if cleaner is not None and not cleaner.done():
                 cleaner.cancel()
+
+    def expire_producers(self, now: int | None = None) -> int:
+        """Drop idle producer ids' state from every online log (producer.id.expiration.ms)."""
+        now = self._now() if now is None else now
+        removed = 0
+        for lg in list(self._logs.values()):
+            state = self._dirs.get(os.path.dirname(lg.dir))
+            if state is not None and not state.offline:
+                removed += lg.producer_state.remove_expired(now, self.producer_id_expiration_ms)
+        return removed
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

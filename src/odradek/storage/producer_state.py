@@ -124,6 +124,15 @@ class ProducerStateManager:
         if h.is_transactional and e.txn_first_offset < 0:
             e.txn_first_offset = h.base_offset
 
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle longer than `producer.id.expiration.ms` (by their last
+        batch timestamp), except those with an open transaction. Returns how many."""
+        cutoff = now_ms - expiration_ms
+        gone = [pid for pid, e in self.producers.items() if e.txn_first_offset < 0 and 0 <= e.last_timestamp < cutoff]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
     def first_unstable_offset(self) -> int | None:
         offs = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
         return min(offs) if offs else None
