@@ -261,9 +261,17 @@ class Connection:
                     resp = _UnsupportedApiVersions()
             else:
                 resp = messages.decode_response(api_key, version, frame, pos)
-        except Exception as e:  # malformed response: this connection cannot be trusted
-            fut.set_exception(KafkaError(f"cannot decode {messages.api_name(api_key)} v{version} response: {e!r}"))
-            self.close(KafkaConnectionError(f"malformed response from {self.host}:{self.port}"))
+        except Exception as e:
+            # The frame was whole, so the connection stays usable. Group APIs start with
+            # throttle_time + error_code: brokers that send nulls in error answers (librdkafka's
+            # mock: SyncGroup assignment = null) still tell us the error that way.
+            code = 0
+            if api_key in (11, 12, 13, 14) and version >= (2 if api_key == 11 else 1) and len(frame) >= pos + 6:
+                code = struct.unpack_from(">h", frame, pos + 4)[0]
+            if code:
+                fut.set_exception(error_class(code)(f"{messages.api_name(api_key)} from {self.host}:{self.port}"))
+            else:
+                fut.set_exception(KafkaError(f"cannot decode {messages.api_name(api_key)} v{version} response: {e!r}"))
             return
         fut.set_result(resp)
 

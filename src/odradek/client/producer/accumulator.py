@@ -44,7 +44,7 @@ class ProducerBatch:
         self.attempts = 0
         self.sequence = -1
         self.wire: bytes | None = None
-        self.event = threading.Event()
+        self.event: threading.Event | None = None  # created only when a thread waits
         self.waiters: list | None = None
         self.retry_at = 0.0
         self.in_flight = False
@@ -57,9 +57,12 @@ class ProducerBatch:
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.error = error
-        self.done = True
+        with _EVENT_LOCK:
+            self.done = True
+            ev = self.event
         self.wire = None
-        self.event.set()
+        if ev is not None:
+            ev.set()
         if self.waiters:
             for fut, frm in self.waiters:
                 if not fut.done():
@@ -77,6 +80,19 @@ class ProducerBatch:
 
                     logging.getLogger(__name__).exception("delivery callback failed")
             self.callbacks = None
+
+
+_EVENT_LOCK = threading.Lock()
+
+
+def _wait(b: ProducerBatch, timeout: float | None) -> bool:
+    with _EVENT_LOCK:
+        if b.done:
+            return True
+        ev = b.event
+        if ev is None:
+            ev = b.event = threading.Event()
+    return ev.wait(timeout)
 
 
 class FutureRecordMetadata:
@@ -100,7 +116,7 @@ class FutureRecordMetadata:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         b = self._batch
-        if not b.done and not b.event.wait(timeout):
+        if not b.done and not _wait(b, timeout):
             raise KafkaTimeoutError(f"no delivery report within {timeout}s")
         if b.error is not None:
             raise b.error
@@ -110,7 +126,7 @@ class FutureRecordMetadata:
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         b = self._batch
-        if not b.done and not b.event.wait(timeout):
+        if not b.done and not _wait(b, timeout):
             raise KafkaTimeoutError(f"no delivery report within {timeout}s")
         return b.error
 

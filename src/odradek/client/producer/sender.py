@@ -53,6 +53,7 @@ class Sender:
         self.next_seq: dict[tuple[str, int], int] = {}
         self.node_in_flight: dict[int, int] = {}
         self._wake: asyncio.Event | None = None
+        self._wake_pending = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._task: asyncio.Task | None = None
@@ -76,7 +77,8 @@ class Sender:
             return
         if threading.get_ident() == self._loop_thread:
             self._wake.set()
-        else:
+        elif not self._wake_pending:
+            self._wake_pending = True  # one cross-thread wakeup until the sender runs again
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def stop(self, drain: bool = True, timeout: float | None = None) -> None:
@@ -157,6 +159,7 @@ class Sender:
                 if unknown:
                     timeout = min(timeout, self.backoff)
                 wake.clear()
+                self._wake_pending = False
                 if timeout > 0:
                     try:
                         await asyncio.wait_for(wake.wait(), timeout)

@@ -1,0 +1,245 @@
+"""Client throughput: odradek.client vs kafka-python, aiokafka and confluent-kafka.
+
+Every client produces N records of 100 B and of 1 KiB to its own fresh single-partition
+topic on the same broker, then consumes them back from the beginning; records/s is
+N / wall time (producer: first send to flush done; consumer: first poll to N-th record).
+The broker defaults to Tansu (Rust, memory storage) so the broker is not the bottleneck;
+``--broker odradek|mock`` or ``--bootstrap host:port`` picks another.
+
+    .venv/bin/python bench/client/run.py [--n 100000] [--broker tansu] [--clients odradek,kafka-python,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "src"))
+
+ACKS = 1
+LINGER_MS = 5
+BATCH = 16384
+
+
+def make_topic(bootstrap: str) -> str:
+    from odradek.client import Admin
+
+    name = f"bench-{uuid.uuid4().hex[:10]}"
+    try:
+        with Admin(bootstrap_servers=bootstrap) as a:
+            a.create_topic(name, 1, 1)
+    except Exception:
+        pass  # brokers without CreateTopics auto-create (with their default partition count)
+    return name
+
+
+# --------------------------------------------------------------------------- odradek
+def odradek_produce(bs, topic, payload, n):
+    from odradek.client import Producer
+
+    p = Producer(bootstrap_servers=bs, acks=ACKS, enable_idempotence=False, linger_ms=LINGER_MS, batch_size=BATCH)
+    p.send(topic, payload, partition=0).result(30)  # connect + metadata outside the timing
+    t = time.perf_counter()
+    send = p.send
+    for _ in range(n):
+        send(topic, payload, partition=0)
+    p.flush()
+    dt = time.perf_counter() - t
+    p.close()
+    return dt
+
+
+def odradek_consume(bs, topic, n):
+    from odradek.client import Consumer, TopicPartition
+
+    c = Consumer(bootstrap_servers=bs, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    c.assign([TopicPartition(topic, 0)])
+    got = 0
+    t = time.perf_counter()
+    while got < n + 1:
+        got += len(c.poll(1.0))
+    dt = time.perf_counter() - t
+    c.close()
+    return dt
+
+
+# --------------------------------------------------------------------------- kafka-python
+def kafkapython_produce(bs, topic, payload, n):
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bs, acks=ACKS, linger_ms=LINGER_MS, batch_size=BATCH)
+    p.send(topic, payload, partition=0).get(30)
+    t = time.perf_counter()
+    for _ in range(n):
+        p.send(topic, payload, partition=0)
+    p.flush()
+    dt = time.perf_counter() - t
+    p.close()
+    return dt
+
+
+def kafkapython_consume(bs, topic, n):
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False,
+                      fetch_max_wait_ms=100)
+    c.assign([TopicPartition(topic, 0)])
+    got = 0
+    t = time.perf_counter()
+    while got < n + 1:
+        for recs in c.poll(1000, max_records=500).values():
+            got += len(recs)
+    dt = time.perf_counter() - t
+    c.close()
+    return dt
+
+
+# --------------------------------------------------------------------------- aiokafka
+def aiokafka_produce(bs, topic, payload, n):
+    from aiokafka import AIOKafkaProducer
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=bs, acks=ACKS, linger_ms=LINGER_MS, max_batch_size=BATCH)
+        await p.start()
+        await p.send_and_wait(topic, payload, partition=0)
+        t = time.perf_counter()
+        for _ in range(n):
+            await p.send(topic, payload, partition=0)
+        await p.flush()
+        dt = time.perf_counter() - t
+        await p.stop()
+        return dt
+
+    return asyncio.run(run())
+
+
+def aiokafka_consume(bs, topic, n):
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run():
+        c = AIOKafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False,
+                             fetch_max_wait_ms=100)
+        await c.start()
+        c.assign([TopicPartition(topic, 0)])
+        got = 0
+        t = time.perf_counter()
+        while got < n + 1:
+            for recs in (await c.getmany(timeout_ms=1000, max_records=500)).values():
+                got += len(recs)
+        dt = time.perf_counter() - t
+        await c.stop()
+        return dt
+
+    return asyncio.run(run())
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+def confluent_produce(bs, topic, payload, n):
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bs, "acks": ACKS, "linger.ms": LINGER_MS, "enable.idempotence": False})
+    p.produce(topic, payload, partition=0)
+    p.flush(30)
+    t = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, payload, partition=0)
+                break
+            except BufferError:
+                p.poll(0.001)
+    p.flush(60)
+    return time.perf_counter() - t
+
+
+def confluent_consume(bs, topic, n):
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "bench-" + uuid.uuid4().hex[:6],
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = 0
+    t = time.perf_counter()
+    while got < n + 1:
+        got += sum(1 for m in c.consume(500, 1.0) if m.error() is None)
+    dt = time.perf_counter() - t
+    c.close()
+    return dt
+
+
+CLIENTS = {
+    "odradek": (odradek_produce, odradek_consume),
+    "kafka-python": (kafkapython_produce, kafkapython_consume),
+    "aiokafka": (aiokafka_produce, aiokafka_consume),
+    "confluent-kafka": (confluent_produce, confluent_consume),
+}
+
+
+def start_broker(kind: str):
+    from support.broker import BrokerProcess, MockClusterBroker, TansuBroker
+
+    d = tempfile.mkdtemp(prefix="bench-client-")
+    if kind == "tansu":
+        return TansuBroker(d).start()
+    if kind == "mock":
+        return MockClusterBroker(d).start()
+    return BrokerProcess(d, {}).start(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000, help="records per run (1 KiB runs use n/2)")
+    ap.add_argument("--broker", default="tansu", choices=["tansu", "mock", "odradek"])
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--clients", default=",".join(CLIENTS))
+    ap.add_argument("--json", help="write results here too")
+    args = ap.parse_args()
+    broker = None
+    bs = args.bootstrap
+    if bs is None:
+        broker = start_broker(args.broker)
+        bs = broker.bootstrap
+    results: dict = {}
+    try:
+        for size in (100, 1024):
+            n = args.n if size == 100 else args.n // 2
+            payload = os.urandom(size)
+            for name in args.clients.split(","):
+                prod, cons = CLIENTS[name]
+                topic = make_topic(bs)
+                try:
+                    pdt = prod(bs, topic, payload, n)
+                    cdt = cons(bs, topic, n)
+                    results[(name, size)] = (n / pdt, n / cdt)
+                except Exception as e:  # report and go on
+                    print(f"{name} {size}B failed: {e!r}", file=sys.stderr)
+                    continue
+                print(f"{name:16s} {size:5d} B  produce {n / pdt:10,.0f} rec/s  consume {n / cdt:10,.0f} rec/s",
+                      flush=True)
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}")
+    print(f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s} {'P vs kpy':>9s} {'P vs aio':>9s}"
+          f" {'C vs kpy':>9s} {'C vs aio':>9s}")
+    for (name, size), (p, c) in results.items():
+        kp = results.get(("kafka-python", size))
+        ai = results.get(("aiokafka", size))
+        f = lambda a, b: f"{a / b:8.2f}x" if b else "      n/a"  # noqa: E731
+        print(f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f} {f(p, kp[0] if kp else 0)} {f(p, ai[0] if ai else 0)}"
+              f" {f(c, kp[1] if kp else 0)} {f(c, ai[1] if ai else 0)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({f"{k[0]}/{k[1]}": v for k, v in results.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
