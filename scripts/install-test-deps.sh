@@ -127,6 +127,18 @@ else
     javac -nowarn -encoding UTF-8 -d "$DEPS/java/classes" -cp "$DEPS/java/*" "$SRC"
 fi
 
+# --- 5b. Java group harness ------------------------------------------------------
+step "Java group harness GroupCli (.deps/java/classes)"
+GSRC="$ROOT/tests/clients/java/GroupCli.java"
+GCLS="$DEPS/java/classes/GroupCli.class"
+if [ -f "$GCLS" ] && [ "$GCLS" -nt "$GSRC" ] && [ "$GCLS" -nt "$DEPS/java/kafka-clients.jar" ]; then
+    info "up to date"
+else
+    info "javac GroupCli.java"
+    mkdir -p "$DEPS/java/classes"
+    javac -nowarn -encoding UTF-8 -d "$DEPS/java/classes" -cp "$DEPS/java/*" "$GSRC"
+fi
+
 # --- 6. Tansu -------------------------------------------------------------------
 step "Tansu broker (.deps/bin/tansu)"
 if [ -x "$DEPS/bin/tansu" ]; then
