@@ -143,3 +143,14 @@ def test_fetch_sessions_full_then_incremental(broker):
         closed = _fetch(c, "sess", 0, session_id=sid, epoch=-1, partitions=(0,))
         assert closed.session_id == 0
         assert int(_fetch(c, "sess", 1, session_id=sid, epoch=5, partitions=()).error_code) == 70
+
+
+def test_idle_connections_are_closed(broker_factory):
+    b = broker_factory(overrides={"connections.max.idle.ms": "400"})
+    with RawConnection(b.bootstrap) as c:
+        c.call(18, 3, client_software_name="raw", client_software_version="1")
+        time.sleep(1.5)
+        with pytest.raises((ConnectionError, OSError)):
+            c.call(18, 3, client_software_name="raw", client_software_version="1")
+    with RawConnection(b.bootstrap) as c:  # new connections are fine
+        assert int(c.call(18, 3, client_software_name="raw", client_software_version="1").error_code) == 0

@@ -84,6 +84,13 @@ class Connection:
         self.closed = True
         self._have_work.set()
 
+    def sock_shutdown(self) -> None:
+        """Wake a reader blocked in recv (it sees EOF) so the connection winds down."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     async def _read_loop(self) -> None:
         loop = self.loop
         sock = self.sock

@@ -144,6 +144,7 @@ class Broker:
             log.info("metrics on http://%s:%d/metrics", host, port)
         for name, lhost, lport in self.config.listeners:
             self._listen(name, lhost, lport)
+        self._tasks.append(asyncio.ensure_future(self._close_idle_connections()))
         self._advertise_bound_ports()
 
     async def _run_log_manager(self) -> None:
@@ -208,6 +209,20 @@ class Broker:
             task = asyncio.ensure_future(conn.run())
             self._conn_tasks.add(task)
             task.add_done_callback(lambda t, c=conn: (self._conn_tasks.discard(t), self.connections.discard(c)))
+
+    async def _close_idle_connections(self) -> None:
+        """connections.max.idle.ms: close connections with no request for that long."""
+        import time
+
+        idle_s = self.config["connections.max.idle.ms"] / 1000
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if not conn.in_flight and now - conn.last_active > idle_s:
+                    log.info("closing connection %d from %s: idle for more than %d ms", conn.id, conn.peer, self.config["connections.max.idle.ms"])
+                    conn.stop()
+                    conn.sock_shutdown()
 
     async def stop(self) -> None:
         if self._stopping:
