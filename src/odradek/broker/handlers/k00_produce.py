@@ -4,8 +4,8 @@ Kafka 4 still advertises Produce v0 (librdkafka's feature detection looks for it
 but serves v3+; v0-v2 requests are parsed and answered with UNSUPPORTED_VERSION
 per partition in their own layout. Per partition: the topic must exist (v13
 addresses it by id), be a legal name and not internal; each batch must fit
-`max.message.bytes`; storage validates magic, CRC32C and counts, assigns offsets
-and checks producer sequences. acks must be 0, 1 or -1; acks=0 gets no response.
+`max.message.bytes`, and storage validates magic, CRC32C and counts, assigns
+offsets and checks producer sequences (replica_manager maps its errors to codes). acks must be 0, 1 or -1; acks=0 gets no response.
 On a single node acks=-1 is satisfied at append (the ISR is this broker); an
 fsync demanded by `flush.messages` completes before the response.
 """
@@ -20,23 +20,12 @@ from odradek.protocol import messages
 from odradek.protocol.errors import ErrorCode
 
 _I32 = struct.Struct(">i")
-_BATCH_LENGTH_AT = 8  # baseOffset int64, then batchLength int32 (bytes after this field)
 
 
 def _decode_legacy(version: int, frame: bytes, offset: int):
     """v0-v2 are v3 without the transactional id: prefix a null one and read as v3."""
     body = b"\xff\xff" + bytes(frame[offset:])
     return messages.decode_request(0, 3, body)
-
-
-def _oversized(records: bytes, limit: int) -> bool:
-    pos, n = 0, len(records)
-    while pos + 12 <= n:
-        size = _I32.unpack_from(records, pos + _BATCH_LENGTH_AT)[0] + 12
-        if size > limit:
-            return True
-        pos += size
-    return False
 
 
 @handles(0, 3, 13, advertised_min=0, decoder=_decode_legacy)
@@ -63,7 +52,6 @@ async def handle(ctx: RequestContext, req) -> object:
         if acks not in (0, 1, -1):
             info, missing = None, ErrorCode.invalid_required_acks
         parts = []
-        limit = broker.log_config_for(info.configs).max_message_bytes if info is not None else 0
         for pd in td.partition_data:
             if info is None or pd.index >= len(info.partitions) or pd.index < 0:
                 code = missing if info is None else ErrorCode.unknown_topic_or_partition
@@ -72,9 +60,6 @@ async def handle(ctx: RequestContext, req) -> object:
             records = pd.records or b""
             if not records:
                 parts.append(_part(ctx, pd.index, ErrorCode.invalid_record, message="empty records"))
-                continue
-            if _oversized(records, limit):
-                parts.append(_part(ctx, pd.index, ErrorCode.message_too_large, message=f"a record batch is larger than max.message.bytes={limit}"))
                 continue
             r = await rm.append(name, pd.index, records, acks=acks)
             parts.append(_part(ctx, pd.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message))
