@@ -103,8 +103,9 @@ class _StateCollector(Collector):
                 offline.add_metric([d], 1 if d in lm.offline_dirs else 0)
             yield from (parts, segs, size, offline)
         gc = b.group_coordinator
-        if gc is not None and hasattr(gc, "metrics_snapshot"):
-            groups, members = gc.metrics_snapshot()
+        snap = _group_snapshot(gc) if gc is not None else None
+        if snap is not None:
+            groups, members = snap
             g = GaugeMetricFamily("odradek_groups", "Consumer groups, per state.", labels=["state"])
             for state, n in groups.items():
                 g.add_metric([state], n)
@@ -112,3 +113,32 @@ class _StateCollector(Collector):
             m = GaugeMetricFamily("odradek_group_members", "Members of all consumer groups.")
             m.add_metric([], members)
             yield m
+
+
+_GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+def _group_snapshot(gc: Any) -> tuple[dict[str, int], int] | None:
+    """({state: groups}, members) from the group coordinator: its own `metrics_snapshot()` when it
+    has one, else a read-only pass over `gc.state.groups` (copied first; retried if the event loop
+    changed the dict meanwhile). Every state is reported, 0 included, so the series always exist."""
+    if hasattr(gc, "metrics_snapshot"):
+        return gc.metrics_snapshot()
+    groups_map = getattr(getattr(gc, "state", None), "groups", None)
+    if groups_map is None:
+        return None
+    for _ in range(3):
+        try:
+            groups = list(groups_map.values())
+            break
+        except RuntimeError:  # dictionary changed size during iteration
+            continue
+    else:
+        return None
+    counts = dict.fromkeys(_GROUP_STATES, 0)
+    members = 0
+    for g in groups:
+        st = str(getattr(g, "state", "Unknown"))
+        counts[st] = counts.get(st, 0) + 1
+        members += len(getattr(g, "members", ()) or ())
+    return counts, members

@@ -108,19 +108,22 @@ class ReplicaManager:
         return result.base_offset
 
     # ------------------------------------------------------------------- read
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, min_one: bool, replica: bool = False) -> ReadResult:
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, min_one: bool, replica: bool = False, committed: bool = False) -> ReadResult:
+        """Read for a consumer (up to the high watermark; with `committed`, read_committed
+        isolation, up to the last stable offset) or a follower (`replica`: up to the log end)."""
         log_ = self.get_log(topic, partition)
         if log_ is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
         hw = log_.high_watermark
+        lso = log_.last_stable_offset
         start = log_.log_start_offset
-        result = ReadResult(0, hw, hw, start)
-        limit = log_.log_end_offset if replica else hw
-        if offset == limit:
-            result.regions = []
-            return result
+        result = ReadResult(0, hw, lso, start)
+        limit = log_.log_end_offset if replica else lso if committed else hw
         if offset < start or offset > log_.log_end_offset:
             result.error_code = ErrorCode.offset_out_of_range
+            return result
+        if offset >= limit:  # nothing visible to this reader yet
+            result.regions = []
             return result
         try:
             rr = log_.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one)

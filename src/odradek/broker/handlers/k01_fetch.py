@@ -87,6 +87,7 @@ async def handle(ctx: RequestContext, req) -> object:
     pairs = session.partitions.items() if session is not None else (((key, part), cp) for key, part, cp in requested)
     targets = [(key, topic_name(key), part, cp) for (key, part), cp in pairs]
 
+    read_committed = getattr(req, "isolation_level", 0) == 1
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, broker.config["fetch.max.bytes"])
     min_bytes = req.min_bytes
@@ -103,7 +104,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 errors = True
             else:
                 budget = min(cp.max_bytes, max_bytes - total)
-                r = rm.read(name, part, cp.fetch_offset, max(budget, 0), min_one=total == 0, replica=is_follower)
+                r = rm.read(name, part, cp.fetch_offset, max(budget, 0), min_one=total == 0, replica=is_follower, committed=read_committed)
                 pr.error_code = r.error_code
                 pr.high_watermark = r.high_watermark
                 pr.last_stable_offset = r.last_stable_offset

@@ -44,7 +44,7 @@ def _lookup(rm, topic: str, partition: int, timestamp: int, isolation: int) -> t
         return ErrorCode.unknown_topic_or_partition, -1, -1
     try:
         if timestamp == LATEST:
-            return 0, -1, log.high_watermark
+            return 0, -1, log.last_stable_offset if isolation == 1 else log.high_watermark
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return 0, -1, log.log_start_offset
         if timestamp == EARLIEST_PENDING_UPLOAD:
