@@ -175,7 +175,7 @@ def consume_cmd(bootstrap, topic, from_beginning, group, partitions, offset, max
     cfg = dict(bootstrap_servers=bootstrap, auto_offset_reset=reset, fetch_max_wait_ms=200)
     if group:
         cfg["group_id"] = group
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else click.get_binary_stream("stdout")
     n = 0
     try:
         c = Consumer(**cfg)

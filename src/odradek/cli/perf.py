@@ -18,6 +18,7 @@ stamps each record with the sender's monotonic clock and measures send()->consum
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import resource
@@ -46,7 +47,7 @@ def percentiles(samples_ns: list[int]) -> dict:
     n = len(s)
 
     def q(p: float) -> float:
-        return s[min(n - 1, max(0, int(round(p * n + 0.5)) - 1))] / 1e6
+        return s[min(n - 1, max(0, math.ceil(p * n - 1e-9) - 1))] / 1e6  # nearest rank
 
     return {"count": n, "avg": sum(s) / n / 1e6, "p50": q(0.50), "p95": q(0.95), "p99": q(0.99),
             "p999": q(0.999), "max": s[-1] / 1e6}

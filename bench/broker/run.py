@@ -1,0 +1,453 @@
+"""Broker benchmarks: the same workloads against odradek and its peers, with ratios.
+
+Brokers (started one after another by this script, on 127.0.0.1, free ports):
+  * ``odradek``  this repository's broker (``python -m odradek broker``, default settings, data in a temp dir);
+  * ``mock``     librdkafka's mock cluster (C, in-process of a confluent-kafka client);
+  * ``tansu``    Tansu 0.6.0 (Rust), ``--storage-engine memory://tansu/`` (``.deps/bin/tansu``).
+
+Workloads (all load from ``odradek perf ...`` subprocesses, see src/odradek/cli/perf.py):
+  * produce: N records of 100 B; partitions {1, 6} x acks {1, all} x compression {none, lz4}, driven by
+    confluent-kafka (librdkafka batching, linger.ms=5); plus 1 and 6 partitions, acks=1, none with
+    odradek's Python client;
+  * consume: the records of the 1- and 6-partition acks=1/none topics, from earliest, with both drivers;
+  * e2e:     send->consumed latency at 5,000 records/s for 20 s, both drivers.
+
+For every run: records/s and the broker's CPU-seconds per million records (utime+stime of the broker
+process from /proc/<pid>/stat, before and after the run) — steadier than wall time on a shared machine.
+
+Honest adaptations for the mock cluster: it keeps only ~5 MiB per partition, so its consume runs read
+what it retained (watermarks), not N records; it answers a Fetch only after fetch.wait.max.ms, so the
+consume runs use fetch.wait.max.ms=10 for every broker, and its e2e run uses 5 ms (other brokers 500 ms,
+they answer as soon as data arrives).
+
+    .venv/bin/python bench/broker/run.py                      # full (2,000,000 records, 20 s e2e)
+    .venv/bin/python bench/broker/run.py --quick              # 200,000 records, 5 s e2e
+    .venv/bin/python bench/broker/run.py --quick --peers none # odradek only (smoke)
+    .venv/bin/python bench/broker/run.py --profile            # + py-spy profiles of odradek (produce, consume)
+
+Writes bench/broker/results/latest.json and latest.md (and --chart, default docs/benchmarks.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "src"))
+
+from support.broker import BrokerProcess, MockClusterBroker, TansuBroker  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+RESULTS = Path(__file__).resolve().parent / "results"
+
+GOALS = {
+    "produce_cpu_per_m": 0.30,   # broker CPU-s per million 100-byte records produced
+    "consume_cpu_per_m": 0.25,   # ... consumed
+    "vs_tansu_rps": 1.0,         # records/s ratio odradek / Tansu
+    "e2e_p99_ms": 5.0,           # at 5,000 records/s
+    "acks_all_vs_1": 0.10,       # acks=all within 10% of acks=1
+}
+
+
+def proc_cpu(pid: int) -> float:
+    """utime+stime of one process, seconds (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        data = f.read()
+    fields = data[data.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def perf_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "odradek", "perf", *args, "--json"]
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Runner:
+    def __init__(self, name: str, broker, args) -> None:
+        self.name = name
+        self.broker = broker
+        self.args = args
+        self.results: list[dict] = []
+
+    @property
+    def pid(self) -> int:
+        return self.broker.proc.pid
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        return env
+
+    def run(self, cmd: list[str], meta: dict, records_key: str = "records", profile: str | None = None) -> dict | None:
+        shown = " ".join(c if " " not in c else repr(c) for c in cmd[1:])
+        log(f"[{self.name}] {shown}")
+        spy = None
+        if profile:
+            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(self.pid),
+                                    "-r", "200", "--nonblocking", "-f", "raw", "-o", profile],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        cpu0, t0 = proc_cpu(self.pid), time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=1800)
+        cpu1, t1 = proc_cpu(self.pid), time.perf_counter()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            try:
+                spy.wait(30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+        if p.returncode != 0:
+            log(f"[{self.name}] FAILED ({p.returncode}): {p.stderr.strip()[-800:]}")
+            row = {"broker": self.name, **meta, "error": p.stderr.strip()[-300:], "command": shown}
+            self.results.append(row)
+            return None
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+        n = res.get(records_key) or 0
+        cpu = cpu1 - cpu0
+        row = {"broker": self.name, **meta, **res, "broker_cpu_s": cpu, "wall_s": t1 - t0,
+               "broker_cpu_s_per_m": cpu / n * 1e6 if n else None, "command": shown}
+        self.results.append(row)
+        lat = res.get("latency_ms") or {}
+        log(f"[{self.name}]   -> {res.get('records_per_s', res.get('achieved_rate', 0)):,.0f} rec/s, "
+            f"broker {cpu:.2f} CPU-s ({row['broker_cpu_s_per_m'] or 0:.3f}/M)"
+            + (f", p50 {lat['p50']:.2f} p99 {lat['p99']:.2f} p99.9 {lat['p999']:.2f} ms"
+               if lat.get("count") and res["workload"] == "e2e" else ""))
+        return row
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        a = AdminClient({"bootstrap.servers": self.broker.bootstrap})
+        fs = a.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=15)
+        for f in fs.values():
+            try:
+                f.result(20)
+            except Exception as e:  # noqa: BLE001
+                log(f"[{self.name}] create {topic}: {e}")
+        time.sleep(0.3)
+
+    def watermarks(self, topic: str, partitions: int) -> tuple[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.broker.bootstrap, "group.id": "wm"})
+        lo = hi = 0
+        try:
+            for p in range(partitions):
+                a, b = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                lo += a
+                hi += b
+        finally:
+            c.close()
+        return lo, hi
+
+    # ------------------------------------------------------------------ workloads
+    def workloads(self) -> None:
+        a = self.args
+        bs = self.broker.bootstrap
+        n = a.records
+        consume_topics: dict[tuple[int, str], str] = {}
+        configs = [(p, acks, comp) for p in (1, 6) for acks in ("1", "all") for comp in ("none", "lz4")]
+        if a.quick_matrix:
+            configs = [(1, "1", "none"), (6, "1", "none"), (1, "all", "none"), (1, "1", "lz4")]
+        for parts, acks, comp in configs:
+            topic = f"bench-{parts}p-{acks}-{comp}-{uuid.uuid4().hex[:6]}"
+            self.create_topic(topic, parts)
+            prof = None
+            if a.profile and self.name == "odradek" and (parts, acks, comp) == (1, "1", "none"):
+                prof = str(RESULTS / "profile-produce.txt")
+            self.run(perf_cmd("produce", "-b", bs, "-t", topic, "-n", str(n), "-s", "100", "--acks", acks,
+                              "-z", comp, "--linger-ms", "5", "--driver", "confluent"),
+                     {"workload": "produce", "driver": "confluent", "partitions": parts, "acks": acks,
+                      "compression": comp}, profile=prof)
+            if acks == "1" and comp == "none":
+                consume_topics[(parts, "confluent")] = topic
+        if "odradek" in a.drivers:
+            for parts in (1, 6):
+                topic = f"bench-{parts}p-odr-{uuid.uuid4().hex[:6]}"
+                self.create_topic(topic, parts)
+                self.run(perf_cmd("produce", "-b", bs, "-t", topic, "-n", str(a.records_python), "-s", "100",
+                                  "--acks", "1", "-z", "none", "--linger-ms", "5", "--driver", "odradek"),
+                         {"workload": "produce", "driver": "odradek", "partitions": parts, "acks": "1",
+                          "compression": "none"})
+        for (parts, _), topic in sorted(consume_topics.items()):
+            want = n
+            if self.name == "mock":
+                lo, hi = self.watermarks(topic, parts)
+                want = hi - lo
+                log(f"[mock] retained {want} of {n} records in {topic} (low {lo}, high {hi})")
+            for driver in a.drivers:
+                prof = None
+                if a.profile and self.name == "odradek" and parts == 1 and driver == "confluent":
+                    prof = str(RESULTS / "profile-consume.txt")
+                self.run(perf_cmd("consume", "-b", bs, "-t", topic, "-n", str(want), "--fetch-max-wait-ms", "10",
+                                  "--timeout", "15", "--driver", driver),
+                         {"workload": "consume", "driver": driver, "partitions": parts, "acks": "1",
+                          "compression": "none", "retained": want}, profile=prof)
+        wait = "5" if self.name == "mock" else "500"
+        for driver in a.drivers:
+            topic = f"bench-e2e-{driver}-{uuid.uuid4().hex[:6]}"
+            self.create_topic(topic, 1)
+            self.run(perf_cmd("e2e", "-b", bs, "-t", topic, "--rate", str(a.e2e_rate), "--duration",
+                              str(a.e2e_seconds), "--acks", "1", "--linger-ms", "0", "--fetch-max-wait-ms", wait,
+                              "--partitions", "0", "--driver", driver),
+                     {"workload": "e2e", "driver": driver, "partitions": 1, "acks": "1", "compression": "none",
+                      "fetch_max_wait_ms": int(wait)}, records_key="sent")
+
+
+# ---------------------------------------------------------------------------- reporting
+def key(r: dict) -> tuple:
+    return (r["workload"], r["driver"], r.get("partitions"), r.get("acks"), r.get("compression"))
+
+
+def rate(r: dict) -> float | None:
+    if "error" in r:
+        return None
+    return r.get("records_per_s") if r["workload"] != "e2e" else r.get("achieved_rate")
+
+
+def fmt(v, spec=",.0f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def ratio(a, b) -> str:
+    return "-" if not a or not b else f"{a / b:.2f}x"
+
+
+def report(rows: list[dict], brokers: list[str], meta: dict) -> str:
+    by = {(r["broker"], *key(r)): r for r in rows}
+    keys = []
+    for r in rows:
+        if key(r) not in keys:
+            keys.append(key(r))
+    peers = [b for b in brokers if b != "odradek"]
+    out = [f"Run {meta['when']} on {meta['host']} ({meta['cpus']} CPUs, load avg at start {meta['load']}); "
+           f"records: {meta['records']:,} (confluent driver), {meta['records_python']:,} (odradek driver); "
+           f"e2e {meta['e2e_rate']:,}/s for {meta['e2e_seconds']} s.", ""]
+    # throughput table
+    head = ["workload", "driver", "parts", "acks", "comp"]
+    for b in brokers:
+        head += [f"{b} rec/s", f"{b} CPU-s/M"]
+    for p in peers:
+        head += [f"rec/s vs {p}", f"CPU/M vs {p}"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    for k in keys:
+        if k[0] == "e2e":
+            continue
+        row = [k[0], k[1], str(k[2]), str(k[3]), str(k[4])]
+        for b in brokers:
+            r = by.get((b, *k))
+            row += [fmt(rate(r)) if r else "-", fmt(r.get("broker_cpu_s_per_m"), ".3f") if r and "error" not in r else "-"]
+        o = by.get(("odradek", *k))
+        for p in peers:
+            r = by.get((p, *k))
+            row += [ratio(rate(o) if o else None, rate(r) if r else None),
+                    ratio(o.get("broker_cpu_s_per_m") if o and "error" not in o else None,
+                          r.get("broker_cpu_s_per_m") if r and "error" not in r else None)]
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    out.append("(rec/s ratio: >1 means odradek is faster; CPU/M ratio: <1 means odradek uses less broker CPU. "
+               "mock consume rows read only what the mock retained, see `retained` in latest.json.)")
+    out.append("")
+    # e2e
+    head = ["e2e driver"] + [f"{b} p50/p99/p99.9 ms" for b in brokers] + [f"{b} CPU-s/M" for b in brokers]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    for k in keys:
+        if k[0] != "e2e":
+            continue
+        row = [k[1]]
+        for b in brokers:
+            r = by.get((b, *k))
+            lat = (r or {}).get("latency_ms") or {}
+            row.append(f"{lat['p50']:.2f} / {lat['p99']:.2f} / {lat['p999']:.2f}" if lat.get("count") else "-")
+        for b in brokers:
+            r = by.get((b, *k))
+            row.append(fmt((r or {}).get("broker_cpu_s_per_m"), ".3f"))
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    out += goals(by, peers)
+    return "\n".join(out)
+
+
+def goals(by: dict, peers: list[str]) -> list[str]:
+    lines = ["Goals (odradek):", ""]
+
+    def g(name, ok, detail):
+        lines.append(f"- [{'x' if ok else ' '}] {name}: {detail}")
+
+    prod = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "produce" and k[1] == "confluent"
+            and "error" not in r]
+    cons = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "consume" and k[1] == "confluent"
+            and "error" not in r]
+    if prod:
+        base = by.get(("odradek", "produce", "confluent", 1, "1", "none"))
+        worst = max(r["broker_cpu_s_per_m"] for r in prod)
+        b = base["broker_cpu_s_per_m"] if base and "error" not in base else None
+        g("broker CPU per million produced <= 0.30 s", b is not None and b <= GOALS["produce_cpu_per_m"],
+          f"{fmt(b, '.3f')} s (1 partition, acks=1, none); worst config {worst:.3f} s")
+    if cons:
+        worst = max(r["broker_cpu_s_per_m"] for r in cons)
+        g("broker CPU per million consumed <= 0.25 s", worst <= GOALS["consume_cpu_per_m"],
+          ", ".join(f"{r['partitions']}p {r['broker_cpu_s_per_m']:.3f} s" for r in cons))
+    if "tansu" in peers:
+        rs = []
+        for (b, *k), r in by.items():
+            if b == "odradek" and k[0] in ("produce", "consume") and "error" not in r:
+                t = by.get(("tansu", *k))
+                if t and "error" not in t and rate(t):
+                    rs.append((k, rate(r) / rate(t)))
+        if rs:
+            worst = min(rs, key=lambda x: x[1])
+            g("records/s >= 1.0x Tansu", worst[1] >= GOALS["vs_tansu_rps"],
+              f"min {worst[1]:.2f}x ({worst[0][0]} {worst[0][1]} {worst[0][2]}p acks={worst[0][3]} {worst[0][4]}), "
+              f"median {sorted(x for _, x in rs)[len(rs) // 2]:.2f}x over {len(rs)} runs")
+    for d in ("confluent", "odradek"):
+        r = by.get(("odradek", "e2e", d, 1, "1", "none"))
+        if r and "error" not in r and r["latency_ms"]["count"]:
+            p99 = r["latency_ms"]["p99"]
+            g(f"e2e p99 <= 5 ms at 5,000/s ({d} driver)", p99 <= GOALS["e2e_p99_ms"], f"{p99:.2f} ms")
+    for parts in (1, 6):
+        for comp in ("none", "lz4"):
+            a1 = by.get(("odradek", "produce", "confluent", parts, "1", comp))
+            aa = by.get(("odradek", "produce", "confluent", parts, "all", comp))
+            if a1 and aa and "error" not in a1 and "error" not in aa:
+                rr = rate(aa) / rate(a1)
+                g(f"acks=all within 10% of acks=1 ({parts}p, {comp})", rr >= 1 - GOALS["acks_all_vs_1"],
+                  f"{rr:.2f}x records/s; CPU/M {aa['broker_cpu_s_per_m']:.3f} vs {a1['broker_cpu_s_per_m']:.3f}")
+    return lines
+
+
+def chart(rows: list[dict], brokers: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prod = [r for r in rows if r["workload"] in ("produce", "consume") and "error" not in r]
+    labels = []
+    for r in prod:
+        lab = f"{r['workload'][:4]} {r['driver'][:4]} {r['partitions']}p a{r['acks']} {r['compression']}"
+        if lab not in labels:
+            labels.append(lab)
+    colors = {"odradek": "#1f77b4", "tansu": "#ff7f0e", "mock": "#2ca02c"}
+    fig, axes = plt.subplots(1, 3, figsize=(18, 6.5), gridspec_kw={"width_ratios": [3, 3, 1.4]})
+    width = 0.8 / max(1, len(brokers))
+    for ax, field, title in ((axes[0], "rate", "records/s (higher is better)"),
+                             (axes[1], "broker_cpu_s_per_m", "broker CPU-s per million records (lower is better)")):
+        for i, b in enumerate(brokers):
+            vals = []
+            for lab in labels:
+                r = next((r for r in prod if r["broker"] == b and
+                          f"{r['workload'][:4]} {r['driver'][:4]} {r['partitions']}p a{r['acks']} {r['compression']}" == lab),
+                         None)
+                vals.append((rate(r) if field == "rate" else r.get(field)) or 0 if r else 0)
+            ax.barh([y + i * width for y in range(len(labels))], vals, height=width, label=b, color=colors.get(b))
+        ax.set_yticks([y + width * (len(brokers) - 1) / 2 for y in range(len(labels))])
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[1].axvline(GOALS["produce_cpu_per_m"], color="red", ls="--", lw=0.8, label="produce goal 0.30")
+    axes[1].axvline(GOALS["consume_cpu_per_m"], color="purple", ls=":", lw=0.8, label="consume goal 0.25")
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
+    ax = axes[2]
+    e2e = [r for r in rows if r["workload"] == "e2e" and "error" not in r and r["latency_ms"]["count"]]
+    drivers = sorted({r["driver"] for r in e2e})
+    for i, b in enumerate(brokers):
+        vals = []
+        for d in drivers:
+            r = next((r for r in e2e if r["broker"] == b and r["driver"] == d), None)
+            vals.append(r["latency_ms"]["p99"] if r else 0)
+        ax.bar([x + i * width for x in range(len(drivers))], vals, width=width, label=b, color=colors.get(b))
+    ax.set_xticks([x + width * (len(brokers) - 1) / 2 for x in range(len(drivers))])
+    ax.set_xticklabels([f"{d} driver" for d in drivers], fontsize=8)
+    ax.axhline(GOALS["e2e_p99_ms"], color="red", ls="--", lw=0.8, label="goal 5 ms")
+    ax.set_yscale("log")
+    ax.set_title("e2e p99 ms at 5,000/s (log)", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.suptitle("odradek vs librdkafka mock vs Tansu 0.6.0 — 100-byte records, one 2-core machine", fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    log(f"chart: {path}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="200k records, 5 s e2e, a reduced produce matrix")
+    ap.add_argument("--peers", default="mock,tansu", help="comma list of mock,tansu or 'none'")
+    ap.add_argument("--records", type=int, default=None, help="records per run, confluent driver (default 2,000,000)")
+    ap.add_argument("--records-python", type=int, default=None,
+                    help="records per run, odradek driver (default: --records / 4)")
+    ap.add_argument("--drivers", default="confluent,odradek")
+    ap.add_argument("--e2e-rate", type=int, default=5000)
+    ap.add_argument("--e2e-seconds", type=float, default=None)
+    ap.add_argument("--full-matrix", action="store_true", help="with --quick: still run all 8 produce configs")
+    ap.add_argument("--profile", action="store_true", help="py-spy profiles of odradek during produce and consume")
+    ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks.png"), help="PNG path ('' for none)")
+    ap.add_argument("--out", default=str(RESULTS / "latest.json"))
+    a = ap.parse_args(argv)
+    a.records = a.records or (200_000 if a.quick else 2_000_000)
+    a.records_python = a.records_python or max(1, a.records // 4)
+    a.e2e_seconds = a.e2e_seconds or (5 if a.quick else 20)
+    a.quick_matrix = a.quick and not a.full_matrix
+    a.drivers = [d for d in a.drivers.split(",") if d]
+    peers = [] if a.peers in ("none", "") else [p.strip() for p in a.peers.split(",")]
+    if "tansu" in peers and not TansuBroker.available():
+        log("tansu: not installed (.deps/bin/tansu), skipped")
+        peers.remove("tansu")
+    brokers = ["odradek", *peers]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    meta = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": os.uname().nodename, "cpus": os.cpu_count(),
+            "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "records": a.records,
+            "records_python": a.records_python, "e2e_rate": a.e2e_rate, "e2e_seconds": a.e2e_seconds,
+            "argv": sys.argv[1:]}
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        for name in brokers:
+            if name == "odradek":
+                b = BrokerProcess(Path(tmp) / "odradek", {"num.partitions": 1})
+            elif name == "mock":
+                b = MockClusterBroker(Path(tmp) / "mock")
+            elif name == "tansu":
+                b = TansuBroker(Path(tmp) / "tansu")
+            else:
+                raise SystemExit(f"unknown peer {name}")
+            b.start(timeout=60)
+            log(f"== {name} at {b.bootstrap} (pid {b.proc.pid})")
+            r = Runner(name, b, a)
+            try:
+                r.workloads()
+            finally:
+                b.stop()
+                rows += r.results
+                Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    md = report(rows, brokers, meta)
+    (Path(a.out).with_suffix(".md")).write_text(md + "\n")
+    print(md)
+    if a.chart:
+        try:
+            chart(rows, brokers, Path(a.chart))
+        except ImportError:
+            log("matplotlib not installed (pip install -e '.[bench]'): no chart")
+    failed = [r for r in rows if "error" in r]
+    return 1 if failed and not rows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
