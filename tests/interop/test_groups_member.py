@@ -208,6 +208,13 @@ def main(argv=None) -> int:
     ap.add_argument("--session-timeout-ms", type=int, default=6000)
     ap.add_argument("--heartbeat-ms", type=int, default=1000)
     a = ap.parse_args(argv)
+    import faulthandler
+    import logging
+    import os
+    import signal
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the tests ask for stacks when a wait times out
+    logging.basicConfig(level=os.environ.get("ODRADEK_MEMBER_LOG_LEVEL", "WARNING"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     stop = threading.Event()
     _watch_stdin(stop)
     try:
@@ -301,6 +308,14 @@ class Member:
     def rebalance_events(self, since: float = 0.0) -> list[dict]:
         return [ev for t, ev in self.events if t >= since and ev["ev"] in ("assigned", "revoked")]
 
+    def dump_stacks(self) -> None:
+        """Python members print every thread's stack to stderr on SIGUSR1."""
+        import signal
+        import time
+        if self.kind not in ("java", "kafkajs") and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(0.3)
+
     def stderr_tail(self, n: int = 3000) -> str:
         try:
             return self.stderr_path.read_bytes()[-n:].decode("utf-8", "replace")
@@ -352,8 +367,10 @@ def wait_until(cond, timeout: float, what, members=()) -> float:
                 raise AssertionError(f"{m!r} failed: {m.errors()}\nstderr:\n{m.stderr_tail()}")
         time.sleep(0.05)
     msg = what() if callable(what) else what
+    for m in members:
+        m.dump_stacks()
     detail = "\n".join(f"{m!r} events={[ev for _, ev in m.events if ev['ev'] != 'records'][-6:]} "
-                       f"stderr:\n{m.stderr_tail(1500)}" for m in members)
+                       f"stderr:\n{m.stderr_tail(6000)}" for m in members)
     raise AssertionError(f"timed out after {timeout}s waiting for {msg}\n{detail}")
 
 

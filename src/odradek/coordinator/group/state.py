@@ -277,7 +277,8 @@ class GroupCoordinatorState(OffsetsMixin):
         if group.state is S.STABLE:
             old_meta = member.metadata(group.protocol_name)
             member.protocols, member.session_timeout, member.rebalance_timeout = list(protocols), session_timeout, rebalance_timeout
-            if group.select_protocol() == group.protocol_name and member.metadata(group.protocol_name) == old_meta:
+            if group.select_protocol() == group.protocol_name and _same_subscription(
+                    group.protocol_type, member.metadata(group.protocol_name), old_meta):
                 # KIP-345: same protocol and subscription: no rebalance; persist the new
                 # member id, then give the member its generation (the leader is told to
                 # skip the assignment, KIP-814).
@@ -658,3 +659,38 @@ class GroupCoordinatorState(OffsetsMixin):
             if group is not None:
                 for m in group.members.values():
                     self._heartbeat(group, m, now)
+
+
+def _subscribed_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a ConsumerProtocolSubscription (every version starts with int16 version,
+    then an array of int16-length strings); None when it does not parse."""
+    try:
+        n = int.from_bytes(metadata[2:6], "big", signed=True)
+        if n < 0 or n > len(metadata):
+            return None
+        pos, out = 6, []
+        for _ in range(n):
+            ln = int.from_bytes(metadata[pos:pos + 2], "big", signed=True)
+            if ln < 0 or pos + 2 + ln > len(metadata):
+                return None
+            out.append(metadata[pos + 2:pos + 2 + ln].decode("utf-8"))
+            pos += 2 + ln
+        return sorted(out)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _same_subscription(protocol_type: str | None, new: bytes, old: bytes) -> bool:
+    """Would a restarted static member's metadata leave the assignment valid?
+
+    For "consumer" groups only the subscribed topics count: a restarted consumer's
+    subscription differs from its previous one in the owned partitions and generation it
+    reports (ConsumerProtocolSubscription v1+; the Java client sends both), which must not
+    cause the rebalance static membership exists to avoid. Other protocol types compare bytes.
+    """
+    if new == old:
+        return True
+    if protocol_type == "consumer":
+        a, b = _subscribed_topics(new), _subscribed_topics(old)
+        return a is not None and a == b
+    return False
