@@ -9,8 +9,13 @@ directly) and exposes exactly::
     describe_topic(name) -> {partition: leader_id}
     produce(topic, records: list[Rec], *, acks=-1, compression=None, idempotent=None)
         -> list[(partition, offset)]               # in the order of ``records``
-    consume(topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None)
+    consume(topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+            start_offset=None, reset=None)
         -> list[Rec]                               # stops at ``expected`` records or ``timeout`` s
+        ``start_offset``: start every assigned partition at this offset (not with a
+        subscribing group); ``reset``: what to do when the position is out of range,
+        "earliest" | "latest" | "none" (raise ClientError kind "OffsetOutOfRange"),
+        mapped to each client's own setting; None = "earliest" if from_beginning else "latest".
     offsets_for_times(topic, ts) -> {partition: offset | None}
 
 ``Rec`` carries bytes (key, value, header values; None = null). A client's
@@ -211,6 +216,17 @@ def _acks_str(acks: int) -> str:
     return "all" if acks == -1 else str(acks)
 
 
+def _reset_policy(client: str, reset, from_beginning: bool, start_offset, group, partitions) -> str:
+    """The normalized auto-offset-reset policy of a consume call (see module docstring)."""
+    if start_offset is not None and group is not None and partitions is None:
+        raise Unsupported(client, "start_offset needs assigned partitions, not a subscribing group")
+    if reset is None:
+        return "earliest" if from_beginning else "latest"
+    if reset not in ("earliest", "latest", "none"):
+        raise ValueError(f"reset must be earliest, latest or none, not {reset!r}")
+    return reset
+
+
 def _public(topics) -> set[str]:
     return {t for t in topics if not t.startswith("__")}
 
@@ -248,7 +264,8 @@ class Client:
     def produce(self, topic, records, *, acks=-1, compression=None, idempotent=None):
         raise Unsupported(self.name, "produce")
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
         raise Unsupported(self.name, "consume")
 
     def offsets_for_times(self, topic, ts) -> dict[int, int | None]:
@@ -305,15 +322,24 @@ class _JsonCliClient(Client):
         out = self._run(args, stdin="".join(_rec_json(r) + "\n" for r in records))
         return [(d["partition"], d["offset"]) for d in out]
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
+        policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
         args = ["consume", topic, "--max", str(expected)]
         if from_beginning:
             args.append("--from-beginning")
+        if reset is not None:
+            args += self.reset_args(policy)
+        if start_offset is not None:
+            args += ["--offset", str(start_offset)]
         if partitions is not None:
             args += ["--assign", ",".join(str(p) for p in partitions)]
         if group is not None:
             args += ["--group", group]
         return [_json_rec(d) for d in self._run(args, timeout_s=timeout)]
+
+    def reset_args(self, policy: str) -> list[str]:
+        return ["--reset", policy]
 
     def offsets_for_times(self, topic, ts):
         return {d["partition"]: d["offset"] for d in self._run(["offsets-for-times", topic, str(ts)])}
@@ -344,7 +370,8 @@ class JavaClient(_JsonCliClient):
             args += ["--enable-idempotence", "false"]
         return args
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
         args_extra = []
         if group is not None:
             args_extra = ["--prop", f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
@@ -352,7 +379,7 @@ class JavaClient(_JsonCliClient):
         self._extra = args_extra
         try:
             return super().consume(topic, expected=expected, timeout=timeout, from_beginning=from_beginning,
-                                   partitions=partitions, group=group)
+                                   partitions=partitions, group=group, start_offset=start_offset, reset=reset)
         finally:
             self._extra = []
 
@@ -377,6 +404,22 @@ class KafkajsClient(_JsonCliClient):
 
     def base_cmd(self):
         return ["node", str(NODE_DIR / "kafkajs_cli.js")]
+
+    def reset_args(self, policy: str) -> list[str]:
+        return []  # checked in consume(): kafkajs_cli.js has no --reset
+
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
+        # kafkajs has no auto.offset.reset: on OFFSET_OUT_OF_RANGE its consumer group always
+        # seeks to the default offset (earliest with fromBeginning, else latest) and logs it
+        # (consumerGroup.js recoverFromOffsetOutOfRange); the error never reaches the caller.
+        if reset == "none":
+            raise Unsupported(self.name, "kafkajs always resets an out-of-range offset (to earliest with "
+                                         "fromBeginning, else latest): it has no 'none' policy")
+        if reset is not None and (reset == "earliest") != from_beginning:
+            raise Unsupported(self.name, "kafkajs resets to earliest exactly when fromBeginning is set")
+        return super().consume(topic, expected=expected, timeout=timeout, from_beginning=from_beginning,
+                               partitions=partitions, group=group, start_offset=start_offset, reset=reset)
 
     def produce_args(self, acks, compression, idempotent):
         if compression not in (None, "none", "gzip"):
@@ -492,12 +535,14 @@ class ConfluentClient(Client):
                 raise ClientError(self.name, normalize_kind(res.name()), res.str())
         return results
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+        policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
         conf = self._conf(**{
             "group.id": group or f"odradek-assign-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
-            "auto.offset.reset": "earliest" if from_beginning else "latest",
+            "auto.offset.reset": "error" if policy == "none" else policy,
             "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
             "max.poll.interval.ms": GROUP_REBALANCE_TIMEOUT_MS,
         })
@@ -513,6 +558,8 @@ class ConfluentClient(Client):
                         raise ClientError(self.name, normalize_kind(md.error.name()), md.error.str())
                     partitions = sorted(md.partitions)
                 start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+                if start_offset is not None:
+                    start = start_offset
                 c.assign([TopicPartition(topic, p, start) for p in partitions])
             deadline = time.monotonic() + timeout
             while len(out) < expected and time.monotonic() < deadline:
@@ -687,9 +734,11 @@ class KcatClient(Client):
                    [(hs[i], enc(hs[i + 1])) for i in range(0, len(hs), 2)],
                    d["partition"], d["offset"], d.get("ts"))
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
-        offset = "beginning" if from_beginning else "end"
-        extra = [f"auto.offset.reset={'earliest' if from_beginning else 'latest'}"]
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
+        policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
+        offset = str(start_offset) if start_offset is not None else ("beginning" if from_beginning else "end")
+        extra = [f"auto.offset.reset={'error' if policy == 'none' else policy}"]
         if group is not None:
             extra += [f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
                       f"max.poll.interval.ms={GROUP_REBALANCE_TIMEOUT_MS}"]
@@ -836,10 +885,12 @@ class KafkaPythonClient(Client):
                              request_timeout_ms=int(max(self.timeout, 31) * 1000),
                              client_id="odradek-test-kafka-python", **kw)
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
         from kafka import TopicPartition
         try:
-            c = self._consumer(group_id=group, auto_offset_reset="earliest" if from_beginning else "latest",
+            policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
+            c = self._consumer(group_id=group, auto_offset_reset=policy,
                                session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
                                max_poll_interval_ms=GROUP_REBALANCE_TIMEOUT_MS,
                                heartbeat_interval_ms=2000)
@@ -857,7 +908,10 @@ class KafkaPythonClient(Client):
                     partitions = sorted(ps)
                 tps = [TopicPartition(topic, p) for p in partitions]
                 c.assign(tps)
-                if from_beginning:
+                if start_offset is not None:
+                    for tp in tps:
+                        c.seek(tp, start_offset)
+                elif from_beginning:
                     c.seek_to_beginning(*tps)
                 else:
                     c.seek_to_end(*tps)
@@ -984,13 +1038,15 @@ class AiokafkaClient(Client):
                 await p.stop()
         return self._call(go())
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None):
+    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+                start_offset=None, reset=None):
         from aiokafka import AIOKafkaConsumer, TopicPartition
         out: list[Rec] = []
+        policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
 
         async def go():
             c = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
-                                 auto_offset_reset="earliest" if from_beginning else "latest",
+                                 auto_offset_reset=policy,
                                  session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
                                  rebalance_timeout_ms=GROUP_REBALANCE_TIMEOUT_MS,
                                  max_poll_interval_ms=max(GROUP_REBALANCE_TIMEOUT_MS, 10000),
@@ -1014,7 +1070,10 @@ class AiokafkaClient(Client):
                         parts = sorted(ps)
                     tps = [TopicPartition(topic, p) for p in parts]
                     c.assign(tps)
-                    if from_beginning:
+                    if start_offset is not None:
+                        for tp in tps:
+                            c.seek(tp, start_offset)
+                    elif from_beginning:
                         await c.seek_to_beginning(*tps)
                     else:
                         await c.seek_to_end(*tps)

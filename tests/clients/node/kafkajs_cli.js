@@ -204,6 +204,10 @@ const commands = {
       retry: { retries: 2 },
     });
     let count = 0, failed = null;
+    // With --offset, kafkajs can only seek once run() has started, and may hand over messages
+    // fetched from the group's start position before that: drop them (seek() discards stale
+    // in-flight batches itself).
+    let seeked = !opts['--offset'];
     const commit = [];
     let finish;
     const done = new Promise((res) => { finish = res; });
@@ -216,6 +220,7 @@ const commands = {
         eachBatchAutoResolve: true,
         eachMessage: async ({ partition, message }) => {
           if (count >= max) return;
+          if (!seeked) return;
           if (assign && !assign.has(partition)) return;
           const hs = [];
           for (const [k, v] of Object.entries(message.headers || {})) {
@@ -232,6 +237,7 @@ const commands = {
       if (opts['--offset']) {
         const parts = await withAdmin((a) => partitionsOf(a, topic));
         for (const p of parts) if (!assign || assign.has(p)) consumer.seek({ topic, partition: p, offset: opts['--offset'] });
+        seeked = true;
       }
       const timer = setTimeout(finish, timeoutMs);
       await done;
