@@ -12,6 +12,7 @@ module trades generality for speed where the client spends its time:
 
 from __future__ import annotations
 
+import gc
 import struct
 from typing import NamedTuple
 
@@ -146,7 +147,21 @@ def decode_fetched(topic: str, partition: int, data: bytes, start_offset: int, *
 
     A trailing partial batch (fetches may end in one) is ignored. `next offset` is past the
     last complete batch, so control batches and compacted gaps advance the position too.
+
+    The cyclic garbage collector is paused while decoding: the thousands of records (tuples
+    and header lists, none of them cyclic) would otherwise trigger repeated collections
+    that scan the growing result list (measured: about half the decode time).
     """
+    if not gc.isenabled():
+        return _decode_fetched(topic, partition, data, start_offset, check_crcs, aborted)
+    gc.disable()
+    try:
+        return _decode_fetched(topic, partition, data, start_offset, check_crcs, aborted)
+    finally:
+        gc.enable()
+
+
+def _decode_fetched(topic, partition, data, start_offset, check_crcs, aborted):
     out: list[ConsumerRecord] = []
     append = out.append
     mv = memoryview(data)

@@ -112,7 +112,7 @@ class Fetcher:
         md = self.cluster.metadata
         by_node: dict[int, list] = {}
         for tp, st in self.subs.fetchable():
-            if st.fetching or st.buffered >= self.prefetch_records or len(st.buffer) >= 2:
+            if st.fetching or len(st.buffer) >= 2:
                 continue
             ti = md.topics.get(tp.topic)
             p = ti.partitions.get(tp.partition) if ti is not None else None
