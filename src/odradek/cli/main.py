@@ -121,6 +121,8 @@ def config_cmd(config_path: str | None, overrides: tuple[str, ...]) -> None:
     Console().print(table)
 
 
+main.add_command(__import__("odradek.cli.pipeline", fromlist=["pipeline"]).pipeline)  # odradek pipeline ...
+
 
 if __name__ == "__main__":
     main()

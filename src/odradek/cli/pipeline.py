@@ -1,0 +1,131 @@
+"""`odradek pipeline ...`: the activity-stream pipeline (generate, load, stream, report)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import click
+
+
+def _ms(s: str | None) -> int | None:
+    """Epoch milliseconds from ISO-8601 (UTC if no zone) or a number of ms."""
+    if s is None:
+        return None
+    if s.isdigit():
+        return int(s)
+    dt = datetime.fromisoformat(s)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+@click.group("pipeline")
+def pipeline() -> None:
+    """The activity-stream pipeline on Spark (see docs/pipeline.md)."""
+
+
+bootstrap_opt = click.option("--bootstrap-server", "-b", "bootstrap", default="127.0.0.1:9092", show_default=True)
+topic_opt = click.option("--topic", default="activity", show_default=True)
+master_opt = click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+
+
+@pipeline.command()
+@bootstrap_opt
+@topic_opt
+@click.option("--count", type=int, help="Number of events.")
+@click.option("--rate", type=float, help="Events per second (default: as fast as possible).")
+@click.option("--duration", type=float, help="Seconds to run.")
+@click.option("--partitions", type=int, default=4, show_default=True, help="Partitions if the topic is created.")
+@click.option("--seed", type=int, default=7, show_default=True)
+def generate(bootstrap, topic, count, rate, duration, partitions, seed):
+    """Produce page views, searches and clicks (keyed by user id), with a few crawlers."""
+    from odradek.pipeline.events import generate as gen
+
+    if count is None and duration is None:
+        raise click.UsageError("give --count or --duration")
+    n = gen(bootstrap, topic, count=count, rate=rate, duration=duration, seed=seed, partitions=partitions)
+    click.echo(f"produced {n} events to {topic}")
+
+
+@pipeline.command()
+@bootstrap_opt
+@topic_opt
+@master_opt
+@click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory.")
+@click.option("--starting-offsets", default=None, help='earliest or JSON {"activity":{"0":0}}')
+@click.option("--ending-offsets", default=None, help='latest or JSON {"activity":{"0":1000}}')
+@click.option("--from", "from_", default=None, help="Start time (ISO-8601 UTC or epoch ms).")
+@click.option("--to", default=None, help="End time (ISO-8601 UTC or epoch ms), exclusive.")
+def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, from_, to):
+    """Load a range of the topic into the Parquet warehouse, exactly once."""
+    from odradek.pipeline.load import load as do_load
+    from odradek.pipeline.session import get_spark
+
+    def spec(s):
+        if s is None or s in ("earliest", "latest"):
+            return s
+        return json.loads(s)
+
+    spark = get_spark(master, "odradek-pipeline-load")
+    try:
+        entry = do_load(spark, bootstrap, topic, warehouse, start=spec(starting_offsets), end=spec(ending_offsets),
+                        from_ms=_ms(from_), to_ms=_ms(to), progress=True)
+    finally:
+        spark.stop()
+    click.echo(f"committed load {entry['id']}: {entry['records']} records, ranges {json.dumps(entry['ranges'])}"
+               + (f", replacing {', '.join(entry['replaced'])}" if entry["replaced"] else ""))
+
+
+@pipeline.command()
+@bootstrap_opt
+@topic_opt
+@master_opt
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Parquet output directory.")
+@click.option("--checkpoint", required=True, type=click.Path(file_okay=False))
+@click.option("--stats-topic", default="activity-stats", show_default=True)
+@click.option("--threshold", type=int, default=100, show_default=True, help="Requests per minute that flag a crawler.")
+@click.option("--trigger", default="10 seconds", show_default=True)
+@click.option("--available-now", is_flag=True, help="Process what is there, then stop.")
+@click.option("--max-offsets-per-trigger", type=int, default=None)
+def stream(bootstrap, topic, master, out, checkpoint, stats_topic, threshold, trigger, available_now,
+           max_offsets_per_trigger):
+    """Per-minute views per URL, unique users, top referrers and crawlers (restart-safe)."""
+    from rich.console import Console
+
+    from odradek.pipeline.session import get_spark
+    from odradek.pipeline.stream import start_stream
+
+    console = Console(stderr=True)
+    spark = get_spark(master, "odradek-pipeline-stream")
+    q = start_stream(spark, bootstrap, out, checkpoint, topic=topic, stats_topic=stats_topic, threshold=threshold,
+                     trigger=trigger, available_now=available_now, max_offsets=max_offsets_per_trigger)
+    try:
+        with console.status("streaming") as status:
+            while q.isActive:
+                p = q.lastProgress
+                if p:
+                    status.update(f"batch {p['batchId']}: {p['numInputRows']} rows, "
+                                  f"{p.get('processedRowsPerSecond', 0):.0f} rows/s")
+                q.awaitTermination(2)
+        if q.exception():
+            raise click.ClickException(str(q.exception()))
+    except KeyboardInterrupt:
+        q.stop()
+    finally:
+        spark.stop()
+
+
+@pipeline.command()
+@topic_opt
+@click.option("--warehouse", required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--charts", "charts_dir", type=click.Path(file_okay=False), default=None, help="Write PNG charts here.")
+def report(topic, warehouse, charts_dir):
+    """Summary tables and charts from the warehouse."""
+    from odradek.pipeline.report import charts, render, summarize
+
+    s = summarize(warehouse, topic)
+    render(s)
+    if charts_dir:
+        for p in charts(s, charts_dir):
+            click.echo(f"wrote {p}")

@@ -1,0 +1,104 @@
+"""`odradek pipeline load`: exactly-once loads into the Parquet warehouse; report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def rows(warehouse, topic):
+    from odradek.pipeline.load import read_table
+
+    t = read_table(warehouse, topic)
+    if t is None:
+        return []
+    cols = ["partition", "offset", "user_id", "url", "event_type", "event_time", "date", "hour"]
+    return sorted(zip(*[t[c].to_pylist() for c in cols]))
+
+
+@pytest.fixture(scope="module")
+def activity(spark_broker):
+    from odradek.pipeline.events import generate
+
+    topic = f"activity-{os.getpid()}"
+    # 4000 events, one every 2 s of event time: 2h13m over three hours of partitions
+    generate(spark_broker.bootstrap, topic, count=4000, partitions=2, progress=False, start_ms=START_MS,
+             spacing_ms=2000)
+    return topic
+
+
+def test_load_twice_gives_identical_contents(spark, spark_broker, activity, tmp_path):
+    from odradek.pipeline.load import load, read_manifest, table_dir
+    from odradek.pipeline.report import charts, render, summarize
+
+    wh = tmp_path / "wh"
+    bs = spark_broker.bootstrap
+    first = load(spark, bs, activity, wh)
+    r1 = rows(wh, activity)
+    assert len(r1) == 4000 and first["records"] == 4000
+    per = {}
+    for p, o, *_ in r1:
+        per.setdefault(p, []).append(o)
+    assert all(sorted(offs) == list(range(len(offs))) for offs in per.values())
+    hours = sorted({(d, h) for *_, d, h in r1})
+    assert hours == [("2026-01-01", "00"), ("2026-01-01", "01"), ("2026-01-01", "02")]
+    second = load(spark, bs, activity, wh)
+    assert rows(wh, activity) == r1
+    m = read_manifest(table_dir(wh, activity))
+    assert [ld["id"] for ld in m["loads"]] == [second["id"]] and second["replaced"] == [first["id"]]
+    assert sorted(p.name for p in (table_dir(wh, activity) / "loads").iterdir()) == [second["id"]]
+    # a sub-range by time overlaps the committed load: it is widened and replaces it, no duplicates
+    third = load(spark, bs, activity, wh, from_ms=START_MS + 3_600_000, to_ms=START_MS + 3_700_000)
+    assert third["replaced"] == [second["id"]]
+    assert rows(wh, activity) == r1
+    # report
+    s = summarize(wh, activity)
+    assert s["rows"] == 4000 and s["per_minute"] and s["top_urls"]
+    render(s)
+    files = charts(s, tmp_path / "charts")
+    assert [f.name for f in files] == ["views_per_minute.png", "top_urls.png"]
+    assert all(f.stat().st_size > 1000 for f in files)
+
+
+def test_killed_load_then_rerun_equals_uninterrupted(spark, spark_broker, activity, tmp_path):
+    from odradek.pipeline.load import load, read_manifest, table_dir
+
+    bs = spark_broker.bootstrap
+    ref = tmp_path / "ref"
+    load(spark, bs, activity, ref, end={activity: {"0": 1000, "1": 1000}})
+    expected = rows(ref, activity)
+    assert len(expected) == 2000
+
+    wh = tmp_path / "wh"
+    env = dict(os.environ, ODRADEK_PIPELINE_PAUSE="before-commit", PYSPARK_PYTHON=sys.executable)
+    cmd = [sys.executable, "-m", "odradek", "pipeline", "load", "-b", bs, "--topic", activity, "--master", "local[1]",
+           "--warehouse", str(wh), "--ending-offsets", json.dumps({activity: {"0": 1000, "1": 1000}})]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    paused = table_dir(wh, activity) / "_paused"
+    deadline = time.monotonic() + 240
+    try:
+        while not paused.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "load did not reach the commit point"
+            time.sleep(0.2)
+        staged = list((table_dir(wh, activity) / "_staging").rglob("*.parquet"))
+        assert staged, "the killed load had written its output"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # nothing of the killed load is visible
+    assert read_manifest(table_dir(wh, activity))["loads"] == []
+    assert rows(wh, activity) == []
+    load(spark, bs, activity, wh, end={activity: {"0": 1000, "1": 1000}})
+    assert rows(wh, activity) == expected
+    assert not (table_dir(wh, activity) / "_staging").exists()
