@@ -145,8 +145,16 @@ class Runner:
         c = Consumer({"bootstrap.servers": self.broker.bootstrap, "group.id": "wm"})
         lo = hi = 0
         try:
-            for p in range(partitions):
-                a, b = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            md = c.list_topics(topic, timeout=10)
+            actual = sorted(md.topics[topic].partitions) if topic in md.topics else range(partitions)
+            if len(actual) != partitions:
+                log(f"[{self.name}] {topic} has {len(actual)} partitions, not {partitions} (CreateTopics failed?)")
+            for p in actual:
+                try:
+                    a, b = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                except Exception as e:  # noqa: BLE001
+                    log(f"[{self.name}] watermarks {topic}-{p}: {e}")
+                    continue
                 lo += a
                 hi += b
         finally:
@@ -401,6 +409,8 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true", help="py-spy profiles of odradek during produce and consume")
     ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks.png"), help="PNG path ('' for none)")
     ap.add_argument("--out", default=str(RESULTS / "latest.json"))
+    ap.add_argument("--brokers", default=None, help="run only these (comma list of odradek,mock,tansu)")
+    ap.add_argument("--merge", action="store_true", help="keep --out's rows of brokers not run now")
     a = ap.parse_args(argv)
     a.records = a.records or (200_000 if a.quick else 2_000_000)
     a.records_python = a.records_python or max(1, a.records // 4)
@@ -412,12 +422,22 @@ def main(argv=None) -> int:
         log("tansu: not installed (.deps/bin/tansu), skipped")
         peers.remove("tansu")
     brokers = ["odradek", *peers]
+    if a.brokers:
+        brokers = [b for b in a.brokers.split(",") if b]
+    kept: list[dict] = []
+    if a.merge and Path(a.out).exists():
+        prev = json.loads(Path(a.out).read_text())
+        kept = [r for r in prev["rows"] if r["broker"] not in brokers]
+        order = list(dict.fromkeys([r["broker"] for r in prev["rows"]] + brokers))
+        brokers_all = [b for b in ["odradek", "mock", "tansu"] if b in order]
+    else:
+        brokers_all = brokers
     RESULTS.mkdir(parents=True, exist_ok=True)
     meta = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": os.uname().nodename, "cpus": os.cpu_count(),
             "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "records": a.records,
             "records_python": a.records_python, "e2e_rate": a.e2e_rate, "e2e_seconds": a.e2e_seconds,
             "argv": sys.argv[1:]}
-    rows: list[dict] = []
+    rows: list[dict] = list(kept)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         for name in brokers:
             if name == "odradek":
@@ -437,12 +457,12 @@ def main(argv=None) -> int:
                 b.stop()
                 rows += r.results
                 Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    md = report(rows, brokers, meta)
+    md = report(rows, brokers_all, meta)
     (Path(a.out).with_suffix(".md")).write_text(md + "\n")
     print(md)
     if a.chart:
         try:
-            chart(rows, brokers, Path(a.chart))
+            chart(rows, brokers_all, Path(a.chart))
         except ImportError:
             log("matplotlib not installed (pip install -e '.[bench]'): no chart")
     failed = [r for r in rows if "error" in r]
