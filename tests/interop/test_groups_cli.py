@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -96,8 +97,10 @@ def test_groups_cli_list_describe_reset_delete(broker_factory, tmp_path):
     cases = [(("--to-earliest",), "0"), (("--to-latest",), "10"), (("--to-offset", "3"), "3"),
              (("--to-offset", "99"), "10"), (("--shift-by", "-4"), "6"), (("--shift-by", "-40"), "0"),
              (("--to-datetime", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t1 / 1000 + 30))), "6")]
-    for opt, want in cases:
-        out = cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli", *opt).stdout
+    with ThreadPoolExecutor(4) as pool:  # independent dry runs, one CLI process each
+        outs = list(pool.map(lambda c: cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli", *c[0]).stdout,
+                             cases))
+    for (opt, want), out in zip(cases, outs):
         assert "dry run" in out
         assert plan_table(out) == {p: ("10", want) for p in range(n)}, (opt, out)
     assert {v[0] for v in offsets_table(cli(b.bootstrap, "describe", "cli-group").stdout).values()} == {"10"}

@@ -29,7 +29,9 @@ import asyncio
 import json
 import sys
 import threading
+import time
 
+STUCK_S = 12
 _out_lock = threading.Lock()
 
 
@@ -125,9 +127,39 @@ def run_kafka_python(a, stop: threading.Event) -> None:
               partition_assignment_strategy=[assignor])
     if a.instance_id:
         kw["group_instance_id"] = a.instance_id
-    c = KafkaConsumer(**kw)
-    c.subscribe([a.topic], listener=Listener())
+
+    def start():
+        c = KafkaConsumer(**kw)
+        c.subscribe([a.topic], listener=Listener())
+        return c
+
+    # kafka-python 3.0.12 sometimes never finishes a rebalance: its I/O thread logs "Received
+    # SyncGroup response" (with the right assignment), then neither applies the assignment nor
+    # heartbeats again, while poll() spins (seen in 1 of ~6 runs under load, in a process of its
+    # own too; the broker had answered every request). A member stuck like that for
+    # STUCK_S seconds replaces its consumer and says so ({"ev": "client_restart"}).
+    c = start()
+    rebalancing_since = [None]
+    orig_remove, orig_add = asg.remove, asg.add
+
+    def on_remove(parts):
+        rebalancing_since[0] = time.monotonic()
+        orig_remove(parts)
+
+    def on_add(parts):
+        rebalancing_since[0] = None
+        orig_add(parts)
+    asg.remove, asg.add = on_remove, on_add
     while not stop.is_set():
+        since = rebalancing_since[0]
+        if since is not None and time.monotonic() - since > STUCK_S:
+            emit(ev="client_restart", message=f"kafka-python rebalance unfinished after {STUCK_S}s")
+            try:
+                c.close(autocommit=False, timeout_ms=3000)
+            except Exception:  # noqa: BLE001
+                pass
+            rebalancing_since[0] = None
+            c = start()
         batch = c.poll(200)
         recs = [r for rs in batch.values() for r in rs]
         if recs:
