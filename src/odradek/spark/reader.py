@@ -83,25 +83,29 @@ def arrow_schema(include_headers: bool):
     return s
 
 
+_G = {i: __import__("operator").itemgetter(i) for i in range(8)}
+
+
 def records_to_arrow(recs: list, include_headers: bool):
-    """ConsumerRecord tuples -> one pyarrow.RecordBatch in the source schema."""
+    """ConsumerRecord tuples (all of one topic-partition) -> one pyarrow.RecordBatch in the
+    source schema. Columns are gathered with itemgetter maps (much cheaper than zip(*recs))."""
     import pyarrow as pa
 
     schema = arrow_schema(include_headers)
     n = len(recs)
-    topic, partition, offset, ts, tstype, key, value, headers = zip(*recs)
+    g = _G
+    first = recs[0]
     arrays = [
-        pa.array(key, pa.binary()),
-        pa.array(value, pa.binary()),
-        pa.repeat(pa.scalar(topic[0], pa.string()), n) if topic[0] == topic[-1] else pa.array(topic, pa.string()),
-        pa.repeat(pa.scalar(partition[0], pa.int32()), n) if partition[0] == partition[-1]
-        else pa.array(partition, pa.int32()),
-        pa.array(offset, pa.int64()),
-        pa.array(ts, pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
-        pa.array(tstype, pa.int32()),
+        pa.array(list(map(g[5], recs)), pa.binary()),
+        pa.array(list(map(g[6], recs)), pa.binary()),
+        pa.repeat(pa.scalar(first[0], pa.string()), n),
+        pa.repeat(pa.scalar(first[1], pa.int32()), n),
+        pa.array(list(map(g[2], recs)), pa.int64()),
+        pa.array(list(map(g[3], recs)), pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(list(map(g[4], recs)), pa.int32()),
     ]
     if include_headers:
-        arrays.append(pa.array([h if h else None for h in headers], schema.field("headers").type))
+        arrays.append(pa.array([h if h else None for h in map(g[7], recs)], schema.field("headers").type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
