@@ -89,6 +89,16 @@ def load_handlers() -> dict[int, Handler]:
     return REGISTRY
 
 
+def preload_schemas() -> None:
+    """Import every served version's entity classes and build their readers now, so
+    the first request of each version doesn't pay for it (measured: ~10% of an early
+    consume profile)."""
+    for h in load_handlers().values():
+        for v in range(h.min_version, h.max_version + 1):
+            messages.request_class(h.api_key, v)
+            messages.warm(h.api_key, v)
+
+
 @dataclass(slots=True)
 class RequestContext:
     """What a handler gets besides the request itself."""

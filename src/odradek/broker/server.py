@@ -21,7 +21,7 @@ from typing import Any
 
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
-from odradek.broker.registry import load_handlers
+from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.producer_ids import ProducerIdAllocator
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.cluster.local import LocalMetadataStore, atomic_write
@@ -145,6 +145,8 @@ class Broker:
         for name, lhost, lport in self.config.listeners:
             self._listen(name, lhost, lport)
         self._tasks.append(asyncio.ensure_future(self._close_idle_connections()))
+        # Warm the schema caches in the background: not on the start-up path, not in a request.
+        self._tasks.append(asyncio.ensure_future(asyncio.to_thread(preload_schemas)))
         self._advertise_bound_ports()
 
     async def _run_log_manager(self) -> None:

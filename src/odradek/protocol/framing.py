@@ -29,6 +29,11 @@ class FrameDecoder:
         self._max = max_frame_size
 
     def feed(self, data: bytes) -> Iterator[bytes]:
+        if not self._buf:
+            # Fast path: frames are sliced straight out of what was received (one copy
+            # fewer); only a trailing partial frame is kept.
+            yield from self._feed_fresh(data)
+            return
         buf = self._buf
         buf += data
         pos = 0
@@ -48,6 +53,23 @@ class FrameDecoder:
         finally:
             if pos:
                 del buf[:pos]
+
+    def _feed_fresh(self, data: bytes) -> Iterator[bytes]:
+        pos = 0
+        n = len(data)
+        while n - pos >= 4:
+            size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+            if size < 0:
+                raise InvalidFrame(f"negative frame size {size}")
+            if size > self._max:
+                raise FrameTooLarge(size, self._max)
+            end = pos + 4 + size
+            if end > n:
+                break
+            yield data[pos + 4 : end] if pos or end != n else data[4:]
+            pos = end
+        if pos < n:
+            self._buf += data[pos:]
 
     @property
     def buffered(self) -> int:

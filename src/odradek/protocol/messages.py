@@ -83,6 +83,13 @@ def decode_request(api_key: int, version: int, body: bytes | memoryview, offset:
     return entity
 
 
+def warm(api_key: int, version: int) -> None:
+    """Build and cache the reader and writer this version's request/response need."""
+    _reader(request_class(api_key, version))
+    _writer(response_class(api_key, version))
+    guard.entity_walker(request_class(api_key, version))
+
+
 def decode_response(api_key: int, version: int, body: bytes | memoryview, offset: int = 0) -> Any:
     cls = response_class(api_key, version)
     entity, _size = _reader(cls)(body, offset)

@@ -46,7 +46,7 @@ async def handle(ctx: RequestContext, req) -> object:
         else:
             name = td.name
             info = snap.topics.get(name)
-            missing = ErrorCode.invalid_topic_exception if topic_name_problem(name) else ErrorCode.unknown_topic_or_partition
+            missing = 0 if info is not None else ErrorCode.invalid_topic_exception if topic_name_problem(name) else ErrorCode.unknown_topic_or_partition
         if info is not None and name in INTERNAL_TOPICS:
             info, missing = None, ErrorCode.invalid_topic_exception
         if acks not in (0, 1, -1):
