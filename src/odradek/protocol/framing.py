@@ -1,6 +1,8 @@
 """Length-prefixed frames (int32 size, then the payload), bounded by a maximum size.
 
-Sans-IO: feed bytes in, take whole frames out.
+Sans-IO: feed bytes in, take whole frames out. Frames are handed out as
+memoryviews into the bytes received (no copy); a frame split across several
+reads is joined once, when its last byte arrives.
 """
 
 from __future__ import annotations
@@ -20,60 +22,49 @@ class InvalidFrame(ValueError):
 
 
 class FrameDecoder:
-    """Accumulates bytes and yields complete frame payloads."""
+    """Accumulates bytes and yields complete frame payloads (as memoryviews)."""
 
-    __slots__ = ("_buf", "_max")
+    __slots__ = ("_pending", "_pending_len", "_need", "_max")
 
     def __init__(self, max_frame_size: int) -> None:
-        self._buf = bytearray()
+        self._pending: list[bytes] = []  # pieces of an incomplete frame
+        self._pending_len = 0
+        self._need = 0  # bytes the incomplete frame needs in all (0: size not known yet)
         self._max = max_frame_size
 
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        if not self._buf:
-            # Fast path: frames are sliced straight out of what was received (one copy
-            # fewer); only a trailing partial frame is kept.
-            yield from self._feed_fresh(data)
-            return
-        buf = self._buf
-        buf += data
-        pos = 0
-        n = len(buf)
-        try:
-            while n - pos >= 4:
-                size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                if size < 0:
-                    raise InvalidFrame(f"negative frame size {size}")
-                if size > self._max:
-                    raise FrameTooLarge(size, self._max)
-                end = pos + 4 + size
-                if end > n:
-                    break
-                yield bytes(buf[pos + 4 : end])
-                pos = end
-        finally:
-            if pos:
-                del buf[:pos]
-
-    def _feed_fresh(self, data: bytes) -> Iterator[bytes]:
+    def feed(self, data: bytes) -> Iterator[memoryview]:
+        if self._pending:
+            self._pending.append(data)
+            self._pending_len += len(data)
+            if self._need and self._pending_len < self._need:
+                return
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_len = 0
+            self._need = 0
+        view = memoryview(data)
         pos = 0
         n = len(data)
         while n - pos >= 4:
-            size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
             if size < 0:
                 raise InvalidFrame(f"negative frame size {size}")
             if size > self._max:
                 raise FrameTooLarge(size, self._max)
             end = pos + 4 + size
             if end > n:
+                self._need = 4 + size
                 break
-            yield data[pos + 4 : end] if pos or end != n else data[4:]
+            yield view[pos + 4 : end]
             pos = end
         if pos < n:
-            self._buf += data[pos:]
+            rest = data[pos:] if pos else data
+            self._pending = [rest]
+            self._pending_len = len(rest)
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return self._pending_len
 
 
 def encode_frame(payload: bytes) -> bytes:
