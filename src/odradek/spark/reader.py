@@ -279,8 +279,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self.opts.fail_on_data_loss:
                 raise DataLossError(msg)
             log.warning(msg)
-        for tp in gone:
-            latest[tp] = start[tp]
+        for tp in gone:  # dropped from the end offsets, as Spark's Kafka source does
+            latest.pop(tp, None)
         for tp, off in list(latest.items()):
             if off < start[tp]:  # truncated or recreated: checked again in partitions()
                 latest[tp] = start[tp] if self._target is not None else off
