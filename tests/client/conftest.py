@@ -75,16 +75,20 @@ def odradek_broker(tmp_path_factory):
     b.stop()
 
 
+def _peer(request, name: str) -> Peer:
+    fixture = {"mock": "mock_cluster", "tansu": "tansu", "odradek": "odradek_broker"}[name]
+    return Peer(name, request.getfixturevalue(fixture).bootstrap, GAPS[name])
+
+
 @pytest.fixture(params=["mock", "tansu", "odradek"])
 def peer(request) -> Peer:
-    name = request.param
-    if name == "mock":
-        b = request.getfixturevalue("mock_cluster")
-    elif name == "tansu":
-        b = request.getfixturevalue("tansu")
-    else:
-        b = request.getfixturevalue("odradek_broker")
-    return Peer(name, b.bootstrap, GAPS[name])
+    return _peer(request, request.param)
+
+
+@pytest.fixture
+def peer_named(request):
+    """peer_named("tansu") -> Peer, for tests that choose their peers themselves."""
+    return lambda name: _peer(request, name)
 
 
 # settings that keep group tests quick on every peer (Tansu holds JoinGroup for the

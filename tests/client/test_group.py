@@ -50,10 +50,10 @@ def run_members(consumers, expected, timeout=40):
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_two_members_split_partitions(peer, fast_group, strategy):
-    if peer.name == "mock" and strategy != "range":
+    if peer.name == "mock":
         pytest.skip("mock: librdkafka's mock cluster intermittently answers the leader's SyncGroup with "
-                    "INVALID_REQUEST for several rounds (seen with roundrobin and cooperative-sticky); "
-                    "the range run covers the mock")
+                    "INVALID_REQUEST for several rounds (seen with every assignor, range included, in a CI "
+                    "run); group splits are covered on Tansu and odradek")
     topic = peer.new_topic(4)
     produce(peer, topic, 400)
     group = f"g-{uuid.uuid4().hex[:8]}"

@@ -13,14 +13,11 @@ from support.clients import make_client, unavailable_reason
 
 
 @pytest.mark.parametrize("peer_name", ["odradek", "tansu"])
-def test_java_and_odradek_consumers_share_a_group(request, peer_name, fast_group):
+def test_java_and_odradek_consumers_share_a_group(peer_named, peer_name, fast_group):
     reason = unavailable_reason("java")
     if reason:
         pytest.skip(f"java: {reason}")
-    from conftest import GAPS, Peer  # tests/client/conftest.py
-
-    broker = request.getfixturevalue("odradek_broker" if peer_name == "odradek" else "tansu")
-    peer = Peer(peer_name, broker.bootstrap, GAPS[peer_name])
+    peer = peer_named(peer_name)
     topic = peer.new_topic(4)
     with Producer(bootstrap_servers=peer.bootstrap) as p:
         for i in range(40):
