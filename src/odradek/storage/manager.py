@@ -130,7 +130,8 @@ class LogManager:
             loaded = [load_one(j) for j in jobs]
         for key, lg in loaded:
             self._logs[key] = lg
-        log.info("loaded %d logs from %s (%s shutdown)", len(loaded), d, "clean" if clean else "unclean")
+        log.info("loaded %d logs from %s (%s)", len(loaded), d,
+                 "clean shutdown" if clean else "after an unclean stop: batches past the recovery points were checked" if loaded else "new directory")
         if clean:
             fs.remove(marker)
             fs.fsync_dir(d)
