@@ -139,3 +139,23 @@ def test_unknown_setting_stops_startup_naming_it(broker_factory):
     with pytest.raises(BrokerStartError) as err:
         broker_factory(overrides={"num.partitions": "lots"})
     assert "num.partitions" in str(err.value)
+
+
+def test_sigterm_answers_a_waiting_long_poll_and_exits_promptly(broker):
+    from support.raw import RawConnection, nested
+
+    with RawConnection(broker.bootstrap) as c:
+        t = nested(19, 7, "CreatableTopic", name="lp", num_partitions=1, replication_factor=1, assignments=(), configs=())
+        c.call(19, 7, topics=(t,), timeout=10000, validate_only=False)
+        fp = nested(1, 12, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
+        ft = nested(1, 12, "FetchTopic", topic="lp", partitions=(fp,))
+        from support.raw import request
+
+        c.send(1, 12, request(1, 12, replica_id=-1, max_wait=60_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                              session_id=0, session_epoch=-1, topics=(ft,), forgotten_topics_data=(), rack_id=""))
+        time.sleep(0.5)  # the fetch is now waiting in the purgatory
+        started = time.time()
+        assert broker.stop() == 0
+        assert time.time() - started < 8  # not the fetch's 60 s max wait
+        _corr, resp = c.recv(1, 12)  # the in-flight request got its answer before the close
+        assert int(resp.responses[0].partitions[0].error_code) == 0

@@ -235,9 +235,10 @@ class Broker:
             s.close()
         for conn in list(self.connections):
             conn.stop()
+        # Long-polling fetches answer now (with what they have) instead of at their max wait.
+        self.replica_manager.fetch_purgatory.cancel_all()
         if self._conn_tasks:
             await asyncio.wait(list(self._conn_tasks), timeout=10)
-        self.replica_manager.fetch_purgatory.cancel_all()
         if self.group_coordinator is not None:
             try:
                 await self.group_coordinator.stop()
