@@ -68,6 +68,19 @@ class _Assignment:
 
 # --------------------------------------------------------------------------- confluent-kafka
 
+def first_offsets(recs, part_offset) -> dict[int, int]:
+    """The first offset of `recs` per partition: where to rewind after a failed commit.
+
+    A member that keeps a partition through a rebalance (cooperative-sticky, or eager with the
+    same assignment) keeps its fetch position, so records whose commit failed would be skipped
+    without a seek back to them."""
+    first: dict[int, int] = {}
+    for r in recs:
+        p, o = part_offset(r)
+        first.setdefault(p, o)
+    return first
+
+
 def run_confluent(a, stop: threading.Event) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -94,8 +107,13 @@ def run_confluent(a, stop: threading.Event) -> None:
                 last[m.partition()] = m.offset() + 1
             try:
                 c.commit(offsets=[TopicPartition(a.topic, p, o) for p, o in last.items()], asynchronous=False)
-            except KafkaException as e:  # a rebalance in progress; the next owner re-reads them
+            except KafkaException as e:  # the group moved on; these records are re-read
                 emit(ev="commit_failed", message=str(e))
+                for p, o in first_offsets(recs, lambda m: (m.partition(), m.offset())).items():
+                    try:  # a partition kept across a cooperative rebalance: rewind it
+                        c.seek(TopicPartition(a.topic, p, o))
+                    except KafkaException:
+                        pass  # revoked: its next owner starts from the committed offset
                 continue
             emit(ev="records", records=[[m.partition(), m.offset(), m.value().decode()] for m in recs])
     c.close()
@@ -170,6 +188,10 @@ def run_kafka_python(a, stop: threading.Event) -> None:
                 c.commit({TopicPartition(a.topic, p): OffsetAndMetadata(o, "", -1) for p, o in last.items()})
             except (CommitFailedError, KafkaError) as e:
                 emit(ev="commit_failed", message=repr(e))
+                for p, o in first_offsets(recs, lambda r: (r.partition, r.offset)).items():
+                    tp = TopicPartition(a.topic, p)
+                    if tp in c.assignment():  # kept across a cooperative rebalance: rewind it
+                        c.seek(tp, o)
                 continue
             emit(ev="records", records=[[r.partition, r.offset, r.value.decode()] for r in recs])
     c.close()
@@ -217,6 +239,10 @@ def run_aiokafka(a, stop: threading.Event) -> None:
                         await c.commit({TopicPartition(a.topic, p): o for p, o in last.items()})
                     except (CommitFailedError, KafkaError) as e:
                         emit(ev="commit_failed", message=repr(e))
+                        for p, o in first_offsets(recs, lambda r: (r.partition, r.offset)).items():
+                            tp = TopicPartition(a.topic, p)
+                            if tp in c.assignment():  # still ours: rewind, or they are skipped
+                                c.seek(tp, o)
                         continue
                     emit(ev="records", records=[[r.partition, r.offset, r.value.decode()] for r in recs])
         finally:

@@ -112,6 +112,11 @@ public class GroupCli {
                     c.commitSync(last);
                 } catch (CommitFailedException | RebalanceInProgressException e) {
                     emit("{\"ev\":\"commit_failed\",\"message\":" + q(e.toString()) + "}");
+                    // A partition kept through a cooperative rebalance keeps its position:
+                    // rewind it to the first uncommitted record, or those records are skipped.
+                    for (TopicPartition tp : recs.partitions()) {
+                        if (c.assignment().contains(tp)) c.seek(tp, recs.records(tp).get(0).offset());
+                    }
                     continue;
                 }
                 emit(b.append("]}").toString());
