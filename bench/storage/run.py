@@ -1,10 +1,33 @@
-"""Storage benchmark: Log.append / Log.read+sendfile vs plain os.write / os.sendfile.
+"""Storage benchmark: the log layer alone against the plain system calls doing the same I/O.
 
-    python bench/storage/run.py [--mib 512] [--batch-kib 1024] [--dir /tmp]
+    .venv/bin/python bench/storage/run.py [--pairs 21] [--mib 64] [--batch-kib 1024]
+                                          [--read-kib 1024] [--sink tcp,unix,null] [--fsync]
 
-Both sides run in the same process on the same file system, alternating, so the ratios
-are meaningful even on a noisy machine. Appends are validated (CRC32C) and patched as the
-broker does; no fsync on either side.
+Two comparisons, each made of ``--pairs`` pairs of rounds run back to back in the same
+process (order alternating AB, BA, AB... so drift and page-cache state hit both sides alike):
+
+append   odradek: ``Log.append`` of ``--mib`` MiB in ``--batch-kib`` batches into a fresh log
+         (validation: framing, magic, counts, CRC32C; offsets and leader epoch patched into a
+         61-byte header copy; header + untouched body written with one ``pwritev``; index
+         bookkeeping; segment roll at ``segment.bytes``).
+         baseline: ``os.write`` of the same bytes into fresh plain files, starting a new file
+         where odradek rolls a segment (same ``--segment-mib``).
+         Neither side fsyncs unless ``--fsync``: then both fsync every file at the end of the
+         round, inside the timing (``Log.flush`` vs ``os.fsync``).
+read     odradek: the consumer's loop: ``Log.read(offset, --read-kib)`` then ``os.sendfile`` of
+         every returned region to the sink.
+         baseline: ``os.sendfile`` of exactly the same (fd, position, length) regions, recorded
+         beforehand: the same bytes from the same page-cache pages to the same sink, minus the
+         storage layer's lookup. Sinks: ``tcp`` (a loopback TCP connection drained by a thread
+         with ``recv_into``, what a Fetch response does), ``unix`` (a socketpair, drained the
+         same way), ``null`` (``/dev/null``: the kernel does almost nothing, so this shows the
+         storage layer's per-read cost at its harshest).
+
+Each pair gives a ratio (baseline time / odradek time = odradek MB/s / baseline MB/s); we
+print the median, the interquartile range and min-max over pairs, from wall-clock time and
+from this thread's CPU time (``time.thread_time``: user+system of the calling thread, which a
+busy neighbour on a shared machine disturbs less). Rounds are deleted right after they are
+timed (dirty pages dropped, never written back), so every round starts from the same state.
 """
 
 from __future__ import annotations
@@ -13,18 +36,14 @@ import argparse
 import os
 import shutil
 import socket
+import statistics
+import sys
 import tempfile
 import threading
 import time
 
-from odradek.protocol.records import Record, build_batch
+from odradek.protocol.records import Record, build_batch, iter_batches
 from odradek.storage import LogConfig, LogManager
-
-
-def _drain(sock: socket.socket) -> None:
-    buf = bytearray(1 << 20)
-    while sock.recv_into(buf):
-        pass
 
 
 def sendfile_all(out_fd: int, in_fd: int, pos: int, length: int) -> None:
@@ -34,84 +53,241 @@ def sendfile_all(out_fd: int, in_fd: int, pos: int, length: int) -> None:
         length -= n
 
 
+class Sink:
+    """Where sendfile writes: a socket drained by a thread, or /dev/null."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._socks: list[socket.socket] = []
+        self._thread = None
+        if kind == "null":
+            self.fd = os.open(os.devnull, os.O_WRONLY)
+            return
+        if kind == "tcp":
+            srv = socket.create_server(("127.0.0.1", 0))
+            a = socket.create_connection(srv.getsockname())
+            b, _ = srv.accept()
+            srv.close()
+        elif kind == "unix":
+            a, b = socket.socketpair()
+        else:
+            raise ValueError(f"unknown sink {kind}")
+        self._socks = [a, b]
+        self.fd = a.fileno()
+        self._thread = threading.Thread(target=self._drain, args=(b,), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _drain(sock: socket.socket) -> None:
+        buf = bytearray(1 << 20)
+        while sock.recv_into(buf):
+            pass
+
+    def close(self) -> None:
+        if self.kind == "null":
+            os.close(self.fd)
+            return
+        a, b = self._socks
+        a.shutdown(socket.SHUT_WR)
+        self._thread.join()
+        a.close()
+        b.close()
+
+
+def timed(fn) -> tuple[float, float]:
+    c = time.thread_time()
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t, time.thread_time() - c
+
+
+class AppendBench:
+    def __init__(self, base: str, batch: bytes, count: int, segment_bytes: int, fsync: bool) -> None:
+        self.base = base
+        self.batch = batch
+        self.count = count
+        self.cfg = LogConfig(segment_bytes=segment_bytes)
+        self.fsync = fsync
+        self.n = 0
+
+    def odradek(self) -> tuple[float, float]:
+        self.n += 1
+        d = os.path.join(self.base, f"odr{self.n}")
+        mgr = LogManager([d], self.cfg)
+        mgr.load()
+        lg = mgr.create_log("bench", 0, self.cfg)
+        batch, count, fsync = self.batch, self.count, self.fsync
+
+        def run():
+            append = lg.append
+            for _ in range(count):
+                append(batch)
+            if fsync:
+                lg.flush()
+        t = timed(run)
+        segments = len(lg.segments)
+        lg.close(clean=False)  # no fsync, no snapshot: the round is thrown away
+        shutil.rmtree(d, ignore_errors=True)
+        self.segments = segments
+        return t
+
+    def baseline(self) -> tuple[float, float]:
+        self.n += 1
+        d = os.path.join(self.base, f"plain{self.n}")
+        os.mkdir(d)
+        batch, count, fsync, seg_bytes = self.batch, self.count, self.fsync, self.cfg.segment_bytes
+        fds = []
+
+        def run():
+            fd = os.open(os.path.join(d, "0.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fds.append(fd)
+            size = 0
+            n = len(batch)
+            write = os.write
+            for i in range(count):
+                if size > seg_bytes - n:  # Log's roll rule: the batch would not fit
+                    fd = os.open(os.path.join(d, f"{i}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                    fds.append(fd)
+                    size = 0
+                write(fd, batch)
+                size += n
+            if fsync:
+                for f in fds:
+                    os.fsync(f)
+        t = timed(run)
+        for f in fds:
+            os.close(f)
+        shutil.rmtree(d, ignore_errors=True)
+        self.files = len(fds)
+        return t
+
+
+class ReadBench:
+    def __init__(self, base: str, batch: bytes, count: int, segment_bytes: int, read_bytes: int) -> None:
+        cfg = LogConfig(segment_bytes=segment_bytes)
+        d = os.path.join(base, "readlog")
+        self.mgr = LogManager([d], cfg)
+        self.mgr.load()
+        lg = self.mgr.create_log("bench", 0, cfg)
+        for _ in range(count):
+            lg.append(batch)
+        lg.high_watermark = lg.log_end_offset
+        self.log = lg
+        self.read_bytes = read_bytes
+        # the consumer's fetch offsets and the regions each read returns (untimed)
+        self.offsets: list[int] = []
+        self.regions: list[tuple[int, int, int]] = []
+        off = 0
+        while off < lg.log_end_offset:
+            res = lg.read(off, read_bytes)
+            self.offsets.append(off)
+            for r in res.regions:
+                self.regions.append((r.fd, r.position, r.length))
+            last = res.regions[-1]
+            data = os.pread(last.fd, last.length, last.position)
+            off = list(iter_batches(data, validate=False))[-1].next_offset
+        self.total = sum(r[2] for r in self.regions)
+
+    def odradek(self, sink: Sink) -> tuple[float, float]:
+        out, read, offsets, rb = sink.fd, self.log.read, self.offsets, self.read_bytes
+
+        def run():
+            for off in offsets:
+                for r in read(off, rb).regions:
+                    sendfile_all(out, r.fd, r.position, r.length)
+        return timed(run)
+
+    def baseline(self, sink: Sink) -> tuple[float, float]:
+        out, regions = sink.fd, self.regions
+
+        def run():
+            for fd, pos, length in regions:
+                sendfile_all(out, fd, pos, length)
+        return timed(run)
+
+    def close(self) -> None:
+        self.log.close(clean=False)
+
+
+def pairs(n: int, odr, base) -> list[tuple[float, float]]:
+    """n (wall ratio, cpu ratio) pairs, order alternating; ratio = baseline time / odradek time."""
+    out = []
+    odr()
+    base()  # warm-up, discarded
+    for i in range(n):
+        if i % 2 == 0:
+            o = odr()
+            b = base()
+        else:
+            b = base()
+            o = odr()
+        out.append((b[0] / o[0], b[1] / max(o[1], 1e-9), b[0], o[0]))
+    return out
+
+
+def summary(values: list[float]) -> str:
+    v = sorted(values)
+    q = statistics.quantiles(v, n=4) if len(v) >= 4 else [v[0], statistics.median(v), v[-1]]
+    return f"{statistics.median(v):5.2f}  [{q[0]:.2f}-{q[2]:.2f}]  {v[0]:.2f}-{v[-1]:.2f}"
+
+
+def report(label: str, res, total: int) -> None:
+    wall = [r[0] for r in res]
+    cpu = [r[1] for r in res]
+    base_mbps = statistics.median(total / r[2] / 1e6 for r in res)
+    odr_mbps = statistics.median(total / r[3] / 1e6 for r in res)
+    print(f"{label:<30}{odr_mbps:>8.0f}{base_mbps:>8.0f}   {summary(wall)}   {summary(cpu)}")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mib", type=int, default=512)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=21, help="pairs of rounds per comparison")
+    ap.add_argument("--mib", type=int, default=64, help="MiB per round")
     ap.add_argument("--batch-kib", type=int, default=1024)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--read-kib", type=int, default=1024, help="max_bytes of each Log.read")
+    ap.add_argument("--segment-mib", type=int, default=1024, help="segment.bytes (and the baseline's file size)")
+    ap.add_argument("--sink", default="tcp,unix,null", help="comma-separated: tcp, unix, null")
+    ap.add_argument("--fsync", action="store_true", help="both sides fsync at the end of each append round")
+    ap.add_argument("--only", choices=("append", "read"), default=None)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
 
-    payload = os.urandom(1000)
-    nrec = args.batch_kib * 1024 // 1020
-    batch = build_batch([Record(-1, int(time.time() * 1000), None, payload) for _ in range(nrec)])
-    count = args.mib * 1024 * 1024 // len(batch)
+    nrec = max(1, args.batch_kib * 1024 // 1010)
+    now = int(time.time() * 1000)
+    batch = build_batch([Record(-1, now, None, os.urandom(1000 if args.batch_kib >= 1 else 10))
+                         for _ in range(nrec)])
+    while len(batch) > args.batch_kib * 1024 and nrec > 1:
+        nrec -= 1
+        batch = build_batch([Record(-1, now, None, os.urandom(1000)) for _ in range(nrec)])
+    count = max(1, args.mib * 1024 * 1024 // len(batch))
     total = count * len(batch)
+    seg_bytes = args.segment_mib * 1024 * 1024
 
-    base = tempfile.mkdtemp(dir=args.dir)
-    results = {"append": [], "write": [], "read": [], "sendfile": []}
+    base = tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir)
+    print(f"{count} batches of {len(batch)} bytes ({nrec} records) = {total / 2**20:.0f} MiB per round, "
+          f"{args.pairs} pairs, segment.bytes {args.segment_mib} MiB, fsync {'on' if args.fsync else 'off'}, "
+          f"python {sys.version.split()[0]}")
+    print(f"{'':<30}{'odradek':>8}{'base':>8}   {'ratio (wall)':<30}   {'ratio (thread CPU)'}")
+    print(f"{'':<30}{'MB/s':>8}{'MB/s':>8}   {'median [IQR] min-max':<30}   median [IQR] min-max")
     try:
-        for r in range(args.rounds):
-            # -- odradek append
-            d = os.path.join(base, f"log{r}")
-            mgr = LogManager([d], LogConfig())
-            mgr.load()
-            lg = mgr.create_log("bench", 0, LogConfig())
-            t = time.perf_counter()
-            for _ in range(count):
-                lg.append(batch)
-            results["append"].append(time.perf_counter() - t)
-            lg.high_watermark = lg.log_end_offset
-
-            # -- plain os.write
-            p = os.path.join(base, f"plain{r}")
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            t = time.perf_counter()
-            for _ in range(count):
-                os.write(fd, batch)
-            results["write"].append(time.perf_counter() - t)
-            os.close(fd)
-
-            # -- reads to a socket: odradek regions vs plain sendfile of the same file
-            a, b = socket.socketpair()
-            th = threading.Thread(target=_drain, args=(b,), daemon=True)
-            th.start()
-            t = time.perf_counter()
-            off = 0
-            while off < lg.log_end_offset:
-                res = lg.read(off, 1 << 20)
-                for reg in res.regions:
-                    sendfile_all(a.fileno(), reg.fd, reg.position, reg.length)
-                off += nrec * max(1, res.size // len(batch))
-            results["read"].append(time.perf_counter() - t)
-            fd = os.open(p, os.O_RDONLY)
-            t = time.perf_counter()
-            pos = 0
-            while pos < total:
-                n = min(len(batch), total - pos)
-                sendfile_all(a.fileno(), fd, pos, n)
-                pos += n
-            results["sendfile"].append(time.perf_counter() - t)
-            os.close(fd)
-            a.shutdown(socket.SHUT_WR)
-            th.join()
-            a.close()
-            b.close()
-            mgr.shutdown()
-            shutil.rmtree(d, ignore_errors=True)
-            os.remove(p)
+        if args.only in (None, "append"):
+            ab = AppendBench(base, batch, count, seg_bytes, args.fsync)
+            res = pairs(args.pairs, ab.odradek, ab.baseline)
+            report(f"append ({ab.segments} seg / {ab.files} files)", res, total)
+        if args.only in (None, "read"):
+            rb = ReadBench(base, batch, count, seg_bytes, args.read_kib * 1024)
+            try:
+                for kind in args.sink.split(","):
+                    sink = Sink(kind)
+                    try:
+                        res = pairs(args.pairs, lambda: rb.odradek(sink), lambda: rb.baseline(sink))
+                    finally:
+                        sink.close()
+                    report(f"read+sendfile -> {kind} ({len(rb.offsets)} reads)", res, rb.total)
+            finally:
+                rb.close()
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-    def mbps(key):
-        return total / min(results[key]) / 1e6
-
-    print(f"{count} batches of {len(batch)} bytes ({total / 2**20:.0f} MiB), best of {args.rounds} rounds")
-    print(f"{'operation':<34}{'MB/s':>10}{'ratio':>10}")
-    print(f"{'Log.append (validate+patch+write)':<34}{mbps('append'):>10.0f}{mbps('append') / mbps('write'):>10.2f}")
-    print(f"{'os.write':<34}{mbps('write'):>10.0f}{'':>10}")
-    print(f"{'Log.read + sendfile regions':<34}{mbps('read'):>10.0f}{mbps('read') / mbps('sendfile'):>10.2f}")
-    print(f"{'os.sendfile':<34}{mbps('sendfile'):>10.0f}{'':>10}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ class FileSystem:
     def close(self, fd: int) -> None: raise NotImplementedError
     def pread(self, fd: int, size: int, offset: int) -> bytes: raise NotImplementedError
     def pwrite(self, fd: int, data, offset: int) -> None: raise NotImplementedError
-    def pwritev(self, fd: int, buffers: list, offset: int) -> None: raise NotImplementedError
+    def pwritev(self, fd: int, buffers: list, offset: int, size: int | None = None) -> None: raise NotImplementedError
     def fsync(self, fd: int) -> None: raise NotImplementedError
     def ftruncate(self, fd: int, size: int) -> None: raise NotImplementedError
     def fsize(self, fd: int) -> int: raise NotImplementedError
@@ -91,20 +91,28 @@ class OSFileSystem(FileSystem):
             mv = mv[n:]
             offset += n
 
-    def pwritev(self, fd, buffers, offset):
+    def pwritev(self, fd, buffers, offset, size=None):
+        """Write every byte of ``buffers`` at ``offset`` (``size``: their total, if known)."""
+        n = 0
+        if size is not None and len(buffers) <= _IOV_MAX:
+            n = os.pwritev(fd, buffers, offset)  # nearly always all of it
+            if n == size:
+                return
         bufs = [memoryview(b) for b in buffers]
-        while bufs:
-            chunk = bufs[:_IOV_MAX]
-            n = os.pwritev(fd, chunk, offset)
-            offset += n
+        while True:
             # drop fully written buffers, trim a partially written one
             i = 0
-            while i < len(chunk) and n >= len(chunk[i]):
-                n -= len(chunk[i])
+            while i < len(bufs) and n >= len(bufs[i]):
+                n -= len(bufs[i])
+                offset += len(bufs[i])
                 i += 1
             bufs = bufs[i:]
-            if n and bufs:
+            if not bufs:
+                return
+            if n:
                 bufs[0] = bufs[0][n:]
+                offset += n
+            n = os.pwritev(fd, bufs[:_IOV_MAX], offset)
 
     def fsync(self, fd):
         os.fsync(fd)
@@ -249,13 +257,13 @@ class FaultyFileSystem(OSFileSystem):
             self._raise(f, self._paths.get(fd))
         super().pwrite(fd, data, offset)
 
-    def pwritev(self, fd, buffers, offset):
+    def pwritev(self, fd, buffers, offset, size=None):
         self._track_write(fd)
         if f := self._check("write", self._paths.get(fd)):
             if f.partial:
                 super().pwrite(fd, b"".join(bytes(b) for b in buffers)[:f.partial], offset)
             self._raise(f, self._paths.get(fd))
-        super().pwritev(fd, buffers, offset)
+        super().pwritev(fd, buffers, offset, size)
 
     def fsync(self, fd):
         path = self._paths.get(fd)

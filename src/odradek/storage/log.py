@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import struct
 import threading
 import time
 from bisect import bisect_right
@@ -18,12 +19,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from odradek.protocol.records import (
-    HEADER_SIZE, BatchHeader, CorruptRecordError, InvalidRecordError, decode_control_record,
+    HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError, decode_control_record,
     decode_records, iter_batches, patch_batch,
 )
 
 from .checkpoint import LeaderEpochCache
-from .config import LogConfig
+from .config import LONG_MAX, LogConfig
 from .errors import (
     InvalidTimestampError, KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError, StorageError,
 )
@@ -36,6 +37,8 @@ __all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo"]
 log = logging.getLogger("odradek.storage")
 
 _SNAPSHOTS_KEPT = 4
+_PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
+_PREFIX_SIZE = _PREFIX.size
 
 
 class FileRegion(NamedTuple):
@@ -124,6 +127,7 @@ class Log:
         self.min_delete_horizon: int | None = None  # None: unknown (scan on next cleaning)
         self.closed = False
         self._dir_dirty = False
+        self._cfg: LogConfig | None = None  # the config the cached flags below were derived from
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, {self.log_start_offset}..{self._leo})"
@@ -340,76 +344,110 @@ class Log:
             self._replay(start, to_offset)
 
     # ------------------------------------------------------------------ append
+    def _cache_config(self, cfg: LogConfig) -> None:
+        self._cfg = cfg
+        self._compact = cfg.compact
+        self._lat = cfg.log_append_time
+        self._ts_bounds = (cfg.message_timestamp_before_max_ms < LONG_MAX
+                           or cfg.message_timestamp_after_max_ms < LONG_MAX)
+
     def append(self, batches, *, leader_epoch: int = 0, now_ms: int | None = None, validate: bool = True,
                assign_offsets: bool = True) -> AppendInfo:
         """Append already-framed v2 batches.
 
-        ``assign_offsets=False`` (replication) keeps the batches' offsets and epochs, which
-        must start at or after the log end offset."""
-        self._check_online()
+        ``validate`` (every producer append): framing, magic, counts, CRC32C, size and
+        timestamp bounds, keys on compacted topics. ``assign_offsets=False`` (replication)
+        keeps the batches' offsets and epochs, which must start at or after the log end
+        offset."""
+        if self.dir_state.offline or self.closed:
+            self._check_online()
         cfg = self.config
-        now = self._now() if now_ms is None else now_ms
+        if cfg is not self._cfg:
+            self._cache_config(cfg)
+        now = int(self.clock() * 1000) if now_ms is None else now_ms
         mv = batches if isinstance(batches, memoryview) else memoryview(batches)
         headers = list(iter_batches(mv, validate=validate, strict=validate and assign_offsets))
         if not headers:
             raise InvalidRecordError("append of an empty record set")
-        lat = now if (cfg.log_append_time and assign_offsets) else -1
+        lat = now if (self._lat and assign_offsets) else -1
+        max_size = cfg.max_message_bytes - LOG_OVERHEAD
+        check_ts = validate and lat < 0 and self._ts_bounds
+        check_keys = validate and self._compact
+        with_pids = False
         for h in headers:
-            if h.size > cfg.max_message_bytes:
+            if h.batch_length > max_size:
                 raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if validate and lat < 0 and not h.is_control and h.max_timestamp >= 0 and (
+            if check_ts and not h.is_control and h.max_timestamp >= 0 and (
                     now - h.max_timestamp > cfg.message_timestamp_before_max_ms
                     or h.max_timestamp - now > cfg.message_timestamp_after_max_ms):
                 raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now})")
-            if validate and cfg.compact and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
+            if check_keys and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
                 # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
                 raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}")
-        pending: dict[int, tuple[int, int]] = {}
-        ps = self.producer_state
-        for h in headers:
             if h.producer_id >= 0:
-                dup = ps.check(h, pending)
-                if dup is not None:
-                    return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
+                with_pids = True
+        ps = self.producer_state
+        if with_pids:
+            pending: dict[int, tuple[int, int]] = {}
+            for h in headers:
+                if h.producer_id >= 0:
+                    dup = ps.check(h, pending)
+                    if dup is not None:
+                        return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
 
-        next_off = self._leo
-        bufs = []
-        infos = []
-        final = []
+        # Scatter write: per batch a patched copy of its first bytes, then the untouched rest.
+        first = next_off = self._leo
+        bufs: list = []
+        infos: list[tuple[int, int, int, int]] = []  # (position in this write, last offset, max timestamp, size)
         rel = 0
         count = 0
-        for h in headers:
-            if assign_offsets:
-                base = next_off
-                hdr = bytearray(mv[h.position:h.position + HEADER_SIZE])
-                body = mv[h.position + HEADER_SIZE:h.position + h.size]
-                patch_batch(hdr, base_offset=base, partition_leader_epoch=leader_epoch,
-                            log_append_time=lat if lat >= 0 else None, body=body)
-                bufs.append(hdr)
-                bufs.append(body)
-                max_ts = lat if lat >= 0 else h.max_timestamp
-                h2 = h._replace(base_offset=base, max_timestamp=max_ts, partition_leader_epoch=leader_epoch)
-            else:
+        if assign_offsets:
+            for h in headers:
+                p = h.position
+                size = h.batch_length + LOG_OVERHEAD
+                last = next_off + h.last_offset_delta
+                if lat >= 0:  # LogAppendTime: timestamp type, max timestamp and CRC change too
+                    hdr = bytearray(mv[p:p + HEADER_SIZE])
+                    body = mv[p + HEADER_SIZE:p + size]
+                    patch_batch(hdr, base_offset=next_off, partition_leader_epoch=leader_epoch,
+                                log_append_time=lat, body=body)
+                    bufs.append(hdr)
+                    bufs.append(body)
+                    infos.append((rel, last, lat, size))
+                else:  # base offset and leader epoch lie outside the CRC
+                    bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
+                    bufs.append(mv[p + _PREFIX_SIZE:p + size])
+                    infos.append((rel, last, h.max_timestamp, size))
+                rel += size
+                count += h.record_count
+                next_off = last + 1
+        else:
+            first = headers[0].base_offset
+            for h in headers:
                 if h.base_offset < next_off:
                     raise InvalidRecordError(f"batch offset {h.base_offset} below log end offset {next_off}")
-                bufs.append(mv[h.position:h.position + h.size])
-                h2 = h
-            infos.append((rel, h2.last_offset, h2.max_timestamp, h.size))
-            final.append(h2)
-            rel += h.size
-            count += h.record_count
-            next_off = h2.next_offset
+                size = h.batch_length + LOG_OVERHEAD
+                infos.append((rel, h.last_offset, h.max_timestamp, size))
+                rel += size
+                count += h.record_count
+                next_off = h.last_offset + 1
+            bufs.append(mv)  # the batches are contiguous: one buffer
 
         seg = self.segments[-1]
         try:
-            if self._should_roll(seg, rel, final[0].base_offset, final[-1].last_offset, now):
-                seg = self._roll(now, final[0].base_offset)
-            seg.append(bufs, infos)
+            if self._should_roll(seg, rel, first, next_off - 1, now):
+                seg = self._roll(now, first)
+            seg.append(bufs, infos, rel)
         except OSError as e:
             self._fail(e)
 
-        for h in final:
-            if h.producer_id >= 0:
+        if with_pids:
+            for h, info in zip(headers, infos):
+                if h.producer_id < 0:
+                    continue
+                if assign_offsets:
+                    h = h._replace(base_offset=info[1] - h.last_offset_delta, max_timestamp=info[2],
+                                   partition_leader_epoch=leader_epoch)
                 ctype = None
                 if h.is_control:
                     try:
@@ -418,11 +456,16 @@ class Log:
                     except ValueError:
                         pass
                 ps.update(h, ctype)
-            epoch = h.partition_leader_epoch
-            if epoch > self.epoch_cache.latest_epoch:
-                self.epoch_cache.assign(epoch, h.base_offset)
+        ec = self.epoch_cache
+        if assign_offsets:
+            if leader_epoch > ec.latest_epoch:
+                ec.assign(leader_epoch, first)
+        else:
+            for h in headers:
+                if h.partition_leader_epoch > ec.latest_epoch:
+                    ec.assign(h.partition_leader_epoch, h.base_offset)
         self._leo = next_off
-        return AppendInfo(final[0].base_offset, final[-1].last_offset, lat, self.log_start_offset, count,
+        return AppendInfo(first, next_off - 1, lat, self.log_start_offset, count,
                           False, next_off - self.recovery_point >= cfg.flush_messages)
 
     def _should_roll(self, seg: LogSegment, size: int, first_offset: int, last_offset: int, now: int) -> bool:
@@ -465,49 +508,47 @@ class Log:
     # ------------------------------------------------------------------ read
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:
-        self._check_online()
-        try:
-            return self._read(offset, max_bytes, max_offset, min_one_batch)
-        except OSError as e:
-            self._fail(e)
-
-    def _read(self, offset, max_bytes, max_offset, min_one_batch) -> ReadResult:
+        if self.dir_state.offline or self.closed:
+            self._check_online()
         segs = self.segments
-        bases = self._bases
         leo = self._leo
         lso = self.log_start_offset
         if offset < lso or offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}")
-        limit = leo if max_offset is None else min(max_offset, leo)
+        limit = leo if max_offset is None or max_offset > leo else max_offset
         regions: list[FileRegion] = []
         total = 0
         first = -1
-        i = bisect_right(bases, offset) - 1
-        if i < 0:
-            i = 0
-        while i < len(segs) and offset < limit:
-            seg = segs[i]
-            end_pos = seg.size
-            found = seg.translate(offset, end_pos)
-            i += 1
-            if found is None:
-                continue
-            start, h = found
-            if h.base_offset >= limit:
-                break
-            stop = seg.batches_end(start, h, start + (max_bytes - total), limit, end_pos)
-            if stop == start:
-                if regions or not min_one_batch:
+        n = len(segs)
+        bases = self._bases
+        # a consumer near the end reads the active segment: no search
+        i = n - 1 if offset >= bases[-1] else max(bisect_right(bases, offset) - 1, 0)
+        try:
+            while i < n and offset < limit:
+                seg = segs[i]
+                i += 1
+                end_pos = seg.size
+                found = seg.translate(offset, end_pos)
+                if found is None:
+                    continue
+                start, base, _, size = found
+                if base >= limit:
                     break
-                stop = start + h.size
-            if first < 0:
-                first = h.base_offset
-            regions.append(FileRegion(seg.fd, start, stop - start))
-            total += stop - start
-            if stop < end_pos or total >= max_bytes:
-                break
-            offset = seg.next_offset
+                stop = seg.batches_end(start, size, start + (max_bytes - total), limit, end_pos)
+                if stop == start:
+                    if regions or not min_one_batch:
+                        break
+                    stop = start + size
+                if first < 0:
+                    first = base
+                regions.append(FileRegion(seg.fd, start, stop - start))
+                total += stop - start
+                if stop < end_pos or total >= max_bytes:
+                    break
+                offset = seg.next_offset
+        except OSError as e:
+            self._fail(e)
         return ReadResult(regions, total, first, lso, leo, self._hw)
 
     def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
@@ -564,8 +605,7 @@ class Log:
         try:
             found = best.translate(best.offset_of_max_timestamp, best.size)
             if found is not None:
-                pos, h = found
-                for r in decode_records(best.read(pos, h.size)):
+                for r in decode_records(best.read(found[0], found[3])):
                     if r.timestamp == best.max_timestamp:
                         return r.offset, r.timestamp
         except OSError as e:

@@ -11,12 +11,14 @@ from odradek.protocol.records import (
     HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, validate_batch,
 )
 
-from .fs import FileSystem
+from .fs import FileSystem, OSFileSystem
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
 
 __all__ = ["LogSegment", "segment_name", "offset_from_name", "scan_buffer_size"]
 
 _LEN = struct.Struct(">i")
+_PEEK = struct.Struct(">qi11xi")  # base offset, batch length, (epoch, magic, crc, attributes), last offset delta
+_PEEK_SIZE = _PEEK.size
 _INT32_MAX = 2**31 - 1
 scan_buffer_size = 8 << 20
 
@@ -58,7 +60,9 @@ class LogSegment:
         self.flushed_size = 0
         self.deleted = False
         self.rebuilt_index = False
-        self._hint: tuple[int, BatchHeader] | None = None
+        self._hint: tuple[int, int, int, int] | None = None  # see translate()
+        # header peeks skip the FileSystem wrapper on real files (a short read is handled)
+        self._pread = os.pread if type(fs) is OSFileSystem else fs.pread
         self.truncated_bytes = 0
         self.roll_jitter = 0
         self.pins = 0
@@ -162,40 +166,57 @@ class LogSegment:
     def read(self, pos: int, size: int) -> bytes:
         return self.fs.pread(self.fd, size, pos)
 
-    def translate(self, offset: int, end_pos: int) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset >= offset."""
+    def peek(self, pos: int) -> tuple[int, int, int] | None:
+        """(base offset, last offset, size) of the batch at ``pos``: one 27-byte pread."""
+        data = self._pread(self.fd, _PEEK_SIZE, pos)
+        if len(data) < _PEEK_SIZE:
+            return None
+        base, length, delta = _PEEK.unpack(data)
+        return base, base + delta, length + LOG_OVERHEAD
+
+    def translate(self, offset: int, end_pos: int) -> tuple[int, int, int, int] | None:
+        """(position, base offset, last offset, size) of the first batch whose last offset
+        >= ``offset`` and that ends at or before ``end_pos``."""
         hint = self._hint  # the batch right after the previous read: sequential consumers
-        if hint is not None:
-            hpos, hh = hint
-            if hh.base_offset <= offset <= hh.base_offset + hh.last_offset_delta and hpos + hh.size <= end_pos:
-                return hint
+        if hint is not None and hint[1] <= offset <= hint[2] and hint[0] + hint[3] <= end_pos:
+            return hint
         _, pos = self.offset_index.lookup(offset)
         while pos < end_pos:
-            h = self.read_header(pos)
-            if h is None:
+            b = self.peek(pos)
+            if b is None or b[2] < HEADER_SIZE or pos + b[2] > end_pos:
                 return None
-            if h.last_offset >= offset:
-                return pos, h
-            pos += h.size
+            if b[1] >= offset:
+                return pos, b[0], b[1], b[2]
+            pos += b[2]
         return None
 
-    def batches_end(self, start: int, first: BatchHeader, pos_limit: int, offset_limit: int,
+    def batches_end(self, start: int, first_size: int, pos_limit: int, offset_limit: int,
                     end_pos: int) -> int:
-        """End position of the run of whole batches from ``start`` that ends at or before
-        ``pos_limit`` and holds no batch with base offset >= ``offset_limit``."""
-        pos_limit = min(pos_limit, end_pos)
-        if start + first.size > pos_limit:
+        """End position of the run of whole batches from ``start`` (a batch of
+        ``first_size`` bytes) that ends at or before ``pos_limit`` and holds no batch with
+        base offset >= ``offset_limit``. Remembers the batch found at the end as the hint for
+        the next read."""
+        if pos_limit > end_pos:
+            pos_limit = end_pos
+        pos = start + first_size
+        if pos > pos_limit:
             return start
-        pos = max(start + first.size, self.offset_index.last_before(pos_limit, offset_limit))
+        if pos_limit - pos > self.index_interval:  # skip over indexed batches
+            p = self.offset_index.last_before(pos_limit, offset_limit)
+            if p > pos:
+                pos = p
         while pos < end_pos:
-            h = self.read_header(pos)
-            if h is None:
+            b = self.peek(pos)
+            if b is None:
                 break
-            if h.base_offset >= offset_limit or pos + h.size > pos_limit:
-                if pos + h.size <= end_pos:
-                    self._hint = (pos, h)
+            size = b[2]
+            if size < HEADER_SIZE:
                 break
-            pos += h.size
+            if b[0] >= offset_limit or pos + size > pos_limit:
+                if pos + size <= end_pos:
+                    self._hint = (pos, b[0], b[1], size)
+                break
+            pos += size
         return pos
 
     def scan(self, start: int = 0, end: int | None = None, *, validate: bool = True
@@ -242,15 +263,16 @@ class LogSegment:
     def would_overflow(self, last_offset: int) -> bool:
         return last_offset - self.base_offset > _INT32_MAX
 
-    def append(self, buffers: list, infos: list[tuple[int, int, int, int]]) -> None:
-        """Write ``buffers`` at the end of the file in one call, then index the batches.
+    def append(self, buffers: list, infos: list[tuple[int, int, int, int]], size: int | None = None) -> None:
+        """Write ``buffers`` (``size`` bytes in all) at the end of the file in one call, then
+        index the batches.
 
         ``infos``: per batch (position relative to this write, last offset, max timestamp,
         size)."""
         base = self.size
-        self.fs.pwritev(self.fd, buffers, base)
-        for rel, last, max_ts, size in infos:
-            self._index_batch(base + rel, last, max_ts, size)
+        self.fs.pwritev(self.fd, buffers, base, size)
+        for rel, last, max_ts, sz in infos:
+            self._index_batch(base + rel, last, max_ts, sz)
         self.next_offset = infos[-1][1] + 1
 
     def _index_batch(self, pos: int, last_offset: int, max_ts: int, size: int) -> None:
@@ -308,7 +330,7 @@ class LogSegment:
         found = self.translate(offset, self.size)
         if found is None:
             return 0
-        pos, h = found  # the batch holding ``offset`` goes too (as Kafka's LogSegment.truncateTo)
+        pos = found[0]  # the batch holding ``offset`` goes too (as Kafka's LogSegment.truncateTo)
         removed = self.size - pos
         if removed <= 0:
             return 0

@@ -1,0 +1,99 @@
+"""The read path against a model of the log, and the scatter write under short writes."""
+
+import os
+import random
+
+import pytest
+
+from conftest import batch
+from odradek.protocol.records import iter_batches
+from odradek.storage import LogConfig
+
+
+def model_read(batches, offset, max_bytes, limit, min_one):
+    """Expected (first offset, byte length) of a read over one segment, from first principles:
+    whole batches from the one holding ``offset``, none with base >= limit, within max_bytes
+    (the first one whole when min_one); nothing at or past the limit."""
+    if offset >= limit:
+        return -1, 0
+    i = next((k for k, (b, last, _) in enumerate(batches) if last >= offset), None)
+    if i is None or batches[i][0] >= limit:
+        return -1, 0
+    total = 0
+    first = batches[i][0]
+    while i < len(batches) and batches[i][0] < limit and total + batches[i][2] <= max_bytes:
+        total += batches[i][2]
+        i += 1
+    if total == 0:
+        return (first, batches[i][2]) if min_one else (-1, 0)
+    return first, total
+
+
+@pytest.mark.parametrize("interval", [0, 1, 300, 4096])
+def test_reads_match_model_sequential_and_random(make_mgr, clock, interval):
+    rnd = random.Random(interval)
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig(index_interval_bytes=interval))
+    model = []  # (base, last, size)
+    for _ in range(120):
+        n = rnd.randint(1, 4)
+        b = batch(n, size=rnd.choice([80, 150, 700, 2500]), ts=clock.ms)
+        info = lg.append(b)
+        model.append((info.first_offset, info.last_offset, len(b)))
+    leo = lg.log_end_offset
+    # every batch on disk is valid and carries its assigned offsets
+    data = lg.read_bytes(0, 1 << 30)
+    assert [(h.base_offset, h.last_offset, h.size) for h in iter_batches(data, validate=True)] == model
+    for max_bytes in (1, 100, 1000, 5000, 1 << 20):
+        # a sequential consumer (hits the per-segment hint)
+        off = 0
+        while off < leo:
+            r = lg.read(off, max_bytes)
+            assert (r.first_offset, r.size) == model_read(model, off, max_bytes, leo, True), (off, max_bytes)
+            got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+            off = list(iter_batches(got))[-1].next_offset
+        # random access, limits and min_one_batch off
+        for _ in range(60):
+            off = rnd.randrange(leo + 1)
+            limit = rnd.randrange(off, leo + 1)
+            min_one = rnd.random() < 0.7
+            r = lg.read(off, max_bytes, max_offset=limit, min_one_batch=min_one)
+            assert (r.first_offset, r.size) == model_read(model, off, max_bytes, limit, min_one), \
+                (off, max_bytes, limit, min_one)
+
+
+def test_short_writes_are_completed(make_mgr, clock, monkeypatch):
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    real = os.pwritev
+    calls = []
+
+    def short(fd, bufs, offset):  # the kernel may write less than asked: 7 bytes at a time
+        calls.append(len(bufs))
+        flat = b"".join(bytes(b) for b in bufs)[:7]
+        return real(fd, [flat], offset)
+
+    monkeypatch.setattr(os, "pwritev", short)
+    infos = [lg.append(batch(2, size=100, ts=clock.ms) + batch(1, size=60, ts=clock.ms)) for _ in range(3)]
+    monkeypatch.undo()
+    assert len(calls) > 30
+    data = lg.read_bytes(0, 1 << 20)
+    hs = list(iter_batches(data, validate=True))
+    assert [h.base_offset for h in hs] == [0, 2, 3, 5, 6, 8]
+    assert infos[-1].last_offset == 8 and lg.log_end_offset == 9
+
+
+def test_idempotent_and_log_append_time_batches(make_mgr, clock):
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig(message_timestamp_type="LogAppendTime"))
+    b1 = batch(3, ts=clock.ms - 5000, producer_id=7, producer_epoch=0, base_sequence=0)
+    b2 = batch(2, ts=clock.ms - 5000, producer_id=7, producer_epoch=0, base_sequence=3)
+    i1 = lg.append(b1 + b2, leader_epoch=2)
+    assert (i1.first_offset, i1.last_offset, i1.log_append_time_ms) == (0, 4, clock.ms)
+    assert lg.append(b2).duplicate  # the second batch again: original offsets
+    assert (lg.append(b2).first_offset, lg.append(b2).last_offset) == (3, 4)
+    hs = list(iter_batches(lg.read_bytes(0, 1 << 20), validate=True))  # CRCs recomputed
+    assert [(h.base_offset, h.max_timestamp, h.timestamp_type, h.partition_leader_epoch) for h in hs] == \
+        [(0, clock.ms, 1, 2), (3, clock.ms, 1, 2)]
+    e = lg.producer_state.producers[7]
+    assert e.batches == [(0, 2, 0, 2), (3, 4, 3, 4)] and e.last_timestamp == clock.ms
