@@ -37,13 +37,18 @@ import os
 import shutil
 import socket
 import statistics
+import struct
 import sys
 import tempfile
 import threading
 import time
 
-from odradek.protocol.records import Record, build_batch, iter_batches
+from odradek.protocol.records import Record, build_batch, crc32c, iter_batches
 from odradek.storage import LogConfig, LogManager
+
+
+_SEQ = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 
 
 def sendfile_all(out_fd: int, in_fd: int, pos: int, length: int) -> None:
@@ -101,11 +106,28 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - t, time.thread_time() - c
 
 
+def make_batches(nrec: int, count: int, idempotent: bool) -> list[bytes]:
+    """``count`` batches of ``nrec`` 1000-byte records. Idempotent (producer id 1, epoch 0,
+    consecutive sequences, as Kafka clients >= 3.0 send by default): each batch differs in
+    its base sequence, so the CRC differs too; otherwise one batch object repeated."""
+    now = int(time.time() * 1000)
+    recs = [Record(-1, now, None, os.urandom(1000)) for _ in range(nrec)]
+    if not idempotent:
+        return [build_batch(recs)] * count
+    first = bytearray(build_batch(recs, producer_id=1, producer_epoch=0, base_sequence=0))
+    out = []
+    for i in range(count):
+        b = bytearray(first)
+        _SEQ.pack_into(b, 53, i * nrec)
+        _CRC.pack_into(b, 17, crc32c(memoryview(b)[21:]))
+        out.append(bytes(b))
+    return out
+
+
 class AppendBench:
-    def __init__(self, base: str, batch: bytes, count: int, segment_bytes: int, fsync: bool) -> None:
+    def __init__(self, base: str, batches: list[bytes], segment_bytes: int, fsync: bool) -> None:
         self.base = base
-        self.batch = batch
-        self.count = count
+        self.batches = batches
         self.cfg = LogConfig(segment_bytes=segment_bytes)
         self.fsync = fsync
         self.n = 0
@@ -116,12 +138,12 @@ class AppendBench:
         mgr = LogManager([d], self.cfg)
         mgr.load()
         lg = mgr.create_log("bench", 0, self.cfg)
-        batch, count, fsync = self.batch, self.count, self.fsync
+        batches, fsync = self.batches, self.fsync
 
         def run():
             append = lg.append
-            for _ in range(count):
-                append(batch)
+            for b in batches:
+                append(b)
             if fsync:
                 lg.flush()
         t = timed(run)
@@ -131,25 +153,29 @@ class AppendBench:
         self.segments = segments
         return t
 
-    def baseline(self) -> tuple[float, float]:
+    def baseline(self, crc: bool = False) -> tuple[float, float]:
+        """Plain writes; with ``crc``, each batch's CRC32C is computed first (the least a
+        validating writer does)."""
         self.n += 1
         d = os.path.join(self.base, f"plain{self.n}")
         os.mkdir(d)
-        batch, count, fsync, seg_bytes = self.batch, self.count, self.fsync, self.cfg.segment_bytes
+        batches, fsync, seg_bytes = self.batches, self.fsync, self.cfg.segment_bytes
         fds = []
 
         def run():
             fd = os.open(os.path.join(d, "0.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             fds.append(fd)
             size = 0
-            n = len(batch)
             write = os.write
-            for i in range(count):
+            for i, b in enumerate(batches):
+                if crc:
+                    crc32c(memoryview(b)[21:])
+                n = len(b)
                 if size > seg_bytes - n:  # Log's roll rule: the batch would not fit
                     fd = os.open(os.path.join(d, f"{i}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                     fds.append(fd)
                     size = 0
-                write(fd, batch)
+                write(fd, b)
                 size += n
             if fsync:
                 for f in fds:
@@ -163,14 +189,14 @@ class AppendBench:
 
 
 class ReadBench:
-    def __init__(self, base: str, batch: bytes, count: int, segment_bytes: int, read_bytes: int) -> None:
+    def __init__(self, base: str, batches: list[bytes], segment_bytes: int, read_bytes: int) -> None:
         cfg = LogConfig(segment_bytes=segment_bytes)
         d = os.path.join(base, "readlog")
         self.mgr = LogManager([d], cfg)
         self.mgr.load()
         lg = self.mgr.create_log("bench", 0, cfg)
-        for _ in range(count):
-            lg.append(batch)
+        for b in batches:
+            lg.append(b)
         lg.high_watermark = lg.log_end_offset
         self.log = lg
         self.read_bytes = read_bytes
@@ -209,8 +235,9 @@ class ReadBench:
         self.log.close(clean=False)
 
 
-def pairs(n: int, odr, base) -> list[tuple[float, float]]:
-    """n (wall ratio, cpu ratio) pairs, order alternating; ratio = baseline time / odradek time."""
+def pairs(n: int, odr, base, extra=None) -> list[tuple]:
+    """n pairs (wall ratio, cpu ratio, baseline s, odradek s, extra s), order alternating;
+    ratio = baseline time / odradek time. ``extra`` is timed next to the baseline."""
     out = []
     odr()
     base()  # warm-up, discarded
@@ -221,7 +248,8 @@ def pairs(n: int, odr, base) -> list[tuple[float, float]]:
         else:
             b = base()
             o = odr()
-        out.append((b[0] / o[0], b[1] / max(o[1], 1e-9), b[0], o[0]))
+        x = extra()[0] if extra is not None else 0.0
+        out.append((b[0] / o[0], b[1] / max(o[1], 1e-9), b[0], o[0], x))
     return out
 
 
@@ -248,34 +276,38 @@ def main() -> None:
     ap.add_argument("--segment-mib", type=int, default=1024, help="segment.bytes (and the baseline's file size)")
     ap.add_argument("--sink", default="tcp,unix,null", help="comma-separated: tcp, unix, null")
     ap.add_argument("--fsync", action="store_true", help="both sides fsync at the end of each append round")
+    ap.add_argument("--no-idempotent", action="store_true",
+                    help="batches without producer id (default: idempotent, sequences checked)")
     ap.add_argument("--only", choices=("append", "read"), default=None)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
 
     nrec = max(1, args.batch_kib * 1024 // 1010)
-    now = int(time.time() * 1000)
-    batch = build_batch([Record(-1, now, None, os.urandom(1000 if args.batch_kib >= 1 else 10))
-                         for _ in range(nrec)])
-    while len(batch) > args.batch_kib * 1024 and nrec > 1:
+    while nrec > 1 and len(make_batches(nrec, 1, False)[0]) > args.batch_kib * 1024:
         nrec -= 1
-        batch = build_batch([Record(-1, now, None, os.urandom(1000)) for _ in range(nrec)])
-    count = max(1, args.mib * 1024 * 1024 // len(batch))
-    total = count * len(batch)
+    size = len(make_batches(nrec, 1, False)[0])
+    count = max(1, args.mib * 1024 * 1024 // size)
+    batches = make_batches(nrec, count, not args.no_idempotent)
+    total = sum(map(len, batches))
     seg_bytes = args.segment_mib * 1024 * 1024
 
     base = tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir)
-    print(f"{count} batches of {len(batch)} bytes ({nrec} records) = {total / 2**20:.0f} MiB per round, "
+    print(f"{count} batches of {len(batches[0])} bytes ({nrec} records"
+          f"{', idempotent' if not args.no_idempotent else ''}) = {total / 2**20:.0f} MiB per round, "
           f"{args.pairs} pairs, segment.bytes {args.segment_mib} MiB, fsync {'on' if args.fsync else 'off'}, "
           f"python {sys.version.split()[0]}")
     print(f"{'':<30}{'odradek':>8}{'base':>8}   {'ratio (wall)':<30}   {'ratio (thread CPU)'}")
     print(f"{'':<30}{'MB/s':>8}{'MB/s':>8}   {'median [IQR] min-max':<30}   median [IQR] min-max")
     try:
         if args.only in (None, "append"):
-            ab = AppendBench(base, batch, count, seg_bytes, args.fsync)
-            res = pairs(args.pairs, ab.odradek, ab.baseline)
+            ab = AppendBench(base, batches, seg_bytes, args.fsync)
+            # the same writes preceded by the CRC32C of each batch, timed next to every baseline
+            res = pairs(args.pairs, ab.odradek, ab.baseline, lambda: ab.baseline(crc=True))
             report(f"append ({ab.segments} seg / {ab.files} files)", res, total)
+            print(f"{'  CRC32C + os.write':<30}{statistics.median(total / r[4] / 1e6 for r in res):>8.0f}{'':>8}   "
+                  f"odradek / (CRC32C + write): {summary([r[4] / r[3] for r in res])}")
         if args.only in (None, "read"):
-            rb = ReadBench(base, batch, count, seg_bytes, args.read_kib * 1024)
+            rb = ReadBench(base, batches, seg_bytes, args.read_kib * 1024)
             try:
                 for kind in args.sink.split(","):
                     sink = Sink(kind)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from odradek.protocol.records import (
-    HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError, decode_control_record,
+    CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError, decode_control_record,
     decode_records, iter_batches, patch_batch,
 )
 
@@ -37,6 +37,7 @@ __all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo"]
 log = logging.getLogger("odradek.storage")
 
 _SNAPSHOTS_KEPT = 4
+_INT32_MAX = 2**31 - 1
 _PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
 _PREFIX_SIZE = _PREFIX.size
 
@@ -445,6 +446,11 @@ class Log:
             for h, info in zip(headers, infos):
                 if h.producer_id < 0:
                     continue
+                if not h.attributes & CONTROL_MASK:
+                    last = info[1]
+                    ps.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
+                              last - h.last_offset_delta, last, info[2], h.is_transactional)
+                    continue
                 if assign_offsets:
                     h = h._replace(base_offset=info[1] - h.last_offset_delta, max_timestamp=info[2],
                                    partition_leader_epoch=leader_epoch)
@@ -472,12 +478,14 @@ class Log:
         if seg.size == 0:
             return first_offset != seg.base_offset and first_offset > seg.base_offset
         cfg = self.config
-        rolling_ts = seg.rolling_timestamp if seg.rolling_timestamp is not None and seg.rolling_timestamp >= 0 \
-            else seg.created_ms
+        rolling_ts = seg.rolling_timestamp
+        if rolling_ts is None or rolling_ts < 0:
+            rolling_ts = seg.created_ms
         return (seg.size > cfg.segment_bytes - size
-                or now - rolling_ts > cfg.segment_ms - getattr(seg, "roll_jitter", 0)
-                or seg.offset_index.is_full or seg.time_index.is_full
-                or seg.would_overflow(last_offset))
+                or now - rolling_ts > cfg.segment_ms - seg.roll_jitter
+                or len(seg.offset_index) >= seg.offset_index.max_entries
+                or len(seg.time_index) >= seg.time_index.max_entries
+                or last_offset - seg.base_offset > _INT32_MAX)
 
     def _roll(self, now: int, base: int | None = None) -> LogSegment:
         with self.lock:

@@ -18,7 +18,7 @@ import logging
 import os
 import struct
 
-from odradek.protocol.records import BatchHeader, crc32c
+from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c
 
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from .fs import FileSystem
@@ -66,6 +66,7 @@ class ProducerStateManager:
         self.fs = fs
         self.dir = directory
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: set[int] = set()  # producer ids with an open transaction (txn_first_offset >= 0)
 
     # ------------------------------------------------------------------ append path
     def check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
@@ -75,6 +76,12 @@ class ProducerStateManager:
         InvalidProducerEpochError / OutOfOrderSequenceError."""
         pid = h.producer_id
         e = self.producers.get(pid)
+        if e is not None and e.batches and h.base_sequence == e.batches[-1][1] + 1 and h.producer_epoch == e.epoch \
+                and not h.attributes & CONTROL_MASK and pid not in pending:
+            # the common case: the next batch of a known producer (no retained batch can
+            # start at that sequence, so it is no duplicate)
+            pending[pid] = (e.epoch, h.last_sequence)
+            return None
         if pid in pending:
             cur_epoch, cur_last = pending[pid]
         elif e is not None:
@@ -106,6 +113,10 @@ class ProducerStateManager:
 
     def update(self, h: BatchHeader, control_type: int | None = None) -> None:
         """Record an appended batch (with its final offsets)."""
+        if not h.is_control:
+            self.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset,
+                        h.last_offset, h.max_timestamp, h.is_transactional)
+            return
         pid = h.producer_id
         e = self.producers.get(pid)
         if e is None:
@@ -114,15 +125,27 @@ class ProducerStateManager:
             e.epoch = h.producer_epoch
             e.batches.clear()
         e.last_timestamp = h.max_timestamp
-        if h.is_control:
-            e.txn_first_offset = -1
-            return
-        if h.base_sequence >= 0:
-            e.batches.append((h.base_sequence, h.last_sequence, h.base_offset, h.last_offset))
-            if len(e.batches) > NUM_BATCHES_TO_RETAIN:
-                del e.batches[0]
-        if h.is_transactional and e.txn_first_offset < 0:
-            e.txn_first_offset = h.base_offset
+        e.txn_first_offset = -1
+        self.ongoing.discard(pid)
+
+    def record(self, pid: int, epoch: int, base_seq: int, last_seq: int, first_offset: int, last_offset: int,
+               max_timestamp: int, transactional: bool) -> None:
+        """Record an appended data batch (``update`` for one that is not a control batch)."""
+        e = self.producers.get(pid)
+        if e is None:
+            e = self.producers[pid] = ProducerEntry(pid, epoch)
+        if epoch != e.epoch:
+            e.epoch = epoch
+            e.batches.clear()
+        e.last_timestamp = max_timestamp
+        if base_seq >= 0:
+            b = e.batches
+            b.append((base_seq, last_seq, first_offset, last_offset))
+            if len(b) > NUM_BATCHES_TO_RETAIN:
+                del b[0]
+        if transactional and e.txn_first_offset < 0:
+            e.txn_first_offset = first_offset
+            self.ongoing.add(pid)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle longer than `producer.id.expiration.ms` (by their last
@@ -134,8 +157,9 @@ class ProducerStateManager:
         return len(gone)
 
     def first_unstable_offset(self) -> int | None:
-        offs = [e.txn_first_offset for e in self.producers.values() if e.txn_first_offset >= 0]
-        return min(offs) if offs else None
+        if not self.ongoing:  # asked on every fetch: no scan over all producers
+            return None
+        return min(self.producers[pid].txn_first_offset for pid in self.ongoing)
 
     def last_batch_offsets(self) -> dict[int, int]:
         """producer id -> last offset of its latest batch (compaction keeps those batches)."""
@@ -192,6 +216,7 @@ class ProducerStateManager:
     def load_latest(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; return its offset."""
         self.producers = {}
+        self.ongoing = set()
         for off in reversed(self.snapshot_offsets()):
             if off > max_offset:
                 continue
@@ -204,6 +229,7 @@ class ProducerStateManager:
                 self.fs.remove(self.snapshot_path(off))
                 continue
             self.producers = producers
+            self.ongoing = {pid for pid, e in producers.items() if e.txn_first_offset >= 0}
             return off
         return None
 
