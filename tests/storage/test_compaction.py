@@ -174,3 +174,41 @@ def test_compacted_topic_rejects_records_without_key(make_mgr, clock):
     with pytest.raises(R.InvalidRecordError, match="without key"):
         lg.append(build_batch([Record(-1, clock.ms, b"k2", b"ok"), Record(-1, clock.ms, None, b"keyless")], compression=R.GZIP))
     assert lg.log_end_offset == 1  # nothing of the rejected batch was appended
+
+
+def test_key_map_bounded_cleans_in_several_passes(make_mgr, clock):
+    """log.cleaner.dedupe.buffer.size: whole dirty segments are mapped while they fit; the
+    rest is cleaned by later passes, and the end result is the same."""
+    m = make_mgr()
+    lg = m.create_log("t", 0, CFG)
+    for i in range(60):  # distinct keys per segment, so every segment adds keys to the map
+        lg.append(kv(b"k%d" % (i // 2 if i < 40 else i % 7), b"v%d-" % i + b"x" * 80, clock.ms + i))
+    lg.high_watermark = lg.log_end_offset
+    before = contents(lg)
+    active_base = lg.active_segment.base_offset
+    bases = [s.base_offset for s in lg.segments]
+    assert len(bases) >= 6
+    per_seg = bases[1] - bases[0]  # records per segment (one record per batch)
+    m.cleaner_dedupe_buffer_size = 24 * per_seg  # the map holds about one segment's keys
+    m.cleaner_io_buffer_load_factor = 1.0
+    assert m.cleaner_max_keys == per_seg
+    passes = 0
+    while lg.cleaner_checkpoint < active_base:
+        assert m.clean_once(force=True) == 1
+        passes += 1
+        assert lg.cleaner_checkpoint in bases  # each pass ends at a segment boundary
+        assert passes < 20
+    assert passes >= 2
+    last = latest_per_key(before, active_base)
+    assert contents(lg) == [r for r in before if r[0] >= active_base or last.get(r[1]) == r[0]]
+
+
+def test_key_map_smaller_than_one_segment_still_progresses(make_mgr, clock):
+    m = make_mgr()
+    lg = m.create_log("t", 0, CFG)
+    fill(lg, clock, n=40, keys=40)
+    m.cleaner_dedupe_buffer_size = 24  # room for one key
+    m.cleaner_io_buffer_load_factor = 1.0
+    start = lg.cleaner_checkpoint
+    assert m.clean_once(force=True) == 1
+    assert lg.cleaner_checkpoint == lg.segments[1].base_offset > start  # the first dirty segment, whole

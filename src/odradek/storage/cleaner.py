@@ -6,7 +6,12 @@ One pass over a log:
    min.compaction.lag.ms, rounded down to a segment boundary. The dirty section starts at
    the cleaner checkpoint. Skip unless dirty/total >= min.cleanable.dirty.ratio (or a
    delete horizon or max.compaction.lag.ms is due).
-2. Build key -> latest offset over the dirty section.
+2. Build key -> latest offset over the dirty section, whole segments in order while the map
+   holds at most log.cleaner.dedupe.buffer.size * log.cleaner.io.buffer.load.factor / 24
+   keys (Kafka's accounting: a 16-byte key hash + an 8-byte offset per entry; we keep the
+   keys themselves, so real memory is larger). When a segment does not fit, this pass
+   cleans only up to it and the next pass goes on from there; the first dirty segment is
+   always mapped whole, so a pass never makes no progress.
 3. Rewrite the cleanable segments, in groups that fit one segment, keeping each record that
    has no later offset for its key; offsets never change; batch structure (base offset,
    lastOffsetDelta, producer id/epoch/base sequence, codec) is kept. A batch that loses all
@@ -71,8 +76,13 @@ def _first_uncleanable(lg: Log, segs, now: int) -> int:
     return fuo
 
 
-def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False) -> CleanStats | None:
-    """One cleaning pass; None when there is nothing (worth) cleaning. OSError propagates."""
+def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False,
+              max_keys: int | None = None) -> CleanStats | None:
+    """One cleaning pass; None when there is nothing (worth) cleaning. OSError propagates.
+
+    ``max_keys`` bounds the key -> offset map (Kafka's dedupe buffer): dirty segments are
+    mapped whole, in order, while they fit; cleaning then stops where mapping stopped (the
+    first dirty segment is always mapped, so every pass makes progress)."""
     cfg = lg.config
     segs = lg.segments
     if len(segs) < 2:
@@ -103,17 +113,16 @@ def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False) -> 
         if total and dirty_bytes / total < cfg.min_cleanable_dirty_ratio and not (horizon_due or lag_due):
             return None
 
-    # 2. offset map over the dirty section
-    offset_map: dict[bytes, int] = {}
-    for seg in group_all:
-        if seg.next_offset <= first_dirty and seg.base_offset < first_dirty:
-            continue
-        for _, h, mv in seg.scan(0, seg.size, validate=False):
-            if h.is_control or h.last_offset < first_dirty:
-                continue
-            for r in decode_records(mv, h.position):
-                if r.offset >= first_dirty and r.key is not None:
-                    offset_map[r.key] = r.offset
+    # 2. offset map over the dirty section, whole segments while the map stays within
+    # max_keys (log.cleaner.dedupe.buffer.size); the segments after it wait for the next pass
+    offset_map, stop_at = _build_offset_map(group_all, first_dirty, max_keys)
+    partial = stop_at < len(group_all)
+    if partial:
+        log.info("%s: offset map full (%d keys, limit %d): cleaning up to offset %d this pass", lg.dir,
+                 len(offset_map), max_keys, group_all[stop_at].base_offset)
+        group_all = group_all[:stop_at]
+        end = segs[stop_at].base_offset
+        total = sum(s.size for s in group_all)
 
     # 3. group segments and rewrite
     groups: list[list[LogSegment]] = []
@@ -146,11 +155,39 @@ def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False) -> 
             log.info("%s: segments changed during cleaning, discarded cleaned segment", lg.dir)
             return stats
     lg.cleaner_checkpoint = max(lg.cleaner_checkpoint, end)
-    lg.min_delete_horizon = min_horizon
+    lg.min_delete_horizon = None if partial else min_horizon  # None: rescan the whole log next time
     log.info("%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes, %d records removed", lg.dir,
              group_all[0].base_offset, end, stats.segments_in, stats.bytes_in, stats.bytes_out,
              stats.records_removed)
     return stats
+
+
+def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int | None
+                      ) -> tuple[dict[bytes, int], int]:
+    """key -> latest offset over the dirty part of ``group``. Returns the map and the index
+    of the first segment left out (``len(group)`` when all fit)."""
+    offset_map: dict[bytes, int] = {}
+    first = True
+    for i, seg in enumerate(group):
+        if seg.next_offset <= first_dirty and seg.base_offset < first_dirty:
+            continue
+        seg_map: dict[bytes, int] = {}
+        new_keys = 0
+        room = None if max_keys is None or first else max_keys - len(offset_map)
+        first = False
+        for _, h, mv in seg.scan(0, seg.size, validate=False):
+            if h.is_control or h.last_offset < first_dirty:
+                continue
+            for r in decode_records(mv, h.position):
+                k = r.key
+                if r.offset >= first_dirty and k is not None:
+                    if room is not None and k not in seg_map and k not in offset_map:
+                        new_keys += 1
+                        if new_keys > room:
+                            return offset_map, i
+                    seg_map[k] = r.offset
+        offset_map.update(seg_map)
+    return offset_map, len(group)
 
 
 def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now: int):

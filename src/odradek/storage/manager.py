@@ -33,6 +33,10 @@ class LogManager:
     checkpoint_interval_ms = 60000
     cleaner_backoff_ms = 15000
     cleaner_enabled = True
+    # log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.load.factor: the key map holds at
+    # most size * factor / 24 keys (Kafka's entry: 16-byte MD5 of the key + 8-byte offset)
+    cleaner_dedupe_buffer_size = 134217728
+    cleaner_io_buffer_load_factor = 0.9
     tick_seconds = 0.1
     producer_id_expiration_ms = 86400000
     producer_expiration_check_interval_ms = 600000
@@ -271,6 +275,10 @@ class LogManager:
         return done
 
     # ------------------------------------------------------------------ cleaner
+    @property
+    def cleaner_max_keys(self) -> int:
+        return max(1, int(self.cleaner_dedupe_buffer_size * self.cleaner_io_buffer_load_factor) // 24)
+
     def clean_once(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """One compaction pass over every compacted log (called in a worker thread)."""
         now = self._now() if now_ms is None else now_ms
@@ -282,7 +290,8 @@ class LogManager:
                 if not lg.config.compact or lg.closed or lg.dir_state.offline:
                     continue
                 try:
-                    if clean_log(lg, now, force=force, stop=lambda: self._shutting_down) is not None:
+                    if clean_log(lg, now, force=force, stop=lambda: self._shutting_down,
+                                 max_keys=self.cleaner_max_keys) is not None:
                         cleaned += 1
                 except OSError as e:
                     lg.dir_state.fail(e)
