@@ -134,6 +134,8 @@ SETTINGS: tuple[Setting, ...] = (
     S("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.", _cleanup, "cleanup.policy", True),
     S("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
     S("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when nothing is cleanable.", at_least(0)),
+    S("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory budget of the cleaner's key map (24 bytes per key, as Kafka counts); dirty segments beyond it are cleaned in later passes.", at_least(1)),
+    S("log.cleaner.io.buffer.load.factor", "double", 0.9, "Fill factor of the cleaner's key map.", between(0.01, 1)),
     S("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept.", at_least(0), "delete.retention.ms", True),
     S("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio needed to clean a log.", between(0, 1), "min.cleanable.dirty.ratio", True),
     S("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before compaction.", at_least(0), "min.compaction.lag.ms", True),

@@ -117,6 +117,8 @@ class Broker:
         lm.checkpoint_interval_ms = c["log.flush.offset.checkpoint.interval.ms"]
         lm.cleaner_backoff_ms = c["log.cleaner.backoff.ms"]
         lm.cleaner_enabled = c["log.cleaner.enable"]
+        lm.cleaner_dedupe_buffer_size = c["log.cleaner.dedupe.buffer.size"]
+        lm.cleaner_io_buffer_load_factor = c["log.cleaner.io.buffer.load.factor"]
         lm.producer_id_expiration_ms = c["producer.id.expiration.ms"]
         await asyncio.to_thread(self.log_manager.load)
         for topic in topics.values():
