@@ -124,12 +124,61 @@ def make_batches(nrec: int, count: int, idempotent: bool) -> list[bytes]:
     return out
 
 
+def time_writes(batches: list[bytes], write_one, finish, warm: bool) -> tuple[float, float]:
+    """Time ``write_one(b)`` for every batch, then ``finish()``. With ``warm``, each batch is
+    read (untimed) right before it is written, as a batch just received from a socket is
+    in the CPU cache; then every call is timed on its own."""
+    pc, tt = time.perf_counter, time.thread_time
+    if not warm:
+        c, t = tt(), pc()
+        for b in batches:
+            write_one(b)
+        finish()
+        return pc() - t, tt() - c
+    wall = cpu = 0.0
+    for b in batches:
+        b.count(0)  # touch every byte
+        c, t = tt(), pc()
+        write_one(b)
+        wall += pc() - t
+        cpu += tt() - c
+    c, t = tt(), pc()
+    finish()
+    return wall + pc() - t, cpu + tt() - c
+
+
+class PlainWriter:
+    """``os.write`` into plain files, starting a new file where Log rolls a segment."""
+
+    def __init__(self, d: str, seg_bytes: int, crc: bool, fsync: bool) -> None:
+        self.d, self.seg_bytes, self.crc, self.fsync = d, seg_bytes, crc, fsync
+        self.fds: list[int] = []
+        self.size = seg_bytes + 1  # the first write opens the first file
+
+    def write(self, b: bytes) -> None:
+        if self.crc:
+            crc32c(memoryview(b)[21:])
+        n = len(b)
+        if self.size > self.seg_bytes - n:  # Log's roll rule: the batch would not fit
+            self.fds.append(os.open(os.path.join(self.d, f"{len(self.fds)}.log"),
+                                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            self.size = 0
+        os.write(self.fds[-1], b)
+        self.size += n
+
+    def finish(self) -> None:
+        if self.fsync:
+            for f in self.fds:
+                os.fsync(f)
+
+
 class AppendBench:
-    def __init__(self, base: str, batches: list[bytes], segment_bytes: int, fsync: bool) -> None:
+    def __init__(self, base: str, batches: list[bytes], segment_bytes: int, fsync: bool, warm: bool) -> None:
         self.base = base
         self.batches = batches
         self.cfg = LogConfig(segment_bytes=segment_bytes)
         self.fsync = fsync
+        self.warm = warm
         self.n = 0
 
     def odradek(self) -> tuple[float, float]:
@@ -138,19 +187,10 @@ class AppendBench:
         mgr = LogManager([d], self.cfg)
         mgr.load()
         lg = mgr.create_log("bench", 0, self.cfg)
-        batches, fsync = self.batches, self.fsync
-
-        def run():
-            append = lg.append
-            for b in batches:
-                append(b)
-            if fsync:
-                lg.flush()
-        t = timed(run)
-        segments = len(lg.segments)
+        t = time_writes(self.batches, lg.append, lg.flush if self.fsync else lambda: None, self.warm)
+        self.segments = len(lg.segments)
         lg.close(clean=False)  # no fsync, no snapshot: the round is thrown away
         shutil.rmtree(d, ignore_errors=True)
-        self.segments = segments
         return t
 
     def baseline(self, crc: bool = False) -> tuple[float, float]:
@@ -159,32 +199,12 @@ class AppendBench:
         self.n += 1
         d = os.path.join(self.base, f"plain{self.n}")
         os.mkdir(d)
-        batches, fsync, seg_bytes = self.batches, self.fsync, self.cfg.segment_bytes
-        fds = []
-
-        def run():
-            fd = os.open(os.path.join(d, "0.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            fds.append(fd)
-            size = 0
-            write = os.write
-            for i, b in enumerate(batches):
-                if crc:
-                    crc32c(memoryview(b)[21:])
-                n = len(b)
-                if size > seg_bytes - n:  # Log's roll rule: the batch would not fit
-                    fd = os.open(os.path.join(d, f"{i}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                    fds.append(fd)
-                    size = 0
-                write(fd, b)
-                size += n
-            if fsync:
-                for f in fds:
-                    os.fsync(f)
-        t = timed(run)
-        for f in fds:
+        w = PlainWriter(d, self.cfg.segment_bytes, crc, self.fsync)
+        t = time_writes(self.batches, w.write, w.finish, self.warm)
+        for f in w.fds:
             os.close(f)
         shutil.rmtree(d, ignore_errors=True)
-        self.files = len(fds)
+        self.files = len(w.fds)
         return t
 
 
@@ -278,6 +298,9 @@ def main() -> None:
     ap.add_argument("--fsync", action="store_true", help="both sides fsync at the end of each append round")
     ap.add_argument("--no-idempotent", action="store_true",
                     help="batches without producer id (default: idempotent, sequences checked)")
+    ap.add_argument("--cold", action="store_true",
+                    help="append batches straight from memory (default: each batch is read just before it is "
+                         "written, untimed, as one just received from a socket is in the CPU cache)")
     ap.add_argument("--only", choices=("append", "read"), default=None)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
@@ -295,12 +318,13 @@ def main() -> None:
     print(f"{count} batches of {len(batches[0])} bytes ({nrec} records"
           f"{', idempotent' if not args.no_idempotent else ''}) = {total / 2**20:.0f} MiB per round, "
           f"{args.pairs} pairs, segment.bytes {args.segment_mib} MiB, fsync {'on' if args.fsync else 'off'}, "
+          f"batches {'cold' if args.cold else 'warm'}, "
           f"python {sys.version.split()[0]}")
     print(f"{'':<30}{'odradek':>8}{'base':>8}   {'ratio (wall)':<30}   {'ratio (thread CPU)'}")
     print(f"{'':<30}{'MB/s':>8}{'MB/s':>8}   {'median [IQR] min-max':<30}   median [IQR] min-max")
     try:
         if args.only in (None, "append"):
-            ab = AppendBench(base, batches, seg_bytes, args.fsync)
+            ab = AppendBench(base, batches, seg_bytes, args.fsync, not args.cold)
             # the same writes preceded by the CRC32C of each batch, timed next to every baseline
             res = pairs(args.pairs, ab.odradek, ab.baseline, lambda: ab.baseline(crc=True))
             report(f"append ({ab.segments} seg / {ab.files} files)", res, total)
