@@ -69,8 +69,15 @@ class Sink:
             self.fd = os.open(os.devnull, os.O_WRONLY)
             return
         if kind == "tcp":
-            srv = socket.create_server(("127.0.0.1", 0))
-            a = socket.create_connection(srv.getsockname())
+            # fixed 4 MiB buffers (no autotuning drifting between rounds), no Nagle
+            srv = socket.socket()
+            srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+            srv.bind(("127.0.0.1", 0))
+            srv.listen(1)
+            a = socket.socket()
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            a.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            a.connect(srv.getsockname())
             b, _ = srv.accept()
             srv.close()
         elif kind == "unix":
