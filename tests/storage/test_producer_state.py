@@ -139,3 +139,26 @@ def test_idle_producers_expire_but_open_transactions_stay(make_mgr):
     assert set(lg.producer_state.producers) == {2, 3}
     # An expired producer is unknown now: its next batch at a later sequence is accepted (Kafka's rule).
     lg.append(batch(1, ts=t0 + 120_000, producer_id=1, producer_epoch=0, base_sequence=7))
+
+
+def test_snapshot_offsets_tracked_without_listing_the_directory(make_mgr, fs):
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    ps = lg.producer_state
+
+    def on_disk():
+        return sorted(int(n.split(".")[0]) for n in os.listdir(lg.dir) if n.endswith(".snapshot"))
+
+    lg.append(pbatch(0))
+    lg.roll()
+    listed = fs.calls.get("listdir", 0)
+    for s in range(1, 10):
+        lg.append(pbatch(s))
+        lg.roll()
+    assert fs.calls.get("listdir", 0) == listed  # rolls keep the list in memory
+    assert ps.snapshot_offsets() == on_disk() == [7, 8, 9, 10]  # the newest 4
+    lg.truncate_to(8)
+    assert ps.snapshot_offsets() == on_disk() and max(on_disk()) <= 8
+    lg.append(pbatch(8))
+    lg.roll()
+    assert ps.snapshot_offsets() == on_disk()

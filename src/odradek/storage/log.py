@@ -498,9 +498,7 @@ class Log:
                 self._set_segments(self.segments[:-1] + (new,))
                 return new
             self.producer_state.take_snapshot(base)
-            offs = self.producer_state.snapshot_offsets()
-            for off in offs[:-_SNAPSHOTS_KEPT]:
-                self.fs.remove(self.producer_state.snapshot_path(off))
+            self.producer_state.retain_snapshots(_SNAPSHOTS_KEPT)
             old.on_roll()
             new = self._new_segment(base, now)
             self._set_segments(self.segments + (new,))

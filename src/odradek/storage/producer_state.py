@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from bisect import insort
 
 from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c
 
@@ -67,6 +68,7 @@ class ProducerStateManager:
         self.dir = directory
         self.producers: dict[int, ProducerEntry] = {}
         self.ongoing: set[int] = set()  # producer ids with an open transaction (txn_first_offset >= 0)
+        self._snapshots: list[int] | None = None  # snapshot file offsets; None: list the directory
 
     # ------------------------------------------------------------------ append path
     def check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
@@ -170,14 +172,32 @@ class ProducerStateManager:
         return os.path.join(self.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}")
 
     def snapshot_offsets(self) -> list[int]:
-        out = []
-        for name in self.fs.listdir(self.dir):
-            if name.endswith(SNAPSHOT_SUFFIX):
-                try:
-                    out.append(int(name[:-len(SNAPSHOT_SUFFIX)]))
-                except ValueError:
-                    pass
-        return sorted(out)
+        """Offsets of the snapshot files, ascending. Listed from the directory once, then
+        kept up to date by take_snapshot/remove_snapshot (a roll must not list a directory
+        of thousands of segment files)."""
+        if self._snapshots is None:
+            out = []
+            for name in self.fs.listdir(self.dir):
+                if name.endswith(SNAPSHOT_SUFFIX):
+                    try:
+                        out.append(int(name[:-len(SNAPSHOT_SUFFIX)]))
+                    except ValueError:
+                        pass
+            self._snapshots = sorted(out)
+        return list(self._snapshots)
+
+    def remove_snapshot(self, offset: int) -> None:
+        offs, self._snapshots = self._snapshots, None  # unknown if the removal fails
+        self.fs.remove(self.snapshot_path(offset))
+        if offs is not None:
+            if offset in offs:
+                offs.remove(offset)
+            self._snapshots = offs
+
+    def retain_snapshots(self, n: int) -> None:
+        """Remove all but the newest ``n`` snapshots."""
+        for off in self.snapshot_offsets()[:-n]:
+            self.remove_snapshot(off)
 
     def encode(self, offset: int) -> bytes:
         parts = [_BODY_HDR.pack(offset, len(self.producers))]
@@ -211,7 +231,12 @@ class ProducerStateManager:
         return offset, producers
 
     def take_snapshot(self, offset: int, *, sync: bool = False) -> None:
+        offs = self.snapshot_offsets()
+        self._snapshots = None  # unknown if the write fails half way
         self.fs.write_file_atomic(self.snapshot_path(offset), self.encode(offset), sync=sync)
+        if offset not in offs:
+            insort(offs, offset)
+        self._snapshots = offs
 
     def load_latest(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; return its offset."""
@@ -226,7 +251,7 @@ class ProducerStateManager:
                     raise ValueError("offset mismatch")
             except (ValueError, struct.error) as e:
                 log.warning("%s: ignoring corrupt producer snapshot %d: %s", self.dir, off, e)
-                self.fs.remove(self.snapshot_path(off))
+                self.remove_snapshot(off)
                 continue
             self.producers = producers
             self.ongoing = {pid for pid, e in producers.items() if e.txn_first_offset >= 0}
@@ -239,5 +264,5 @@ class ProducerStateManager:
         for off in offs:
             if (below is not None and off < below and not (keep_latest and off == latest)) or \
                (above is not None and off > above):
-                self.fs.remove(self.snapshot_path(off))
+                self.remove_snapshot(off)
 
