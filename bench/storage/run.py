@@ -18,10 +18,11 @@ read     odradek: the consumer's loop: ``Log.read(offset, --read-kib)`` then ``o
          every returned region to the sink.
          baseline: ``os.sendfile`` of exactly the same (fd, position, length) regions, recorded
          beforehand: the same bytes from the same page-cache pages to the same sink, minus the
-         storage layer's lookup. Sinks: ``tcp`` (a loopback TCP connection drained by a thread
-         with ``recv_into``, what a Fetch response does), ``unix`` (a socketpair, drained the
-         same way), ``null`` (``/dev/null``: the kernel does almost nothing, so this shows the
-         storage layer's per-read cost at its harshest).
+         storage layer's lookup. Sinks: ``tcp`` (a loopback TCP connection with fixed 4 MiB
+         buffers, drained by a thread with ``recv_into``: what a Fetch response does),
+         ``unix`` (a socketpair, drained the same way), ``null`` (``/dev/null``: the kernel
+         does almost nothing, so this shows the storage layer's per-read cost at its
+         harshest). With a socket, a round ends when the reader has received every byte.
 
 Each pair gives a ratio (baseline time / odradek time = odradek MB/s / baseline MB/s); we
 print the median, the interquartile range and min-max over pairs, from wall-clock time and
@@ -59,12 +60,17 @@ def sendfile_all(out_fd: int, in_fd: int, pos: int, length: int) -> None:
 
 
 class Sink:
-    """Where sendfile writes: a socket drained by a thread, or /dev/null."""
+    """Where sendfile writes: a socket drained by a thread, or /dev/null. A round ends when
+    the reader has received every byte (``delivered``), so no round leaves bytes in flight
+    for the next one to wait for."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._socks: list[socket.socket] = []
         self._thread = None
+        self.sent = 0  # bytes handed to sendfile so far (counted per round by the caller)
+        self.received = 0
+        self._cond = threading.Condition()
         if kind == "null":
             self.fd = os.open(os.devnull, os.O_WRONLY)
             return
@@ -89,11 +95,19 @@ class Sink:
         self._thread = threading.Thread(target=self._drain, args=(b,), daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _drain(sock: socket.socket) -> None:
+    def _drain(self, sock: socket.socket) -> None:
         buf = bytearray(1 << 20)
-        while sock.recv_into(buf):
-            pass
+        while n := sock.recv_into(buf):
+            self.received += n
+            if self.received >= self.sent:
+                with self._cond:
+                    self._cond.notify_all()
+
+    def delivered(self) -> None:
+        """Wait until the reader has every byte sent so far."""
+        if self.kind != "null":
+            with self._cond:
+                self._cond.wait_for(lambda: self.received >= self.sent)
 
     def close(self) -> None:
         if self.kind == "null":
@@ -243,19 +257,23 @@ class ReadBench:
 
     def odradek(self, sink: Sink) -> tuple[float, float]:
         out, read, offsets, rb = sink.fd, self.log.read, self.offsets, self.read_bytes
+        sink.sent += self.total
 
         def run():
             for off in offsets:
                 for r in read(off, rb).regions:
                     sendfile_all(out, r.fd, r.position, r.length)
+            sink.delivered()
         return timed(run)
 
     def baseline(self, sink: Sink) -> tuple[float, float]:
         out, regions = sink.fd, self.regions
+        sink.sent += self.total
 
         def run():
             for fd, pos, length in regions:
                 sendfile_all(out, fd, pos, length)
+            sink.delivered()
         return timed(run)
 
     def close(self) -> None:

@@ -214,7 +214,7 @@ def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now
                         if out is None:
                             continue
                     max_ts = h.max_timestamp if out is raw else _max_ts(out)
-                    new.append([out], [(0, h.last_offset, max_ts, len(out))])
+                    new.append([out], [(0, h.last_offset, max_ts, len(out))], len(out))
             finally:
                 with seg.pin_lock:
                     seg.pins -= 1
