@@ -18,6 +18,8 @@ from odradek.broker.registry import NO_RESPONSE, RawResponse, RequestContext, ha
 from odradek.cluster.metadata import INTERNAL_TOPICS, topic_name_problem
 from odradek.protocol import messages
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.produce_codec import PartitionProduceResult as _Part
+from odradek.protocol.produce_codec import TopicProduceResult, encode_produce_response
 
 _I32 = struct.Struct(">i")
 
@@ -55,31 +57,19 @@ async def handle(ctx: RequestContext, req) -> object:
         for pd in td.partition_data:
             if info is None or pd.index >= len(info.partitions) or pd.index < 0:
                 code = missing if info is None else ErrorCode.unknown_topic_or_partition
-                parts.append(_part(ctx, pd.index, code))
+                parts.append(_Part(pd.index, code))
                 continue
             records = pd.records or b""
             if not records:
-                parts.append(_part(ctx, pd.index, ErrorCode.invalid_record, message="empty records"))
+                parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message="empty records"))
                 continue
             r = await rm.append(name, pd.index, records, acks=acks)
-            parts.append(_part(ctx, pd.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message))
-        topics.append(ctx.nested("TopicProduceResponse", name=td.name if v < 13 else None, topic_id=getattr(td, "topic_id", None), partition_responses=tuple(parts)))
+            parts.append(_Part(pd.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message))
+        topics.append(TopicProduceResult(td.name if v < 13 else None, getattr(td, "topic_id", None), parts))
     if acks == 0:
         return NO_RESPONSE
-    return ctx.respond(responses=tuple(topics), throttle_time=0)
-
-
-def _part(ctx: RequestContext, index: int, code: int, base_offset: int = -1, log_append_time: int = -1, log_start_offset: int = -1, message: str | None = None) -> object:
-    return ctx.nested(
-        "PartitionProduceResponse",
-        index=index,
-        error_code=code,
-        base_offset=base_offset,
-        log_append_time=log_append_time,
-        log_start_offset=log_start_offset,
-        record_errors=(),
-        error_message=message if code else None,
-    )
+    body = encode_produce_response(v, topics)  # written directly, not through kio entities (hot path)
+    return RawResponse([body], len(body))
 
 
 def _legacy_unsupported(version: int, req) -> object:

@@ -1,0 +1,97 @@
+"""Produce response encoding without kio entities (the per-request hot path).
+
+Building a kio response means one frozen dataclass per partition and topic, each field
+converted (error code enum, `datetime` for the append time) and then written by a generic
+writer: ~20 µs for a one-partition response, a third of what the broker spends on a
+single-record Produce. `encode_produce_response` writes the same bytes directly
+(versions 3-13; tests/protocol/test_produce_codec.py compares it with kio for every version).
+
+Layout (Kafka's ProduceResponse.json): per topic the name (v13: topic id), per partition
+index, error code, base offset, log append time, log start offset (v5+), record errors and
+error message (v8+); throttle time last. v9+ are flexible (compact lengths, tagged fields);
+the v10+ tagged fields (current leader, node endpoints) are left out, which is what they are
+when not answering NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from typing import NamedTuple
+
+MIN_VERSION = 3
+MAX_VERSION = 13
+
+_i16 = struct.Struct(">h").pack
+_i32 = struct.Struct(">i").pack
+_part = struct.Struct(">ihqq").pack  # index, error code, base offset, log append time
+_part5 = struct.Struct(">ihqqq").pack  # ... log start offset (v5+)
+
+
+class PartitionProduceResult(NamedTuple):
+    index: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+class TopicProduceResult(NamedTuple):
+    name: str | None
+    topic_id: uuid.UUID | None
+    partitions: Sequence[PartitionProduceResult]
+
+
+def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(s: str | None, flexible: bool) -> bytes:
+    if s is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    raw = s.encode()
+    return (_uvarint(len(raw) + 1) if flexible else _i16(len(raw))) + raw
+
+
+def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], throttle_ms: int = 0) -> bytes:
+    """The response body (after the response header)."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ValueError(f"Produce v{version} is not encodable here")
+    flexible = version >= 9
+    out = bytearray(_uvarint(len(topics) + 1) if flexible else _i32(len(topics)))
+    for t in topics:
+        if version >= 13:
+            out += (t.topic_id or _ZERO).bytes
+        else:
+            out += _string(t.name or "", flexible)
+        parts = t.partitions
+        out += _uvarint(len(parts) + 1) if flexible else _i32(len(parts))
+        for p in parts:
+            if version >= 5:
+                out += _part5(p.index, p.error_code, p.base_offset, p.log_append_time, p.log_start_offset)
+            else:
+                out += _part(p.index, p.error_code, p.base_offset, p.log_append_time)
+            if version >= 8:
+                # no per-record errors; the message only with an error
+                out += b"\x01" if flexible else b"\x00\x00\x00\x00"
+                out += _string(p.error_message if p.error_code else None, flexible)
+            if flexible:
+                out += b"\x00"
+        if flexible:
+            out += b"\x00"
+    out += _i32(throttle_ms)
+    if flexible:
+        out += b"\x00"
+    return bytes(out)
+
+
+_ZERO = uuid.UUID(int=0)
