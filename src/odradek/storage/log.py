@@ -117,6 +117,7 @@ class Log:
         self.lock = threading.RLock()
         self.segments: tuple[LogSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
+        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
         self.log_start_offset = 0
         self._leo = 0
         self._hw = 0
@@ -149,8 +150,10 @@ class Log:
 
     def _set_segments(self, segs) -> None:
         segs = tuple(segs)
+        bases = tuple(s.base_offset for s in segs)
+        self._view = (segs, bases)  # one assignment: a reader never pairs new segments with old bases
         self.segments = segs
-        self._bases = tuple(s.base_offset for s in segs)
+        self._bases = bases
 
     def _new_segment(self, base: int, now_ms: int) -> LogSegment:
         seg = LogSegment.create(self.fs, self.dir, base, index_bytes=self.config.segment_index_bytes,
@@ -516,7 +519,7 @@ class Log:
              min_one_batch: bool = True) -> ReadResult:
         if self.dir_state.offline or self.closed:
             self._check_online()
-        segs = self.segments
+        segs, bases = self._view
         leo = self._leo
         lso = self.log_start_offset
         if offset < lso or offset > leo:
@@ -527,7 +530,6 @@ class Log:
         total = 0
         first = -1
         n = len(segs)
-        bases = self._bases
         # a consumer near the end reads the active segment: no search
         i = n - 1 if offset >= bases[-1] else max(bisect_right(bases, offset) - 1, 0)
         try:
