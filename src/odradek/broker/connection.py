@@ -1,11 +1,12 @@
 """One client connection: read frames, process requests one after another, write responses.
 
 Concurrency (see docs/architecture.md): everything here runs on the broker's single
-event loop. A reader task turns bytes into frames and queues them; a processor task
+event loop. A readiness callback turns bytes into frames and queues them; a processor task
 handles them strictly in order (as Kafka does), so responses go out in request
 order while clients may pipeline. Reading pauses when `queued.max.requests` frames
 are waiting. Writes go straight to the non-blocking socket; record bytes of Fetch
-responses go with `os.sendfile` from the segment file, never through Python.
+responses go with `os.sendfile` from the segment file, never through Python, except
+small ones (INLINE_REGION_BYTES), which go in the same send as the response fields.
 
 A malformed frame, an unknown API key or an unparseable request closes this
 connection only; nothing here may raise into the server.
@@ -54,9 +55,8 @@ class Connection:
         self.decoder = FrameDecoder(cfg["socket.request.max.bytes"])
         self.max_queued = cfg["queued.max.requests"]
         self.queue: deque[bytes] = deque()
-        self._have_work = asyncio.Event()
-        self._room = asyncio.Event()
-        self._room.set()
+        self._waiter: asyncio.Future | None = None  # the processor, waiting for a frame
+        self._reading = False
         self.closed = False
         self.eof = False
         self.in_flight = False
@@ -66,13 +66,12 @@ class Connection:
 
     # ------------------------------------------------------------------ tasks
     async def run(self) -> None:
-        reader = asyncio.ensure_future(self._read_loop())
+        self._start_reading()
         try:
             await self._process_loop()
         finally:
             self.closed = True
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            self._stop_reading()
             try:
                 self.sock.close()
             except OSError:
@@ -82,7 +81,8 @@ class Connection:
         """Graceful shutdown: read nothing more; the request in flight completes."""
         self.queue.clear()
         self.closed = True
-        self._have_work.set()
+        self._stop_reading()
+        self._wake()
 
     def sock_shutdown(self) -> None:
         """Wake a reader blocked in recv (it sees EOF) so the connection winds down."""
@@ -91,46 +91,76 @@ class Connection:
         except OSError:
             pass
 
-    async def _read_loop(self) -> None:
-        loop = self.loop
-        sock = self.sock
+    # ---------------------------------------------------------------- reading
+    # The socket stays registered with the event loop while we read (one epoll
+    # registration per connection, not one per recv as with loop.sock_recv) and the
+    # readiness callback receives and frames the bytes itself: no task switch per read.
+    def _start_reading(self) -> None:
+        if not self._reading and not self.eof and not self.closed:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            try:
+                self.loop.remove_reader(self.fd)
+            except (OSError, ValueError):  # socket already closed
+                pass
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    def _reader_done(self) -> None:
+        self.eof = True
+        self._stop_reading()
+        self._wake()
+
+    def _on_readable(self) -> None:
+        if self.closed:
+            self._reader_done()
+            return
         try:
-            while not self.closed:
-                if not self._room.is_set():
-                    await self._room.wait()
-                try:
-                    data = await loop.sock_recv(sock, 262144)
-                except (ConnectionError, OSError):
-                    return
-                if not data:
-                    return
-                self.last_active = time.monotonic()
-                try:
-                    for frame in self.decoder.feed(data):
-                        self.queue.append(frame)
-                except (FrameTooLarge, InvalidFrame) as e:
-                    log.warning("closing connection %s from %s: %s", self.id, self.peer, e)
-                    self.closed = True  # queued requests are dropped with the connection
-                    return
-                if self.queue:
-                    self._have_work.set()
-                    if len(self.queue) >= self.max_queued:
-                        self._room.clear()
-        finally:
-            self.eof = True
-            self._have_work.set()
+            data = self.sock.recv(262144)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # reset, or shut down under us
+            self._reader_done()
+            return
+        if not data:
+            self._reader_done()
+            return
+        self.last_active = time.monotonic()
+        queue = self.queue
+        try:
+            for frame in self.decoder.feed(data):
+                queue.append(frame)
+        except (FrameTooLarge, InvalidFrame) as e:
+            log.warning("closing connection %s from %s: %s", self.id, self.peer, e)
+            self.closed = True  # queued requests are dropped with the connection
+            self._reader_done()
+            return
+        if queue:
+            self._wake()
+            if len(queue) >= self.max_queued:
+                self._stop_reading()  # backpressure: resumed when the processor catches up
 
     async def _process_loop(self) -> None:
+        queue = self.queue
         while not self.closed:
-            if not self.queue:
+            if not queue:
                 if self.eof:
                     return
-                self._have_work.clear()
-                await self._have_work.wait()
+                self._waiter = self.loop.create_future()
+                await self._waiter
                 continue
-            frame = self.queue.popleft()
-            if not self._room.is_set() and len(self.queue) < self.max_queued:
-                self._room.set()
+            frame = queue.popleft()
+            if not self._reading and len(queue) < self.max_queued:
+                self._start_reading()
             self.in_flight = True
             try:
                 await self._handle_frame(frame)
@@ -180,6 +210,11 @@ class Connection:
 
     # ---------------------------------------------------------------- writing
     async def _send(self, chunks: list[Any]) -> None:
+        if len(chunks) > 1:
+            small = _inline_small_regions(chunks)
+            if small is not None:
+                await self._sendall(small)
+                return
         pending: list[bytes] = []
         for chunk in chunks:
             if isinstance(chunk, (bytes, bytearray, memoryview)):
@@ -226,6 +261,35 @@ class Connection:
         self.loop.add_writer(self.fd, ready)
         fut.add_done_callback(lambda f: self.loop.remove_writer(self.fd) if f.cancelled() else None)
         return fut
+
+
+# File regions of a response totalling at most this many bytes are read into memory and sent
+# with the rest of the response in one send: for a small Fetch (a consumer that is caught up
+# gets a batch or two) one pread + one send costs less than send + sendfile + send, and the
+# client gets one segment instead of three (measured in docs/benchmarks.md, "e2e").
+# Larger regions go with sendfile, never through Python.
+INLINE_REGION_BYTES = 16384
+
+
+def _inline_small_regions(chunks: list[Any]) -> bytes | None:
+    file_bytes = 0
+    for chunk in chunks:
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            file_bytes += chunk.length
+            if file_bytes > INLINE_REGION_BYTES:
+                return None
+    if not file_bytes:
+        return None
+    out = []
+    for chunk in chunks:
+        if isinstance(chunk, (bytes, bytearray, memoryview)):
+            out.append(chunk)
+        else:
+            data = os.pread(chunk.fd, chunk.length, chunk.position)
+            if len(data) != chunk.length:
+                raise CloseConnection("segment file shrank under a fetch")
+            out.append(data)
+    return b"".join(out)
 
 
 def parse_frame(frame: bytes) -> tuple[Any, Any, Any, bool] | bytes:
