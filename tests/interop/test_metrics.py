@@ -104,6 +104,7 @@ def test_metrics_move_with_traffic(mbroker):
     during = wait_for(port, lambda m: val(m, "odradek_groups", state="Stable") >= 1
                       and val(m, "odradek_purgatory_size", purgatory="fetch") >= 1)
     assert val(during, "odradek_topic_bytes_out_total", topic=topic) >= n * size
+    assert val(during, "odradek_topic_records_out_total", topic=topic) >= n
     assert val(during, "odradek_requests_total", api="fetch") >= 1
     assert val(during, "odradek_request_latency_seconds_count", api="fetch") >= 1
     for api in ("find_coordinator", "join_group", "sync_group"):
@@ -176,3 +177,59 @@ def test_scrape_is_safe_under_load(mbroker):
     assert not errors, errors
     m = scrape(port)
     assert sum(val(m, "odradek_topic_records_in_total", topic=f"load-{t}") for t in range(5)) == 1000
+
+
+def test_records_out_counted_from_offsets(mbroker):
+    """records out = next offset after the last batch returned - first batch's base offset,
+    both where the read stops before the end of the segment file and where it reaches it."""
+    import socket
+    import struct
+
+    from odradek.broker.registry import make
+    from odradek.protocol import messages, records
+    from odradek.protocol.headers import encode_request_header
+
+    size = struct.Struct(">i")
+
+    def req(api_key, version, corr, /, **fields):
+        body = encode_request_header(api_key, version, corr, "t", messages.is_flexible(api_key, version))
+        body += messages.encode(make(messages.request_class(api_key, version), **fields))
+        return size.pack(len(body)) + body
+
+    def nested(api_key, version, name, /, **fields):
+        return make(getattr(messages.module_of(messages.request_class(api_key, version)), name), **fields)
+
+    def frame(s):
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + size.unpack_from(buf)[0]:
+            chunk = s.recv(65536)
+            assert chunk
+            buf += chunk
+        return buf[4:]
+
+    port = mbroker.metrics_port
+    topic = f"ro-{uuid.uuid4().hex[:8]}"
+    batches = [records.build_batch([records.Record(timestamp=1, value=b"v" * 10) for _ in range(k)]) for k in (3, 2, 1)]
+    with socket.create_connection((mbroker.host, mbroker.port), timeout=15) as s:
+        s.sendall(req(19, 7, 1, topics=(nested(19, 7, "CreatableTopic", name=topic, num_partitions=1, replication_factor=1, assignments=(), configs=()),), timeout=10000, validate_only=False))
+        frame(s)
+        for i, b in enumerate(batches):
+            pd = nested(0, 9, "PartitionProduceData", index=0, records=b)
+            s.sendall(req(0, 9, 10 + i, transactional_id=None, acks=1, timeout=10000, topic_data=(nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,)),)))
+            frame(s)
+
+        def fetch(corr, offset, max_bytes):
+            fp = nested(1, 12, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=max_bytes)
+            s.sendall(req(1, 12, corr, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                          topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),), forgotten_topics_data=(), rack_id=""))
+            return messages.decode_response(1, 12, frame(s), 5).responses[0].partitions[0].records
+
+        got = fetch(20, 0, len(batches[0]) + len(batches[1]))  # the first two batches: 5 records, more follow in the file
+        assert len(got) == len(batches[0]) + len(batches[1])
+        m = scrape(port)
+        assert val(m, "odradek_topic_records_out_total", topic=topic) == 5
+        assert val(m, "odradek_topic_bytes_out_total", topic=topic) == len(got)
+        got = fetch(21, 4, 1 << 20)  # from inside the second batch: it and the last one, to the end of the file
+        assert len(got) == len(batches[1]) + len(batches[2])
+        m = scrape(port)
+        assert val(m, "odradek_topic_records_out_total", topic=topic) == 5 + 3  # offsets 3..5

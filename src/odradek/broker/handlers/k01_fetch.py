@@ -93,7 +93,7 @@ async def handle(ctx: RequestContext, req) -> object:
     min_bytes = req.min_bytes
     rm = broker.replica_manager
 
-    def read_all() -> tuple[list[tuple[object, str | None, int, CachedPartition, PartitionResult]], int, bool]:
+    def read_all() -> tuple[list[tuple[object, str | None, int, CachedPartition, PartitionResult, object]], int, bool]:
         out = []
         total = 0
         errors = False
@@ -114,7 +114,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 elif r.regions:
                     pr.records = r.regions
                     total += r.size
-            out.append((key, name, part, cp, pr))
+            out.append((key, name, part, cp, pr, r if pr.records else None))
         return out, total, errors
 
     results, total, errors = read_all()
@@ -126,7 +126,7 @@ async def handle(ctx: RequestContext, req) -> object:
         results, total, errors = read_all()
 
     by_topic: dict[object, TopicResult] = {}
-    for key, name, part, cp, pr in results:
+    for key, name, part, cp, pr, _r in results:
         if incremental and not pr.records and not pr.error_code and not cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset):
             continue
         if not incremental:
@@ -137,7 +137,14 @@ async def handle(ctx: RequestContext, req) -> object:
         tr.partitions.append(pr)
     metrics = getattr(broker, "metrics", None)
     if metrics is not None and total:
-        for tr in by_topic.values():
-            metrics.bytes_out(tr.name, sum(p.records_size for p in tr.partitions))
+        # records out from offsets: no batch is decoded (docs/metrics.md)
+        out: dict[str, list[int]] = {}
+        for _key, name, part, _cp, pr, r in results:
+            if r is not None:
+                acc = out.setdefault(name, [0, 0])
+                acc[0] += pr.records_size
+                acc[1] += rm.offsets_returned(name, part, r)
+        for name, (nbytes, nrecords) in out.items():
+            metrics.bytes_out(name, nbytes, nrecords)
     chunks, size = encode_fetch_response(v, list(by_topic.values()), session_id=session.id if session is not None else 0)
     return RawResponse(chunks, size)
