@@ -24,6 +24,8 @@ they answer as soon as data arrives).
     .venv/bin/python bench/broker/run.py --quick              # 200,000 records, 5 s e2e
     .venv/bin/python bench/broker/run.py --quick --peers none # odradek only (smoke)
     .venv/bin/python bench/broker/run.py --profile            # + py-spy profiles of odradek (produce, consume)
+    .venv/bin/python bench/broker/run.py --peers none --workloads e2e --drivers confluent   # e2e only
+    .venv/bin/python bench/broker/run.py --peers none --workloads produce --configs 1/1/none,1/all/none
 
 Writes bench/broker/results/latest.json and latest.md (and --chart, default docs/benchmarks.png).
 """
@@ -65,6 +67,20 @@ def proc_cpu(pid: int) -> float:
         data = f.read()
     fields = data[data.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def settle(pid: int, timeout: float = 20.0) -> None:
+    """Wait until a freshly started broker is idle (odradek warms its schema caches and runs a
+    full GC in the background after start: ~1 s of CPU that would otherwise land in the first
+    measured run — it made the first produce config look 35-50 % dearer)."""
+    deadline = time.monotonic() + timeout
+    last = proc_cpu(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = proc_cpu(pid)
+        if now - last < 0.02:
+            return
+        last = now
 
 
 def perf_cmd(*args: str) -> list[str]:
@@ -170,11 +186,17 @@ class Runner:
         configs = [(p, acks, comp) for p in (1, 6) for acks in ("1", "all") for comp in ("none", "lz4")]
         if a.quick_matrix:
             configs = [(1, "1", "none"), (6, "1", "none"), (1, "all", "none"), (1, "1", "lz4")]
+        if a.configs:
+            configs = a.configs
+        if "produce" not in a.workloads and "consume" not in a.workloads:
+            configs = []
+        elif "produce" not in a.workloads:  # consume needs its topics: produce only the acks=1/none ones
+            configs = [c for c in configs if c[1:] == ("1", "none")]
         for parts, acks, comp in configs:
             topic = f"bench-{parts}p-{acks}-{comp}-{uuid.uuid4().hex[:6]}"
             self.create_topic(topic, parts)
             prof = None
-            if a.profile and self.name == "odradek" and (parts, acks, comp) == (1, "1", "none"):
+            if a.profile and self.name == "odradek" and "produce" in a.profile_workloads and (parts, acks, comp) == (1, "1", "none"):
                 prof = str(RESULTS / "profile-produce.txt")
             self.run(perf_cmd("produce", "-b", bs, "-t", topic, "-n", str(n), "-s", "100", "--acks", acks,
                               "-z", comp, "--linger-ms", "5", "--driver", "confluent"),
@@ -182,7 +204,7 @@ class Runner:
                       "compression": comp}, profile=prof)
             if acks == "1" and comp == "none":
                 consume_topics[(parts, "confluent")] = topic
-        if "odradek" in a.drivers:
+        if "odradek" in a.drivers and "produce" in a.workloads:
             for parts in (1, 6):
                 topic = f"bench-{parts}p-odr-{uuid.uuid4().hex[:6]}"
                 self.create_topic(topic, parts)
@@ -190,6 +212,8 @@ class Runner:
                                   "--acks", "1", "-z", "none", "--linger-ms", "5", "--driver", "odradek"),
                          {"workload": "produce", "driver": "odradek", "partitions": parts, "acks": "1",
                           "compression": "none"})
+        if "consume" not in a.workloads:
+            consume_topics = {}
         for (parts, _), topic in sorted(consume_topics.items()):
             want = n
             if self.name == "mock":
@@ -198,21 +222,24 @@ class Runner:
                 log(f"[mock] retained {want} of {n} records in {topic} (low {lo}, high {hi})")
             for driver in a.drivers:
                 prof = None
-                if a.profile and self.name == "odradek" and parts == 1 and driver == "confluent":
+                if a.profile and self.name == "odradek" and "consume" in a.profile_workloads and parts == 1 and driver == "confluent":
                     prof = str(RESULTS / "profile-consume.txt")
                 self.run(perf_cmd("consume", "-b", bs, "-t", topic, "-n", str(want), "--fetch-max-wait-ms", "10",
                                   "--timeout", "15", "--driver", driver),
                          {"workload": "consume", "driver": driver, "partitions": parts, "acks": "1",
                           "compression": "none", "retained": want}, profile=prof)
         wait = "5" if self.name == "mock" else "500"
-        for driver in a.drivers:
+        for driver in a.drivers if "e2e" in a.workloads else ():
             topic = f"bench-e2e-{driver}-{uuid.uuid4().hex[:6]}"
             self.create_topic(topic, 1)
+            prof = None
+            if a.profile and self.name == "odradek" and "e2e" in a.profile_workloads:
+                prof = str(RESULTS / f"profile-e2e-{driver}.txt")
             self.run(perf_cmd("e2e", "-b", bs, "-t", topic, "--rate", str(a.e2e_rate), "--duration",
                               str(a.e2e_seconds), "--acks", "1", "--linger-ms", "0", "--fetch-max-wait-ms", wait,
                               "--partitions", "0", "--driver", driver),
                      {"workload": "e2e", "driver": driver, "partitions": 1, "acks": "1", "compression": "none",
-                      "fetch_max_wait_ms": int(wait)}, records_key="sent")
+                      "fetch_max_wait_ms": int(wait)}, records_key="sent", profile=prof)
 
 
 # ---------------------------------------------------------------------------- reporting
@@ -406,7 +433,15 @@ def main(argv=None) -> int:
     ap.add_argument("--e2e-rate", type=int, default=5000)
     ap.add_argument("--e2e-seconds", type=float, default=None)
     ap.add_argument("--full-matrix", action="store_true", help="with --quick: still run all 8 produce configs")
-    ap.add_argument("--profile", action="store_true", help="py-spy profiles of odradek during produce and consume")
+    ap.add_argument("--workloads", default="produce,consume,e2e",
+                    help="comma list of produce,consume,e2e (consume alone still produces its acks=1/none topics)")
+    ap.add_argument("--configs", default=None,
+                    help="produce configs PARTS/ACKS/COMP, comma separated, e.g. 1/1/none,1/all/none")
+    ap.add_argument("--profile", action="store_true", help="py-spy profiles of odradek during produce, consume, e2e")
+    ap.add_argument("--profile-workloads", default="produce,consume",
+                    help="which workloads --profile records (comma list of produce,consume,e2e)")
+    ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra odradek broker setting (repeatable), e.g. metrics.listener=127.0.0.1:0")
     ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks.png"), help="PNG path ('' for none)")
     ap.add_argument("--out", default=str(RESULTS / "latest.json"))
     ap.add_argument("--brokers", default=None, help="run only these (comma list of odradek,mock,tansu)")
@@ -417,6 +452,10 @@ def main(argv=None) -> int:
     a.e2e_seconds = a.e2e_seconds or (5 if a.quick else 20)
     a.quick_matrix = a.quick and not a.full_matrix
     a.drivers = [d for d in a.drivers.split(",") if d]
+    a.workloads = {w for w in a.workloads.split(",") if w}
+    a.profile_workloads = {w for w in a.profile_workloads.split(",") if w}
+    if a.configs:
+        a.configs = [(int(c.split("/")[0]), c.split("/")[1], c.split("/")[2]) for c in a.configs.split(",") if c]
     peers = [] if a.peers in ("none", "") else [p.strip() for p in a.peers.split(",")]
     if "tansu" in peers and not TansuBroker.available():
         log("tansu: not installed (.deps/bin/tansu), skipped")
@@ -441,7 +480,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         for name in brokers:
             if name == "odradek":
-                b = BrokerProcess(Path(tmp) / "odradek", {"num.partitions": 1})
+                b = BrokerProcess(Path(tmp) / "odradek", {"num.partitions": 1, **dict(o.split("=", 1) for o in a.broker_override)})
             elif name == "mock":
                 b = MockClusterBroker(Path(tmp) / "mock")
             elif name == "tansu":
@@ -449,6 +488,7 @@ def main(argv=None) -> int:
             else:
                 raise SystemExit(f"unknown peer {name}")
             b.start(timeout=60)
+            settle(b.proc.pid)
             log(f"== {name} at {b.bootstrap} (pid {b.proc.pid})")
             r = Runner(name, b, a)
             try:

@@ -1,0 +1,144 @@
+"""Per-request broker CPU, in process: the e2e workload's two requests without a network.
+
+A broker is started in this process (temp dir, uvloop, no listener traffic); each step runs the
+exact code a connection runs for one frame: parse (header + body), the handler, the response
+encoding. Requests are the ones librdkafka 2.16 sends (Produce v10 with one 100-byte record,
+acks=1; Fetch v16 of one partition, session-less) rebuilt from tests/protocol/fixtures/confluent.
+
+    .venv/bin/python bench/broker/micro.py [-n 20000]
+
+Prints microseconds per request for each step (best of 5 rounds); compare before/after a change.
+This measures Python work only: syscalls (recv, send, sendfile, pwritev) and event-loop wake-ups
+come on top (see docs/benchmarks.md for the socket-level figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+from odradek.broker.config import BrokerConfig  # noqa: E402
+from odradek.broker.connection import Connection, parse_frame  # noqa: E402
+from odradek.broker.registry import RawResponse, RequestContext, load_handlers  # noqa: E402
+from odradek.broker.server import Broker  # noqa: E402
+from odradek.protocol import messages, records  # noqa: E402
+from odradek.protocol.headers import encode_request_header, response_header  # noqa: E402
+
+SENTINEL = 0x0123456789ABCDEF
+FIX = ROOT / "tests" / "protocol" / "fixtures" / "confluent"
+
+
+def frame_for(api_key: int, version: int, req, corr: int = 1) -> bytes:
+    head = encode_request_header(api_key, version, corr, "rdkafka", messages.is_flexible(api_key, version))
+    return head + messages.encode(req)
+
+
+async def main(n: int) -> None:
+    load_handlers()
+    tmp = tempfile.mkdtemp(prefix="odradek-micro-")
+    cfg = BrokerConfig({"log.dirs": tmp, "listeners": "PLAINTEXT://127.0.0.1:0", "num.partitions": "1"})
+    broker = Broker(cfg)
+    await broker.start()
+    try:
+        info = broker.create_topic("micro", 1, {})
+        batch = make_batch()
+        _h, _hd, preq, _ = parse_frame((FIX / "produce_v10.bin").read_bytes())
+        preq = dataclasses.replace(preq, acks=1, topic_data=(dataclasses.replace(
+            preq.topic_data[0], name="micro", partition_data=(dataclasses.replace(
+                preq.topic_data[0].partition_data[0], index=0, records=batch),)),))
+        pframe = frame_for(0, 10, preq)
+        _h, _hd, freq, _ = parse_frame((FIX / "fetch_v16.bin").read_bytes())
+        ftopic = dataclasses.replace(freq.topics[0], topic_id=info.topic_id, partitions=(dataclasses.replace(
+            freq.topics[0].partitions[0], partition=0, fetch_offset=SENTINEL),))
+        freq = dataclasses.replace(freq, topics=(ftopic,), max_wait=freq.max_wait, isolation_level=0)
+        fframe = frame_for(1, 16, freq)
+        at = fframe.index(SENTINEL.to_bytes(8, "big"))
+        log_ = broker.log_manager.get_log("micro", 0)
+
+        def fetch_frame_at(offset: int) -> bytes:
+            return fframe[:at] + offset.to_bytes(8, "big") + fframe[at + 8:]
+
+        async def run_frame(frame, fetch_offset=None):
+            handler, header, request, flexible = parse_frame(frame)
+            ctx = RequestContext(broker, header.api_key, header.api_version, header.correlation_id,
+                                 header.client_id, "peer", 1, {})
+            resp = await handler.fn(ctx, request)
+            head = response_header(header.correlation_id, flexible)
+            if isinstance(resp, RawResponse):
+                return resp
+            return messages.encode(resp)
+
+        # produce enough so each fetch finds a batch at its offset
+        steps = {}
+
+        def timed(name, fn, rounds=5):
+            best = None
+            for _ in range(rounds):
+                t = time.perf_counter()
+                fn()
+                d = (time.perf_counter() - t) / n * 1e6
+                best = d if best is None else min(best, d)
+            steps[name] = best
+
+        loop = asyncio.get_running_loop()
+
+        def parse_p():
+            for _ in range(n):
+                parse_frame(pframe)
+
+        def parse_f():
+            f = fetch_frame_at(0)
+            for _ in range(n):
+                parse_frame(f)
+
+        timed("produce: parse_frame", parse_p)
+        timed("fetch:   parse_frame", parse_f)
+
+        async def produce_all():
+            for _ in range(n):
+                await run_frame(pframe)
+
+        async def fetch_all():  # the consumer's next fetch finds exactly the batch just produced
+            took = 0.0
+            pc = time.perf_counter
+            for _ in range(n):
+                f = fetch_frame_at(log_.log_end_offset)
+                await run_frame(pframe)
+                t = pc()
+                await run_frame(f)
+                took += pc() - t
+            return took
+
+        for name, coro_fn in (("produce: parse+handle+encode", produce_all), ("fetch:   parse+handle+encode", fetch_all)):
+            best = None
+            for _ in range(5):
+                t = time.perf_counter()
+                took = await coro_fn()
+                d = (took if took is not None else time.perf_counter() - t) / n * 1e6
+                best = d if best is None else min(best, d)
+            steps[name] = best
+        for k, v in steps.items():
+            print(f"{k:32s} {v:7.1f} us")
+    finally:
+        await broker.stop()
+
+
+def make_batch() -> bytes:
+    return records.build_batch([records.Record(timestamp=int(time.time() * 1000), value=b"x" * 100)])
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=20000)
+    a = ap.parse_args()
+    import uvloop
+
+    uvloop.run(main(a.n))
