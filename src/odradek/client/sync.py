@@ -204,6 +204,10 @@ class Consumer:
     def poll(self, timeout: float = 1.0, max_records: int | None = None):
         return self._io.run(self._aio.poll(timeout, max_records))
 
+    def poll_columns(self, timeout: float = 1.0) -> list:
+        """Records as `RecordColumns` (see `AIOConsumer.poll_columns`)."""
+        return self._io.run(self._aio.poll_columns(timeout))
+
     def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
         self._io.run(self._aio.commit(offsets, timeout))
 

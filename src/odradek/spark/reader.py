@@ -8,6 +8,7 @@ tasks run on a pickled copy of the reader made before planning.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
@@ -109,6 +110,33 @@ def records_to_arrow(recs: list, include_headers: bool):
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def columns_to_arrow(cols, count: int):
+    """The first `count` records of a client `RecordColumns` -> one pyarrow.RecordBatch in the
+    source schema (without headers). The buffers the C decoder filled become the arrays
+    as they are (pa.Array.from_buffers): no Python object per record."""
+    import pyarrow as pa
+
+    schema = arrow_schema(False)
+    n = cols.count
+
+    def binary(validity, offsets, data):
+        return pa.Array.from_buffers(pa.binary(), n, [None if validity is None else pa.py_buffer(validity),
+                                                      pa.py_buffer(offsets), pa.py_buffer(data)])
+
+    arrays = [
+        binary(cols.key_validity, cols.key_offsets, cols.key_data),
+        binary(cols.value_validity, cols.value_offsets, cols.value_data),
+        pa.repeat(pa.scalar(cols.topic, pa.string()), n),
+        pa.repeat(pa.scalar(cols.partition, pa.int32()), n),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)]),
+        pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(cols.timestamps)])
+        .cast(pa.timestamp("us", tz="UTC")),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols.timestamp_types)]),
+    ]
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return batch if count >= n else batch.slice(0, count)
+
+
 def read_range(p: RangePartition) -> Iterator:
     """Yield Arrow batches with every record of ``[p.start, p.end)`` of one partition."""
     if p.end <= p.start:
@@ -130,9 +158,10 @@ def read_range(p: RangePartition) -> Iterator:
         pos = p.start
         end = p.end
         idle_since = time.monotonic()
+        columnar = not p.include_headers  # headers need the per-record path
         while pos < end:
             try:
-                recs = c.poll(0.5)
+                recs = c.poll_columns(0.5) if columnar else c.poll(0.5)
             except E.OffsetOutOfRangeError:
                 lo = c.beginning_offsets([tp])[tp]
                 msg = data_loss_message(f"{p.topic}-{p.partition}: offset {pos} is out of range "
@@ -156,10 +185,20 @@ def read_range(p: RangePartition) -> Iterator:
                 pos = max(pos, c.position(tp))
                 continue
             idle_since = time.monotonic()
-            first = recs[0].offset
-            if first > pos:
-                # a gap: compaction or transaction markers are legal gaps; only the log start moving is loss
-                pass
+            # a gap before the first record (compaction, transaction markers) is legal; only
+            # the log start moving past `pos` is loss, reported above
+            if columnar:
+                for cols in recs:
+                    offsets = cols.offset_list()
+                    if offsets[-1] >= end:
+                        k = bisect.bisect_left(offsets, end)
+                        if k:
+                            yield columns_to_arrow(cols, k)
+                        pos = end
+                        break
+                    pos = offsets[-1] + 1
+                    yield columns_to_arrow(cols, cols.count)
+                continue
             if recs[-1].offset >= end:
                 lo_i, hi_i = 0, len(recs)
                 while lo_i < hi_i:

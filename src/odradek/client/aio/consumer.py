@@ -240,12 +240,41 @@ class AIOConsumer:
         if not self.subs.assignment and not self.subs.subscribed:
             raise E.IllegalStateError("not subscribed to any topic or assigned any partition")
         max_records = max_records or self.max_poll_records
+        self.fetcher.set_columnar(False)
         deadline = time.monotonic() + timeout
         ready = self.fetcher.data_ready
         while True:
             recs = self.fetcher.take(max_records)
             if recs:
                 return self._deserialize(recs)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            ready.clear()
+            if self.fetcher.has_buffered():
+                continue
+            self.fetcher.wakeup()
+            try:
+                await asyncio.wait_for(ready.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def poll_columns(self, timeout: float = 1.0) -> list:
+        """Like `poll`, but records come as `RecordColumns` (column buffers for Arrow, no
+        Python object per record, headers not kept), one per fetched partition response.
+        Deserializers are not applied. Switching between `poll` and `poll_columns` drops
+        what was buffered (it is fetched again)."""
+        if self._closed:
+            raise E.IllegalStateError("consumer closed")
+        if not self.subs.assignment and not self.subs.subscribed:
+            raise E.IllegalStateError("not subscribed to any topic or assigned any partition")
+        self.fetcher.set_columnar(True)
+        deadline = time.monotonic() + timeout
+        ready = self.fetcher.data_ready
+        while True:
+            cols = self.fetcher.take_columns()
+            if cols:
+                return cols
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []

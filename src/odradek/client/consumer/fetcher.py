@@ -4,7 +4,9 @@ A background task keeps at most one Fetch in flight per broker, for the assigned
 unpaused partitions with a known position and little buffered data (so the next batch
 is usually on its way while the application works through the last one). Responses are
 decoded on arrival (`_records.decode_fetched`) and buffered per partition; `poll` takes
-records from the buffers and advances positions.
+records from the buffers and advances positions. In columnar mode (`set_columnar`, used by
+`poll_columns`) responses are decoded into `RecordColumns` instead, one per response and
+partition, and `take_columns` hands them out whole.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from .. import _wire
 from .. import errors as E
-from .._records import decode_fetched
+from .._records import decode_fetched, decode_fetched_columns
 from ..cluster import STALE_METADATA_CODES, Cluster
 from .subscription import OffsetAndTimestamp, SubscriptionState, TopicPartition
 
@@ -48,6 +50,16 @@ class Fetcher:
         self._task: asyncio.Task | None = None
         self._running = False
         self._resetting = False
+        self.columnar = False
+
+    def set_columnar(self, on: bool) -> None:
+        """Decode into `RecordColumns` (True) or `ConsumerRecord` lists (False). What is
+        buffered in the other form is dropped and fetched again from the consumed position."""
+        on = bool(on)
+        if on != self.columnar:
+            self.columnar = on
+            for st in self.subs.assignment.values():
+                st.clear_buffer()
 
     async def start(self) -> None:
         self._wake = asyncio.Event()
@@ -176,8 +188,9 @@ class Fetcher:
                     raw = p.records
                     if not raw:
                         continue
+                    decode = decode_fetched_columns if self.columnar else decode_fetched
                     try:
-                        recs, nxt = decode_fetched(tp.topic, tp.partition, raw, pos, check_crcs=self.check_crcs)
+                        recs, nxt = decode(tp.topic, tp.partition, raw, pos, check_crcs=self.check_crcs)
                     except E.KafkaError as e:
                         st.error = e
                         got = True
@@ -187,7 +200,7 @@ class Fetcher:
                         got = True
                         continue
                     if nxt > pos:
-                        st.buffer.append([recs, 0, nxt])
+                        st.buffer.append([recs if recs is not None else [], 0, nxt])
                         if recs:
                             got = True
                     elif len(raw) >= self.partition_max_bytes:
@@ -252,6 +265,29 @@ class Fetcher:
             raise err
         if out:
             self.wakeup()
+        return out
+
+    def take_columns(self) -> list:
+        """Every buffered `RecordColumns` (columnar mode), in partition order; advances positions."""
+        out: list = []
+        errors = []
+        for tp, st in list(self.subs.assignment.items()):
+            if st.error is not None:
+                errors.append(st)
+                continue
+            if st.paused:
+                continue
+            buf = st.buffer
+            while buf:
+                cols, _idx, nxt = buf.popleft()
+                if cols:
+                    out.append(cols)
+                st.position = nxt
+        if errors and not out:
+            st = errors[0]
+            err, st.error = st.error, None
+            raise err
+        self.wakeup()
         return out
 
     def has_buffered(self) -> bool:
