@@ -179,16 +179,20 @@ class Connection:
     # ------------------------------------------------------------------ requests
     def send(self, api_key: int, data: Any, *, version: int | None = None,
              expect_response: bool = True) -> asyncio.Future | None:
-        """Write one request now; the future resolves to the decoded response entity."""
+        """Write one request now; the future resolves to the decoded response entity.
+        `data`: a dict of fields, an entity, or the encoded body (bytes) when `version` is given."""
         if self._closed_exc is not None or self._transport is None:
             raise _copy_exc(self._closed_exc or KafkaConnectionError(f"{self.host}:{self.port} not connected"))
         if version is None:
             version = self.version(api_key)
-        entity = data if not isinstance(data, dict) else _wire.request(api_key, version, data)
+        if isinstance(data, bytes):  # already encoded for `version` (the producer's Produce bodies)
+            body = data
+        else:
+            entity = data if not isinstance(data, dict) else _wire.request(api_key, version, data)
+            body = messages.encode(entity)
         flexible = messages.is_flexible(api_key, version)
         self._corr = corr = (self._corr + 1) & 0x7FFFFFFF
         header = encode_request_header(api_key, version, corr, self.client_id, flexible)
-        body = messages.encode(entity)
         t = self._transport
         t.write(_I32.pack(len(header) + len(body)) + header)
         t.write(body)
@@ -216,6 +220,13 @@ class Connection:
     # ------------------------------------------------------------------ reading
     def _data_received(self, data: bytes) -> None:
         buf = self._buf
+        if not buf and len(data) >= 4:
+            # the common case for small responses: whole frames in `data`, nothing pending
+            n = len(data)
+            size = _I32.unpack_from(data, 0)[0]
+            if 4 <= size <= self.max_frame_size and size + 4 == n:
+                self._handle_frame(data[4:])
+                return
         buf += data
         pos = 0
         n = len(buf)
@@ -227,7 +238,8 @@ class Connection:
             end = pos + 4 + size
             if end > n:
                 break
-            frame = bytes(buf[pos + 4:end])
+            with memoryview(buf) as mv:  # one copy (a bytearray slice would be a second)
+                frame = bytes(mv[pos + 4:end])
             pos = end
             self._handle_frame(frame)
             if self._closed_exc is not None:

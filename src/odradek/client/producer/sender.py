@@ -192,24 +192,33 @@ class Sender:
                 b.wire = b.builder.build(compression=self.compression, producer_id=self.producer_id,
                                          producer_epoch=self.producer_epoch, base_sequence=b.sequence)
             b.attempts += 1
-            topics.setdefault(b.topic, []).append({"index": b.partition, "records": b.wire})
-        data = {"transactional_id": None, "acks": self.acks, "timeout": self.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()]}
+            topics.setdefault(b.topic, []).append((b.partition, b.wire))
         self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
-        task = self._loop.create_task(self._produce(node, batches, data))
+        task = self._loop.create_task(self._produce(node, batches, topics))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _produce(self, node: int, batches: list[ProducerBatch], data: dict) -> None:
+    def _request(self, version: int, topics: dict):
+        """The Produce request for `topics` ({name: [(partition, batch bytes)]}): encoded by
+        hand where `_wire.encode_produce` knows the version, else as fields for kio."""
+        if 3 <= version <= 12:
+            return _wire.encode_produce(version, self.acks, self.request_timeout_ms, topics)
+        return {"transactional_id": None, "acks": self.acks, "timeout": self.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": [{"index": i, "records": r} for i, r in parts]}
+                               for t, parts in topics.items()]}
+
+    async def _produce(self, node: int, batches: list[ProducerBatch], topics: dict) -> None:
         try:
             try:
                 conn = await self.cluster.connection(node)
+                version = conn.version(PRODUCE)
+                data = self._request(version, topics)
                 if self.acks == 0:
-                    conn.send(PRODUCE, data, expect_response=False)
+                    conn.send(PRODUCE, data, version=version, expect_response=False)
                     for b in batches:
                         self._succeed(b, -1, -1)
                     return
-                resp = await conn.request(PRODUCE, data, timeout=self.request_timeout_ms / 1000 + 5)
+                resp = await conn.request(PRODUCE, data, version=version, timeout=self.request_timeout_ms / 1000 + 5)
             except E.KafkaError as e:
                 self.cluster.request_update()
                 for b in batches:
