@@ -228,15 +228,18 @@ def main() -> None:
     finally:
         if broker is not None:
             broker.stop()
-    print(f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}")
-    print(f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s} {'P vs kpy':>9s} {'P vs aio':>9s}"
-          f" {'C vs kpy':>9s} {'C vs aio':>9s}")
+    from odradek.client import _records
+
+    print(f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}; "
+          f"odradek record codec: {_records.IMPLEMENTATION}")
+    peers = (("kafka-python", "kpy"), ("aiokafka", "aio"), ("confluent-kafka", "ck"))
+    print(f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s}"
+          + "".join(f" {'P vs ' + s:>9s}" for _, s in peers) + "".join(f" {'C vs ' + s:>9s}" for _, s in peers))
+    f = lambda a, b: f"{a / b:8.2f}x" if b else "      n/a"  # noqa: E731
     for (name, size), (p, c) in results.items():
-        kp = results.get(("kafka-python", size))
-        ai = results.get(("aiokafka", size))
-        f = lambda a, b: f"{a / b:8.2f}x" if b else "      n/a"  # noqa: E731
-        print(f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f} {f(p, kp[0] if kp else 0)} {f(p, ai[0] if ai else 0)}"
-              f" {f(c, kp[1] if kp else 0)} {f(c, ai[1] if ai else 0)}")
+        ref = [results.get((peer, size), (0, 0)) for peer, _ in peers]
+        print(f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f}" + "".join(f" {f(p, r[0])}" for r in ref)
+              + "".join(f" {f(c, r[1])}" for r in ref))
     if args.json:
         Path(args.json).write_text(json.dumps({f"{k[0]}/{k[1]}": v for k, v in results.items()}, indent=1))
 
