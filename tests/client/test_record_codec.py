@@ -272,3 +272,15 @@ def test_random_bytes_never_crash(data):
     for blob in (data, raw_batch(data, 3)):
         res = both_impls(lambda: CR.decode_fetched("t", 0, blob, 0, check_crcs=False))
         assert all(r == res[0] for r in res)
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_hand_encoded_produce_matches_kio(version):
+    from odradek.client import _wire
+    from odradek.protocol import messages
+
+    topics = {"t1": [(0, b"abc" * 50), (3, b"")], "tópic": [(7, b"x" * 300)]}
+    data = {"transactional_id": None, "acks": -1, "timeout": 30000,
+            "topic_data": [{"name": t, "partition_data": [{"index": i, "records": r} for i, r in ps]}
+                           for t, ps in topics.items()]}
+    assert _wire.encode_produce(version, -1, 30000, topics) == messages.encode(_wire.request(0, version, data))
