@@ -12,7 +12,8 @@ module trades generality for speed where the client spends its time:
 Each has two implementations with identical results: the C extension `_crecords`
 (built by setup.py when a compiler is present) and the pure-Python code below, used when
 the extension is missing. ``IMPLEMENTATION`` says which one is active;
-`set_implementation` switches (the tests run both). Decompression stays in Python
+`set_implementation` switches (the tests run both); the environment variable
+``ODRADEK_RECORD_CODEC=python`` picks the fallback at import. Decompression stays in Python
 (`protocol.records.decompress`: cramjam / zlib); C only parses records.
 
 Malformed input (truncated records, bad varints, lengths past the end of a record or
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import struct
 from typing import NamedTuple
 
@@ -493,5 +495,5 @@ def set_implementation(name: str) -> None:
     _append_record = _native.append_record if name == "c" else _py_append_record
 
 
-set_implementation(IMPLEMENTATIONS[0])
+set_implementation(os.environ.get("ODRADEK_RECORD_CODEC") or IMPLEMENTATIONS[0])
 log.debug("record codec: %s", "C extension (_crecords)" if IMPLEMENTATION == "c" else "pure Python (no _crecords)")
