@@ -50,7 +50,7 @@ def test_blocking_roundtrip_byte_exact(peer):
     for (k, v, h), m in zip(recs, metas):
         r = by_pos[(m.partition, m.offset)]
         assert (r.key, r.value) == (k, v)
-        assert r.headers == [(hk, hv) for hk, hv in h]
+        assert r.headers == tuple((hk, hv) for hk, hv in h)
         assert r.timestamp_type == 0
 
 

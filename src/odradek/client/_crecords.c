@@ -169,10 +169,12 @@ static const char *parse_record(const uint8_t **pp, const uint8_t *end, Record *
     return NULL;
 }
 
-/* Header entries of a parsed record as a list of (str, bytes | None). */
+/* Header entries of a parsed record as a tuple of (str, bytes | None) pairs. Immutable and
+ * holding only atomic objects, so neither it nor its pairs can be part of a reference cycle:
+ * they are untracked by the cyclic GC (as CPython does lazily for such tuples). */
 static PyObject *record_headers(const Record *r)
 {
-    PyObject *list = PyList_New((Py_ssize_t)r->header_count);
+    PyObject *list = PyTuple_New((Py_ssize_t)r->header_count);
     if (list == NULL)
         return NULL;
     const uint8_t *p = r->headers, *end = r->end; /* lengths already validated by parse_record */
@@ -196,8 +198,10 @@ static PyObject *record_headers(const Record *r)
             Py_DECREF(list);
             return NULL;
         }
-        PyList_SET_ITEM(list, i, t);
+        PyObject_GC_UnTrack(t);
+        PyTuple_SET_ITEM(list, i, t);
     }
+    PyObject_GC_UnTrack(list);
     return list;
 }
 
@@ -310,7 +314,7 @@ static int sink_record(Sink *s, const Record *r, int64_t offset, int64_t ts, int
         PyLong_FromLong(ts_type),
         r->key ? PyBytes_FromStringAndSize((const char *)r->key, r->key_len) : Py_NewRef(Py_None),
         r->value ? PyBytes_FromStringAndSize((const char *)r->value, r->value_len) : Py_NewRef(Py_None),
-        r->header_count ? record_headers(r) : PyList_New(0),
+        r->header_count ? record_headers(r) : PyTuple_New(0),
     };
     int ok = 1;
     for (int i = 0; i < 6; i++) {
@@ -318,6 +322,12 @@ static int sink_record(Sink *s, const Record *r, int64_t offset, int64_t ts, int
             ok = 0;
         PyTuple_SET_ITEM(rec, i + 2, items[i]); /* NULL slots are fine for dealloc */
     }
+    /* Every field is atomic (int, str, bytes, None) or an untracked tuple of them, and a
+     * NamedTuple has no __dict__: the record cannot be in a cycle, so the cyclic GC need not
+     * scan it. Thousands of buffered records would otherwise make each collection slower
+     * (measured: ~30% of a 100-byte consume loop). */
+    if (ok)
+        PyObject_GC_UnTrack(rec);
     if (!ok || PyList_Append(s->out, rec)) {
         if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
             PyErr_Clear();

@@ -74,7 +74,7 @@ class ConsumerRecord(NamedTuple):
     timestamp_type: int
     key: bytes | None
     value: bytes | None
-    headers: list
+    headers: tuple  # of (str, bytes | None) pairs; () when none
 
 
 class CorruptRecordError(R.CorruptRecordError):
@@ -258,12 +258,12 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
         x = b[p]
         p += 1
         if x == 0:
-            headers = []
+            headers = ()
         else:
             nh, p = ((x >> 1) ^ -(x & 1), p) if x < 0x80 else _varint_rest(b, p, rend, x, 5)
             if nh < 0:
                 raise _Bad("bad header count")
-            headers = []
+            hl = []
             for _i in range(nh):
                 x = b[p]
                 p += 1
@@ -282,7 +282,8 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
                     p += hvl
                 else:
                     hv = None
-                headers.append((hk, hv))
+                hl.append((hk, hv))
+            headers = tuple(hl)
         if p != rend:
             raise _Bad("record length does not match its fields")
         off = base_offset + od
@@ -290,7 +291,7 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
         if not (_I64_MIN <= off <= _I64_MAX and _I64_MIN <= ts <= _I64_MAX):
             raise _Bad("offset or timestamp out of range")
         if off >= start_offset:
-            append(tnew(new, (topic, partition, off, ts, ts_type, key, value, headers if keep_headers else [])))
+            append(tnew(new, (topic, partition, off, ts, ts_type, key, value, headers if keep_headers else ())))
     return p
 
 
@@ -418,13 +419,42 @@ def _legacy(topic, partition, mv, pos, n, start_offset, out, next_offset):
     try:
         for r in R.decode_message_set(mv[pos:end]):
             if r.offset >= start_offset:
-                out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, 0, r.key, r.value, []))
+                out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, 0, r.key, r.value, ()))
                 next_offset = r.offset + 1
     except CorruptRecordError:
         raise
     except (R.CorruptRecordError, ValueError, IndexError, struct.error) as e:
         raise CorruptRecordError(f"{topic}-{partition}: malformed message set at {pos}: {e}") from None
     return end, next_offset
+
+
+_I32 = struct.Struct(">i")
+
+
+def scan_next_offset(data, start_offset: int) -> int:
+    """The offset after the last complete batch (or legacy message) in fetched bytes,
+    from the batch headers alone: what the consumer fetches next, known before decoding.
+
+    Only the framing is read (base offset, length, magic, last offset delta); `decode_fetched`
+    validates everything and its next offset wins if the two ever differ."""
+    n = len(data)
+    pos = 0
+    nxt = start_offset
+    while pos + 17 <= n:
+        base, length = _Q_I.unpack_from(data, pos)
+        end = pos + 12 + length
+        if length < 0 or end > n:
+            break
+        if data[pos + 16] >= 2:
+            if pos + 27 > end:
+                break
+            last = base + _I32.unpack_from(data, pos + 23)[0]
+        else:
+            last = base  # a legacy message (or compressed wrapper): its offset is the last inner one
+        if last + 1 > nxt:
+            nxt = last + 1
+        pos = end
+    return nxt
 
 
 def decode_fetched(topic: str, partition: int, data: bytes, start_offset: int, *,

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import _wire
 from .. import errors as E
-from .._records import decode_fetched, decode_fetched_columns
+from .._records import decode_fetched, decode_fetched_columns, scan_next_offset
 from ..cluster import STALE_METADATA_CODES, Cluster
 from .subscription import OffsetAndTimestamp, SubscriptionState, TopicPartition
 
@@ -143,6 +143,7 @@ class Fetcher:
 
     async def _fetch(self, node: int, parts: list) -> None:
         sent = {tp: (st, st.epoch, st.fetch_position) for tp, st in parts}
+        released = False
         try:
             topics: dict[str, list] = {}
             for tp, (st, _epoch, pos) in sent.items():
@@ -168,7 +169,7 @@ class Fetcher:
                 log.debug("fetch error %s", code)
                 await asyncio.sleep(self.backoff)
                 return
-            got = False
+            arrived = []  # (tp, st, pos, raw, ahead) to decode once the next Fetch is out
             for t in resp.responses:
                 for p in t.partitions:
                     tp = TopicPartition(t.topic, int(p.partition_index))
@@ -188,33 +189,58 @@ class Fetcher:
                     raw = p.records
                     if not raw:
                         continue
-                    decode = decode_fetched_columns if self.columnar else decode_fetched
-                    try:
-                        recs, nxt = decode(tp.topic, tp.partition, raw, pos, check_crcs=self.check_crcs)
-                    except E.KafkaError as e:
-                        st.error = e
+                    ahead = scan_next_offset(raw, pos)
+                    if ahead > pos:
+                        st.ahead = ahead
+                    arrived.append((tp, st, epoch, pos, raw, ahead))
+            # The next Fetch goes out from the offsets the batch headers give, before this
+            # response is decoded: the broker serves it while we decode (one yield sends it).
+            released = self._release(node, sent)
+            if any(a[5] > a[3] for a in arrived):
+                self._send_fetches()
+                await asyncio.sleep(0)
+            got = False
+            for tp, st, epoch, pos, raw, ahead in arrived:
+                if self.subs.assignment.get(tp) is not st or st.epoch != epoch:
+                    continue  # seeked or unassigned while the next Fetch went out
+                st.ahead = None
+                decode = decode_fetched_columns if self.columnar else decode_fetched
+                try:
+                    recs, nxt = decode(tp.topic, tp.partition, raw, pos, check_crcs=self.check_crcs)
+                except E.KafkaError as e:
+                    st.error = e
+                    st.epoch += 1  # drop what was fetched past the bad batch
+                    got = True
+                    continue
+                except ValueError as e:
+                    st.error = E.CorruptMessageError(str(e))
+                    st.epoch += 1
+                    got = True
+                    continue
+                if nxt != ahead and ahead > pos:
+                    st.epoch += 1  # the headers misled the early Fetch: drop its answer
+                if nxt > pos:
+                    st.buffer.append([recs if recs is not None else [], 0, nxt])
+                    if recs:
                         got = True
-                        continue
-                    except ValueError as e:
-                        st.error = E.CorruptMessageError(str(e))
-                        got = True
-                        continue
-                    if nxt > pos:
-                        st.buffer.append([recs if recs is not None else [], 0, nxt])
-                        if recs:
-                            got = True
-                    elif len(raw) >= self.partition_max_bytes:
-                        st.error = E.RecordTooLargeError(
-                            f"{tp.topic}-{tp.partition}: a batch at {pos} is larger than max.partition.fetch.bytes")
-                        got = True
+                elif len(raw) >= self.partition_max_bytes:
+                    st.error = E.RecordTooLargeError(
+                        f"{tp.topic}-{tp.partition}: a batch at {pos} is larger than max.partition.fetch.bytes")
+                    got = True
             if got:
                 self.data_ready.set()
         finally:
-            for _tp, (st, _e, _p) in sent.items():
-                st.fetching = False
-            if self._in_flight.get(node) is asyncio.current_task():
-                del self._in_flight[node]
-            self.wakeup()
+            if not released:
+                self._release(node, sent)
+
+    def _release(self, node: int, sent: dict) -> bool:
+        """This Fetch is answered: its partitions and its broker may be fetched again."""
+        for _tp, (st, _e, _p) in sent.items():
+            st.fetching = False
+        if self._in_flight.get(node) is asyncio.current_task():
+            del self._in_flight[node]
+        self.wakeup()
+        return True
 
     def _partition_error(self, tp: TopicPartition, st, code: int) -> None:
         if code == OFFSET_OUT_OF_RANGE:

@@ -25,7 +25,7 @@ class OffsetAndTimestamp(NamedTuple):
 
 class PartitionState:
     __slots__ = ("position", "paused", "reset_to", "epoch", "buffer", "high_watermark", "log_start_offset",
-                 "last_stable_offset", "fetching", "error")
+                 "last_stable_offset", "fetching", "error", "ahead")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -38,9 +38,11 @@ class PartitionState:
         self.last_stable_offset = -1
         self.fetching = False
         self.error: BaseException | None = None
+        self.ahead: int | None = None  # next offset of a response being decoded (already fetched on)
 
     def clear_buffer(self) -> None:
         self.buffer.clear()
+        self.ahead = None
         self.epoch += 1
 
     def seek(self, offset: int) -> None:
@@ -51,6 +53,8 @@ class PartitionState:
 
     @property
     def fetch_position(self) -> int | None:
+        if self.ahead is not None:
+            return self.ahead
         if self.buffer:
             return self.buffer[-1][2]
         return self.position
