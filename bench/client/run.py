@@ -3,6 +3,8 @@
 Every client produces N records of 100 B and of 1 KiB to its own fresh single-partition
 topic on the same broker, then consumes them back from the beginning; records/s is
 N / wall time (producer: first send to flush done; consumer: first poll to N-th record).
+``odradek`` is the blocking client (poll crosses to its I/O thread), ``odradek-asyncio`` the
+asyncio one (``odradek.client.aio``), the like-for-like peer of aiokafka.
 The broker defaults to Tansu (Rust, memory storage) so the broker is not the bottleneck;
 ``--broker odradek|mock`` or ``--bootstrap host:port`` picks another.
 
@@ -176,8 +178,46 @@ def confluent_consume(bs, topic, n):
     return dt
 
 
+def odradek_aio_produce(bs, topic, payload, n):
+    from odradek.client.aio import AIOProducer
+
+    async def run():
+        p = AIOProducer(bootstrap_servers=bs, acks=ACKS, enable_idempotence=False, linger_ms=LINGER_MS,
+                        batch_size=BATCH)
+        await p.start()
+        await p.send_and_wait(topic, payload, partition=0)
+        t = time.perf_counter()
+        for _ in range(n):
+            await p.send(topic, payload, partition=0)
+        await p.flush()
+        dt = time.perf_counter() - t
+        await p.close()
+        return dt
+
+    return asyncio.run(run())
+
+
+def odradek_aio_consume(bs, topic, n):
+    from odradek.client.aio import AIOConsumer, TopicPartition
+
+    async def run():
+        c = AIOConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        await c.start()
+        c.assign([TopicPartition(topic, 0)])
+        got = 0
+        t = time.perf_counter()
+        while got < n + 1:
+            got += len(await c.poll(1.0))
+        dt = time.perf_counter() - t
+        await c.close()
+        return dt
+
+    return asyncio.run(run())
+
+
 CLIENTS = {
     "odradek": (odradek_produce, odradek_consume),
+    "odradek-asyncio": (odradek_aio_produce, odradek_aio_consume),
     "kafka-python": (kafkapython_produce, kafkapython_consume),
     "aiokafka": (aiokafka_produce, aiokafka_consume),
     "confluent-kafka": (confluent_produce, confluent_consume),
