@@ -176,3 +176,27 @@ def test_acks_variants(peer):
             assert m.partition == 3
             if acks != 0:
                 assert m.offset >= 0
+
+
+def test_blocking_poll_errors_timeout_and_close(peer_named):
+    """The blocking poll hands back what the I/O thread raised, honours its timeout when
+    nothing is there, and refuses to run once closed."""
+    peer = peer_named("odradek")
+    topic = peer.new_topic(1)
+    c = Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=50)
+    try:
+        with pytest.raises(errors.IllegalStateError):
+            c.poll(0.1)  # neither subscribed nor assigned: raised on the I/O thread, seen here
+        c.assign([TopicPartition(topic, 0)])
+        t = time.monotonic()
+        assert c.poll(0.3) == []
+        assert 0.25 <= time.monotonic() - t < 10
+        assert c.poll(0) == []
+        with Producer(bootstrap_servers=peer.bootstrap) as p:
+            p.send(topic, b"one", partition=0).result(10)
+        got = consume_all(c, 1)
+        assert [r.value for r in got] == [b"one"]
+    finally:
+        c.close()
+    with pytest.raises(errors.IllegalStateError):
+        c.poll(0.1)

@@ -233,14 +233,22 @@ class AIOConsumer:
         return asyncio.get_running_loop().create_task(run())
 
     # ------------------------------------------------------------------ polling
-    async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Up to `max_records` (max.poll.records) records, waiting up to `timeout` seconds for some."""
+    def poll_buffered(self, max_records: int | None = None) -> list[ConsumerRecord]:
+        """What `poll` returns at once: buffered records (maybe none), without waiting."""
         if self._closed:
             raise E.IllegalStateError("consumer closed")
         if not self.subs.assignment and not self.subs.subscribed:
             raise E.IllegalStateError("not subscribed to any topic or assigned any partition")
-        max_records = max_records or self.max_poll_records
         self.fetcher.set_columnar(False)
+        recs = self.fetcher.take(max_records or self.max_poll_records)
+        return self._deserialize(recs) if recs else recs
+
+    async def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Up to `max_records` (max.poll.records) records, waiting up to `timeout` seconds for some."""
+        recs = self.poll_buffered(max_records)
+        if recs:
+            return recs
+        max_records = max_records or self.max_poll_records
         deadline = time.monotonic() + timeout
         ready = self.fetcher.data_ready
         while True:
