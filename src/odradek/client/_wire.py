@@ -20,6 +20,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import messages
+from odradek.protocol.headers import write_uvarint
 
 _TIMEDELTA_NAMES = {"i32Timedelta", "i64Timedelta"}
 _MISSING = dataclasses.MISSING
@@ -149,15 +150,6 @@ def ms(v) -> int:
 _PRODUCE_HEAD = struct.Struct(">hi")  # acks, timeout_ms
 
 
-def _uvarint_bytes(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def encode_produce(version: int, acks: int, timeout_ms: int, topics: dict[str, list[tuple[int, bytes]]]) -> bytes:
     """The body of a Produce request (v3..v12, no transactional id) from
     {topic: [(partition, record batch bytes)]}; the same bytes kio writes (tested), without
@@ -167,15 +159,15 @@ def encode_produce(version: int, acks: int, timeout_ms: int, topics: dict[str, l
     flexible = version >= 9
     out = [b"\x00" if flexible else b"\xff\xff", _PRODUCE_HEAD.pack(acks, timeout_ms)]
     if flexible:
-        out.append(_uvarint_bytes(len(topics) + 1))
+        out.append(write_uvarint(len(topics) + 1))
         for name, parts in topics.items():
             nb = name.encode()
-            out.append(_uvarint_bytes(len(nb) + 1))
+            out.append(write_uvarint(len(nb) + 1))
             out.append(nb)
-            out.append(_uvarint_bytes(len(parts) + 1))
+            out.append(write_uvarint(len(parts) + 1))
             for index, records in parts:
                 out.append(struct.pack(">i", index))
-                out.append(_uvarint_bytes(len(records) + 1))
+                out.append(write_uvarint(len(records) + 1))
                 out.append(records)
                 out.append(b"\x00")  # partition tagged fields
             out.append(b"\x00")  # topic tagged fields

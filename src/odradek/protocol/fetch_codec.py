@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.protocol.headers import write_uvarint as uvarint
+
 MIN_VERSION = 4
 MAX_VERSION = 18
 
@@ -22,15 +24,6 @@ _i16 = struct.Struct(">h").pack
 _i32 = struct.Struct(">i").pack
 _i64 = struct.Struct(">q").pack
 _part_fixed = struct.Struct(">ihqq").pack  # partition, error, high watermark, last stable offset
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclass(slots=True)

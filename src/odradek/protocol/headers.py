@@ -39,6 +39,18 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return _HEAD.unpack_from(frame, 0)
 
 
+def write_uvarint(n: int) -> bytes:
+    """Unsigned varint (flexible versions' compact lengths and tag counts)."""
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0

@@ -20,6 +20,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from odradek.protocol.headers import write_uvarint
+
 MIN_VERSION = 3
 MAX_VERSION = 13
 
@@ -44,22 +46,11 @@ class TopicProduceResult(NamedTuple):
     partitions: Sequence[PartitionProduceResult]
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else b"\xff\xff"
     raw = s.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _i16(len(raw))) + raw
+    return (write_uvarint(len(raw) + 1) if flexible else _i16(len(raw))) + raw
 
 
 def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], throttle_ms: int = 0) -> bytes:
@@ -67,14 +58,14 @@ def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], 
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Produce v{version} is not encodable here")
     flexible = version >= 9
-    out = bytearray(_uvarint(len(topics) + 1) if flexible else _i32(len(topics)))
+    out = bytearray(write_uvarint(len(topics) + 1) if flexible else _i32(len(topics)))
     for t in topics:
         if version >= 13:
             out += (t.topic_id or _ZERO).bytes
         else:
             out += _string(t.name or "", flexible)
         parts = t.partitions
-        out += _uvarint(len(parts) + 1) if flexible else _i32(len(parts))
+        out += write_uvarint(len(parts) + 1) if flexible else _i32(len(parts))
         for p in parts:
             if version >= 5:
                 out += _part5(p.index, p.error_code, p.base_offset, p.log_append_time, p.log_start_offset)

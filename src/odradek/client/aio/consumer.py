@@ -233,13 +233,36 @@ class AIOConsumer:
         return asyncio.get_running_loop().create_task(run())
 
     # ------------------------------------------------------------------ polling
-    def poll_buffered(self, max_records: int | None = None) -> list[ConsumerRecord]:
-        """What `poll` returns at once: buffered records (maybe none), without waiting."""
+    def _check_pollable(self, columnar: bool) -> None:
         if self._closed:
             raise E.IllegalStateError("consumer closed")
         if not self.subs.assignment and not self.subs.subscribed:
             raise E.IllegalStateError("not subscribed to any topic or assigned any partition")
-        self.fetcher.set_columnar(False)
+        self.fetcher.set_columnar(columnar)
+
+    async def _wait_for_data(self, take, timeout: float) -> list:
+        """`take()` until it returns something or `timeout` seconds pass, waking the fetcher."""
+        deadline = time.monotonic() + timeout
+        ready = self.fetcher.data_ready
+        while True:
+            got = take()
+            if got:
+                return got
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            ready.clear()
+            if self.fetcher.has_buffered():
+                continue
+            self.fetcher.wakeup()
+            try:
+                await asyncio.wait_for(ready.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    def poll_buffered(self, max_records: int | None = None) -> list[ConsumerRecord]:
+        """What `poll` returns at once: buffered records (maybe none), without waiting."""
+        self._check_pollable(False)
         recs = self.fetcher.take(max_records or self.max_poll_records)
         return self._deserialize(recs) if recs else recs
 
@@ -249,51 +272,16 @@ class AIOConsumer:
         if recs:
             return recs
         max_records = max_records or self.max_poll_records
-        deadline = time.monotonic() + timeout
-        ready = self.fetcher.data_ready
-        while True:
-            recs = self.fetcher.take(max_records)
-            if recs:
-                return self._deserialize(recs)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            ready.clear()
-            if self.fetcher.has_buffered():
-                continue
-            self.fetcher.wakeup()
-            try:
-                await asyncio.wait_for(ready.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+        recs = await self._wait_for_data(lambda: self.fetcher.take(max_records), timeout)
+        return self._deserialize(recs) if recs else recs
 
     async def poll_columns(self, timeout: float = 1.0) -> list:
         """Like `poll`, but records come as `RecordColumns` (column buffers for Arrow, no
         Python object per record, headers not kept), one per fetched partition response.
         Deserializers are not applied. Switching between `poll` and `poll_columns` drops
         what was buffered (it is fetched again)."""
-        if self._closed:
-            raise E.IllegalStateError("consumer closed")
-        if not self.subs.assignment and not self.subs.subscribed:
-            raise E.IllegalStateError("not subscribed to any topic or assigned any partition")
-        self.fetcher.set_columnar(True)
-        deadline = time.monotonic() + timeout
-        ready = self.fetcher.data_ready
-        while True:
-            cols = self.fetcher.take_columns()
-            if cols:
-                return cols
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            ready.clear()
-            if self.fetcher.has_buffered():
-                continue
-            self.fetcher.wakeup()
-            try:
-                await asyncio.wait_for(ready.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+        self._check_pollable(True)
+        return await self._wait_for_data(self.fetcher.take_columns, timeout)
 
     async def getone(self, timeout: float | None = None) -> ConsumerRecord:
         while True:
