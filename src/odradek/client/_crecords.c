@@ -119,6 +119,22 @@ typedef struct {
     int64_t header_count;
 } Record;
 
+/* A varint length (-1 for null) and that many bytes, within [*pp, end): *data is NULL for
+ * null. Returns NULL on success or `bad` / `past` (what is wrong). */
+static const char *read_nullable_bytes(const uint8_t **pp, const uint8_t *end, const uint8_t **data,
+                                       Py_ssize_t *len, const char *bad, const char *past)
+{
+    int64_t x;
+    if (read_varint(pp, end, 5, &x) || x < -1)
+        return bad;
+    if (x > end - *pp)
+        return past;
+    *data = x < 0 ? NULL : *pp;
+    *len = x < 0 ? 0 : (Py_ssize_t)x;
+    *pp += *len;
+    return NULL;
+}
+
 /* Parse one record starting at *pp; on success *pp is past it. Returns NULL on success
  * or a description of what is wrong. Header entries are validated (bounds, lengths) but
  * their keys are decoded later, by whoever needs them. */
@@ -136,20 +152,12 @@ static const char *parse_record(const uint8_t **pp, const uint8_t *end, Record *
     p++; /* attributes (unused) */
     if (read_varint(&p, rend, 10, &r->ts_delta) || read_varint(&p, rend, 5, &r->offset_delta))
         return "bad record varint";
-    if (read_varint(&p, rend, 5, &x) || x < -1)
-        return "bad key length";
-    if (x > rend - p)
-        return "key past the end of the record";
-    r->key = x < 0 ? NULL : p;
-    r->key_len = x < 0 ? 0 : (Py_ssize_t)x;
-    p += r->key_len;
-    if (read_varint(&p, rend, 5, &x) || x < -1)
-        return "bad value length";
-    if (x > rend - p)
-        return "value past the end of the record";
-    r->value = x < 0 ? NULL : p;
-    r->value_len = x < 0 ? 0 : (Py_ssize_t)x;
-    p += r->value_len;
+    const char *why;
+    if ((why = read_nullable_bytes(&p, rend, &r->key, &r->key_len, "bad key length",
+                                   "key past the end of the record"))
+        || (why = read_nullable_bytes(&p, rend, &r->value, &r->value_len, "bad value length",
+                                      "value past the end of the record")))
+        return why;
     if (read_varint(&p, rend, 5, &r->header_count) || r->header_count < 0)
         return "bad header count";
     r->headers = p;
