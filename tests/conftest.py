@@ -90,3 +90,17 @@ def mock_cluster(tmp_path_factory):
     b = MockClusterBroker(tmp_path_factory.mktemp("mockcluster")).start()
     yield b
     b.stop()
+
+
+@pytest.fixture(params=["c", "python"])
+def impl(request):
+    """Runs a test once per record codec of the client (C extension, pure Python); the C one
+    is skipped where the extension was not built."""
+    from odradek.client import _records as CR
+
+    if request.param not in CR.IMPLEMENTATIONS:
+        pytest.skip(f"record codec {request.param!r} not built here")
+    before = CR.IMPLEMENTATION
+    CR.set_implementation(request.param)
+    yield request.param
+    CR.set_implementation(before)

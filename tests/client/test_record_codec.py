@@ -22,14 +22,6 @@ from odradek.protocol import records as R
 BASE_TS = 1_700_000_000_000
 
 
-@pytest.fixture(params=CR.IMPLEMENTATIONS)
-def impl(request):
-    before = CR.IMPLEMENTATION
-    CR.set_implementation(request.param)
-    yield request.param
-    CR.set_implementation(before)
-
-
 both = pytest.mark.skipif(len(CR.IMPLEMENTATIONS) < 2, reason="C extension not built")
 
 

@@ -12,14 +12,6 @@ from odradek.protocol import records as R  # noqa: E402
 from odradek.spark.reader import columns_to_arrow, records_to_arrow  # noqa: E402
 
 
-@pytest.fixture(params=CR.IMPLEMENTATIONS)
-def impl(request):
-    before = CR.IMPLEMENTATION
-    CR.set_implementation(request.param)
-    yield request.param
-    CR.set_implementation(before)
-
-
 def fetched(recs, base_offset=0):
     b = CR.BatchBuilder(10**9)
     for i, (k, v) in enumerate(recs):
