@@ -195,7 +195,8 @@ class Fetcher:
                     arrived.append((tp, st, epoch, pos, raw, ahead))
             # The next Fetch goes out from the offsets the batch headers give, before this
             # response is decoded: the broker serves it while we decode (one yield sends it).
-            released = self._release(node, sent)
+            self._release(node, sent)
+            released = True
             if any(a[5] > a[3] for a in arrived):
                 self._send_fetches()
                 await asyncio.sleep(0)
@@ -233,14 +234,13 @@ class Fetcher:
             if not released:
                 self._release(node, sent)
 
-    def _release(self, node: int, sent: dict) -> bool:
+    def _release(self, node: int, sent: dict) -> None:
         """This Fetch is answered: its partitions and its broker may be fetched again."""
         for _tp, (st, _e, _p) in sent.items():
             st.fetching = False
         if self._in_flight.get(node) is asyncio.current_task():
             del self._in_flight[node]
         self.wakeup()
-        return True
 
     def _partition_error(self, tp: TopicPartition, st, code: int) -> None:
         if code == OFFSET_OUT_OF_RANGE:
@@ -285,10 +285,7 @@ class Fetcher:
                     st.position = recs[idx].offset
             if len(out) >= max_records:
                 break
-        if errors and not out:
-            st = errors[0]
-            err, st.error = st.error, None
-            raise err
+        _raise_if_nothing_else(errors, out)
         if out:
             self.wakeup()
         return out
@@ -309,10 +306,7 @@ class Fetcher:
                 if cols:
                     out.append(cols)
                 st.position = nxt
-        if errors and not out:
-            st = errors[0]
-            err, st.error = st.error, None
-            raise err
+        _raise_if_nothing_else(errors, out)
         self.wakeup()
         return out
 
@@ -359,6 +353,14 @@ class Fetcher:
     async def offsets_for_times(self, timestamps: dict, timeout: float | None = None) -> dict:
         raw = await self.list_offsets({TopicPartition(*tp): int(ts) for tp, ts in timestamps.items()}, timeout)
         return {tp: (None if off < 0 else OffsetAndTimestamp(off, ts)) for tp, (off, ts) in raw.items()}
+
+
+def _raise_if_nothing_else(errored: list, out: list) -> None:
+    """A partition's error is raised (once) by a take that has no records to hand out."""
+    if errored and not out:
+        st = errored[0]
+        err, st.error = st.error, None
+        raise err
 
 
 def now_ms() -> int:
