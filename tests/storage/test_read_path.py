@@ -52,6 +52,7 @@ def test_reads_match_model_sequential_and_random(make_mgr, clock, interval):
             assert (r.first_offset, r.size) == model_read(model, off, max_bytes, leo, True), (off, max_bytes)
             got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
             off = list(iter_batches(got))[-1].next_offset
+            assert r.next_offset == off  # known from headers the read peeked (no gaps here)
         # random access, limits and min_one_batch off
         for _ in range(60):
             off = rnd.randrange(leo + 1)
@@ -60,6 +61,8 @@ def test_reads_match_model_sequential_and_random(make_mgr, clock, interval):
             r = lg.read(off, max_bytes, max_offset=limit, min_one_batch=min_one)
             assert (r.first_offset, r.size) == model_read(model, off, max_bytes, limit, min_one), \
                 (off, max_bytes, limit, min_one)
+            got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+            assert r.next_offset == (list(iter_batches(got))[-1].next_offset if got else -1)
 
 
 def test_short_writes_are_completed(make_mgr, clock, monkeypatch):

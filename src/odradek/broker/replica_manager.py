@@ -10,7 +10,6 @@ followers, the ISR and the delayed-produce purgatory for acks=all.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +62,14 @@ class ReadResult:
     regions: list[Any] | None = None
     size: int = 0
     first_offset: int = -1  # base offset of the first batch returned
+    next_offset: int = -1  # the offset after the batches returned
+
+    @property
+    def offsets_returned(self) -> int:
+        """How many offsets the batches returned span, from the storage read's offsets (no
+        batch decoded): the records a fetcher gets, compaction gaps and transaction markers
+        counted as offsets count them."""
+        return self.next_offset - self.first_offset if self.first_offset >= 0 else 0
 
 
 class ReplicaManager:
@@ -138,32 +145,5 @@ class ReplicaManager:
         result.regions = rr.regions
         result.size = rr.size
         result.first_offset = rr.first_offset
+        result.next_offset = rr.next_offset
         return result
-
-    def offsets_returned(self, topic: str, partition: int, result: ReadResult) -> int:
-        """How many offsets the batches of a read span (next offset after the last batch
-        minus the first batch's base offset), without decoding them: the records a fetcher
-        gets, counting a compacted log's gaps and transaction markers as offsets do.
-
-        The next offset is the base offset of the batch that follows the last region in its
-        segment file (an 8-byte pread), or the segment's next offset when the region ends
-        the file written so far."""
-        if not result.regions or result.first_offset < 0:
-            return 0
-        last = result.regions[-1]
-        end = last.position + last.length
-        log_ = self.get_log(topic, partition)
-        if log_ is None:
-            return 0
-        seg = next((s for s in reversed(log_.segments) if s.fd == last.fd), None)
-        if seg is None:
-            return 0
-        nxt = seg.next_offset
-        if end < seg.size:
-            try:
-                head = os.pread(last.fd, 8, end)
-            except OSError:
-                head = b""
-            if len(head) == 8:
-                nxt = int.from_bytes(head, "big", signed=True)
-        return max(0, nxt - result.first_offset)

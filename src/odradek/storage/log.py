@@ -53,6 +53,7 @@ class ReadResult:
     regions: list[FileRegion]
     size: int
     first_offset: int  # base offset of the first batch returned; -1 when empty
+    next_offset: int  # the offset after the batches returned (where the next read starts); -1 when empty
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
@@ -528,7 +529,7 @@ class Log:
         limit = leo if max_offset is None or max_offset > leo else max_offset
         regions: list[FileRegion] = []
         total = 0
-        first = -1
+        first = next_offset = -1
         n = len(segs)
         # a consumer near the end reads the active segment: no search
         i = n - 1 if offset >= bases[-1] else max(bisect_right(bases, offset) - 1, 0)
@@ -540,24 +541,25 @@ class Log:
                 found = seg.translate(offset, end_pos)
                 if found is None:
                     continue
-                start, base, _, size = found
+                start, base, last, size = found
                 if base >= limit:
                     break
-                stop = seg.batches_end(start, size, start + (max_bytes - total), limit, end_pos)
+                stop, nxt = seg.batches_end(start, size, start + (max_bytes - total), limit, end_pos)
                 if stop == start:
                     if regions or not min_one_batch:
                         break
-                    stop = start + size
+                    stop, nxt = start + size, last + 1
                 if first < 0:
                     first = base
                 regions.append(FileRegion(seg.fd, start, stop - start))
                 total += stop - start
+                next_offset = nxt if nxt >= 0 else seg.next_offset
                 if stop < end_pos or total >= max_bytes:
                     break
                 offset = seg.next_offset
         except OSError as e:
             self._fail(e)
-        return ReadResult(regions, total, first, lso, leo, self._hw)
+        return ReadResult(regions, total, first, next_offset, lso, leo, self._hw)
 
     def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                    min_one_batch: bool = True) -> bytes:

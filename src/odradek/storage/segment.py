@@ -191,16 +191,17 @@ class LogSegment:
         return None
 
     def batches_end(self, start: int, first_size: int, pos_limit: int, offset_limit: int,
-                    end_pos: int) -> int:
+                    end_pos: int) -> tuple[int, int]:
         """End position of the run of whole batches from ``start`` (a batch of
         ``first_size`` bytes) that ends at or before ``pos_limit`` and holds no batch with
-        base offset >= ``offset_limit``. Remembers the batch found at the end as the hint for
-        the next read."""
+        base offset >= ``offset_limit``, and the base offset of the batch found there (-1 when
+        the run ends at ``end_pos`` or at an unreadable header). Remembers that batch as the
+        hint for the next read."""
         if pos_limit > end_pos:
             pos_limit = end_pos
         pos = start + first_size
         if pos > pos_limit:
-            return start
+            return start, -1
         if pos_limit - pos > self.index_interval:  # skip over indexed batches
             p = self.offset_index.last_before(pos_limit, offset_limit)
             if p > pos:
@@ -215,9 +216,9 @@ class LogSegment:
             if b[0] >= offset_limit or pos + size > pos_limit:
                 if pos + size <= end_pos:
                     self._hint = (pos, b[0], b[1], size)
-                break
+                return pos, b[0]
             pos += size
-        return pos
+        return pos, -1
 
     def scan(self, start: int = 0, end: int | None = None, *, validate: bool = True
              ) -> Iterator[tuple[int, BatchHeader, memoryview]]:

@@ -143,7 +143,7 @@ async def handle(ctx: RequestContext, req) -> object:
             if r is not None:
                 acc = out.setdefault(name, [0, 0])
                 acc[0] += pr.records_size
-                acc[1] += rm.offsets_returned(name, part, r)
+                acc[1] += r.offsets_returned
         for name, (nbytes, nrecords) in out.items():
             metrics.bytes_out(name, nbytes, nrecords)
     chunks, size = encode_fetch_response(v, list(by_topic.values()), session_id=session.id if session is not None else 0)
