@@ -1,17 +1,20 @@
 """Broker benchmarks: the same workloads against odradek and its peers, with ratios.
 
-Brokers (started one after another by this script, on 127.0.0.1, free ports):
+Brokers (all started by this script at once, on 127.0.0.1, free ports):
   * ``odradek``  this repository's broker (``python -m odradek broker``, default settings, data in a temp dir);
   * ``mock``     librdkafka's mock cluster (C, in-process of a confluent-kafka client);
   * ``tansu``    Tansu 0.6.0 (Rust), ``--storage-engine memory://tansu/`` (``.deps/bin/tansu``).
 
 Workloads (all load from ``odradek perf ...`` subprocesses, see src/odradek/cli/perf.py):
   * produce: N records of 100 B; partitions {1, 6} x acks {1, all} x compression {none, lz4}, driven by
-    confluent-kafka (librdkafka batching, linger.ms=5); plus 1 and 6 partitions, acks=1, none with
-    odradek's Python client;
+    confluent-kafka fed with produce_batch (librdkafka batching, linger.ms=5: a C client, so no Python
+    loop per record hides the broker; --producer-modes batch,loop adds the one-produce()-per-record
+    rows); plus 1 and 6 partitions, acks=1, none with odradek's Python client;
   * consume: the records of the 1- and 6-partition acks=1/none topics, from earliest, with both drivers;
   * e2e:     send->consumed latency at 5,000 records/s for 20 s, both drivers.
 
+Every produce and consume row runs --repeats times (default 3) on every broker, the brokers taking
+turns run by run in a rotating order, and the report gives the medians (every run is in the JSON).
 For every run: records/s and the broker's CPU-seconds per million records (utime+stime of the broker
 process from /proc/<pid>/stat, before and after the run) — steadier than wall time on a shared machine.
 
@@ -36,6 +39,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -133,7 +137,7 @@ class Runner:
         res = json.loads(p.stdout.strip().splitlines()[-1])
         n = res.get(records_key) or 0
         cpu = cpu1 - cpu0
-        row = {"broker": self.name, **meta, **res, "broker_cpu_s": cpu, "wall_s": t1 - t0,
+        row = {"broker": self.name, **res, **meta, "broker_cpu_s": cpu, "wall_s": t1 - t0,
                "broker_cpu_s_per_m": cpu / n * 1e6 if n else None, "command": shown}
         self.results.append(row)
         lat = res.get("latency_ms") or {}
@@ -145,6 +149,9 @@ class Runner:
 
     def create_topic(self, topic: str, partitions: int) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
+
+        if self.name == "mock":  # its CreateTopics never answers (20 s each); topics auto-create, 4 partitions
+            return
 
         a = AdminClient({"bootstrap.servers": self.broker.bootstrap})
         fs = a.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=15)
@@ -177,69 +184,126 @@ class Runner:
             c.close()
         return lo, hi
 
-    # ------------------------------------------------------------------ workloads
-    def workloads(self) -> None:
-        a = self.args
-        bs = self.broker.bootstrap
-        n = a.records
-        consume_topics: dict[tuple[int, str], str] = {}
-        configs = [(p, acks, comp) for p in (1, 6) for acks in ("1", "all") for comp in ("none", "lz4")]
-        if a.quick_matrix:
-            configs = [(1, "1", "none"), (6, "1", "none"), (1, "all", "none"), (1, "1", "lz4")]
-        if a.configs:
-            configs = a.configs
-        if "produce" not in a.workloads and "consume" not in a.workloads:
-            configs = []
-        elif "produce" not in a.workloads:  # consume needs its topics: produce only the acks=1/none ones
-            configs = [c for c in configs if c[1:] == ("1", "none")]
-        for parts, acks, comp in configs:
-            topic = f"bench-{parts}p-{acks}-{comp}-{uuid.uuid4().hex[:6]}"
-            self.create_topic(topic, parts)
-            prof = None
-            if a.profile and self.name == "odradek" and "produce" in a.profile_workloads and (parts, acks, comp) == (1, "1", "none"):
-                prof = str(RESULTS / "profile-produce.txt")
-            self.run(perf_cmd("produce", "-b", bs, "-t", topic, "-n", str(n), "-s", "100", "--acks", acks,
-                              "-z", comp, "--linger-ms", "5", "--driver", "confluent"),
-                     {"workload": "produce", "driver": "confluent", "partitions": parts, "acks": acks,
-                      "compression": comp}, profile=prof)
-            if acks == "1" and comp == "none":
-                consume_topics[(parts, "confluent")] = topic
-        if "odradek" in a.drivers and "produce" in a.workloads:
-            for parts in (1, 6):
-                topic = f"bench-{parts}p-odr-{uuid.uuid4().hex[:6]}"
-                self.create_topic(topic, parts)
-                self.run(perf_cmd("produce", "-b", bs, "-t", topic, "-n", str(a.records_python), "-s", "100",
-                                  "--acks", "1", "-z", "none", "--linger-ms", "5", "--driver", "odradek"),
-                         {"workload": "produce", "driver": "odradek", "partitions": parts, "acks": "1",
-                          "compression": "none"})
-        if "consume" not in a.workloads:
-            consume_topics = {}
-        for (parts, _), topic in sorted(consume_topics.items()):
-            want = n
-            if self.name == "mock":
-                lo, hi = self.watermarks(topic, parts)
-                want = hi - lo
-                log(f"[mock] retained {want} of {n} records in {topic} (low {lo}, high {hi})")
+    def delete_topic(self, topic: str) -> None:
+        """Drop a finished run's topic so memory-backed peers do not accumulate N records per run,
+        then wait until the broker is idle again: removing the files (odradek runs with
+        file.delete.delay.ms=0 here) must not land in the next run's CPU."""
+        from confluent_kafka.admin import AdminClient
+
+        if self.name == "mock":  # keeps ~5 MiB per partition anyway, and DeleteTopics never answers
+            return
+        a = AdminClient({"bootstrap.servers": self.broker.bootstrap})
+        for f in a.delete_topics([topic], operation_timeout=15).values():
+            try:
+                f.result(20)
+            except Exception as e:  # noqa: BLE001
+                log(f"[{self.name}] delete {topic}: {e}")
+        time.sleep(0.3)
+        settle(self.pid, timeout=10)
+
+
+# ------------------------------------------------------------------ workloads
+
+def produce_tasks(a) -> list[dict]:
+    """One entry per produce row: librdkafka with native batching over the configuration matrix
+    (the C client, so the broker and not a Python loop is what is measured), optionally the
+    per-record produce() loop of the same client, and odradek's Python client."""
+    configs = [(p, acks, comp) for p in (1, 6) for acks in ("1", "all") for comp in ("none", "lz4")]
+    if a.quick_matrix:
+        configs = [(1, "1", "none"), (6, "1", "none"), (1, "all", "none"), (1, "1", "lz4")]
+    if a.configs:
+        configs = a.configs
+    if "produce" not in a.workloads:  # consume still needs its acks=1/none topics
+        configs = [c for c in configs if c[1:] == ("1", "none")] if "consume" in a.workloads else []
+    tasks = []
+    for parts, acks, comp in configs:
+        for mode in a.producer_modes:
+            batch = a.native_batch if mode == "batch" else 0
+            tasks.append({"workload": "produce", "driver": "confluent-batch" if batch else "confluent",
+                          "partitions": parts, "acks": acks, "compression": comp, "records": a.records,
+                          "args": ["--driver", "confluent", "--native-batch", str(batch)],
+                          "feeds_consume": acks == "1" and comp == "none" and mode == a.producer_modes[0]})
+    if "odradek" in a.drivers and "produce" in a.workloads:
+        for parts in (1, 6):
+            tasks.append({"workload": "produce", "driver": "odradek", "partitions": parts, "acks": "1",
+                          "compression": "none", "records": a.records_python, "args": ["--driver", "odradek"],
+                          "feeds_consume": False})
+    return tasks
+
+
+def run_produce(r: Runner, t: dict, rep: int, profile: str | None) -> tuple[dict | None, str]:
+    topic = f"bench-{t['partitions']}p-{t['acks']}-{t['compression']}-{t['driver']}-{uuid.uuid4().hex[:6]}"
+    r.create_topic(topic, t["partitions"])
+    meta = {k: t[k] for k in ("workload", "driver", "partitions", "acks", "compression")}
+    row = r.run(perf_cmd("produce", "-b", r.broker.bootstrap, "-t", topic, "-n", str(t["records"]), "-s", "100",
+                         "--acks", t["acks"], "-z", t["compression"], "--linger-ms", "5", *t["args"]),
+                {**meta, "rep": rep}, profile=profile)
+    return row, topic
+
+
+def run_consume(r: Runner, parts: int, driver: str, topic: str, n: int, rep: int, profile: str | None) -> None:
+    want = n
+    if r.name == "mock":
+        lo, hi = r.watermarks(topic, parts)
+        want = hi - lo
+        log(f"[mock] retained {want} of {n} records in {topic} (low {lo}, high {hi})")
+    r.run(perf_cmd("consume", "-b", r.broker.bootstrap, "-t", topic, "-n", str(want), "--fetch-max-wait-ms", "10",
+                   "--timeout", "15", "--driver", driver),
+          {"workload": "consume", "driver": driver, "partitions": parts, "acks": "1", "compression": "none",
+           "retained": want, "rep": rep}, profile=profile)
+
+
+def run_e2e(r: Runner, driver: str, a, profile: str | None) -> None:
+    wait = "5" if r.name == "mock" else "500"
+    topic = f"bench-e2e-{driver}-{uuid.uuid4().hex[:6]}"
+    r.create_topic(topic, 1)
+    r.run(perf_cmd("e2e", "-b", r.broker.bootstrap, "-t", topic, "--rate", str(a.e2e_rate), "--duration",
+                   str(a.e2e_seconds), "--acks", "1", "--linger-ms", "0", "--fetch-max-wait-ms", wait,
+                   "--partitions", "0", "--driver", driver),
+          {"workload": "e2e", "driver": driver, "partitions": 1, "acks": "1", "compression": "none",
+           "fetch_max_wait_ms": int(wait), "rep": 0}, records_key="sent", profile=profile)
+
+
+def rotation(runners: list[Runner], rep: int) -> list[Runner]:
+    """Brokers in a different order each repetition, so none always runs first after a change of
+    workload (or always last, when the machine's background load has crept up)."""
+    k = rep % len(runners)
+    return runners[k:] + runners[:k]
+
+
+def run_all(runners: list[Runner], a) -> None:
+    """Every row on every broker before the next row; each row `a.repeats` times in rotating
+    broker order. Brokers are all up for the whole run (idle ones cost nothing measurable), so a
+    row's numbers for odradek and its peers come from the same minute of the machine's life."""
+    def prof(r: Runner, name: str, workload: str, rep: int, want: bool) -> str | None:
+        ok = a.profile and r.name == "odradek" and workload in a.profile_workloads and want and rep == 0
+        return str(RESULTS / name) if ok else None
+
+    consume_topics: dict[tuple[str, int], str] = {}
+    for t in produce_tasks(a):
+        for rep in range(a.repeats):
+            for r in rotation(runners, rep):
+                base = (t["partitions"], t["acks"], t["compression"]) == (1, "1", "none") and \
+                    t["driver"].startswith("confluent")
+                row, topic = run_produce(r, t, rep, prof(r, "profile-produce.txt", "produce", rep, base))
+                keep = t["feeds_consume"] and row is not None and (r.name, t["partitions"]) not in consume_topics
+                if keep:
+                    consume_topics[(r.name, t["partitions"])] = topic
+                else:
+                    r.delete_topic(topic)
+    if "consume" in a.workloads:
+        for parts in sorted({p for _, p in consume_topics}):
             for driver in a.drivers:
-                prof = None
-                if a.profile and self.name == "odradek" and "consume" in a.profile_workloads and parts == 1 and driver == "confluent":
-                    prof = str(RESULTS / "profile-consume.txt")
-                self.run(perf_cmd("consume", "-b", bs, "-t", topic, "-n", str(want), "--fetch-max-wait-ms", "10",
-                                  "--timeout", "15", "--driver", driver),
-                         {"workload": "consume", "driver": driver, "partitions": parts, "acks": "1",
-                          "compression": "none", "retained": want}, profile=prof)
-        wait = "5" if self.name == "mock" else "500"
-        for driver in a.drivers if "e2e" in a.workloads else ():
-            topic = f"bench-e2e-{driver}-{uuid.uuid4().hex[:6]}"
-            self.create_topic(topic, 1)
-            prof = None
-            if a.profile and self.name == "odradek" and "e2e" in a.profile_workloads:
-                prof = str(RESULTS / f"profile-e2e-{driver}.txt")
-            self.run(perf_cmd("e2e", "-b", bs, "-t", topic, "--rate", str(a.e2e_rate), "--duration",
-                              str(a.e2e_seconds), "--acks", "1", "--linger-ms", "0", "--fetch-max-wait-ms", wait,
-                              "--partitions", "0", "--driver", driver),
-                     {"workload": "e2e", "driver": driver, "partitions": 1, "acks": "1", "compression": "none",
-                      "fetch_max_wait_ms": int(wait)}, records_key="sent", profile=prof)
+                for rep in range(a.repeats):
+                    for r in rotation(runners, rep):
+                        topic = consume_topics.get((r.name, parts))
+                        if topic:
+                            run_consume(r, parts, driver, topic, a.records, rep,
+                                        prof(r, "profile-consume.txt", "consume", rep, parts == 1 and driver == "confluent"))
+    if "e2e" in a.workloads:
+        for driver in a.drivers:
+            for r in runners:
+                run_e2e(r, driver, a, prof(r, f"profile-e2e-{driver}.txt", "e2e", 0, True))
 
 
 # ---------------------------------------------------------------------------- reporting
@@ -253,6 +317,39 @@ def rate(r: dict) -> float | None:
     return r.get("records_per_s") if r["workload"] != "e2e" else r.get("achieved_rate")
 
 
+def aggregate(rows: list[dict]) -> list[dict]:
+    """One row per (broker, workload row): the median records/s and the median broker CPU-s/M of
+    its repeated runs (each median taken on its own), with every run's figures kept beside it."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["broker"], *key(r)), []).append(r)
+    out = []
+    for g in groups.values():
+        ok = [r for r in g if "error" not in r]
+        if not ok:
+            out.append(g[0])
+            continue
+        m = dict(ok[0])
+        rates = [rate(r) for r in ok]
+        m["records_per_s" if m["workload"] != "e2e" else "achieved_rate"] = statistics.median(rates)
+        cpus = [r["broker_cpu_s_per_m"] for r in ok if r.get("broker_cpu_s_per_m") is not None]
+        m["broker_cpu_s_per_m"] = statistics.median(cpus) if cpus else None
+        m["runs"] = len(ok)
+        m["failed_runs"] = len(g) - len(ok)
+        m["rate_by_rep"] = {r.get("rep", 0): rate(r) for r in ok}
+        m["cpu_runs"] = cpus
+        out.append(m)
+    return out
+
+
+def rep_ratios(o: dict | None, p: dict | None) -> list[float]:
+    """odradek/peer records/s ratio of each repetition (the two ran minutes apart at most)."""
+    if not o or not p or "rate_by_rep" not in o or "rate_by_rep" not in p:
+        return []
+    return [o["rate_by_rep"][k] / p["rate_by_rep"][k] for k in sorted(o["rate_by_rep"])
+            if k in p["rate_by_rep"] and p["rate_by_rep"][k]]
+
+
 def fmt(v, spec=",.0f") -> str:
     return "-" if v is None else format(v, spec)
 
@@ -261,7 +358,8 @@ def ratio(a, b) -> str:
     return "-" if not a or not b else f"{a / b:.2f}x"
 
 
-def report(rows: list[dict], brokers: list[str], meta: dict) -> str:
+def report(runs: list[dict], brokers: list[str], meta: dict) -> str:
+    rows = aggregate(runs)
     by = {(r["broker"], *key(r)): r for r in rows}
     keys = []
     for r in rows:
@@ -270,13 +368,17 @@ def report(rows: list[dict], brokers: list[str], meta: dict) -> str:
     peers = [b for b in brokers if b != "odradek"]
     out = [f"Run {meta['when']} on {meta['host']} ({meta['cpus']} CPUs, load avg at start {meta['load']}); "
            f"records: {meta['records']:,} (confluent driver), {meta['records_python']:,} (odradek driver); "
-           f"e2e {meta['e2e_rate']:,}/s for {meta['e2e_seconds']} s.", ""]
+           f"e2e {meta['e2e_rate']:,}/s for {meta['e2e_seconds']} s. Throughput rows: median of "
+           f"{meta.get('repeats', 1)} runs per broker, brokers interleaved run by run "
+           f"(confluent-batch: librdkafka fed by produce_batch, {meta.get('native_batch', 0):,} records per call).", ""]
     # throughput table
     head = ["workload", "driver", "parts", "acks", "comp"]
     for b in brokers:
         head += [f"{b} rec/s", f"{b} CPU-s/M"]
     for p in peers:
         head += [f"rec/s vs {p}", f"CPU/M vs {p}"]
+    if "tansu" in peers:
+        head.append("vs tansu, each run")
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
     for k in keys:
@@ -292,6 +394,8 @@ def report(rows: list[dict], brokers: list[str], meta: dict) -> str:
             row += [ratio(rate(o) if o else None, rate(r) if r else None),
                     ratio(o.get("broker_cpu_s_per_m") if o and "error" not in o else None,
                           r.get("broker_cpu_s_per_m") if r and "error" not in r else None)]
+        if "tansu" in peers:
+            row.append(" ".join(f"{x:.2f}" for x in rep_ratios(o, by.get(("tansu", *k)))) or "-")
         out.append("| " + " | ".join(row) + " |")
     out.append("")
     out.append("(rec/s ratio: >1 means odradek is faster; CPU/M ratio: <1 means odradek uses less broker CPU. "
@@ -324,12 +428,13 @@ def goals(by: dict, peers: list[str]) -> list[str]:
     def g(name, ok, detail):
         lines.append(f"- [{'x' if ok else ' '}] {name}: {detail}")
 
-    prod = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "produce" and k[1] == "confluent"
+    pdrv = "confluent-batch" if any(k[1] == "confluent-batch" for _, *k in by) else "confluent"
+    prod = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "produce" and k[1] == pdrv
             and "error" not in r]
     cons = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "consume" and k[1] == "confluent"
             and "error" not in r]
     if prod:
-        base = by.get(("odradek", "produce", "confluent", 1, "1", "none"))
+        base = by.get(("odradek", "produce", pdrv, 1, "1", "none"))
         worst = max(r["broker_cpu_s_per_m"] for r in prod)
         b = base["broker_cpu_s_per_m"] if base and "error" not in base else None
         g("broker CPU per million produced <= 0.30 s", b is not None and b <= GOALS["produce_cpu_per_m"],
@@ -349,7 +454,7 @@ def goals(by: dict, peers: list[str]) -> list[str]:
             worst = min(rs, key=lambda x: x[1])
             g("records/s >= 1.0x Tansu", worst[1] >= GOALS["vs_tansu_rps"],
               f"min {worst[1]:.2f}x ({worst[0][0]} {worst[0][1]} {worst[0][2]}p acks={worst[0][3]} {worst[0][4]}), "
-              f"median {sorted(x for _, x in rs)[len(rs) // 2]:.2f}x over {len(rs)} runs")
+              f"median {sorted(x for _, x in rs)[len(rs) // 2]:.2f}x over {len(rs)} rows")
     for d in ("confluent", "odradek"):
         r = by.get(("odradek", "e2e", d, 1, "1", "none"))
         if r and "error" not in r and r["latency_ms"]["count"]:
@@ -357,8 +462,8 @@ def goals(by: dict, peers: list[str]) -> list[str]:
             g(f"e2e p99 <= 5 ms at 5,000/s ({d} driver)", p99 <= GOALS["e2e_p99_ms"], f"{p99:.2f} ms")
     for parts in (1, 6):
         for comp in ("none", "lz4"):
-            a1 = by.get(("odradek", "produce", "confluent", parts, "1", comp))
-            aa = by.get(("odradek", "produce", "confluent", parts, "all", comp))
+            a1 = by.get(("odradek", "produce", pdrv, parts, "1", comp))
+            aa = by.get(("odradek", "produce", pdrv, parts, "all", comp))
             if a1 and aa and "error" not in a1 and "error" not in aa:
                 rr = rate(aa) / rate(a1)
                 g(f"acks=all within 10% of acks=1 ({parts}p, {comp})", rr >= 1 - GOALS["acks_all_vs_1"],
@@ -366,16 +471,22 @@ def goals(by: dict, peers: list[str]) -> list[str]:
     return lines
 
 
-def chart(rows: list[dict], brokers: list[str], path: Path) -> None:
+def label(r: dict) -> str:
+    drv = {"confluent-batch": "rdkafka batch", "confluent": "rdkafka loop", "odradek": "odradek py"}
+    return f"{r['workload'][:4]} {drv.get(r['driver'], r['driver'])} {r['partitions']}p a{r['acks']} {r['compression']}"
+
+
+def chart(runs: list[dict], brokers: list[str], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = aggregate(runs)
     prod = [r for r in rows if r["workload"] in ("produce", "consume") and "error" not in r]
     labels = []
     for r in prod:
-        lab = f"{r['workload'][:4]} {r['driver'][:4]} {r['partitions']}p a{r['acks']} {r['compression']}"
+        lab = label(r)
         if lab not in labels:
             labels.append(lab)
     colors = {"odradek": "#1f77b4", "tansu": "#ff7f0e", "mock": "#2ca02c"}
@@ -387,7 +498,7 @@ def chart(rows: list[dict], brokers: list[str], path: Path) -> None:
             vals = []
             for lab in labels:
                 r = next((r for r in prod if r["broker"] == b and
-                          f"{r['workload'][:4]} {r['driver'][:4]} {r['partitions']}p a{r['acks']} {r['compression']}" == lab),
+                          label(r) == lab),
                          None)
                 vals.append((rate(r) if field == "rate" else r.get(field)) or 0 if r else 0)
             ax.barh([y + i * width for y in range(len(labels))], vals, height=width, label=b, color=colors.get(b))
@@ -442,6 +553,12 @@ def main(argv=None) -> int:
                     help="which workloads --profile records (comma list of produce,consume,e2e)")
     ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra odradek broker setting (repeatable), e.g. metrics.listener=127.0.0.1:0")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="runs of every produce/consume row per broker, interleaved (default 3, --quick 1)")
+    ap.add_argument("--native-batch", type=int, default=10000,
+                    help="records per produce_batch() call of the C producer rows")
+    ap.add_argument("--producer-modes", default="batch",
+                    help="C producer rows: comma list of batch (produce_batch) and loop (one produce() per record)")
     ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks.png"), help="PNG path ('' for none)")
     ap.add_argument("--out", default=str(RESULTS / "latest.json"))
     ap.add_argument("--brokers", default=None, help="run only these (comma list of odradek,mock,tansu)")
@@ -451,6 +568,8 @@ def main(argv=None) -> int:
     a.records_python = a.records_python or max(1, a.records // 4)
     a.e2e_seconds = a.e2e_seconds or (5 if a.quick else 20)
     a.quick_matrix = a.quick and not a.full_matrix
+    a.repeats = a.repeats or (1 if a.quick else 3)
+    a.producer_modes = [m for m in a.producer_modes.split(",") if m in ("batch", "loop")] or ["batch"]
     a.drivers = [d for d in a.drivers.split(",") if d]
     a.workloads = {w for w in a.workloads.split(",") if w}
     a.profile_workloads = {w for w in a.profile_workloads.split(",") if w}
@@ -475,28 +594,34 @@ def main(argv=None) -> int:
     meta = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": os.uname().nodename, "cpus": os.cpu_count(),
             "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "records": a.records,
             "records_python": a.records_python, "e2e_rate": a.e2e_rate, "e2e_seconds": a.e2e_seconds,
+            "repeats": a.repeats, "native_batch": a.native_batch, "producer_modes": a.producer_modes,
             "argv": sys.argv[1:]}
     rows: list[dict] = list(kept)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
-        for name in brokers:
-            if name == "odradek":
-                b = BrokerProcess(Path(tmp) / "odradek", {"num.partitions": 1, **dict(o.split("=", 1) for o in a.broker_override)})
-            elif name == "mock":
-                b = MockClusterBroker(Path(tmp) / "mock")
-            elif name == "tansu":
-                b = TansuBroker(Path(tmp) / "tansu")
-            else:
-                raise SystemExit(f"unknown peer {name}")
-            b.start(timeout=60)
-            settle(b.proc.pid)
-            log(f"== {name} at {b.bootstrap} (pid {b.proc.pid})")
-            r = Runner(name, b, a)
-            try:
-                r.workloads()
-            finally:
-                b.stop()
+        runners: list[Runner] = []
+        try:
+            for name in brokers:
+                if name == "odradek":
+                    b = BrokerProcess(Path(tmp) / "odradek",
+                                      {"num.partitions": 1, "log.segment.delete.delay.ms": 0,
+                                       **dict(o.split("=", 1) for o in a.broker_override)})
+                elif name == "mock":
+                    b = MockClusterBroker(Path(tmp) / "mock")
+                elif name == "tansu":
+                    b = TansuBroker(Path(tmp) / "tansu")
+                else:
+                    raise SystemExit(f"unknown peer {name}")
+                b.start(timeout=60)
+                runners.append(Runner(name, b, a))
+                log(f"== {name} at {b.bootstrap} (pid {b.proc.pid})")
+            for r in runners:
+                settle(r.pid)
+            run_all(runners, a)
+        finally:
+            for r in runners:
+                r.broker.stop()
                 rows += r.results
-                Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            Path(a.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     md = report(rows, brokers_all, meta)
     (Path(a.out).with_suffix(".md")).write_text(md + "\n")
     print(md)

@@ -36,6 +36,25 @@ def test_perf_produce_consume(odr, driver):
     assert "records_per_s" in out
 
 
+def test_perf_produce_native_batch(odr):
+    """--native-batch hands librdkafka lists through produce_batch: every record lands once, in
+    chunks that do not divide N, and every 16th record still reports its latency."""
+    pytest.importorskip("confluent_kafka")
+    t = f"pb-{uuid.uuid4().hex[:8]}"
+    r = last_json(odr("perf", "produce", "-t", t, "--partitions", "3", "-n", "25000", "-s", "50",
+                      "--driver", "confluent", "--native-batch", "4096", "--json").output)
+    assert r["records"] == 25000 and r["errors"] == 0 and r["native_batch"] == 4096
+    assert r["latency_ms"]["count"] == -(-25000 // 16)
+    c = last_json(odr("perf", "consume", "-t", t, "-n", "25000", "--driver", "confluent", "--timeout", "5",
+                      "--json").output)
+    assert c["records"] == 25000
+    late = last_json(odr("perf", "consume", "-t", t, "-n", "25001", "--driver", "confluent", "--timeout", "2",
+                         "--json").output)
+    assert late["records"] == 25000  # nothing was sent twice
+    bad = odr("perf", "produce", "-t", t, "-n", "10", "--native-batch", "5", ok=False)
+    assert bad.exit_code != 0 and "--native-batch needs --driver confluent" in bad.output
+
+
 @pytest.mark.parametrize("driver", ["odradek", "confluent"])
 def test_perf_e2e(odr, driver):
     if driver == "confluent":
@@ -69,11 +88,18 @@ def test_bench_quick_smoke(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "broker" / "run.py"), "--quick", "--peers", "none",
                         "--records", "3000", "--e2e-seconds", "1", "--drivers", "confluent", "--chart", "",
-                        "--out", str(out)], capture_output=True, text=True, timeout=180, env=env)
+                        "--repeats", "2", "--out", str(out)], capture_output=True, text=True, timeout=180, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     data = json.loads(out.read_text())
     rows = data["rows"]
     assert {r["workload"] for r in rows} == {"produce", "consume", "e2e"}
+    # every produce and consume row ran twice (repetitions 0 and 1), the C producer by produce_batch
+    by_row: dict = {}
+    for r in rows:
+        if r["workload"] != "e2e":
+            by_row.setdefault((r["workload"], r["driver"], r["partitions"], r["acks"], r["compression"]), []).append(r["rep"])
+    assert by_row and all(sorted(reps) == [0, 1] for reps in by_row.values()), by_row
+    assert {k[1] for k in by_row if k[0] == "produce"} == {"confluent-batch"}
     assert not [r for r in rows if "error" in r], [r["error"] for r in rows if "error" in r]
     assert all(r["broker_cpu_s"] >= 0 for r in rows)
     assert "| workload |" in p.stdout
