@@ -472,8 +472,9 @@ def goals(by: dict, peers: list[str]) -> list[str]:
 
 
 def label(r: dict) -> str:
-    drv = {"confluent-batch": "rdkafka batch", "confluent": "rdkafka loop", "odradek": "odradek py"}
-    return f"{r['workload'][:4]} {drv.get(r['driver'], r['driver'])} {r['partitions']}p a{r['acks']} {r['compression']}"
+    drv = {"confluent-batch": "rdkafka batch", "confluent": "rdkafka loop" if r["workload"] == "produce" else "rdkafka",
+           "odradek": "odradek py"}
+    return f"{r['workload'][:4]} {drv.get(r['driver'], r['driver'])} {r['partitions']}p acks={r['acks']} {r['compression']}"
 
 
 def chart(runs: list[dict], brokers: list[str], path: Path) -> None:
