@@ -204,13 +204,19 @@ class Connection:
 
     async def request(self, api_key: int, data: Any, *, version: int | None = None,
                       timeout: float | None = None) -> Any:
+        """Send and await the response. A timeout closes the connection (the response would
+        arrive out of step with the next ones), failing this and every other request on it.
+        A timer on the future rather than `wait_for`, which costs a Task per request."""
         fut = self.send(api_key, data, version=version)
+        timer = fut.get_loop().call_later(timeout or self.request_timeout, self._expire, fut, api_key)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout or self.request_timeout)
-        except asyncio.TimeoutError:
-            exc = RequestTimedOutError(f"{messages.api_name(api_key)} to {self.host}:{self.port} timed out")
-            self.close(exc)
-            raise _copy_exc(exc) from None
+            return await fut
+        finally:
+            timer.cancel()
+
+    def _expire(self, fut: asyncio.Future, api_key: int) -> None:
+        if not fut.done():
+            self.close(RequestTimedOutError(f"{messages.api_name(api_key)} to {self.host}:{self.port} timed out"))
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is over its high-water mark."""

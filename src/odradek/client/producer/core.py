@@ -74,7 +74,8 @@ class ProducerCore:
         kb = None if key is None else self.key_serializer(key)
         vb = self.value_serializer(value)
         allp, avail = parts
-        if partition is None:
+        chosen = partition is None
+        if chosen:
             partition = self.partitioner.partition(topic, kb, allp, avail)
         elif partition not in allp:
             raise E.UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
@@ -87,7 +88,7 @@ class ProducerCore:
             size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
         if size > self.max_request_size:
             raise E.RecordTooLargeError(f"record of ~{size} bytes exceeds max.request.size {self.max_request_size}")
-        if kb is None:
+        if kb is None and chosen:  # the sticky partitioner counts only what it placed (as Java's)
             self.partitioner.on_append(topic, partition, size)
         return partition, timestamp, kb, vb, headers, size
 

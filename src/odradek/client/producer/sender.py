@@ -29,6 +29,43 @@ DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
 
 
+class _Wakeup:
+    """asyncio.Event for the sender's one waiter, without the Task that `wait_for(event.wait())`
+    creates per wait: a future and a timer."""
+
+    __slots__ = ("loop", "flag", "fut")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.flag = False
+        self.fut: asyncio.Future | None = None
+
+    def set(self) -> None:
+        self.flag = True
+        f = self.fut
+        if f is not None and not f.done():
+            f.set_result(None)
+
+    def clear(self) -> None:
+        self.flag = False
+
+    async def wait(self, timeout: float) -> None:
+        if self.flag:
+            return
+        self.fut = f = self.loop.create_future()
+        timer = self.loop.call_later(timeout, _resolve, f)
+        try:
+            await f
+        finally:
+            self.fut = None
+            timer.cancel()
+
+
+def _resolve(f: asyncio.Future) -> None:
+    if not f.done():
+        f.set_result(None)
+
+
 class Sender:
     def __init__(self, cluster: Cluster, acc: Accumulator, config: dict[str, Any], compression: int) -> None:
         self.cluster = cluster
@@ -52,7 +89,7 @@ class Sender:
         self.producer_epoch = -1
         self.next_seq: dict[tuple[str, int], int] = {}
         self.node_in_flight: dict[int, int] = {}
-        self._wake: asyncio.Event | None = None
+        self._wake: _Wakeup | None = None
         self._wake_pending = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -65,7 +102,7 @@ class Sender:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        self._wake = asyncio.Event()
+        self._wake = _Wakeup(self._loop)
         self.acc.wakeup = self.wakeup
         if self.idempotent:
             await self._init_producer_id()
@@ -161,10 +198,7 @@ class Sender:
                 wake.clear()
                 self._wake_pending = False
                 if timeout > 0:
-                    try:
-                        await asyncio.wait_for(wake.wait(), timeout)
-                    except asyncio.TimeoutError:
-                        pass
+                    await wake.wait(timeout)
                 else:
                     await asyncio.sleep(0)
             except asyncio.CancelledError:
