@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from conftest import batch
+from support.batches import batch
 from odradek.protocol import records as R
 from odradek.protocol.records import Record, build_batch, decode_any, iter_batches
 from odradek.storage import LogConfig, OffsetOutOfRangeError, RecordTooLargeError

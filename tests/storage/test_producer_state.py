@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from conftest import batch
+from support.batches import batch
 from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from odradek.storage import InvalidProducerEpochError, LogConfig, LogManager, OutOfOrderSequenceError
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from conftest import batch
+from support.batches import batch
 from odradek.protocol.records import iter_batches
 from odradek.storage import LogConfig
 

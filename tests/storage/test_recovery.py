@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from conftest import batch
+from support.batches import batch
 from odradek.protocol.records import decode_any, iter_batches
 from odradek.storage import FaultyFileSystem, KafkaStorageError, LogConfig, LogManager
 

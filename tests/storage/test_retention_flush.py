@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import batch
+from support.batches import batch
 from odradek.storage import LogConfig, LogManager, OffsetOutOfRangeError
 
 
