@@ -61,6 +61,7 @@ class LogSegment:
         self.deleted = False
         self.rebuilt_index = False
         self._hint: tuple[int, int, int, int] | None = None  # see translate()
+        self._tail: tuple[int, int] | None = None  # (position, base offset) of the last write's first batch
         # header peeks skip the FileSystem wrapper on real files (a short read is handled)
         self._pread = os.pread if type(fs) is OSFileSystem else fs.pread
         self.truncated_bytes = 0
@@ -180,7 +181,11 @@ class LogSegment:
         hint = self._hint  # the batch right after the previous read: sequential consumers
         if hint is not None and hint[1] <= offset <= hint[2] and hint[0] + hint[3] <= end_pos:
             return hint
-        _, pos = self.offset_index.lookup(offset)
+        tail = self._tail  # a caught-up consumer asks for what was just appended: no index walk
+        if tail is not None and tail[1] <= offset and tail[0] < end_pos:
+            pos = tail[0]
+        else:
+            _, pos = self.offset_index.lookup(offset)
         while pos < end_pos:
             b = self.peek(pos)
             if b is None or b[2] < HEADER_SIZE or pos + b[2] > end_pos:
@@ -274,6 +279,7 @@ class LogSegment:
         self.fs.pwritev(self.fd, buffers, base, size)
         for rel, last, max_ts, sz in infos:
             self._index_batch(base + rel, last, max_ts, sz)
+        self._tail = (base + infos[0][0], self.next_offset)
         self.next_offset = infos[-1][1] + 1
 
     def _index_batch(self, pos: int, last_offset: int, max_ts: int, size: int) -> None:
@@ -295,6 +301,7 @@ class LogSegment:
         Returns the number of bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
+        self._hint = self._tail = None
         self.size_on_disk = self.fs.fsize(self.fd)
         file_size = self.size_on_disk
         self.size = 0
@@ -336,6 +343,7 @@ class LogSegment:
         if removed <= 0:
             return 0
         self._hint = None
+        self._tail = None
         self.fs.ftruncate(self.fd, pos)
         self.offset_index.truncate_to_offset(offset)
         self.time_index.truncate_to_offset(offset)
