@@ -41,6 +41,8 @@ class ProducerCore:
         self.max_block = int(cfg["max.block.ms"]) / 1000
         self.key_serializer = cfg["key.serializer"] or default_serializer
         self.value_serializer = cfg["value.serializer"] or default_serializer
+        self._plain_keys = self.key_serializer is default_serializer
+        self._plain_values = self.value_serializer is default_serializer
         self.partitioner = make_partitioner(cfg["partitioner"], self.batch_size)
         self.cluster = Cluster(cfg)
         self.acc = Accumulator(batch_size=self.batch_size, linger_ms=float(cfg["linger.ms"]),
@@ -71,8 +73,9 @@ class ProducerCore:
         """Serialize and place one record: (partition, ts, key bytes, value bytes, headers, size)."""
         if self.closed:
             raise E.ProducerClosedError("producer closed")
-        kb = None if key is None else self.key_serializer(key)
-        vb = self.value_serializer(value)
+        # bytes pass the default serializers untouched: skip the call (the common case)
+        kb = key if key is None or (type(key) is bytes and self._plain_keys) else self.key_serializer(key)
+        vb = value if type(value) is bytes and self._plain_values else self.value_serializer(value)
         allp, avail = parts
         chosen = partition is None
         if chosen:
@@ -80,7 +83,7 @@ class ProducerCore:
         elif partition not in allp:
             raise E.UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         if timestamp is None:
-            timestamp = int(time.time() * 1000)
+            timestamp = time.time_ns() // 1_000_000
         if headers:
             headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
         size = 24 + (len(kb) if kb else 0) + (len(vb) if vb else 0)
