@@ -313,6 +313,15 @@ class Accumulator:
                     i += 1
             dq.insert(i, batch)
 
+    def renumber_unsent(self) -> None:
+        """After an epoch bump: every queued batch gets its sequence (and wire bytes) anew when
+        next sent, in queue order."""
+        with self.lock:
+            for dq in self.deques.values():
+                for b in dq:
+                    b.wire = None
+                    b.sequence = -1
+
     def expired(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
         out = []
         with self.lock:

@@ -6,6 +6,14 @@ Produce requests without waiting for earlier ones (up to
 ``max.in.flight.requests.per.connection`` per node). Idempotence (on by default) gets a
 producer id from InitProducerId and numbers every partition's batches; retried batches
 keep their sequence numbers, so the broker drops duplicates and keeps order.
+
+A sequence gap cannot close by retrying: when a batch that was sent fails for good (expired,
+or a non-retriable error), the broker never sees its sequences and answers every later batch of
+that partition OUT_OF_ORDER_SEQUENCE_NUMBER. When the oldest outstanding batch of a partition
+gets that answer (or UNKNOWN_PRODUCER_ID), the producer bumps its epoch locally, as Java's
+idempotent producer does (KIP-360): it stops sending, waits for its requests in flight, takes
+epoch + 1 (a new producer id from InitProducerId once the epoch is exhausted), numbers every
+partition from 0 again and re-sends the unacknowledged batches under the new epoch.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ PRODUCE = 0
 INIT_PRODUCER_ID = 22
 DUPLICATE_SEQUENCE = 46
 OUT_OF_ORDER_SEQUENCE = 45
+UNKNOWN_PRODUCER_ID = 59
+MAX_EPOCH = 32767
 
 
 class _Wakeup:
@@ -88,6 +98,8 @@ class Sender:
         self.producer_id = -1
         self.producer_epoch = -1
         self.next_seq: dict[tuple[str, int], int] = {}
+        self.bump_pending = False  # an epoch bump waits for the requests in flight
+        self.epoch_bumps = 0
         self.node_in_flight: dict[int, int] = {}
         self._wake: _Wakeup | None = None
         self._wake_pending = False
@@ -143,6 +155,25 @@ class Sender:
         for b in list(self.acc.incomplete):
             self._fail(b, err)
 
+    async def _bump_epoch(self) -> None:
+        """Start the sequences over under a new epoch (nothing is in flight now)."""
+        if self.producer_epoch >= MAX_EPOCH:
+            await self._init_producer_id()
+        else:
+            self.producer_epoch += 1
+        self.next_seq.clear()
+        self.acc.renumber_unsent()
+        self.bump_pending = False
+        self.epoch_bumps += 1
+        log.warning("idempotent producer %d: sequence gap, continuing with epoch %d",
+                    self.producer_id, self.producer_epoch)
+
+    def _gap_at(self, b: ProducerBatch) -> bool:
+        """Whether no batch of `b`'s partition with a lower sequence is still outstanding: the
+        broker then lacks sequences that no retry will bring."""
+        return not any(x is not b and x.topic == b.topic and x.partition == b.partition and
+                       0 <= x.sequence < b.sequence and not x.done for x in list(self.acc.incomplete))
+
     async def _init_producer_id(self) -> None:
         async def attempt():
             conn = await self.cluster.any_connection()
@@ -181,7 +212,12 @@ class Sender:
                     p = ti.partitions.get(partition)
                     return -1 if p is None else p.leader
 
-                nodes, next_check, unknown = acc.ready(now, leader_of, self._node_ok)
+                if self.bump_pending and not any(self.node_in_flight.values()):
+                    await self._bump_epoch()
+                if self.bump_pending:  # sending waits until the requests in flight are answered
+                    nodes, next_check, unknown = set(), now + self.backoff, False
+                else:
+                    nodes, next_check, unknown = acc.ready(now, leader_of, self._node_ok)
                 if unknown:
                     cluster.request_update()
                 for node in nodes:
@@ -274,8 +310,10 @@ class Sender:
                         err = E.error_class(code)(f"{b.topic}-{b.partition}: {msg or E.error_class(code).name}")
                         if code in STALE_METADATA_CODES:
                             self.cluster.request_update()
-                        if code == OUT_OF_ORDER_SEQUENCE and self.idempotent:
+                        if code in (OUT_OF_ORDER_SEQUENCE, UNKNOWN_PRODUCER_ID) and self.idempotent:
                             err.retriable = True
+                            if b.sequence >= 0 and self._gap_at(b):
+                                self.bump_pending = True
                         self._retry_or_fail(b, err)
             for b in by_tp.values():
                 self._retry_or_fail(b, E.KafkaError(f"{b.topic}-{b.partition}: missing from Produce response"))
