@@ -8,7 +8,10 @@ asyncio one (``odradek.client.aio``), the like-for-like peer of aiokafka.
 The broker defaults to Tansu (Rust, memory storage) so the broker is not the bottleneck;
 ``--broker odradek|mock`` or ``--bootstrap host:port`` picks another.
 
-    .venv/bin/python bench/client/run.py [--n 100000] [--broker tansu] [--clients odradek,kafka-python,...]
+    .venv/bin/python bench/client/run.py [--n 100000] [--repeats 3] [--broker tansu] [--clients odradek,kafka-python,...]
+
+Each client and size runs --repeats times, the clients taking turns in a rotating order;
+the table gives medians and the like-for-like pairs' ratio in every repetition.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -241,6 +245,8 @@ def main() -> None:
     ap.add_argument("--broker", default="tansu", choices=["tansu", "mock", "odradek"])
     ap.add_argument("--bootstrap")
     ap.add_argument("--clients", default=",".join(CLIENTS))
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs per client and size, the clients taking turns in a rotating order; medians reported")
     ap.add_argument("--json", help="write results here too")
     args = ap.parse_args()
     broker = None
@@ -248,23 +254,26 @@ def main() -> None:
     if bs is None:
         broker = start_broker(args.broker)
         bs = broker.bootstrap
-    results: dict = {}
+    samples: dict = {}  # (client, size) -> [(produce/s, consume/s) per repetition]
+    names = args.clients.split(",")
     try:
-        for size in (100, 1024):
-            n = args.n if size == 100 else args.n // 2
-            payload = os.urandom(size)
-            for name in args.clients.split(","):
-                prod, cons = CLIENTS[name]
-                topic = make_topic(bs)
-                try:
-                    pdt = prod(bs, topic, payload, n)
-                    cdt = cons(bs, topic, n)
-                    results[(name, size)] = (n / pdt, n / cdt)
-                except Exception as e:  # report and go on
-                    print(f"{name} {size}B failed: {e!r}", file=sys.stderr)
-                    continue
-                print(f"{name:16s} {size:5d} B  produce {n / pdt:10,.0f} rec/s  consume {n / cdt:10,.0f} rec/s",
-                      flush=True)
+        for rep in range(args.repeats):
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for size in (100, 1024):
+                n = args.n if size == 100 else args.n // 2
+                payload = os.urandom(size)
+                for name in order:
+                    prod, cons = CLIENTS[name]
+                    topic = make_topic(bs)
+                    try:
+                        pdt = prod(bs, topic, payload, n)
+                        cdt = cons(bs, topic, n)
+                    except Exception as e:  # report and go on
+                        print(f"{name} {size}B failed: {e!r}", file=sys.stderr)
+                        continue
+                    samples.setdefault((name, size), {})[rep] = (n / pdt, n / cdt)
+                    print(f"[{rep}] {name:16s} {size:5d} B  produce {n / pdt:10,.0f} rec/s  "
+                          f"consume {n / cdt:10,.0f} rec/s", flush=True)
     finally:
         if broker is not None:
             broker.stop()
@@ -272,6 +281,9 @@ def main() -> None:
 
     print(f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}; "
           f"odradek record codec: {_records.IMPLEMENTATION}")
+    results = {k: (statistics.median(p for p, _ in v.values()), statistics.median(c for _, c in v.values()))
+               for k, v in samples.items()}
+    print(f"medians of {args.repeats} runs per client and size")
     peers = (("kafka-python", "kpy"), ("aiokafka", "aio"), ("confluent-kafka", "ck"))
     print(f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s}"
           + "".join(f" {'P vs ' + s:>9s}" for _, s in peers) + "".join(f" {'C vs ' + s:>9s}" for _, s in peers))
@@ -280,8 +292,18 @@ def main() -> None:
         ref = [results.get((peer, size), (0, 0)) for peer, _ in peers]
         print(f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f}" + "".join(f" {f(p, r[0])}" for r in ref)
               + "".join(f" {f(c, r[1])}" for r in ref))
+    # each repetition's ratio for the like-for-like pairs (the two ran minutes apart at most)
+    for mine, peer in (("odradek-asyncio", "aiokafka"), ("odradek", "kafka-python"), ("odradek", "aiokafka")):
+        for size in (100, 1024):
+            a, b = samples.get((mine, size), {}), samples.get((peer, size), {})
+            reps = sorted(set(a) & set(b))
+            if reps:
+                print(f"{mine} / {peer} {size} B, each run: produce "
+                      + " ".join(f"{a[r][0] / b[r][0]:.2f}" for r in reps) + "; consume "
+                      + " ".join(f"{a[r][1] / b[r][1]:.2f}" for r in reps))
     if args.json:
-        Path(args.json).write_text(json.dumps({f"{k[0]}/{k[1]}": v for k, v in results.items()}, indent=1))
+        Path(args.json).write_text(json.dumps({"medians": {f"{k[0]}/{k[1]}": v for k, v in results.items()},
+                                               "runs": {f"{k[0]}/{k[1]}": v for k, v in samples.items()}}, indent=1))
 
 
 if __name__ == "__main__":
