@@ -200,28 +200,12 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
                     errors.append(str(err))
             return cb
 
-        produce, poll = p.produce, p.poll
-        kw = {} if partition is None else {"partition": partition}
-        pacer = Pacer(throughput)
         start = time.perf_counter()
         if native_batch > 0:
             _produce_batches(p, topic, payload, num_records, native_batch, throughput, sample_every, partition,
                              cb_for, bar)
-        for i in range(num_records if native_batch <= 0 else 0):
-            if throughput > 0:
-                pacer.wait(i)
-            while True:
-                try:
-                    if i % sample_every == 0 or i == num_records - 1:
-                        produce(topic, payload, on_delivery=cb_for(perf()), **kw)
-                        bar.update(i)
-                    else:
-                        produce(topic, payload, **kw)
-                    break
-                except BufferError:
-                    poll(0.005)
-            if i % 128 == 0:
-                poll(0)
+        else:
+            _produce_loop(p, topic, payload, num_records, throughput, sample_every, partition, cb_for, bar)
         remaining = p.flush(120)
         elapsed = time.perf_counter() - start
         if remaining:
@@ -238,6 +222,30 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
             "client_cpu_s": cpu_seconds_self() - cpu0}
 
 
+def _produce_loop(p, topic: str, payload: bytes, num_records: int, throughput: float, sample_every: int,
+                  partition: int | None, cb_for, bar) -> None:
+    """One `produce()` call per record (what most applications do)."""
+    produce, poll = p.produce, p.poll
+    kw = {} if partition is None else {"partition": partition}
+    perf = time.perf_counter_ns
+    pacer = Pacer(throughput)
+    for i in range(num_records):
+        if throughput > 0:
+            pacer.wait(i)
+        while True:
+            try:
+                if i % sample_every == 0 or i == num_records - 1:
+                    produce(topic, payload, on_delivery=cb_for(perf()), **kw)
+                    bar.update(i)
+                else:
+                    produce(topic, payload, **kw)
+                break
+            except BufferError:
+                poll(0.005)
+        if i % 128 == 0:
+            poll(0)
+
+
 def _produce_batches(p, topic: str, payload: bytes, num_records: int, size: int, throughput: float,
                      sample_every: int, partition: int | None, cb_for, bar) -> None:
     """confluent-kafka's `produce_batch`: one C call enqueues a whole list. The list repeats one
@@ -247,6 +255,7 @@ def _produce_batches(p, topic: str, payload: bytes, num_records: int, size: int,
     an error of the run."""
     plain = {"value": payload} if partition is None else {"value": payload, "partition": partition}
     pacer = Pacer(throughput)
+    size = min(size, _QUEUED_MAX // 2)
     room = _QUEUED_MAX - size
     done = 0
     while done < num_records:
