@@ -30,6 +30,7 @@ import struct
 from typing import NamedTuple
 
 from odradek.protocol import records as R
+from odradek.protocol.headers import write_uvarint
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,7 @@ _TABLE_MAX = 1 << 15
 
 
 def _zz_bytes(v: int) -> bytes:
-    v = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return write_uvarint((v << 1) ^ (v >> 63))
 
 
 _ZZ = [_zz_bytes(v) for v in range(-1, _TABLE_MAX)]
