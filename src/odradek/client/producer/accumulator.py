@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable, NamedTuple
 
-from .._records import HEADER_SIZE, BatchBuilder
+from .._records import BatchBuilder
 from ..errors import KafkaTimeoutError
 
 
@@ -198,7 +198,7 @@ class Accumulator:
             batch.records = index + 1
             batch.reserved += size
             self.used += size
-            if len(batch.builder.buf) + HEADER_SIZE >= self.batch_size:
+            if batch.builder.size >= self.batch_size:
                 wake = True
         if wake:
             self.wakeup()
