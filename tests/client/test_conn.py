@@ -52,7 +52,6 @@ def test_cancelled_request_leaves_the_connection_usable_until_its_timeout():
             conn._write_ok = asyncio.Event()
             conn._write_ok.set()
             await loop.create_connection(lambda: _Protocol(conn), "127.0.0.1", port)
-            conn.api_versions = {18: (0, 3), 3: (0, 12)}
             a = asyncio.ensure_future(conn.request(18, {"client_software_name": "t", "client_software_version": "1"},
                                                    version=3, timeout=0.2))
             b = asyncio.ensure_future(conn.request(18, {"client_software_name": "t", "client_software_version": "1"},
