@@ -39,13 +39,43 @@ def test_keyed_partition_is_java_formula():
 
 
 def test_null_keys_stick_then_move():
+    """Null keys stay on one partition until batch.size bytes went there, then the partitioner
+    picks again at random among the available partitions (it may pick the same one, as Java's
+    KIP-794 partitioner may): over many batches every partition gets used."""
     p = DefaultPartitioner(batch_size=100)
     parts = list(range(4))
     first = p.partition("t", None, parts, parts)
     assert all(p.partition("t", None, parts, parts) == first for _ in range(10))
-    p.on_append("t", first, 150)
-    seen = {p.partition("t", None, parts, parts) for _ in range(1)}
-    assert seen <= set(parts)
+    p.on_append("t", first, 60)
+    assert p.partition("t", None, parts, parts) == first  # under batch.size: no new pick
+    used = []
+    for _ in range(200):
+        cur = p.partition("t", None, parts, parts)
+        used.append(cur)
+        p.on_append("t", cur, 150)
+    assert set(used) == set(parts)
+    p.on_append("t", p.partition("t", None, parts, parts), 150)
+    assert p.partition("t", None, parts, [2]) == 2  # a new pick is among the available partitions
+
+
+def test_sticky_partitioner_counts_only_records_it_placed():
+    """As Java's built-in partitioner: records sent to an explicit partition do not use up the
+    sticky partition's batch.size (that records it placed do is test_null_keys_stick_then_move)."""
+    from odradek.client.producer.core import ProducerCore
+
+    core = ProducerCore({"bootstrap.servers": "127.0.0.1:1", "batch.size": 1000}, {})  # never started
+    parts = ([0, 1, 2, 3], [0, 1, 2, 3])
+    for n in range(8):  # a re-pick may land on the same partition: eight topics make luck irrelevant
+        topic = f"t{n}"
+
+        def place(partition=None, topic=topic):
+            return core.prepare(topic, b"v" * 100, None, None, partition, None, parts)[0]  # 124 bytes
+
+        sticky = place()
+        for _ in range(30):  # ~3.7 KB sent explicitly to the sticky partition: not counted
+            assert place(sticky) == sticky
+        # 7 more placed records make 8 x 124 = 992 bytes < batch.size: all still on the sticky one
+        assert [place() for _ in range(7)] == [sticky] * 7
 
 
 records_st = st.lists(st.tuples(
