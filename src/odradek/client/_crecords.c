@@ -16,9 +16,12 @@
  *       timestamps, timestamp_types, key_validity, key_offsets, key_data, key_nulls,
  *       value_validity, value_offsets, value_data, value_nulls), all buffers bytes in
  *       native byte order (int64 / int32 arrays, LSB-first validity bitmaps).
- *   append_record(buf, count, ts_delta, key, value, headers, limit)
- *       encodes one record at the end of bytearray `buf`, unless the batch is not empty
- *       and would pass `limit` bytes (then returns False and leaves `buf` alone).
+ *   Builder(limit)
+ *       the producer's open batch: .append(ts, key, value, headers) -> bool encodes one
+ *       record at the end of its bytearray `buf`, unless the batch is not empty and would
+ *       pass `limit` bytes (then returns False and leaves `buf` alone); keeps count,
+ *       base_ts, max_ts and size (read-only members) up to date. _records.py subclasses
+ *       it with build().
  *
  * Every read is checked against the end of its record (and the record against the end
  * of its batch): malformed input raises the configured CorruptRecordError, never reads
@@ -28,6 +31,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 #define HEADER_SIZE 61      /* RecordBatch v2 header, base offset .. record count */
 #define MIN_BATCH_LENGTH 49 /* HEADER_SIZE - 12: the length field counts from the epoch on */
@@ -548,16 +552,14 @@ static PyObject *py_decode_columns(PyObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ encoding */
-static PyObject *py_append_record(PyObject *self, PyObject *args)
+/* Encode one record at the end of bytearray `buf`: 1 when appended, 0 when the batch is
+ * not empty (count > 0) and the record would take it past `limit`, -1 on error. */
+static int append_into(PyObject *buf, long long count, long long ts_delta, PyObject *key, PyObject *value,
+                       PyObject *headers, Py_ssize_t limit)
 {
-    PyObject *buf, *key, *value, *headers;
-    long long count, ts_delta;
-    Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "O!LLOOOn", &PyByteArray_Type, &buf, &count, &ts_delta, &key, &value, &headers,
-                          &limit))
-        return NULL;
     Py_buffer kb = {0}, vb = {0};
-    PyObject *hseq = NULL, *result = NULL;
+    PyObject *hseq = NULL;
+    int result = -1;
     int have_k = 0, have_v = 0;
     if (key != Py_None) {
         if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE))
@@ -595,7 +597,7 @@ static PyObject *py_append_record(PyObject *self, PyObject *args)
     n += varint_size(zigzag(nh));
     Py_ssize_t old = PyByteArray_GET_SIZE(buf);
     if (count && HEADER_SIZE + old + n + 5 > limit) {
-        result = Py_NewRef(Py_False);
+        result = 0;
         goto done;
     }
     if (PyByteArray_Resize(buf, old + varint_size(zigzag(n)) + n))
@@ -634,7 +636,7 @@ static PyObject *py_append_record(PyObject *self, PyObject *args)
             p += PyBytes_GET_SIZE(hv);
         }
     }
-    result = Py_NewRef(Py_True);
+    result = 1;
 done:
     if (have_k)
         PyBuffer_Release(&kb);
@@ -644,12 +646,127 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ Builder */
+/* The producer's open batch: records encoded into `buf` as they are appended (the Python
+ * subclass in _records.py adds build()). One C call per record, no Python frame. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *buf; /* bytearray: the records, uncompressed */
+    long long count, base_ts, max_ts;
+    Py_ssize_t limit, size; /* size: HEADER_SIZE + len(buf), the batch's uncompressed size */
+} Builder;
+
+static PyObject *encode_headers_fn; /* (str | bytes, ...) pairs -> (bytes, bytes | None) list */
+
+static int builder_init(Builder *self, PyObject *args, PyObject *kwds)
+{
+    Py_ssize_t limit;
+    static char *kwlist[] = {"limit", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n", kwlist, &limit))
+        return -1;
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, 0);
+    if (buf == NULL)
+        return -1;
+    Py_XSETREF(self->buf, buf);
+    self->count = 0;
+    self->base_ts = -1;
+    self->max_ts = -1;
+    self->limit = limit;
+    self->size = HEADER_SIZE;
+    return 0;
+}
+
+static void builder_dealloc(Builder *self)
+{
+    Py_XDECREF(self->buf);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *builder_append(Builder *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "append(ts, key, value, headers) takes 4 arguments");
+        return NULL;
+    }
+    if (self->buf == NULL) {
+        PyErr_SetString(PyExc_ValueError, "Builder not initialised");
+        return NULL;
+    }
+    long long ts = PyLong_AsLongLong(args[0]);
+    if (ts == -1 && PyErr_Occurred())
+        return NULL;
+    long long base = self->count ? self->base_ts : ts, delta;
+    if (__builtin_sub_overflow(ts, base, &delta)) {
+        PyErr_SetString(PyExc_OverflowError, "timestamp delta out of range");
+        return NULL;
+    }
+    PyObject *headers = args[3], *enc = NULL;
+    if (headers != Py_None) {
+        int truth = PyObject_IsTrue(headers);
+        if (truth < 0)
+            return NULL;
+        if (truth) {
+            if (encode_headers_fn == NULL) {
+                PyErr_SetString(PyExc_RuntimeError, "_crecords not configured");
+                return NULL;
+            }
+            enc = PyObject_CallOneArg(encode_headers_fn, headers);
+            if (enc == NULL)
+                return NULL;
+        }
+    }
+    int r = append_into(self->buf, self->count, delta, args[1], args[2], enc ? enc : Py_None, self->limit);
+    Py_XDECREF(enc);
+    if (r < 0)
+        return NULL;
+    if (r == 0)
+        Py_RETURN_FALSE;
+    if (self->count == 0)
+        self->base_ts = ts;
+    self->count++;
+    if (ts > self->max_ts)
+        self->max_ts = ts;
+    self->size = HEADER_SIZE + PyByteArray_GET_SIZE(self->buf);
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef builder_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))builder_append, METH_FASTCALL,
+     "append(ts, key, value, headers) -> bool: False when the batch is not empty and the record "
+     "would take it past limit"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef builder_members[] = {
+    {"buf", T_OBJECT_EX, offsetof(Builder, buf), READONLY, "the encoded records"},
+    {"count", T_LONGLONG, offsetof(Builder, count), READONLY, "records appended"},
+    {"base_ts", T_LONGLONG, offsetof(Builder, base_ts), READONLY, "first record's timestamp (-1 if empty)"},
+    {"max_ts", T_LONGLONG, offsetof(Builder, max_ts), READONLY, "largest timestamp (-1 if empty)"},
+    {"limit", T_PYSSIZET, offsetof(Builder, limit), READONLY, "batch size limit"},
+    {"size", T_PYSSIZET, offsetof(Builder, size), READONLY, "uncompressed batch size (header included)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "odradek.client._crecords.Builder",
+    .tp_basicsize = sizeof(Builder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Builder(limit): records of one RecordBatch v2, encoded as appended",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)builder_init,
+    .tp_dealloc = (destructor)builder_dealloc,
+    .tp_methods = builder_methods,
+    .tp_members = builder_members,
+};
+
 /* ------------------------------------------------------------------ module */
 static PyObject *py_configure(PyObject *self, PyObject *args)
 {
-    PyObject *rt, *ce, *crc, *dec;
-    if (!PyArg_ParseTuple(args, "O!OOO", &PyType_Type, &rt, &ce, &crc, &dec))
+    PyObject *rt, *ce, *crc, *dec, *eh = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOO|O", &PyType_Type, &rt, &ce, &crc, &dec, &eh))
         return NULL;
+    if (eh != NULL)
+        Py_XSETREF(encode_headers_fn, Py_NewRef(eh));
     if (!PyType_IsSubtype((PyTypeObject *)rt, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
         return NULL;
@@ -662,15 +779,14 @@ static PyObject *py_configure(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"configure", py_configure, METH_VARARGS, "configure(record_type, corrupt_error, crc32c, decompress)"},
+    {"configure", py_configure, METH_VARARGS,
+     "configure(record_type, corrupt_error, crc32c, decompress[, encode_headers])"},
     {"decode", py_decode, METH_VARARGS,
      "decode(out, topic, partition, data, pos, start_offset, next_offset, check_crcs, aborted)"
      " -> (pos, next_offset, legacy)"},
     {"decode_columns", py_decode_columns, METH_VARARGS,
      "decode_columns(topic, partition, data, pos, start_offset, next_offset, check_crcs, aborted)"
      " -> (pos, next_offset, legacy, columns)"},
-    {"append_record", py_append_record, METH_VARARGS,
-     "append_record(buf, count, ts_delta, key, value, headers, limit) -> bool"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -679,4 +795,16 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__crecords(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__crecords(void)
+{
+    if (PyType_Ready(&BuilderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Builder", (PyObject *)&BuilderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

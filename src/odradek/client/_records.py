@@ -85,7 +85,24 @@ def _decompress(codec: int, data) -> bytes:
         raise CorruptRecordError(str(e)) from None
 
 
-class BatchBuilder:
+def _build(b, *, compression: int = 0, producer_id: int = -1, producer_epoch: int = -1,
+           base_sequence: int = -1, transactional: bool = False) -> bytes:
+    """The finished RecordBatch v2 of a builder (either implementation)."""
+    body = b.buf
+    if compression:
+        body = R.compress(compression, body)
+    attrs = compression & 0x07
+    if transactional:
+        attrs |= 0x10
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(out, 0, 0, HEADER_SIZE - 12 + len(body), -1, 2, 0, attrs, b.count - 1,
+                     b.base_ts, b.max_ts, producer_id, producer_epoch, base_sequence, b.count)
+    out += body
+    _UI.pack_into(out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+class _PyBatchBuilder:
     """Accumulates records of one future RecordBatch (uncompressed until `build`)."""
 
     __slots__ = ("buf", "count", "base_ts", "max_ts", "limit")
@@ -108,28 +125,20 @@ class BatchBuilder:
             self.base_ts = ts
         if headers:
             headers = _encode_headers(headers)
-        if not _append_record(self.buf, count, ts - self.base_ts, key, value, headers or None, self.limit):
+        if not _py_append_record(self.buf, count, ts - self.base_ts, key, value, headers or None, self.limit):
             return False
         self.count = count + 1
         if ts > self.max_ts:
             self.max_ts = ts
         return True
 
-    def build(self, *, compression: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-              base_sequence: int = -1, transactional: bool = False) -> bytes:
-        body = self.buf
-        if compression:
-            body = R.compress(compression, body)
-        attrs = compression & 0x07
-        if transactional:
-            attrs |= 0x10
-        out = bytearray(HEADER_SIZE)
-        HEADER.pack_into(out, 0, 0, HEADER_SIZE - 12 + len(body), -1, 2, 0, attrs, self.count - 1,
-                         self.base_ts, self.max_ts, producer_id, producer_epoch, base_sequence, self.count)
-        out += body
-        _UI.pack_into(out, 17, crc32c(memoryview(out)[21:]))
-        return bytes(out)
+    build = _build
 
+
+def BatchBuilder(limit: int):
+    """A new open batch of at most `limit` bytes (unless its first record alone is larger):
+    ``append(ts, key, value, headers) -> bool``, ``size``, ``count`` and ``build(...)``."""
+    return _builder_class(limit)
 
 
 def _encode_headers(headers) -> list[tuple[bytes, bytes | None]]:
@@ -145,7 +154,7 @@ def _encode_headers(headers) -> list[tuple[bytes, bytes | None]]:
 
 # --------------------------------------------------------------------------- pure Python
 def _py_append_record(buf: bytearray, count: int, tsd: int, key, value, headers, limit: int) -> bool:
-    """Encode one record at the end of `buf` (see _crecords.c append_record)."""
+    """Encode one record at the end of `buf` (see _crecords.c append_into)."""
     T = _ZZ
     if key is None:
         kpart = b"\x01"
@@ -502,22 +511,28 @@ try:
 except ImportError:  # not compiled (no compiler at install time, or ODRADEK_PURE_PYTHON=1)
     _native = None
 else:
-    _native.configure(ConsumerRecord, CorruptRecordError, crc32c, _decompress)
+    _native.configure(ConsumerRecord, CorruptRecordError, crc32c, _decompress, _encode_headers)
+
+    class _CBatchBuilder(_native.Builder):
+        """The C builder (one C call per append) with the shared `build`."""
+
+        __slots__ = ()
+        build = _build
 
 IMPLEMENTATIONS = ("c", "python") if _native is not None else ("python",)
 IMPLEMENTATION = ""
 _decode = _py_decode
-_append_record = _py_append_record
+_builder_class: type = _PyBatchBuilder
 
 
 def set_implementation(name: str) -> None:
     """Use the C codec ("c") or the pure-Python one ("python")."""
-    global IMPLEMENTATION, _decode, _append_record
+    global IMPLEMENTATION, _decode, _builder_class
     if name not in IMPLEMENTATIONS:
         raise ValueError(f"record codec {name!r} is not available (have {', '.join(IMPLEMENTATIONS)})")
     IMPLEMENTATION = name
     _decode = _native.decode if name == "c" else _py_decode
-    _append_record = _native.append_record if name == "c" else _py_append_record
+    _builder_class = _CBatchBuilder if name == "c" else _PyBatchBuilder
 
 
 set_implementation(os.environ.get("ODRADEK_RECORD_CODEC") or IMPLEMENTATIONS[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..producer.accumulator import FutureRecordMetadata, RecordMetadata
@@ -41,6 +42,11 @@ class AIOProducer:
         fut = core.acc.try_append(topic, p, ts, kb, vb, hs, size)
         if fut is None:
             fut = await core.acc.append_async(topic, p, ts, kb, vb, hs, size, core.max_block)
+        elif core.acc.yield_due:
+            # A send() that never suspends would starve the sender until the caller awaits
+            # something else: everything would queue first and go out afterwards.
+            core.acc.yield_due = False
+            await asyncio.sleep(0)
         if callback is not None:
             fut.add_callback(callback)
         return fut

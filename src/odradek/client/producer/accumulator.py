@@ -28,7 +28,7 @@ class RecordMetadata(NamedTuple):
 class ProducerBatch:
     __slots__ = ("topic", "partition", "builder", "created", "reserved", "done", "base_offset",
                  "log_append_time", "error", "callbacks", "attempts", "sequence", "wire", "event",
-                 "waiters", "retry_at", "in_flight", "records")
+                 "waiters", "retry_at", "in_flight")
 
     def __init__(self, topic: str, partition: int, limit: int, now: float) -> None:
         self.topic = topic
@@ -48,7 +48,6 @@ class ProducerBatch:
         self.waiters: list | None = None
         self.retry_at = 0.0
         self.in_flight = False
-        self.records = 0
 
     def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
         """Called on the loop thread once: run callbacks, wake waiters."""
@@ -162,47 +161,62 @@ class Accumulator:
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
         self.deques: dict[tuple[str, int], collections.deque] = {}
+        # the batch that takes the partition's next records (the last of its queue, until
+        # drained): a batch once sent never takes records again, even if it comes back
+        self.open: dict[tuple[str, int], ProducerBatch] = {}
         self.used = 0
         self.incomplete: set[ProducerBatch] = set()
         self.flushing = 0
         self.closed = False
         self.wakeup: Callable[[], None] = lambda: None
         self.space: asyncio.Event | None = None  # set by release() on the loop thread
+        # A batch filled up (or a first one began) since the asyncio producer last let the
+        # loop run: its send() yields once so the sender drains while records keep coming.
+        self.yield_due = False
 
     # ------------------------------------------------------------------ appending
     def try_append(self, topic: str, partition: int, ts: int, key, value, headers, size: int):
         """Append under the lock: a future, or None when buffer.memory is exhausted."""
-        tp = (topic, partition)
         with self.lock:
-            if self.used + size > self.buffer_memory and self.used > 0:
+            used = self.used
+            if used + size > self.buffer_memory and used > 0:
                 return None
             if self.closed:
                 from ..errors import ProducerClosedError
 
                 raise ProducerClosedError("producer closed")
-            dq = self.deques.get(tp)
-            if dq is None:
-                dq = self.deques[tp] = collections.deque()
-            batch = dq[-1] if dq else None
-            wake = False
-            if batch is None or batch.wire is not None or not batch.builder.append(ts, key, value, headers):
-                if batch is not None:
-                    wake = True  # previous batch is full
-                elif not dq:
-                    wake = True
-                batch = ProducerBatch(topic, partition, max(self.batch_size, size + 128), time.monotonic())
-                batch.builder.append(ts, key, value, headers)
-                dq.append(batch)
-                self.incomplete.add(batch)
-            index = batch.records
-            batch.records = index + 1
+            batch = self.open.get((topic, partition))
+            if batch is None or not batch.builder.append(ts, key, value, headers):
+                batch = self._new_batch(topic, partition, ts, key, value, headers, size)
+            builder = batch.builder
             batch.reserved += size
-            self.used += size
-            if batch.builder.size >= self.batch_size:
-                wake = True
-        if wake:
-            self.wakeup()
-        return FutureRecordMetadata(batch, index, ts)
+            self.used = used + size
+            if builder.size >= self.batch_size:
+                self.yield_due = True
+                self.wakeup()
+            return FutureRecordMetadata(batch, builder.count - 1, ts)
+
+    def _new_batch(self, topic, partition, ts, key, value, headers, size) -> ProducerBatch:
+        """Open a new batch for the partition (under the lock) with the record in it."""
+        tp = (topic, partition)
+        dq = self.deques.get(tp)
+        if dq is None:
+            dq = self.deques[tp] = collections.deque()
+        batch = ProducerBatch(topic, partition, max(self.batch_size, size + 128), time.monotonic())
+        batch.builder.append(ts, key, value, headers)
+        dq.append(batch)
+        self.open[tp] = batch
+        self.incomplete.add(batch)
+        # a batch that filled up or a first batch (its linger starts now): the sender looks again
+        self.yield_due = True
+        self.wakeup()
+        return batch
+
+    def _close_batch(self, b: ProducerBatch) -> None:
+        """`b` leaves its queue (under the lock): it takes no more records."""
+        tp = (b.topic, b.partition)
+        if self.open.get(tp) is b:
+            del self.open[tp]
 
     def append_blocking(self, topic, partition, ts, key, value, headers, size, max_block: float):
         fut = self.try_append(topic, partition, ts, key, value, headers, size)
@@ -296,6 +310,7 @@ class Accumulator:
                 if out and size + bsize > max_request_size:
                     break
                 dq.popleft()
+                self._close_batch(b)
                 b.in_flight = True
                 out.append(b)
                 size += bsize
@@ -328,6 +343,7 @@ class Accumulator:
             for dq in self.deques.values():
                 while dq and not dq[0].in_flight and now - dq[0].created > delivery_timeout:
                     out.append(dq.popleft())
+                    self._close_batch(out[-1])
         return out
 
     def has_undrained(self) -> bool:
@@ -339,4 +355,5 @@ class Accumulator:
             out = [b for dq in self.deques.values() for b in dq]
             for dq in self.deques.values():
                 dq.clear()
+            self.open.clear()
         return out

@@ -226,7 +226,7 @@ class Sender:
                         self._send(node, batches)
                 for b in acc.expired(now, self.delivery_timeout):
                     self._fail(b, E.KafkaTimeoutError(
-                        f"{b.topic}-{b.partition}: {b.records} record(s) expired after delivery.timeout.ms"))
+                        f"{b.topic}-{b.partition}: {b.builder.count} record(s) expired after delivery.timeout.ms"))
                 cluster.maybe_refresh()
                 timeout = max(0.0, next_check - time.monotonic())
                 if unknown:
