@@ -66,3 +66,111 @@ def test_cancelled_request_leaves_the_connection_usable_until_its_timeout():
             assert not conn.connected
 
     asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- framing
+def _api_versions_v0(corr: int, n_entries: int) -> bytes:
+    """A whole ApiVersions v0 response frame listing `n_entries` made-up APIs."""
+    import struct
+
+    body = struct.pack(">ih i", corr, 0, n_entries) + b"".join(
+        struct.pack(">hhh", i % 30000, 0, i % 7) for i in range(n_entries))
+    return struct.pack(">i", len(body)) + body
+
+
+async def _scripted_server(n_requests: int, chunks_of):
+    """Reads `n_requests` request frames, then writes their responses (sizes from
+    `sizes`) in the pieces `chunks_of(all_bytes)` gives, with a pause between pieces."""
+    import struct
+
+    async def handle(reader, writer):
+        corrs = []
+        while len(corrs) < n_requests:
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            frame = await reader.readexactly(size)
+            corrs.append(struct.unpack_from(">i", frame, 4)[0])
+        data = b"".join(_api_versions_v0(c, handle.sizes[i]) for i, c in enumerate(corrs))
+        for piece in chunks_of(data):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.001)
+        await reader.read()  # until the client closes
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], handle
+
+
+async def _raw_connection(port: int) -> Connection:
+    from odradek.client.conn import _Protocol
+
+    conn = Connection("127.0.0.1", port, request_timeout_ms=10000)
+    conn._write_ok = asyncio.Event()
+    conn._write_ok.set()
+    await asyncio.get_running_loop().create_connection(lambda: _Protocol(conn), "127.0.0.1", port)
+    return conn
+
+
+@pytest.mark.parametrize("how", ["one write", "byte by byte", "uneven pieces", "cut past each frame"])
+def test_responses_framed_whatever_the_segmentation(how):
+    """Small and large (past the 256 KiB scratch buffer) responses, back to back, arrive
+    whole and in order however the bytes are cut up on the wire."""
+    import random
+
+    sizes = [1, 3, 60000, 2, 70000, 0, 5]  # 60000 entries = 360 KB frames
+    if how == "byte by byte":
+        sizes = [1, 3, 2, 0, 5, 40]  # small frames only: a byte per write is slow
+
+    def chunks_of(data: bytes):
+        if how == "one write":
+            return [data]
+        if how == "byte by byte":
+            return [data[i:i + 1] for i in range(len(data))]
+        if how == "cut past each frame":  # every read ends 6 bytes into the next frame
+            import struct
+
+            cuts, i = [], 0
+            while i < len(data):
+                i += 4 + struct.unpack_from(">i", data, i)[0]
+                cuts.append(min(i + 6, len(data)))
+            return [data[a:b] for a, b in zip([0] + cuts, cuts)]
+        rnd = random.Random(7)
+        out, i = [], 0
+        while i < len(data):
+            n = rnd.choice([1, 3, 4, 5, 17, 4096, 65536, 300000])
+            out.append(data[i:i + n])
+            i += n
+        return out
+
+    async def go():
+        server, port, handle = await _scripted_server(len(sizes), chunks_of)
+        handle.sizes = sizes
+        async with server:
+            conn = await _raw_connection(port)
+            futs = [asyncio.ensure_future(conn.request(18, {}, version=0)) for _ in sizes]
+            resps = await asyncio.gather(*futs)
+            assert [len(r.api_keys) for r in resps] == sizes
+            for r, n in zip(resps, sizes):
+                if n:
+                    last = r.api_keys[-1]
+                    assert (int(last.api_key), int(last.max_version)) == ((n - 1) % 30000, (n - 1) % 7)
+            assert conn.connected and conn.in_flight == 0
+            conn.close(None)
+
+    asyncio.run(go())
+
+
+def test_bad_frame_size_closes_the_connection_with_a_clear_error():
+    import struct
+
+    from odradek.client.errors import KafkaConnectionError
+
+    async def go():
+        server, port, handle = await _scripted_server(1, lambda data: [struct.pack(">i", -5) + data])
+        handle.sizes = [1]
+        async with server:
+            conn = await _raw_connection(port)
+            with pytest.raises(KafkaConnectionError, match="bad frame size -5"):
+                await conn.request(18, {}, version=0)
+            assert not conn.connected
+
+    asyncio.run(go())

@@ -53,6 +53,7 @@ CLIENT_MAX_VERSION = {
 }
 # Versions below these do not exist in kio or in any broker we care about.
 CLIENT_MIN_VERSION = {1: 4}
+_SCRATCH = 256 * 1024  # receive buffer for small frames (larger ones get their own)
 
 
 class Connection:
@@ -73,8 +74,15 @@ class Connection:
         self._transport: asyncio.Transport | None = None
         self._in_flight: collections.deque = collections.deque()
         self._corr = 0
-        self._buf = bytearray()
-        self._need = 4
+        # Reading (asyncio.BufferedProtocol: the transport receives straight into our memory).
+        # Small frames gather in the scratch buffer; a frame larger than it gets a buffer of
+        # its own, which the socket then fills directly: one copy from the kernel, none after.
+        self._scratch = bytearray(_SCRATCH)
+        self._sview = memoryview(self._scratch)
+        self._have = 0  # bytes pending at the start of the scratch buffer
+        self._frame: bytearray | None = None  # the large frame being received (after its size)
+        self._fview: memoryview | None = None
+        self._fpos = 0
         self._closed_exc: BaseException | None = None
         self._write_ok: asyncio.Event | None = None
         self._close_callbacks: list = []
@@ -224,34 +232,48 @@ class Connection:
             await self._write_ok.wait()
 
     # ------------------------------------------------------------------ reading
-    def _data_received(self, data: bytes) -> None:
-        buf = self._buf
-        if not buf and len(data) >= 4:
-            # the common case for small responses: whole frames in `data`, nothing pending
-            n = len(data)
-            size = _I32.unpack_from(data, 0)[0]
-            if 4 <= size <= self.max_frame_size and size + 4 == n:
-                self._handle_frame(data[4:])
-                return
-        buf += data
+    def _get_buffer(self) -> memoryview:
+        if self._frame is not None:
+            return self._fview[self._fpos:]
+        return self._sview[self._have:]
+
+    def _buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._fpos += nbytes
+            if self._fpos == len(self._frame):
+                view = self._fview.toreadonly()
+                self._frame = self._fview = None
+                self._handle_frame(view)
+            return
+        have = self._have + nbytes
+        buf, view = self._scratch, self._sview
         pos = 0
-        n = len(buf)
-        while n - pos >= 4:
+        while have - pos >= 4:
             size = _I32.unpack_from(buf, pos)[0]
             if size < 4 or size > self.max_frame_size:
+                self._have = 0
                 self.close(KafkaConnectionError(f"bad frame size {size} from {self.host}:{self.port}"))
                 return
             end = pos + 4 + size
-            if end > n:
+            if end > have:
+                if size + 4 > _SCRATCH:  # too big for scratch: its own buffer, filled from here on
+                    got = have - pos - 4
+                    frame = bytearray(size)
+                    frame[:got] = view[pos + 4:have]
+                    self._frame, self._fview, self._fpos = frame, memoryview(frame), got
+                    pos = have
                 break
-            with memoryview(buf) as mv:  # one copy (a bytearray slice would be a second)
-                frame = bytes(mv[pos + 4:end])
+            frame = bytes(view[pos + 4:end])
             pos = end
             self._handle_frame(frame)
             if self._closed_exc is not None:
                 return
         if pos:
-            del buf[:pos]
+            rest = have - pos
+            if rest:
+                buf[:rest] = view[pos:have]  # the start of the next frame moves to the front
+            have = rest
+        self._have = have
 
     def _handle_frame(self, frame: bytes) -> None:
         (corr,) = _I32.unpack_from(frame, 0)
@@ -326,7 +348,7 @@ def _copy_exc(exc: BaseException) -> BaseException:
         return exc
 
 
-class _Protocol(asyncio.Protocol):
+class _Protocol(asyncio.BufferedProtocol):
     __slots__ = ("conn",)
 
     def __init__(self, conn: Connection) -> None:
@@ -343,8 +365,11 @@ class _Protocol(asyncio.Protocol):
             except OSError:
                 pass
 
-    def data_received(self, data: bytes) -> None:
-        self.conn._data_received(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn._get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn._buffer_updated(nbytes)
 
     def connection_lost(self, exc) -> None:
         self.conn.close(KafkaConnectionError(
