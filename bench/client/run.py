@@ -2,7 +2,9 @@
 
 Every client produces N records of 100 B and of 1 KiB to its own fresh single-partition
 topic on the same broker, then consumes them back from the beginning; records/s is
-N / wall time (producer: first send to flush done; consumer: first poll to N-th record).
+N / wall time (producer: first send to flush done; consumer: first poll to N-th record),
+with the client process's CPU time per record over the same span (what tells clients
+apart when the broker is the bottleneck).
 ``odradek`` is the blocking client (poll crosses to its I/O thread), ``odradek-asyncio`` the
 asyncio one (``odradek.client.aio``), the like-for-like peer of aiokafka.
 The broker defaults to Tansu (Rust, memory storage) so the broker is not the bottleneck;
@@ -36,6 +38,15 @@ LINGER_MS = 5
 BATCH = 16384
 
 
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def elapsed(start: tuple[float, float]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, every thread: librdkafka's too) since `start`."""
+    return time.perf_counter() - start[0], time.process_time() - start[1]
+
+
 def make_topic(bootstrap: str) -> str:
     from odradek.client import Admin
 
@@ -48,18 +59,30 @@ def make_topic(bootstrap: str) -> str:
     return name
 
 
+def drop_topic(bootstrap: str, name: str) -> None:
+    """Delete a run's topic, so runs do not slow each other down (Tansu's memory engine
+    keeps everything; a broker's page cache fills)."""
+    from odradek.client import Admin
+
+    try:
+        with Admin(bootstrap_servers=bootstrap) as a:
+            a.delete_topics([name])
+    except Exception:
+        pass  # brokers without DeleteTopics (librdkafka's mock)
+
+
 # --------------------------------------------------------------------------- odradek
 def odradek_produce(bs, topic, payload, n):
     from odradek.client import Producer
 
     p = Producer(bootstrap_servers=bs, acks=ACKS, enable_idempotence=False, linger_ms=LINGER_MS, batch_size=BATCH)
     p.send(topic, payload, partition=0).result(30)  # connect + metadata outside the timing
-    t = time.perf_counter()
+    t = clock()
     send = p.send
     for _ in range(n):
         send(topic, payload, partition=0)
     p.flush()
-    dt = time.perf_counter() - t
+    dt = elapsed(t)
     p.close()
     return dt
 
@@ -70,10 +93,10 @@ def odradek_consume(bs, topic, n):
     c = Consumer(bootstrap_servers=bs, auto_offset_reset="earliest", fetch_max_wait_ms=100)
     c.assign([TopicPartition(topic, 0)])
     got = 0
-    t = time.perf_counter()
+    t = clock()
     while got < n + 1:
         got += len(c.poll(1.0))
-    dt = time.perf_counter() - t
+    dt = elapsed(t)
     c.close()
     return dt
 
@@ -84,11 +107,11 @@ def kafkapython_produce(bs, topic, payload, n):
 
     p = KafkaProducer(bootstrap_servers=bs, acks=ACKS, linger_ms=LINGER_MS, batch_size=BATCH)
     p.send(topic, payload, partition=0).get(30)
-    t = time.perf_counter()
+    t = clock()
     for _ in range(n):
         p.send(topic, payload, partition=0)
     p.flush()
-    dt = time.perf_counter() - t
+    dt = elapsed(t)
     p.close()
     return dt
 
@@ -100,11 +123,11 @@ def kafkapython_consume(bs, topic, n):
                       fetch_max_wait_ms=100)
     c.assign([TopicPartition(topic, 0)])
     got = 0
-    t = time.perf_counter()
+    t = clock()
     while got < n + 1:
         for recs in c.poll(1000, max_records=500).values():
             got += len(recs)
-    dt = time.perf_counter() - t
+    dt = elapsed(t)
     c.close()
     return dt
 
@@ -117,11 +140,11 @@ def aiokafka_produce(bs, topic, payload, n):
         p = AIOKafkaProducer(bootstrap_servers=bs, acks=ACKS, linger_ms=LINGER_MS, max_batch_size=BATCH)
         await p.start()
         await p.send_and_wait(topic, payload, partition=0)
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n):
             await p.send(topic, payload, partition=0)
         await p.flush()
-        dt = time.perf_counter() - t
+        dt = elapsed(t)
         await p.stop()
         return dt
 
@@ -137,11 +160,11 @@ def aiokafka_consume(bs, topic, n):
         await c.start()
         c.assign([TopicPartition(topic, 0)])
         got = 0
-        t = time.perf_counter()
+        t = clock()
         while got < n + 1:
             for recs in (await c.getmany(timeout_ms=1000, max_records=500)).values():
                 got += len(recs)
-        dt = time.perf_counter() - t
+        dt = elapsed(t)
         await c.stop()
         return dt
 
@@ -155,7 +178,7 @@ def confluent_produce(bs, topic, payload, n):
     p = Producer({"bootstrap.servers": bs, "acks": ACKS, "linger.ms": LINGER_MS, "enable.idempotence": False})
     p.produce(topic, payload, partition=0)
     p.flush(30)
-    t = time.perf_counter()
+    t = clock()
     for _ in range(n):
         while True:
             try:
@@ -164,7 +187,7 @@ def confluent_produce(bs, topic, payload, n):
             except BufferError:
                 p.poll(0.001)
     p.flush(60)
-    return time.perf_counter() - t
+    return elapsed(t)
 
 
 def confluent_consume(bs, topic, n):
@@ -174,10 +197,10 @@ def confluent_consume(bs, topic, n):
                   "enable.auto.commit": False, "fetch.wait.max.ms": 100})
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
-    t = time.perf_counter()
+    t = clock()
     while got < n + 1:
         got += sum(1 for m in c.consume(500, 1.0) if m.error() is None)
-    dt = time.perf_counter() - t
+    dt = elapsed(t)
     c.close()
     return dt
 
@@ -190,11 +213,11 @@ def odradek_aio_produce(bs, topic, payload, n):
                         batch_size=BATCH)
         await p.start()
         await p.send_and_wait(topic, payload, partition=0)
-        t = time.perf_counter()
+        t = clock()
         for _ in range(n):
             await p.send(topic, payload, partition=0)
         await p.flush()
-        dt = time.perf_counter() - t
+        dt = elapsed(t)
         await p.close()
         return dt
 
@@ -209,10 +232,10 @@ def odradek_aio_consume(bs, topic, n):
         await c.start()
         c.assign([TopicPartition(topic, 0)])
         got = 0
-        t = time.perf_counter()
+        t = clock()
         while got < n + 1:
             got += len(await c.poll(1.0))
-        dt = time.perf_counter() - t
+        dt = elapsed(t)
         await c.close()
         return dt
 
@@ -254,7 +277,7 @@ def main() -> None:
     if bs is None:
         broker = start_broker(args.broker)
         bs = broker.bootstrap
-    samples: dict = {}  # (client, size) -> [(produce/s, consume/s) per repetition]
+    samples: dict = {}  # (client, size) -> {repetition: (produce/s, consume/s, produce CPU-us/rec, consume CPU-us/rec)}
     names = args.clients.split(",")
     try:
         for rep in range(args.repeats):
@@ -271,9 +294,14 @@ def main() -> None:
                     except Exception as e:  # report and go on
                         print(f"{name} {size}B failed: {e!r}", file=sys.stderr)
                         continue
-                    samples.setdefault((name, size), {})[rep] = (n / pdt, n / cdt)
-                    print(f"[{rep}] {name:16s} {size:5d} B  produce {n / pdt:10,.0f} rec/s  "
-                          f"consume {n / cdt:10,.0f} rec/s", flush=True)
+                    finally:
+                        drop_topic(bs, topic)
+                    # records/s, then client CPU µs per record
+                    sample = (n / pdt[0], n / cdt[0], 1e6 * pdt[1] / n, 1e6 * cdt[1] / n)
+                    samples.setdefault((name, size), {})[rep] = sample
+                    print(f"[{rep}] {name:16s} {size:5d} B  produce {sample[0]:10,.0f} rec/s "
+                          f"({sample[2]:.2f} CPU-us/rec)  consume {sample[1]:10,.0f} rec/s "
+                          f"({sample[3]:.2f} CPU-us/rec)", flush=True)
     finally:
         if broker is not None:
             broker.stop()
@@ -281,17 +309,21 @@ def main() -> None:
 
     print(f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}; "
           f"odradek record codec: {_records.IMPLEMENTATION}")
-    results = {k: (statistics.median(p for p, _ in v.values()), statistics.median(c for _, c in v.values()))
-               for k, v in samples.items()}
+    results = {k: tuple(statistics.median(x[i] for x in v.values()) for i in range(4)) for k, v in samples.items()}
     print(f"medians of {args.repeats} runs per client and size")
     peers = (("kafka-python", "kpy"), ("aiokafka", "aio"), ("confluent-kafka", "ck"))
     print(f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s}"
           + "".join(f" {'P vs ' + s:>9s}" for _, s in peers) + "".join(f" {'C vs ' + s:>9s}" for _, s in peers))
     f = lambda a, b: f"{a / b:8.2f}x" if b else "      n/a"  # noqa: E731
-    for (name, size), (p, c) in results.items():
-        ref = [results.get((peer, size), (0, 0)) for peer, _ in peers]
+    for (name, size), (p, c, _pc, _cc) in results.items():
+        ref = [results.get((peer, size), (0, 0, 0, 0)) for peer, _ in peers]
         print(f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f}" + "".join(f" {f(p, r[0])}" for r in ref)
               + "".join(f" {f(c, r[1])}" for r in ref))
+    # When the broker is what limits records/s, CPU per record still tells the clients apart.
+    print("client CPU per record (us, medians; all threads of the process):")
+    print(f"{'client':16s} {'size':>5s} {'produce':>9s} {'consume':>9s}")
+    for (name, size), (_p, _c, pc, cc) in results.items():
+        print(f"{name:16s} {size:5d} {pc:9.2f} {cc:9.2f}")
     # each repetition's ratio for the like-for-like pairs (the two ran minutes apart at most)
     for mine, peer in (("odradek-asyncio", "aiokafka"), ("odradek", "kafka-python"), ("odradek", "aiokafka")):
         for size in (100, 1024):
@@ -300,7 +332,10 @@ def main() -> None:
             if reps:
                 print(f"{mine} / {peer} {size} B, each run: produce "
                       + " ".join(f"{a[r][0] / b[r][0]:.2f}" for r in reps) + "; consume "
-                      + " ".join(f"{a[r][1] / b[r][1]:.2f}" for r in reps))
+                      + " ".join(f"{a[r][1] / b[r][1]:.2f}" for r in reps)
+                      + "; CPU per record, peer / mine: produce "
+                      + " ".join(f"{b[r][2] / a[r][2]:.2f}" for r in reps) + ", consume "
+                      + " ".join(f"{b[r][3] / a[r][3]:.2f}" for r in reps))
     if args.json:
         Path(args.json).write_text(json.dumps({"medians": {f"{k[0]}/{k[1]}": v for k, v in results.items()},
                                                "runs": {f"{k[0]}/{k[1]}": v for k, v in samples.items()}}, indent=1))
