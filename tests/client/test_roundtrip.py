@@ -234,3 +234,25 @@ def test_idempotent_producer_bumps_its_epoch_over_a_sequence_gap(peer_named):
         assert [r.value for r in got] == [b"before-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(20)]
     finally:
         c.close()
+
+
+def test_offsets_of_a_topic_not_yet_in_metadata_wait_for_metadata_not_a_backoff(peer):
+    """A just-assigned topic's leader is unknown until metadata arrives: the offset lookup asks
+    for the metadata and goes on when it comes, instead of failing and sleeping
+    retry.backoff.ms first (a whole backoff before every fresh consumer's first records)."""
+    async def run():
+        topic = peer.new_topic(4)
+        async with AIOProducer(bootstrap_servers=peer.bootstrap) as p:
+            await p.send_and_wait(topic, b"x", partition=2)
+        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
+                               retry_backoff_ms=5000, retry_backoff_max_ms=5000) as c:
+            tp = TopicPartition(topic, 2)
+            c.assign([tp])
+            t0 = time.monotonic()
+            assert (await c.beginning_offsets([tp]))[tp] == 0
+            took = time.monotonic() - t0
+            r = await c.getone(10)
+            assert (r.partition, r.offset, r.value) == (2, 0, b"x")
+        assert took < 4, f"offset lookup took {took:.1f}s: it slept the 5s backoff"
+
+    asyncio.run(run())

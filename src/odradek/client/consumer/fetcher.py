@@ -323,8 +323,15 @@ class Fetcher:
         async def attempt():
             md = self.cluster.metadata
             by_node: dict[int, dict] = {}
-            for tp, ts in remaining.items():
+            for tp, ts in list(remaining.items()):
                 leader = self.cluster.leader_for(tp.topic, tp.partition)
+                if leader < 0 and self.cluster.partitions_for(tp.topic) is None:
+                    # a topic just assigned, not in the metadata yet: ask now, not after a backoff
+                    try:
+                        await self.cluster.wait_for_topic(tp.topic, min(1.0, 10 * self.backoff))
+                    except E.KafkaTimeoutError:
+                        pass  # retried below like any leaderless partition, until the deadline
+                    leader = self.cluster.leader_for(tp.topic, tp.partition)
                 if leader < 0:
                     self.cluster.add_topics([tp.topic])
                     raise E.LeaderNotAvailableError(f"no leader for {tp.topic}-{tp.partition}")
