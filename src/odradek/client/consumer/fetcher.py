@@ -65,6 +65,8 @@ class Fetcher:
         self._wake = asyncio.Event()
         self.data_ready = asyncio.Event()
         self._running = True
+        # new metadata may name a leader a partition was waiting for: look again at once
+        self.cluster.add_listener(lambda _md: self.wakeup())
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
