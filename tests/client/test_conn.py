@@ -175,3 +175,46 @@ def test_bad_frame_size_closes_the_connection_with_a_clear_error():
             assert not conn.connected
 
     asyncio.run(go())
+
+
+def test_a_fetch_response_keeps_its_records_while_later_ones_arrive():
+    """Fetch responses' records are views of the receive buffer; a buffer is reused only when
+    nothing refers to it, so a response still held keeps its bytes when the next large one
+    (answering a pipelined request) arrives."""
+    import struct
+    import uuid
+
+    from odradek.protocol.fetch_codec import PartitionResult, TopicResult, encode_fetch_response
+
+    payloads = [bytes([65 + i]) * 400_000 for i in range(3)]
+
+    async def handle(reader, writer):
+        corrs = []
+        while len(corrs) < len(payloads):
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            corrs.append(struct.unpack_from(">i", await reader.readexactly(size), 4)[0])
+        out = b""
+        for corr, data in zip(corrs, payloads):
+            chunks, _ = encode_fetch_response(4, [TopicResult("t", uuid.UUID(int=0), [PartitionResult(0, records=[data])])])
+            body = struct.pack(">i", corr) + b"".join(chunks)
+            out += struct.pack(">i", len(body)) + body
+        writer.write(out)
+        await writer.drain()
+        await reader.read()
+
+    fetch = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+             "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                        "log_start_offset": -1, "last_fetched_epoch": -1,
+                                                        "partition_max_bytes": 1 << 20}]}]}
+
+    async def go():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        async with server:
+            conn = await _raw_connection(server.sockets[0].getsockname()[1])
+            resps = await asyncio.gather(*[conn.request(1, fetch, version=4) for _ in payloads])
+            got = [bytes(r.responses[0].partitions[0].records) for r in resps]
+            assert got == payloads
+            conn.close(None)
+
+    asyncio.run(go())

@@ -256,3 +256,26 @@ def test_offsets_of_a_topic_not_yet_in_metadata_wait_for_metadata_not_a_backoff(
         assert took < 4, f"offset lookup took {took:.1f}s: it slept the 5s backoff"
 
     asyncio.run(run())
+
+
+def test_records_survive_the_reuse_of_large_response_buffers(peer, impl):
+    """Fetch responses over 256 KiB are received into buffers that are reused, and their
+    records are decoded from views of them: records handed out earlier must keep their
+    values when later responses land in the same memory (both record codecs)."""
+    async def run():
+        topic = peer.new_topic(4)
+        values = [bytes([i % 251]) * 1000 + b"%06d" % i for i in range(1500)]
+        async with AIOProducer(bootstrap_servers=peer.bootstrap, linger_ms=5) as p:
+            for v in values:
+                await p.send(topic, v, partition=0)
+            await p.flush()
+        got = []
+        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
+                               max_partition_fetch_bytes=300 * 1024, fetch_max_wait_ms=100) as c:
+            c.assign([TopicPartition(topic, 0)])
+            while len(got) < len(values):
+                got += await c.poll(5)
+        assert all(type(r.value) is bytes for r in got)
+        assert [r.value for r in got] == values
+
+    asyncio.run(run())

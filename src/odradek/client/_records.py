@@ -482,6 +482,8 @@ def decode_fetched(topic: str, partition: int, data: bytes, start_offset: int, *
 
 
 def _decode_fetched(topic, partition, data, start_offset, check_crcs, aborted):
+    if _decode is _py_decode and type(data) is not bytes:
+        data = bytes(data)  # the Python decoder slices: records must not be views of a reused buffer
     out: list[ConsumerRecord] = []
     pos, nxt, legacy = _decode(out, topic, partition, data, 0, start_offset, start_offset, check_crcs, aborted)
     if legacy:

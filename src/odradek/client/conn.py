@@ -21,6 +21,7 @@ from typing import Any
 
 from odradek.protocol import messages
 from odradek.protocol.errors import KafkaError, error_class
+from odradek.protocol.fetch_codec import DECODE_MAX_VERSION as FETCH_DECODE_MAX, decode_fetch_response
 from odradek.protocol.headers import encode_request_header
 
 from . import _wire
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 _I32 = struct.Struct(">i")
 API_VERSIONS = 18
+FETCH = 1
 
 # Versions whose layout or meaning the client code does not handle (topic ids in
 # Produce/Fetch v13+, batched OffsetFetch/FindCoordinator, ...): never go above these.
@@ -251,10 +253,12 @@ class Connection:
                 try:
                     self._handle_frame(view)
                 finally:
+                    # A Fetch response's records are views of `frame` until the consumer has
+                    # decoded them: the buffer is reused only once none is left (_buffer_for).
                     view.release()
                     fview.release()
                     if len(self._spares) < 2 and len(frame) <= _SPARE_MAX:
-                        self._spares.append(frame)  # reused once nothing refers to it any more
+                        self._spares.append(frame)
             return
         have = self._have + nbytes
         buf, view = self._scratch, self._sview
@@ -323,6 +327,9 @@ class Connection:
                     resp = messages.decode_response(API_VERSIONS, 0, frame, pos)
                 except Exception:
                     resp = _UnsupportedApiVersions()
+            elif api_key == FETCH and version <= FETCH_DECODE_MAX:
+                # records stay in the frame (memoryviews): the consumer decodes them from there
+                resp = decode_fetch_response(version, frame, pos)
             else:
                 resp = messages.decode_response(api_key, version, frame, pos)
         except Exception as e:

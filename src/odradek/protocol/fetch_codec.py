@@ -1,10 +1,14 @@
-"""Fetch response encoding that leaves record bytes where they are.
+"""Fetch response coding that leaves record bytes where they are.
 
 kio would need the record bytes in memory; a broker answering Fetch wants to send
 them from the segment file with sendfile. `encode_fetch_response` writes every
 field itself (versions 4-18) and returns the body as a list of chunks: `bytes`
 for the fields and, for each partition's records, the caller's region objects
 (anything with a `length`) untouched, in the order they are to be sent.
+
+The other way, kio would copy each partition's records out of the response; a
+consumer decodes them once more anyway. `decode_fetch_response` (versions 4-12)
+hands them out as memoryviews of the response.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.protocol.headers import InvalidHeader, read_uvarint as _uvarint
 from odradek.protocol.headers import write_uvarint as uvarint
 
 MIN_VERSION = 4
@@ -131,3 +136,150 @@ def encode_fetch_response(
     chunks.append(bytes(buf))
     size += len(buf)
     return chunks, size
+
+
+# --------------------------------------------------------------------------- decoding (client)
+class FetchedPartition:
+    """One partition of a decoded Fetch response; attribute names follow the schema's."""
+
+    __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "aborted_transactions", "preferred_read_replica", "records")
+
+    def __init__(self, partition_index, error_code, high_watermark, last_stable_offset, log_start_offset,
+                 aborted_transactions, preferred_read_replica, records) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.aborted_transactions = aborted_transactions  # [(producer id, first offset)] or None
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records  # memoryview into the response frame, or None
+
+
+class FetchedTopic:
+    __slots__ = ("topic", "partitions")
+
+    def __init__(self, topic: str, partitions: list[FetchedPartition]) -> None:
+        self.topic = topic
+        self.partitions = partitions
+
+
+class FetchedResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "session_id", "responses")
+
+    def __init__(self, throttle_time_ms: int, error_code: int, session_id: int, responses: list[FetchedTopic]) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = responses
+
+
+_u_i16 = struct.Struct(">h").unpack_from
+_u_i32 = struct.Struct(">i").unpack_from
+_u_i64 = struct.Struct(">q").unpack_from
+_u_part = struct.Struct(">ihqq").unpack_from
+_u_aborted = struct.Struct(">qq").unpack_from
+
+DECODE_MAX_VERSION = 12  # v13+ name topics by id
+
+
+def decode_fetch_response(version: int, body: bytes | memoryview, pos: int = 0) -> FetchedResponse:
+    """A Fetch response body (v4-v12, after the response header), its records left in place:
+    each partition's `records` is a read-only memoryview of `body`, not a copy. The caller
+    keeps `body` alive (and unchanged) for as long as it uses them. Malformed or truncated
+    input raises ValueError."""
+    if not MIN_VERSION <= version <= DECODE_MAX_VERSION:
+        raise ValueError(f"Fetch v{version} is not decodable here")
+    mv = body if isinstance(body, memoryview) else memoryview(body)
+    if not mv.readonly:
+        mv = mv.toreadonly()
+    try:
+        return _decode_fetch(version, mv, pos)
+    except (struct.error, IndexError, InvalidHeader) as e:
+        raise ValueError(f"truncated Fetch v{version} response: {e}") from None
+
+
+def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
+    n = len(mv)
+    flexible = version >= 12
+
+    def count(pos: int) -> tuple[int, int]:  # array length (-1: null)
+        if flexible:
+            c, pos = _uvarint(mv, pos)
+            return c - 1, pos
+        return _u_i32(mv, pos)[0], pos + 4
+
+    def skip_tags(pos: int) -> int:
+        tags, pos = _uvarint(mv, pos)
+        for _ in range(tags):
+            _tag, pos = _uvarint(mv, pos)
+            size, pos = _uvarint(mv, pos)
+            pos += size
+        if pos > n:
+            raise ValueError("tagged field past the end of the Fetch response")
+        return pos
+
+    throttle = _u_i32(mv, pos)[0]
+    pos += 4
+    error_code = session_id = 0
+    if version >= 7:
+        error_code, session_id = _u_i16(mv, pos)[0], _u_i32(mv, pos + 2)[0]
+        pos += 6
+    ntopics, pos = count(pos)
+    topics = []
+    for _ in range(max(ntopics, 0)):
+        if flexible:
+            ln, pos = _uvarint(mv, pos)
+            ln -= 1
+        else:
+            ln = _u_i16(mv, pos)[0]
+            pos += 2
+        if ln < 0 or pos + ln > n:
+            raise ValueError("bad topic name length in Fetch response")
+        name = str(mv[pos:pos + ln], "utf-8")
+        pos += ln
+        nparts, pos = count(pos)
+        parts = []
+        for _ in range(max(nparts, 0)):
+            index, code, hw, lso = _u_part(mv, pos)
+            pos += 22
+            log_start = -1
+            if version >= 5:
+                log_start = _u_i64(mv, pos)[0]
+                pos += 8
+            nab, pos = count(pos)
+            aborted = None
+            if nab >= 0:
+                aborted = []
+                for _ in range(nab):
+                    aborted.append(_u_aborted(mv, pos))
+                    pos += 16
+                    if flexible:
+                        pos = skip_tags(pos)
+            preferred = -1
+            if version >= 11:
+                preferred = _u_i32(mv, pos)[0]
+                pos += 4
+            if flexible:
+                rl, pos = _uvarint(mv, pos)
+                rl -= 1
+            else:
+                rl = _u_i32(mv, pos)[0]
+                pos += 4
+            records = None
+            if rl >= 0:
+                if pos + rl > n:
+                    raise ValueError("records past the end of the Fetch response")
+                records = mv[pos:pos + rl]
+                pos += rl
+            if flexible:
+                pos = skip_tags(pos)
+            parts.append(FetchedPartition(index, code, hw, lso, log_start, aborted, preferred, records))
+        if flexible:
+            pos = skip_tags(pos)
+        topics.append(FetchedTopic(name, parts))
+    if flexible:
+        pos = skip_tags(pos)
+    return FetchedResponse(throttle, error_code, session_id, topics)
+

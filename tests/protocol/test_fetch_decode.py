@@ -1,0 +1,119 @@
+"""decode_fetch_response (the client's zero-copy Fetch response decoder) against kio's decoder."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.protocol import messages
+from odradek.protocol.fetch_codec import (
+    DECODE_MAX_VERSION,
+    MIN_VERSION,
+    PartitionResult,
+    TopicResult,
+    decode_fetch_response,
+    encode_fetch_response,
+)
+
+VERSIONS = range(MIN_VERSION, DECODE_MAX_VERSION + 1)
+
+partitions = st.builds(
+    PartitionResult,
+    partition=st.integers(0, 2**31 - 1),
+    error_code=st.sampled_from([0, 1, 6, 74]),
+    high_watermark=st.integers(-1, 2**62),
+    last_stable_offset=st.integers(-1, 2**62),
+    log_start_offset=st.integers(-1, 2**62),
+    aborted=st.none() | st.lists(st.tuples(st.integers(-1, 2**62), st.integers(0, 2**62)), max_size=3),
+    preferred_read_replica=st.integers(-1, 5),
+    records=st.lists(st.binary(min_size=1, max_size=200), max_size=3),
+    current_leader=st.none() | st.tuples(st.integers(0, 9), st.integers(0, 99)),
+)
+topics = st.lists(st.builds(TopicResult, name=st.text(min_size=1, max_size=20), topic_id=st.just(uuid.UUID(int=5)),
+                            partitions=st.lists(partitions, max_size=4)), max_size=3)
+
+
+def body_of(version, tops, **kw) -> bytes:
+    chunks, size = encode_fetch_response(version, tops, **kw)
+    body = b"".join(chunks)
+    assert len(body) == size
+    return body
+
+
+def assert_same(mine, ref, version):
+    assert mine.error_code == (int(ref.error_code) if version >= 7 else 0)
+    if version >= 7:
+        assert mine.session_id == int(ref.session_id)
+    assert len(mine.responses) == len(ref.responses)
+    for t, rt in zip(mine.responses, ref.responses):
+        assert t.topic == rt.topic
+        assert len(t.partitions) == len(rt.partitions)
+        for p, rp in zip(t.partitions, rt.partitions):
+            assert p.partition_index == int(rp.partition_index)
+            assert p.error_code == int(rp.error_code)
+            assert p.high_watermark == int(rp.high_watermark)
+            assert p.last_stable_offset == int(rp.last_stable_offset)
+            assert p.log_start_offset == (int(rp.log_start_offset) if version >= 5 else -1)
+            if rp.aborted_transactions is None:
+                assert p.aborted_transactions is None
+            else:
+                assert p.aborted_transactions == [(int(a.producer_id), int(a.first_offset))
+                                                  for a in rp.aborted_transactions]
+            assert p.preferred_read_replica == (int(rp.preferred_read_replica) if version >= 11 else -1)
+            assert (None if p.records is None else bytes(p.records)) == rp.records
+
+
+@settings(max_examples=40, deadline=None)
+@given(version=st.sampled_from(VERSIONS), tops=topics, throttle=st.integers(0, 10**6),
+       session=st.integers(-2**31, 2**31 - 1), err=st.sampled_from([0, 1, 70]))
+def test_matches_kio(version, tops, throttle, session, err):
+    body = body_of(version, tops, throttle_ms=throttle, error_code=err, session_id=session)
+    mine = decode_fetch_response(version, body)
+    assert mine.throttle_time_ms == throttle
+    assert_same(mine, messages.decode_response(1, version, body), version)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_records_are_views_of_the_response_not_copies(version):
+    recs = b"r" * 5000
+    body = bytearray(body_of(version, [TopicResult("t", uuid.UUID(int=1), [PartitionResult(3, records=[recs])])]))
+    p = decode_fetch_response(version, memoryview(body)[0:]).responses[0].partitions[0]
+    assert p.records.readonly and bytes(p.records) == recs
+    body[body.index(recs)] = ord("X")  # the view sees the change: nothing was copied
+    assert bytes(p.records[:1]) == b"X"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_truncation_is_a_value_error(version):
+    part = PartitionResult(1, 0, 10, 10, 0, [(7, 3)], 0, [b"abcdefgh" * 4], (2, 5))
+    body = body_of(version, [TopicResult("topic", uuid.UUID(int=1), [part, PartitionResult(2)])])
+    decode_fetch_response(version, body)
+    for cut in range(len(body)):
+        with pytest.raises(ValueError):
+            decode_fetch_response(version, body[:cut])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_corrupt_bytes_decode_or_raise_value_error(version):
+    rnd = random.Random(version)
+    part = PartitionResult(1, 0, 10, 10, 0, [(7, 3)], 0, [b"abcdefgh" * 4], (2, 5))
+    body = body_of(version, [TopicResult("topic", uuid.UUID(int=1), [part])])
+    for _ in range(500):
+        bad = bytearray(body)
+        for _ in range(rnd.randint(1, 4)):
+            bad[rnd.randrange(len(bad))] = rnd.randrange(256)
+        try:
+            decode_fetch_response(version, bytes(bad))
+        except ValueError:
+            pass
+
+
+def test_versions_outside_the_range_are_refused():
+    with pytest.raises(ValueError, match="v13"):
+        decode_fetch_response(13, b"")
+    with pytest.raises(ValueError, match="v3"):
+        decode_fetch_response(3, b"")
