@@ -87,6 +87,7 @@ class Producer:
             self._io.stop()
             raise
         self._core = self._aio._core
+        self._core.acc.set_threaded()  # send() appends from the caller's thread
         self.config = self._aio.config
         self._closed = False
 

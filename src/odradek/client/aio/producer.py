@@ -39,13 +39,14 @@ class AIOProducer:
             await core.cluster.wait_for_topic(topic, core.max_block)
             parts = core.partitions(topic)
         p, ts, kb, vb, hs, size = core.prepare(topic, value, key, headers, partition, timestamp, parts)
-        fut = core.acc.try_append(topic, p, ts, kb, vb, hs, size)
+        acc = core.acc
+        fut = acc.try_append(topic, p, ts, kb, vb, hs, size)
         if fut is None:
-            fut = await core.acc.append_async(topic, p, ts, kb, vb, hs, size, core.max_block)
-        elif core.acc.yield_due:
+            fut = await acc.append_async(topic, p, ts, kb, vb, hs, size, core.max_block)
+        elif acc.yield_due:
             # A send() that never suspends would starve the sender until the caller awaits
             # something else: everything would queue first and go out afterwards.
-            core.acc.yield_due = False
+            acc.yield_due = False
             await asyncio.sleep(0)
         if callback is not None:
             fut.add_callback(callback)

@@ -45,10 +45,11 @@ class ProducerCore:
         self._plain_values = self.value_serializer is default_serializer
         self.partitioner = make_partitioner(cfg["partitioner"], self.batch_size)
         self.cluster = Cluster(cfg)
+        # appends come from the loop's thread (asyncio API) until a blocking Producer says otherwise
         self.acc = Accumulator(batch_size=self.batch_size, linger_ms=float(cfg["linger.ms"]),
-                               buffer_memory=int(cfg["buffer.memory"]))
+                               buffer_memory=int(cfg["buffer.memory"]), threaded=False)
         self.sender = Sender(self.cluster, self.acc, cfg, self.compression)
-        self._parts_cache: dict[str, tuple[Any, list, list]] = {}
+        self._parts_cache: dict[str, tuple[Any, tuple[list, list]]] = {}  # topic -> (metadata, parts)
         self.closed = False
 
     async def start(self) -> None:
@@ -60,14 +61,14 @@ class ProducerCore:
         md = self.cluster.metadata
         c = self._parts_cache.get(topic)
         if c is not None and c[0] is md:
-            return c[1], c[2]
+            return c[1]
         ti = md.topics.get(topic)
         if ti is None or not ti.partitions:
             return None
         allp = sorted(ti.partitions)
-        avail = [p for p in allp if ti.partitions[p].leader >= 0]
-        self._parts_cache[topic] = (md, allp, avail)
-        return allp, avail
+        parts = (allp, [p for p in allp if ti.partitions[p].leader >= 0])
+        self._parts_cache[topic] = (md, parts)
+        return parts
 
     def prepare(self, topic: str, value, key, headers, partition, timestamp, parts):
         """Serialize and place one record: (partition, ts, key bytes, value bytes, headers, size)."""
