@@ -279,3 +279,44 @@ def test_records_survive_the_reuse_of_large_response_buffers(peer, impl):
         assert [r.value for r in got] == values
 
     asyncio.run(run())
+
+
+def test_blocking_producer_shared_by_threads(peer):
+    """Several threads send through one blocking Producer while its I/O thread drains
+    (small batches, so draining and appending overlap): every record lands exactly once, at
+    the offset its future reports, and each thread's records keep their order per partition."""
+    import threading
+
+    topic = peer.new_topic(4)
+    n_threads, per_thread = 4, 1500
+    futs: dict[int, list] = {t: [] for t in range(n_threads)}
+    with Producer(bootstrap_servers=peer.bootstrap, linger_ms=1, batch_size=2048) as p:
+        def run(t):
+            for i in range(per_thread):
+                futs[t].append(p.send(topic, b"%d-%d" % (t, i), key=b"k%d" % (i % 7)))
+
+        import sys
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(n_threads)]
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show
+        try:
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        finally:
+            sys.setswitchinterval(before)
+        p.flush()
+        metas = {t: [f.result(10) for f in fs] for t, fs in futs.items()}
+    with Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        c.assign([TopicPartition(topic, q) for q in range(4)])
+        got = consume_all(c, n_threads * per_thread)
+    assert len(got) == n_threads * per_thread
+    at = {(r.partition, r.offset): r.value for r in got}
+    assert len(at) == len(got)
+    for t, ms in metas.items():
+        assert [at[(m.partition, m.offset)] for m in ms] == [b"%d-%d" % (t, i) for i in range(per_thread)]
+        for q in range(4):
+            offs = [m.offset for m in ms if m.partition == q]
+            assert offs == sorted(offs)
