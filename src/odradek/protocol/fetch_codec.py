@@ -210,6 +210,12 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
             return c - 1, pos
         return _u_i32(mv, pos)[0], pos + 4
 
+    def length(pos: int, fixed, width: int) -> tuple[int, int]:  # string/bytes length (-1: null)
+        if flexible:
+            ln, pos = _uvarint(mv, pos)
+            return ln - 1, pos
+        return fixed(mv, pos)[0], pos + width
+
     def skip_tags(pos: int) -> int:
         tags, pos = _uvarint(mv, pos)
         for _ in range(tags):
@@ -229,12 +235,7 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
     ntopics, pos = count(pos)
     topics = []
     for _ in range(max(ntopics, 0)):
-        if flexible:
-            ln, pos = _uvarint(mv, pos)
-            ln -= 1
-        else:
-            ln = _u_i16(mv, pos)[0]
-            pos += 2
+        ln, pos = length(pos, _u_i16, 2)
         if ln < 0 or pos + ln > n:
             raise ValueError("bad topic name length in Fetch response")
         name = str(mv[pos:pos + ln], "utf-8")
@@ -261,12 +262,7 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
             if version >= 11:
                 preferred = _u_i32(mv, pos)[0]
                 pos += 4
-            if flexible:
-                rl, pos = _uvarint(mv, pos)
-                rl -= 1
-            else:
-                rl = _u_i32(mv, pos)[0]
-                pos += 4
+            rl, pos = length(pos, _u_i32, 4)
             records = None
             if rl >= 0:
                 if pos + rl > n:
