@@ -218,3 +218,59 @@ def test_a_fetch_response_keeps_its_records_while_later_ones_arrive():
             conn.close(None)
 
     asyncio.run(go())
+
+
+# --------------------------------------------------------------------------- negotiation
+def test_api_versions_falls_back_and_each_api_uses_the_highest_common_version():
+    """A broker that knows ApiVersions only up to v2 answers our v3 with UNSUPPORTED_VERSION in
+    the v0 layout (its range inside); the client asks again at v2, then uses for every API the
+    highest version both sides support, and refuses an API with no common version."""
+    import struct
+
+    from odradek.client.errors import UnsupportedVersionError
+    from odradek.protocol import messages
+
+    # (api_key, min, max) as this made-up broker advertises them
+    advertised = [(0, 0, 7), (1, 4, 20), (2, 0, 30), (3, 0, 5), (18, 0, 2), (19, 2, 3), (32, 9, 12)]
+    asked = []
+
+    def entries(rows):
+        return struct.pack(">i", len(rows)) + b"".join(struct.pack(">hhh", *r) for r in rows)
+
+    async def handle(reader, writer):
+        while True:
+            try:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+            except asyncio.IncompleteReadError:
+                return
+            frame = await reader.readexactly(size)
+            key, version, corr = struct.unpack_from(">hhi", frame)
+            asked.append((key, version))
+            if version > 2:  # v0 layout: error, the broker's ApiVersions range
+                body = struct.pack(">ih", corr, 35) + entries([(18, 0, 2)])
+            else:
+                body = struct.pack(">ih", corr, 0) + entries(advertised) + struct.pack(">i", 0)
+            writer.write(struct.pack(">i", len(body)) + body)
+
+    async def go():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        async with server:
+            conn = Connection("127.0.0.1", server.sockets[0].getsockname()[1], request_timeout_ms=5000)
+            await conn.connect()
+            conn.close()
+            await asyncio.sleep(0.05)  # the handler sees the close before the server goes
+        return conn
+
+    conn = asyncio.run(go())
+    assert asked == [(18, 3), (18, 2)]
+    ours = {k: messages.schema_versions(k)[1] for k, _lo, _hi in advertised}
+    assert conn.version(0) == min(7, ours[0])  # the broker's max is lower
+    assert conn.version(1) == 12  # Fetch v13+ addresses topics by id: the client stops at 12
+    assert conn.version(3) == 5
+    assert conn.version(19) == min(3, ours[19])
+    with pytest.raises(UnsupportedVersionError, match="join_group"):
+        conn.version(11)  # not advertised
+    assert ours[32] < 9  # DescribeConfigs: the broker's min is above what the client knows
+    with pytest.raises(UnsupportedVersionError, match="no common version"):
+        conn.version(32)
+    assert conn.supports(2) and not conn.supports(11)
