@@ -182,3 +182,36 @@ def test_broker_errors_surface_as_their_classes(broker_factory):
     with Producer(bootstrap_servers=broker.bootstrap, max_request_size=10_000_000) as p:
         with pytest.raises(errors.MessageTooLargeError):
             p.send("dup", b"z" * 2_000_000).result(30)
+
+
+def test_partitions_added_later_are_waited_for_not_failed(broker_factory):
+    """A record for a partition the metadata does not show yet waits (up to max.block.ms) for
+    metadata that shows it, as the Java producer does; a consumer assigned such a partition
+    reads its other partitions meanwhile and starts on the new one once it exists."""
+    broker = broker_factory()
+    topic = _topic(broker, 2, "grow")
+    with Producer(bootstrap_servers=broker.bootstrap, max_block_ms=15000) as p, \
+            Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+        p.send(topic, b"old", partition=1).result(10)
+        c.assign([TopicPartition(topic, 1), TopicPartition(topic, 3)])
+        got = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got = c.poll(0.5)
+        assert [(r.partition, r.value) for r in got] == [(1, b"old")]  # not held up by partition 3
+
+        def grow():
+            time.sleep(1)
+            with Admin(bootstrap_servers=broker.bootstrap) as a:
+                a.create_partitions({topic: 4})
+
+        t = threading.Thread(target=grow)
+        t.start()
+        m = p.send(topic, b"new", partition=3).result(20)  # blocks until the metadata shows it
+        t.join()
+        assert (m.partition, m.offset) == (3, 0)
+        got = []
+        deadline = time.monotonic() + 10  # well under metadata.max.age.ms (5 minutes)
+        while not got and time.monotonic() < deadline:
+            got = c.poll(0.5)
+        assert [(r.partition, r.offset, r.value) for r in got] == [(3, 0, b"new")]

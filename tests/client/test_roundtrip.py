@@ -159,11 +159,14 @@ def test_pause_resume(peer):
 def test_delivery_callback_and_errors(peer):
     topic = peer.new_topic(4)
     results = []
-    with Producer(bootstrap_servers=peer.bootstrap) as p:
+    with Producer(bootstrap_servers=peer.bootstrap, max_block_ms=500) as p:
         p.send(topic, b"x", partition=2, callback=lambda m, e: results.append((m, e))).result(10)
         p.flush()
-        with pytest.raises(errors.UnknownTopicOrPartitionError):
+        # a partition the metadata lacks: wait max.block.ms for metadata showing it (as Java)
+        with pytest.raises(errors.KafkaTimeoutError, match="partition 99 of topic .* partition count 4"):
             p.send(topic, b"x", partition=99)
+        with pytest.raises(ValueError, match="invalid partition -1"):
+            p.send(topic, b"x", partition=-1)
     assert results and results[0][1] is None and results[0][0].partition == 2
 
 

@@ -218,6 +218,11 @@ class Cluster:
             self._refresh_task = asyncio.get_running_loop().create_task(self._background_refresh())
 
     async def _background_refresh(self) -> None:
+        # at most one refresh per retry.backoff.ms (Kafka's metadata refresh backoff): a
+        # partition that stays leaderless must not turn its retries into a request storm
+        wait = self._last_refresh + self.retry_backoff - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
         delay = self.retry_backoff
         while not self._closed:
             try:
@@ -289,14 +294,22 @@ class Cluster:
         p = ti.partitions.get(partition)
         return -1 if p is None else p.leader
 
-    async def wait_for_topic(self, topic: str, timeout: float) -> dict[int, PartitionInfo]:
-        """Partitions of `topic`, refreshing metadata until it is known or `timeout` passes."""
+    async def wait_for_topic(self, topic: str, timeout: float, partition: int | None = None
+                             ) -> dict[int, PartitionInfo]:
+        """Partitions of `topic`, refreshing metadata until it is known (and has `partition`,
+        when one is given: a record for a partition added since the last refresh waits for
+        the metadata that shows it, as the Java producer does) or `timeout` passes."""
         deadline = time.monotonic() + timeout
         if self.add_topics([topic]):
             self.request_update()
         delay = self.retry_backoff
-        while True:
+
+        def known():
             parts = self.partitions_for(topic)
+            return parts if parts is not None and (partition is None or partition in parts) else None
+
+        while True:
+            parts = known()
             if parts is not None:
                 return parts
             remaining = deadline - time.monotonic()
@@ -304,12 +317,16 @@ class Cluster:
                 ti = self.metadata.topics.get(topic)
                 if ti is not None and ti.error and ti.error not in STALE_METADATA_CODES:
                     raise E.error_class(ti.error)(f"topic {topic!r}")
+                if partition is not None and ti is not None and ti.partitions:
+                    raise E.KafkaTimeoutError(
+                        f"partition {partition} of topic {topic!r} with partition count {len(ti.partitions)} "
+                        f"is not present in metadata after {timeout:.1f}s")
                 raise E.KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout:.1f}s")
             try:
                 await asyncio.wait_for(self.refresh(), remaining)
             except (E.KafkaError, asyncio.TimeoutError) as e:
                 log.debug("metadata for %s: %r", topic, e)
-            if self.partitions_for(topic) is None:
+            if known() is None:
                 ti = self.metadata.topics.get(topic)
                 if ti is not None and ti.error and ti.error not in STALE_METADATA_CODES and ti.error != 0:
                     raise E.error_class(ti.error)(f"topic {topic!r}")

@@ -95,8 +95,8 @@ class Producer:
              timestamp: int | None = None, callback=None):
         core = self._core
         parts = core.partitions(topic)
-        if parts is None:
-            self._io.run(core.cluster.wait_for_topic(topic, core.max_block))
+        if parts is None or (partition is not None and partition >= len(parts[0])):
+            self._io.run(core.cluster.wait_for_topic(topic, core.max_block, partition))
             parts = core.partitions(topic)
         p, ts, kb, vb, hs, size = core.prepare(topic, value, key, headers, partition, timestamp, parts)
         fut = core.acc.append_blocking(topic, p, ts, kb, vb, hs, size, core.max_block)

@@ -35,8 +35,8 @@ class AIOProducer:
                    timestamp: int | None = None, callback=None) -> FutureRecordMetadata:
         core = self._core
         parts = core.partitions(topic)
-        if parts is None:
-            await core.cluster.wait_for_topic(topic, core.max_block)
+        if parts is None or (partition is not None and partition >= len(parts[0])):
+            await core.cluster.wait_for_topic(topic, core.max_block, partition)
             parts = core.partitions(topic)
         p, ts, kb, vb, hs, size = core.prepare(topic, value, key, headers, partition, timestamp, parts)
         acc = core.acc

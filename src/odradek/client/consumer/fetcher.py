@@ -109,8 +109,8 @@ class Fetcher:
         self._resetting = True
         try:
             ts = {tp: EARLIEST if how == "earliest" else LATEST for tp, how in pending.items()}
-            try:
-                offsets = await self.list_offsets(ts)
+            try:  # partitions without a leader yet stay pending; the others start now
+                offsets = await self.list_offsets(ts, partial=True)
             except E.KafkaError as e:
                 log.debug("offset reset failed: %r", e)
                 await asyncio.sleep(self.backoff)
@@ -317,8 +317,12 @@ class Fetcher:
             st.error is not None for st in self.subs.assignment.values())
 
     # ------------------------------------------------------------------ offsets
-    async def list_offsets(self, timestamps: dict, timeout: float | None = None) -> dict:
-        """{tp: (offset, timestamp)} for each tp's timestamp (-2 earliest, -1 latest)."""
+    async def list_offsets(self, timestamps: dict, timeout: float | None = None, partial: bool = False) -> dict:
+        """{tp: (offset, timestamp)} for each tp's timestamp (-2 earliest, -1 latest).
+
+        `partial`: answer for the partitions that have a leader and leave out those that
+        have none or whose leader answers a retriable error (a metadata refresh is requested
+        for them), instead of retrying until every partition has its answer."""
         result: dict = {}
         remaining = dict(timestamps)
 
@@ -336,6 +340,9 @@ class Fetcher:
                     leader = self.cluster.leader_for(tp.topic, tp.partition)
                 if leader < 0:
                     self.cluster.add_topics([tp.topic])
+                    if partial:
+                        self.cluster.request_update()
+                        continue
                     raise E.LeaderNotAvailableError(f"no leader for {tp.topic}-{tp.partition}")
                 by_node.setdefault(leader, {})[tp] = ts
             del md
@@ -352,7 +359,11 @@ class Fetcher:
                         tp = TopicPartition(t.name, int(p.partition_index))
                         code = int(p.error_code)
                         if code:
-                            raise E.error_class(code)(f"ListOffsets {tp.topic}-{tp.partition}")
+                            err = E.error_class(code)(f"ListOffsets {tp.topic}-{tp.partition}")
+                            if partial and err.retriable:
+                                self.cluster.request_update()
+                                continue
+                            raise err
                         result[tp] = (int(p.offset), _wire.ms(getattr(p, "timestamp", -1)))
                         remaining.pop(tp, None)
             return result

@@ -82,6 +82,8 @@ class ProducerCore:
         if chosen:
             partition = self.partitioner.partition(topic, kb, allp, avail)
         elif partition not in allp:
+            if type(partition) is not int or partition < 0:
+                raise ValueError(f"invalid partition {partition!r}: not in 0..{len(allp) - 1}")
             raise E.UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         if timestamp is None:
             timestamp = time.time_ns() // 1_000_000
