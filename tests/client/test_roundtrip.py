@@ -81,7 +81,7 @@ def test_aio_roundtrip_and_offsets(peer):
             metas = [await f for f in metas]
         assert [m.offset for m in metas] == list(range(20))
         async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
-                               fetch_max_wait_ms=100) as c:
+                               fetch_max_wait_ms=100) as c, AIOProducer(bootstrap_servers=peer.bootstrap) as p2:
             tp = TopicPartition(topic, 1)
             c.assign([tp])
             assert (await c.beginning_offsets([tp]))[tp] == 0
@@ -102,6 +102,12 @@ def test_aio_roundtrip_and_offsets(peer):
             assert await c.position(tp) == 0
             r = await c.getone(5)
             assert r.offset == 0 and r.value == b"v0"
+            if peer.supports("end_offsets"):
+                c.seek_to_end(tp)
+                assert await c.position(tp) == 20
+                await p2.send_and_wait(topic, b"after-end", partition=1)
+                r = await c.getone(5)
+                assert (r.offset, r.value) == (20, b"after-end")
 
     asyncio.run(run())
 
