@@ -76,7 +76,7 @@ def client_id_of(frame: bytes) -> str | None:
     (n,) = struct.unpack_from(">h", frame, 8)
     if n < 0 or 10 + n > len(frame):
         return None
-    return frame[10:10 + n].decode("utf-8", "replace")
+    return frame[10 : 10 + n].decode("utf-8", "replace")
 
 
 class RecordingProxy:
@@ -122,8 +122,8 @@ class RecordingProxy:
                         if size < 0 or len(buf) < 4 + size:
                             break
                         with self.lock:
-                            self.frames.append(bytes(buf[4:4 + size]))
-                        del buf[:4 + size]
+                            self.frames.append(bytes(buf[4 : 4 + size]))
+                        del buf[: 4 + size]
                 dst.sendall(data)
         except OSError:
             pass

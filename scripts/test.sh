@@ -5,6 +5,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/install-test-deps.sh
+echo "==> ruff (lint and format)"
+.venv/bin/ruff check src tests bench scripts
+.venv/bin/ruff format --check src tests bench scripts
 echo "==> import-linter (layering contracts)"
 .venv/bin/lint-imports
 echo "==> pytest"

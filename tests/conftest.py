@@ -39,8 +39,13 @@ def pytest_configure(config):
 def broker_factory(tmp_path):
     started: list[BrokerProcess] = []
 
-    def make(overrides: dict | None = None, port: int | None = None, start: bool = True,
-             name: str | None = None, timeout: float = 20) -> BrokerProcess:
+    def make(
+        overrides: dict | None = None,
+        port: int | None = None,
+        start: bool = True,
+        name: str | None = None,
+        timeout: float = 20,
+    ) -> BrokerProcess:
         d = tmp_path / (name or f"broker{len(started)}")
         b = BrokerProcess(d, overrides or {}, port=port)
         started.append(b)
@@ -69,8 +74,10 @@ def client_name(request) -> str:
 @pytest.fixture
 def client(client_name):
     """A factory: ``client(bootstrap, **kw)`` -> adapter for this parametrization's client."""
+
     def make(bootstrap: str, **kw):
         return make_client(client_name, bootstrap, **kw)
+
     make.name = client_name
     return make
 

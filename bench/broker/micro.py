@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from odradek.broker.config import BrokerConfig  # noqa: E402
-from odradek.broker.connection import Connection, parse_frame  # noqa: E402
+from odradek.broker.connection import parse_frame  # noqa: E402
 from odradek.broker.registry import RawResponse, RequestContext, load_handlers  # noqa: E402
 from odradek.broker.server import Broker  # noqa: E402
 from odradek.protocol import messages, records  # noqa: E402
@@ -51,27 +51,39 @@ async def main(n: int) -> None:
         info = broker.create_topic("micro", 1, {})
         batch = make_batch()
         _h, _hd, preq, _ = parse_frame((FIX / "produce_v10.bin").read_bytes())
-        preq = dataclasses.replace(preq, acks=1, topic_data=(dataclasses.replace(
-            preq.topic_data[0], name="micro", partition_data=(dataclasses.replace(
-                preq.topic_data[0].partition_data[0], index=0, records=batch),)),))
+        preq = dataclasses.replace(
+            preq,
+            acks=1,
+            topic_data=(
+                dataclasses.replace(
+                    preq.topic_data[0],
+                    name="micro",
+                    partition_data=(dataclasses.replace(preq.topic_data[0].partition_data[0], index=0, records=batch),),
+                ),
+            ),
+        )
         pframe = frame_for(0, 10, preq)
         _h, _hd, freq, _ = parse_frame((FIX / "fetch_v16.bin").read_bytes())
-        ftopic = dataclasses.replace(freq.topics[0], topic_id=info.topic_id, partitions=(dataclasses.replace(
-            freq.topics[0].partitions[0], partition=0, fetch_offset=SENTINEL),))
+        ftopic = dataclasses.replace(
+            freq.topics[0],
+            topic_id=info.topic_id,
+            partitions=(dataclasses.replace(freq.topics[0].partitions[0], partition=0, fetch_offset=SENTINEL),),
+        )
         freq = dataclasses.replace(freq, topics=(ftopic,), max_wait=freq.max_wait, isolation_level=0)
         fframe = frame_for(1, 16, freq)
         at = fframe.index(SENTINEL.to_bytes(8, "big"))
         log_ = broker.log_manager.get_log("micro", 0)
 
         def fetch_frame_at(offset: int) -> bytes:
-            return fframe[:at] + offset.to_bytes(8, "big") + fframe[at + 8:]
+            return fframe[:at] + offset.to_bytes(8, "big") + fframe[at + 8 :]
 
         async def run_frame(frame, fetch_offset=None):
             handler, header, request, flexible = parse_frame(frame)
-            ctx = RequestContext(broker, header.api_key, header.api_version, header.correlation_id,
-                                 header.client_id, "peer", 1, {})
+            ctx = RequestContext(
+                broker, header.api_key, header.api_version, header.correlation_id, header.client_id, "peer", 1, {}
+            )
             resp = await handler.fn(ctx, request)
-            head = response_header(header.correlation_id, flexible)
+            response_header(header.correlation_id, flexible)
             if isinstance(resp, RawResponse):
                 return resp
             return messages.encode(resp)
@@ -88,7 +100,7 @@ async def main(n: int) -> None:
                 best = d if best is None else min(best, d)
             steps[name] = best
 
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
 
         def parse_p():
             for _ in range(n):
@@ -117,7 +129,10 @@ async def main(n: int) -> None:
                 took += pc() - t
             return took
 
-        for name, coro_fn in (("produce: parse+handle+encode", produce_all), ("fetch:   parse+handle+encode", fetch_all)):
+        for name, coro_fn in (
+            ("produce: parse+handle+encode", produce_all),
+            ("fetch:   parse+handle+encode", fetch_all),
+        ):
             best = None
             for _ in range(5):
                 t = time.perf_counter()

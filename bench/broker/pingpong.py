@@ -39,7 +39,7 @@ _SIZE = struct.Struct(">i")
 def proc_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         data = f.read()
-    fields = data[data.rindex(")") + 2:].split()
+    fields = data[data.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
@@ -52,7 +52,9 @@ class Conn:
 
     def send(self, api_key: int, version: int, req) -> int:
         self.corr += 1
-        body = encode_request_header(api_key, version, self.corr, "pingpong", messages.is_flexible(api_key, version)) + messages.encode(req)
+        body = encode_request_header(
+            api_key, version, self.corr, "pingpong", messages.is_flexible(api_key, version)
+        ) + messages.encode(req)
         self.sock.sendall(_SIZE.pack(len(body)) + body)
         return self.corr
 
@@ -61,7 +63,7 @@ class Conn:
             if len(self.buf) >= 4:
                 (n,) = _SIZE.unpack_from(self.buf)
                 if len(self.buf) >= 4 + n:
-                    frame, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    frame, self.buf = self.buf[4 : 4 + n], self.buf[4 + n :]
                     flexible = messages.is_flexible(api_key, version) and api_key != 18
                     return messages.decode_response(api_key, version, frame, 5 if flexible else 4)
             data = self.sock.recv(1 << 20)
@@ -91,7 +93,9 @@ def main(argv=None) -> int:
     ap.add_argument("-n", type=int, default=20000, help="records (cycles)")
     ap.add_argument("--rate", type=float, default=0, help="records/s (0: back to back)")
     ap.add_argument("--warmup", type=int, default=2000)
-    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker setting when starting one")
+    ap.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="broker setting when starting one"
+    )
     a = ap.parse_args(argv)
     broker = None
     tmp = None
@@ -121,9 +125,40 @@ def main(argv=None) -> int:
 def run(a, host: str, port: int) -> int:
     topic = f"pingpong-{uuid.uuid4().hex[:8]}"
     admin = Conn(host, port)
-    admin.send(19, 7, build(19, 7, topics=(nested(19, 7, "CreatableTopic", name=topic, num_partitions=1, replication_factor=1, assignments=(), configs=()),), timeout=10000, validate_only=False))
+    admin.send(
+        19,
+        7,
+        build(
+            19,
+            7,
+            topics=(
+                nested(
+                    19,
+                    7,
+                    "CreatableTopic",
+                    name=topic,
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=(),
+                    configs=(),
+                ),
+            ),
+            timeout=10000,
+            validate_only=False,
+        ),
+    )
     admin.recv(19, 7)
-    admin.send(3, 12, build(3, 12, topics=(nested(3, 12, "MetadataRequestTopic", topic_id=None, name=topic),), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    admin.send(
+        3,
+        12,
+        build(
+            3,
+            12,
+            topics=(nested(3, 12, "MetadataRequestTopic", topic_id=None, name=topic),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
     md = admin.recv(3, 12)
     topic_id = md.topics[0].topic_id
     prod, fetch = Conn(host, port), Conn(host, port)
@@ -138,9 +173,33 @@ def run(a, host: str, port: int) -> int:
     session_id, epoch = 0, 0
 
     def fetch_req(offset: int):
-        fp = nested(1, 16, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1048576)
+        fp = nested(
+            1,
+            16,
+            "FetchPartition",
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1048576,
+        )
         ft = nested(1, 16, "FetchTopic", topic_id=topic_id, partitions=(fp,))
-        return build(1, 16, cluster_id=None, replica_state=nested(1, 16, "ReplicaState", replica_id=-1, replica_epoch=-1), max_wait=500, min_bytes=1, max_bytes=52428800, isolation_level=0, session_id=session_id, session_epoch=epoch, topics=(ft,), forgotten_topics_data=(), rack_id="")
+        return build(
+            1,
+            16,
+            cluster_id=None,
+            replica_state=nested(1, 16, "ReplicaState", replica_id=-1, replica_epoch=-1),
+            max_wait=500,
+            min_bytes=1,
+            max_bytes=52428800,
+            isolation_level=0,
+            session_id=session_id,
+            session_epoch=epoch,
+            topics=(ft,),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
 
     offset = 0
     fetch.send(1, 16, fetch_req(0))
@@ -177,11 +236,13 @@ def run(a, host: str, port: int) -> int:
         prod.recv(0, 10)
     wall = time.perf_counter() - t_measure
     cpu = proc_cpu(a.pid) - cpu0 if a.pid else None
-    m = sorted(lat[a.warmup:])
+    m = sorted(lat[a.warmup :])
     pct = lambda q: m[min(len(m) - 1, int(q * len(m)))] * 1000  # noqa: E731
-    print(f"{a.n} cycles in {wall:.2f} s ({a.n / wall:,.0f}/s); "
-          + (f"broker CPU {cpu:.2f} s = {cpu / a.n * 1e6:.1f} us per produce+fetch cycle; " if cpu is not None else "")
-          + f"produce->fetched p50 {pct(0.5):.3f} p99 {pct(0.99):.3f} p99.9 {pct(0.999):.3f} ms")
+    print(
+        f"{a.n} cycles in {wall:.2f} s ({a.n / wall:,.0f}/s); "
+        + (f"broker CPU {cpu:.2f} s = {cpu / a.n * 1e6:.1f} us per produce+fetch cycle; " if cpu is not None else "")
+        + f"produce->fetched p50 {pct(0.5):.3f} p99 {pct(0.99):.3f} p99.9 {pct(0.999):.3f} ms"
+    )
     return 0
 
 

@@ -1,6 +1,6 @@
 """Summarise a py-spy raw (collapsed-stack) profile: top functions by self and inclusive samples.
 
-    .venv/bin/python bench/broker/profile_top.py bench/broker/results/profile-produce.txt [--top 25]
+.venv/bin/python bench/broker/profile_top.py bench/broker/results/profile-produce.txt [--top 25]
 """
 
 from __future__ import annotations

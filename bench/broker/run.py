@@ -57,11 +57,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 GOALS = {
-    "produce_cpu_per_m": 0.30,   # broker CPU-s per million 100-byte records produced
-    "consume_cpu_per_m": 0.25,   # ... consumed
-    "vs_tansu_rps": 1.0,         # records/s ratio odradek / Tansu
-    "e2e_p99_ms": 5.0,           # at 5,000 records/s
-    "acks_all_vs_1": 0.10,       # acks=all within 10% of acks=1
+    "produce_cpu_per_m": 0.30,  # broker CPU-s per million 100-byte records produced
+    "consume_cpu_per_m": 0.25,  # ... consumed
+    "vs_tansu_rps": 1.0,  # records/s ratio odradek / Tansu
+    "e2e_p99_ms": 5.0,  # at 5,000 records/s
+    "acks_all_vs_1": 0.10,  # acks=all within 10% of acks=1
 }
 
 
@@ -69,7 +69,7 @@ def proc_cpu(pid: int) -> float:
     """utime+stime of one process, seconds (all its threads)."""
     with open(f"/proc/{pid}/stat") as f:
         data = f.read()
-    fields = data[data.rindex(")") + 2:].split()
+    fields = data[data.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
@@ -116,9 +116,23 @@ class Runner:
         log(f"[{self.name}] {shown}")
         spy = None
         if profile:
-            spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(self.pid),
-                                    "-r", "200", "--nonblocking", "-f", "raw", "-o", profile],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy = subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "record",
+                    "-p",
+                    str(self.pid),
+                    "-r",
+                    "200",
+                    "--nonblocking",
+                    "-f",
+                    "raw",
+                    "-o",
+                    profile,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(1.0)
         cpu0, t0 = proc_cpu(self.pid), time.perf_counter()
         p = subprocess.run(cmd, capture_output=True, text=True, env=self.env(), timeout=1800)
@@ -137,14 +151,26 @@ class Runner:
         res = json.loads(p.stdout.strip().splitlines()[-1])
         n = res.get(records_key) or 0
         cpu = cpu1 - cpu0
-        row = {"broker": self.name, **res, **meta, "broker_cpu_s": cpu, "wall_s": t1 - t0,
-               "broker_cpu_s_per_m": cpu / n * 1e6 if n else None, "command": shown}
+        row = {
+            "broker": self.name,
+            **res,
+            **meta,
+            "broker_cpu_s": cpu,
+            "wall_s": t1 - t0,
+            "broker_cpu_s_per_m": cpu / n * 1e6 if n else None,
+            "command": shown,
+        }
         self.results.append(row)
         lat = res.get("latency_ms") or {}
-        log(f"[{self.name}]   -> {res.get('records_per_s', res.get('achieved_rate', 0)):,.0f} rec/s, "
+        log(
+            f"[{self.name}]   -> {res.get('records_per_s', res.get('achieved_rate', 0)):,.0f} rec/s, "
             f"broker {cpu:.2f} CPU-s ({row['broker_cpu_s_per_m'] or 0:.3f}/M)"
-            + (f", p50 {lat['p50']:.2f} p99 {lat['p99']:.2f} p99.9 {lat['p999']:.2f} ms"
-               if lat.get("count") and res["workload"] == "e2e" else ""))
+            + (
+                f", p50 {lat['p50']:.2f} p99 {lat['p99']:.2f} p99.9 {lat['p999']:.2f} ms"
+                if lat.get("count") and res["workload"] == "e2e"
+                else ""
+            )
+        )
         return row
 
     def create_topic(self, topic: str, partitions: int) -> None:
@@ -204,6 +230,7 @@ class Runner:
 
 # ------------------------------------------------------------------ workloads
 
+
 def produce_tasks(a) -> list[dict]:
     """One entry per produce row: librdkafka with native batching over the configuration matrix
     (the C client, so the broker and not a Python loop is what is measured), optionally the
@@ -219,15 +246,32 @@ def produce_tasks(a) -> list[dict]:
     for parts, acks, comp in configs:
         for mode in a.producer_modes:
             batch = a.native_batch if mode == "batch" else 0
-            tasks.append({"workload": "produce", "driver": "confluent-batch" if batch else "confluent",
-                          "partitions": parts, "acks": acks, "compression": comp, "records": a.records,
-                          "args": ["--driver", "confluent", "--native-batch", str(batch)],
-                          "feeds_consume": acks == "1" and comp == "none" and mode == a.producer_modes[0]})
+            tasks.append(
+                {
+                    "workload": "produce",
+                    "driver": "confluent-batch" if batch else "confluent",
+                    "partitions": parts,
+                    "acks": acks,
+                    "compression": comp,
+                    "records": a.records,
+                    "args": ["--driver", "confluent", "--native-batch", str(batch)],
+                    "feeds_consume": acks == "1" and comp == "none" and mode == a.producer_modes[0],
+                }
+            )
     if "odradek" in a.drivers and "produce" in a.workloads:
         for parts in (1, 6):
-            tasks.append({"workload": "produce", "driver": "odradek", "partitions": parts, "acks": "1",
-                          "compression": "none", "records": a.records_python, "args": ["--driver", "odradek"],
-                          "feeds_consume": False})
+            tasks.append(
+                {
+                    "workload": "produce",
+                    "driver": "odradek",
+                    "partitions": parts,
+                    "acks": "1",
+                    "compression": "none",
+                    "records": a.records_python,
+                    "args": ["--driver", "odradek"],
+                    "feeds_consume": False,
+                }
+            )
     return tasks
 
 
@@ -235,9 +279,28 @@ def run_produce(r: Runner, t: dict, rep: int, profile: str | None) -> tuple[dict
     topic = f"bench-{t['partitions']}p-{t['acks']}-{t['compression']}-{t['driver']}-{uuid.uuid4().hex[:6]}"
     r.create_topic(topic, t["partitions"])
     meta = {k: t[k] for k in ("workload", "driver", "partitions", "acks", "compression")}
-    row = r.run(perf_cmd("produce", "-b", r.broker.bootstrap, "-t", topic, "-n", str(t["records"]), "-s", "100",
-                         "--acks", t["acks"], "-z", t["compression"], "--linger-ms", "5", *t["args"]),
-                {**meta, "rep": rep}, profile=profile)
+    row = r.run(
+        perf_cmd(
+            "produce",
+            "-b",
+            r.broker.bootstrap,
+            "-t",
+            topic,
+            "-n",
+            str(t["records"]),
+            "-s",
+            "100",
+            "--acks",
+            t["acks"],
+            "-z",
+            t["compression"],
+            "--linger-ms",
+            "5",
+            *t["args"],
+        ),
+        {**meta, "rep": rep},
+        profile=profile,
+    )
     return row, topic
 
 
@@ -247,21 +310,73 @@ def run_consume(r: Runner, parts: int, driver: str, topic: str, n: int, rep: int
         lo, hi = r.watermarks(topic, parts)
         want = hi - lo
         log(f"[mock] retained {want} of {n} records in {topic} (low {lo}, high {hi})")
-    r.run(perf_cmd("consume", "-b", r.broker.bootstrap, "-t", topic, "-n", str(want), "--fetch-max-wait-ms", "10",
-                   "--timeout", "15", "--driver", driver),
-          {"workload": "consume", "driver": driver, "partitions": parts, "acks": "1", "compression": "none",
-           "retained": want, "rep": rep}, profile=profile)
+    r.run(
+        perf_cmd(
+            "consume",
+            "-b",
+            r.broker.bootstrap,
+            "-t",
+            topic,
+            "-n",
+            str(want),
+            "--fetch-max-wait-ms",
+            "10",
+            "--timeout",
+            "15",
+            "--driver",
+            driver,
+        ),
+        {
+            "workload": "consume",
+            "driver": driver,
+            "partitions": parts,
+            "acks": "1",
+            "compression": "none",
+            "retained": want,
+            "rep": rep,
+        },
+        profile=profile,
+    )
 
 
 def run_e2e(r: Runner, driver: str, a, profile: str | None) -> None:
     wait = "5" if r.name == "mock" else "500"
     topic = f"bench-e2e-{driver}-{uuid.uuid4().hex[:6]}"
     r.create_topic(topic, 1)
-    r.run(perf_cmd("e2e", "-b", r.broker.bootstrap, "-t", topic, "--rate", str(a.e2e_rate), "--duration",
-                   str(a.e2e_seconds), "--acks", "1", "--linger-ms", "0", "--fetch-max-wait-ms", wait,
-                   "--partitions", "0", "--driver", driver),
-          {"workload": "e2e", "driver": driver, "partitions": 1, "acks": "1", "compression": "none",
-           "fetch_max_wait_ms": int(wait), "rep": 0}, records_key="sent", profile=profile)
+    r.run(
+        perf_cmd(
+            "e2e",
+            "-b",
+            r.broker.bootstrap,
+            "-t",
+            topic,
+            "--rate",
+            str(a.e2e_rate),
+            "--duration",
+            str(a.e2e_seconds),
+            "--acks",
+            "1",
+            "--linger-ms",
+            "0",
+            "--fetch-max-wait-ms",
+            wait,
+            "--partitions",
+            "0",
+            "--driver",
+            driver,
+        ),
+        {
+            "workload": "e2e",
+            "driver": driver,
+            "partitions": 1,
+            "acks": "1",
+            "compression": "none",
+            "fetch_max_wait_ms": int(wait),
+            "rep": 0,
+        },
+        records_key="sent",
+        profile=profile,
+    )
 
 
 def rotation(runners: list[Runner], rep: int) -> list[Runner]:
@@ -275,6 +390,7 @@ def run_all(runners: list[Runner], a) -> None:
     """Every row on every broker before the next row; each row `a.repeats` times in rotating
     broker order. Brokers are all up for the whole run (idle ones cost nothing measurable), so a
     row's numbers for odradek and its peers come from the same minute of the machine's life."""
+
     def prof(r: Runner, name: str, workload: str, rep: int, want: bool) -> str | None:
         ok = a.profile and r.name == "odradek" and workload in a.profile_workloads and want and rep == 0
         return str(RESULTS / name) if ok else None
@@ -283,8 +399,9 @@ def run_all(runners: list[Runner], a) -> None:
     for t in produce_tasks(a):
         for rep in range(a.repeats):
             for r in rotation(runners, rep):
-                base = (t["partitions"], t["acks"], t["compression"]) == (1, "1", "none") and \
-                    t["driver"].startswith("confluent")
+                base = (t["partitions"], t["acks"], t["compression"]) == (1, "1", "none") and t["driver"].startswith(
+                    "confluent"
+                )
                 row, topic = run_produce(r, t, rep, prof(r, "profile-produce.txt", "produce", rep, base))
                 keep = t["feeds_consume"] and row is not None and (r.name, t["partitions"]) not in consume_topics
                 if keep:
@@ -298,8 +415,15 @@ def run_all(runners: list[Runner], a) -> None:
                     for r in rotation(runners, rep):
                         topic = consume_topics.get((r.name, parts))
                         if topic:
-                            run_consume(r, parts, driver, topic, a.records, rep,
-                                        prof(r, "profile-consume.txt", "consume", rep, parts == 1 and driver == "confluent"))
+                            run_consume(
+                                r,
+                                parts,
+                                driver,
+                                topic,
+                                a.records,
+                                rep,
+                                prof(r, "profile-consume.txt", "consume", rep, parts == 1 and driver == "confluent"),
+                            )
     if "e2e" in a.workloads:
         for driver in a.drivers:
             for r in runners:
@@ -346,8 +470,11 @@ def rep_ratios(o: dict | None, p: dict | None) -> list[float]:
     """odradek/peer records/s ratio of each repetition (the two ran minutes apart at most)."""
     if not o or not p or "rate_by_rep" not in o or "rate_by_rep" not in p:
         return []
-    return [o["rate_by_rep"][k] / p["rate_by_rep"][k] for k in sorted(o["rate_by_rep"])
-            if k in p["rate_by_rep"] and p["rate_by_rep"][k]]
+    return [
+        o["rate_by_rep"][k] / p["rate_by_rep"][k]
+        for k in sorted(o["rate_by_rep"])
+        if k in p["rate_by_rep"] and p["rate_by_rep"][k]
+    ]
 
 
 def fmt(v, spec=",.0f") -> str:
@@ -366,11 +493,14 @@ def report(runs: list[dict], brokers: list[str], meta: dict) -> str:
         if key(r) not in keys:
             keys.append(key(r))
     peers = [b for b in brokers if b != "odradek"]
-    out = [f"Run {meta['when']} on {meta['host']} ({meta['cpus']} CPUs, load avg at start {meta['load']}); "
-           f"records: {meta['records']:,} (confluent driver), {meta['records_python']:,} (odradek driver); "
-           f"e2e {meta['e2e_rate']:,}/s for {meta['e2e_seconds']} s. Throughput rows: median of "
-           f"{meta.get('repeats', 1)} runs per broker, brokers interleaved run by run "
-           f"(confluent-batch: librdkafka fed by produce_batch, {meta.get('native_batch', 0):,} records per call).", ""]
+    out = [
+        f"Run {meta['when']} on {meta['host']} ({meta['cpus']} CPUs, load avg at start {meta['load']}); "
+        f"records: {meta['records']:,} (confluent driver), {meta['records_python']:,} (odradek driver); "
+        f"e2e {meta['e2e_rate']:,}/s for {meta['e2e_seconds']} s. Throughput rows: median of "
+        f"{meta.get('repeats', 1)} runs per broker, brokers interleaved run by run "
+        f"(confluent-batch: librdkafka fed by produce_batch, {meta.get('native_batch', 0):,} records per call).",
+        "",
+    ]
     # throughput table
     head = ["workload", "driver", "parts", "acks", "comp"]
     for b in brokers:
@@ -387,19 +517,28 @@ def report(runs: list[dict], brokers: list[str], meta: dict) -> str:
         row = [k[0], k[1], str(k[2]), str(k[3]), str(k[4])]
         for b in brokers:
             r = by.get((b, *k))
-            row += [fmt(rate(r)) if r else "-", fmt(r.get("broker_cpu_s_per_m"), ".3f") if r and "error" not in r else "-"]
+            row += [
+                fmt(rate(r)) if r else "-",
+                fmt(r.get("broker_cpu_s_per_m"), ".3f") if r and "error" not in r else "-",
+            ]
         o = by.get(("odradek", *k))
         for p in peers:
             r = by.get((p, *k))
-            row += [ratio(rate(o) if o else None, rate(r) if r else None),
-                    ratio(o.get("broker_cpu_s_per_m") if o and "error" not in o else None,
-                          r.get("broker_cpu_s_per_m") if r and "error" not in r else None)]
+            row += [
+                ratio(rate(o) if o else None, rate(r) if r else None),
+                ratio(
+                    o.get("broker_cpu_s_per_m") if o and "error" not in o else None,
+                    r.get("broker_cpu_s_per_m") if r and "error" not in r else None,
+                ),
+            ]
         if "tansu" in peers:
             row.append(" ".join(f"{x:.2f}" for x in rep_ratios(o, by.get(("tansu", *k)))) or "-")
         out.append("| " + " | ".join(row) + " |")
     out.append("")
-    out.append("(rec/s ratio: >1 means odradek is faster; CPU/M ratio: <1 means odradek uses less broker CPU. "
-               "mock consume rows read only what the mock retained, see `retained` in latest.json.)")
+    out.append(
+        "(rec/s ratio: >1 means odradek is faster; CPU/M ratio: <1 means odradek uses less broker CPU. "
+        "mock consume rows read only what the mock retained, see `retained` in latest.json.)"
+    )
     out.append("")
     # e2e
     head = ["e2e driver"] + [f"{b} p50/p99/p99.9 ms" for b in brokers] + [f"{b} CPU-s/M" for b in brokers]
@@ -429,20 +568,30 @@ def goals(by: dict, peers: list[str]) -> list[str]:
         lines.append(f"- [{'x' if ok else ' '}] {name}: {detail}")
 
     pdrv = "confluent-batch" if any(k[1] == "confluent-batch" for _, *k in by) else "confluent"
-    prod = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "produce" and k[1] == pdrv
-            and "error" not in r]
-    cons = [r for (b, *k), r in by.items() if b == "odradek" and k[0] == "consume" and k[1] == "confluent"
-            and "error" not in r]
+    prod = [
+        r for (b, *k), r in by.items() if b == "odradek" and k[0] == "produce" and k[1] == pdrv and "error" not in r
+    ]
+    cons = [
+        r
+        for (b, *k), r in by.items()
+        if b == "odradek" and k[0] == "consume" and k[1] == "confluent" and "error" not in r
+    ]
     if prod:
         base = by.get(("odradek", "produce", pdrv, 1, "1", "none"))
         worst = max(r["broker_cpu_s_per_m"] for r in prod)
         b = base["broker_cpu_s_per_m"] if base and "error" not in base else None
-        g("broker CPU per million produced <= 0.30 s", b is not None and b <= GOALS["produce_cpu_per_m"],
-          f"{fmt(b, '.3f')} s (1 partition, acks=1, none); worst config {worst:.3f} s")
+        g(
+            "broker CPU per million produced <= 0.30 s",
+            b is not None and b <= GOALS["produce_cpu_per_m"],
+            f"{fmt(b, '.3f')} s (1 partition, acks=1, none); worst config {worst:.3f} s",
+        )
     if cons:
         worst = max(r["broker_cpu_s_per_m"] for r in cons)
-        g("broker CPU per million consumed <= 0.25 s", worst <= GOALS["consume_cpu_per_m"],
-          ", ".join(f"{r['partitions']}p {r['broker_cpu_s_per_m']:.3f} s" for r in cons))
+        g(
+            "broker CPU per million consumed <= 0.25 s",
+            worst <= GOALS["consume_cpu_per_m"],
+            ", ".join(f"{r['partitions']}p {r['broker_cpu_s_per_m']:.3f} s" for r in cons),
+        )
     if "tansu" in peers:
         rs = []
         for (b, *k), r in by.items():
@@ -452,9 +601,12 @@ def goals(by: dict, peers: list[str]) -> list[str]:
                     rs.append((k, rate(r) / rate(t)))
         if rs:
             worst = min(rs, key=lambda x: x[1])
-            g("records/s >= 1.0x Tansu", worst[1] >= GOALS["vs_tansu_rps"],
-              f"min {worst[1]:.2f}x ({worst[0][0]} {worst[0][1]} {worst[0][2]}p acks={worst[0][3]} {worst[0][4]}), "
-              f"median {sorted(x for _, x in rs)[len(rs) // 2]:.2f}x over {len(rs)} rows")
+            g(
+                "records/s >= 1.0x Tansu",
+                worst[1] >= GOALS["vs_tansu_rps"],
+                f"min {worst[1]:.2f}x ({worst[0][0]} {worst[0][1]} {worst[0][2]}p acks={worst[0][3]} {worst[0][4]}), "
+                f"median {sorted(x for _, x in rs)[len(rs) // 2]:.2f}x over {len(rs)} rows",
+            )
     for d in ("confluent", "odradek"):
         r = by.get(("odradek", "e2e", d, 1, "1", "none"))
         if r and "error" not in r and r["latency_ms"]["count"]:
@@ -466,15 +618,22 @@ def goals(by: dict, peers: list[str]) -> list[str]:
             aa = by.get(("odradek", "produce", pdrv, parts, "all", comp))
             if a1 and aa and "error" not in a1 and "error" not in aa:
                 rr = rate(aa) / rate(a1)
-                g(f"acks=all within 10% of acks=1 ({parts}p, {comp})", rr >= 1 - GOALS["acks_all_vs_1"],
-                  f"{rr:.2f}x records/s; CPU/M {aa['broker_cpu_s_per_m']:.3f} vs {a1['broker_cpu_s_per_m']:.3f}")
+                g(
+                    f"acks=all within 10% of acks=1 ({parts}p, {comp})",
+                    rr >= 1 - GOALS["acks_all_vs_1"],
+                    f"{rr:.2f}x records/s; CPU/M {aa['broker_cpu_s_per_m']:.3f} vs {a1['broker_cpu_s_per_m']:.3f}",
+                )
     return lines
 
 
 def label(r: dict) -> str:
-    drv = {"confluent-batch": "rdkafka batch", "confluent": "rdkafka loop" if r["workload"] == "produce" else "rdkafka",
-           "odradek": "odradek py"}
-    return f"{r['workload'][:4]} {drv.get(r['driver'], r['driver'])} {r['partitions']}p acks={r['acks']} {r['compression']}"
+    drv = {
+        "confluent-batch": "rdkafka batch",
+        "confluent": "rdkafka loop" if r["workload"] == "produce" else "rdkafka",
+        "odradek": "odradek py",
+    }
+    driver = drv.get(r["driver"], r["driver"])
+    return f"{r['workload'][:4]} {driver} {r['partitions']}p acks={r['acks']} {r['compression']}"
 
 
 def chart(runs: list[dict], brokers: list[str], path: Path) -> None:
@@ -493,14 +652,14 @@ def chart(runs: list[dict], brokers: list[str], path: Path) -> None:
     colors = {"odradek": "#1f77b4", "tansu": "#ff7f0e", "mock": "#2ca02c"}
     fig, axes = plt.subplots(1, 3, figsize=(18, 6.5), gridspec_kw={"width_ratios": [3, 3, 1.4]})
     width = 0.8 / max(1, len(brokers))
-    for ax, field, title in ((axes[0], "rate", "records/s (higher is better)"),
-                             (axes[1], "broker_cpu_s_per_m", "broker CPU-s per million records (lower is better)")):
+    for ax, field, title in (
+        (axes[0], "rate", "records/s (higher is better)"),
+        (axes[1], "broker_cpu_s_per_m", "broker CPU-s per million records (lower is better)"),
+    ):
         for i, b in enumerate(brokers):
             vals = []
             for lab in labels:
-                r = next((r for r in prod if r["broker"] == b and
-                          label(r) == lab),
-                         None)
+                r = next((r for r in prod if r["broker"] == b and label(r) == lab), None)
                 vals.append((rate(r) if field == "rate" else r.get(field)) or 0 if r else 0)
             ax.barh([y + i * width for y in range(len(labels))], vals, height=width, label=b, color=colors.get(b))
         ax.set_yticks([y + width * (len(brokers) - 1) / 2 for y in range(len(labels))])
@@ -539,27 +698,48 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="200k records, 5 s e2e, a reduced produce matrix")
     ap.add_argument("--peers", default="mock,tansu", help="comma list of mock,tansu or 'none'")
     ap.add_argument("--records", type=int, default=None, help="records per run, confluent driver (default 2,000,000)")
-    ap.add_argument("--records-python", type=int, default=None,
-                    help="records per run, odradek driver (default: --records / 4)")
+    ap.add_argument(
+        "--records-python", type=int, default=None, help="records per run, odradek driver (default: --records / 4)"
+    )
     ap.add_argument("--drivers", default="confluent,odradek")
     ap.add_argument("--e2e-rate", type=int, default=5000)
     ap.add_argument("--e2e-seconds", type=float, default=None)
     ap.add_argument("--full-matrix", action="store_true", help="with --quick: still run all 8 produce configs")
-    ap.add_argument("--workloads", default="produce,consume,e2e",
-                    help="comma list of produce,consume,e2e (consume alone still produces its acks=1/none topics)")
-    ap.add_argument("--configs", default=None,
-                    help="produce configs PARTS/ACKS/COMP, comma separated, e.g. 1/1/none,1/all/none")
+    ap.add_argument(
+        "--workloads",
+        default="produce,consume,e2e",
+        help="comma list of produce,consume,e2e (consume alone still produces its acks=1/none topics)",
+    )
+    ap.add_argument(
+        "--configs", default=None, help="produce configs PARTS/ACKS/COMP, comma separated, e.g. 1/1/none,1/all/none"
+    )
     ap.add_argument("--profile", action="store_true", help="py-spy profiles of odradek during produce, consume, e2e")
-    ap.add_argument("--profile-workloads", default="produce,consume",
-                    help="which workloads --profile records (comma list of produce,consume,e2e)")
-    ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra odradek broker setting (repeatable), e.g. metrics.listener=127.0.0.1:0")
-    ap.add_argument("--repeats", type=int, default=None,
-                    help="runs of every produce/consume row per broker, interleaved (default 3, --quick 1)")
-    ap.add_argument("--native-batch", type=int, default=10000,
-                    help="records per produce_batch() call of the C producer rows")
-    ap.add_argument("--producer-modes", default="batch",
-                    help="C producer rows: comma list of batch (produce_batch) and loop (one produce() per record)")
+    ap.add_argument(
+        "--profile-workloads",
+        default="produce,consume",
+        help="which workloads --profile records (comma list of produce,consume,e2e)",
+    )
+    ap.add_argument(
+        "--broker-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra odradek broker setting (repeatable), e.g. metrics.listener=127.0.0.1:0",
+    )
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="runs of every produce/consume row per broker, interleaved (default 3, --quick 1)",
+    )
+    ap.add_argument(
+        "--native-batch", type=int, default=10000, help="records per produce_batch() call of the C producer rows"
+    )
+    ap.add_argument(
+        "--producer-modes",
+        default="batch",
+        help="C producer rows: comma list of batch (produce_batch) and loop (one produce() per record)",
+    )
     ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks.png"), help="PNG path ('' for none)")
     ap.add_argument("--out", default=str(RESULTS / "latest.json"))
     ap.add_argument("--brokers", default=None, help="run only these (comma list of odradek,mock,tansu)")
@@ -592,20 +772,34 @@ def main(argv=None) -> int:
     else:
         brokers_all = brokers
     RESULTS.mkdir(parents=True, exist_ok=True)
-    meta = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": os.uname().nodename, "cpus": os.cpu_count(),
-            "load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "records": a.records,
-            "records_python": a.records_python, "e2e_rate": a.e2e_rate, "e2e_seconds": a.e2e_seconds,
-            "repeats": a.repeats, "native_batch": a.native_batch, "producer_modes": a.producer_modes,
-            "argv": sys.argv[1:]}
+    meta = {
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "host": os.uname().nodename,
+        "cpus": os.cpu_count(),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "records": a.records,
+        "records_python": a.records_python,
+        "e2e_rate": a.e2e_rate,
+        "e2e_seconds": a.e2e_seconds,
+        "repeats": a.repeats,
+        "native_batch": a.native_batch,
+        "producer_modes": a.producer_modes,
+        "argv": sys.argv[1:],
+    }
     rows: list[dict] = list(kept)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         runners: list[Runner] = []
         try:
             for name in brokers:
                 if name == "odradek":
-                    b = BrokerProcess(Path(tmp) / "odradek",
-                                      {"num.partitions": 1, "log.segment.delete.delay.ms": 0,
-                                       **dict(o.split("=", 1) for o in a.broker_override)})
+                    b = BrokerProcess(
+                        Path(tmp) / "odradek",
+                        {
+                            "num.partitions": 1,
+                            "log.segment.delete.delay.ms": 0,
+                            **dict(o.split("=", 1) for o in a.broker_override),
+                        },
+                    )
                 elif name == "mock":
                     b = MockClusterBroker(Path(tmp) / "mock")
                 elif name == "tansu":

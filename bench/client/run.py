@@ -10,7 +10,8 @@ asyncio one (``odradek.client.aio``), the like-for-like peer of aiokafka.
 The broker defaults to Tansu (Rust, memory storage) so the broker is not the bottleneck;
 ``--broker odradek|mock`` or ``--bootstrap host:port`` picks another.
 
-    .venv/bin/python bench/client/run.py [--n 100000] [--repeats 3] [--broker tansu] [--clients odradek,kafka-python,...]
+    .venv/bin/python bench/client/run.py [--n 100000] [--repeats 3] [--broker tansu] \
+        [--clients odradek,kafka-python,...]
 
 Each client and size runs --repeats times, the clients taking turns in a rotating order;
 the table gives medians and the like-for-like pairs' ratio in every repetition.
@@ -119,8 +120,9 @@ def kafkapython_produce(bs, topic, payload, n):
 def kafkapython_consume(bs, topic, n):
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False,
-                      fetch_max_wait_ms=100)
+    c = KafkaConsumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100
+    )
     c.assign([TopicPartition(topic, 0)])
     got = 0
     t = clock()
@@ -155,8 +157,9 @@ def aiokafka_consume(bs, topic, n):
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run():
-        c = AIOKafkaConsumer(bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False,
-                             fetch_max_wait_ms=100)
+        c = AIOKafkaConsumer(
+            bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100
+        )
         await c.start()
         c.assign([TopicPartition(topic, 0)])
         got = 0
@@ -193,8 +196,14 @@ def confluent_produce(bs, topic, payload, n):
 def confluent_consume(bs, topic, n):
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bs, "group.id": "bench-" + uuid.uuid4().hex[:6],
-                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "bench-" + uuid.uuid4().hex[:6],
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
     t = clock()
@@ -209,8 +218,9 @@ def odradek_aio_produce(bs, topic, payload, n):
     from odradek.client.aio import AIOProducer
 
     async def run():
-        p = AIOProducer(bootstrap_servers=bs, acks=ACKS, enable_idempotence=False, linger_ms=LINGER_MS,
-                        batch_size=BATCH)
+        p = AIOProducer(
+            bootstrap_servers=bs, acks=ACKS, enable_idempotence=False, linger_ms=LINGER_MS, batch_size=BATCH
+        )
         await p.start()
         await p.send_and_wait(topic, payload, partition=0)
         t = clock()
@@ -268,8 +278,12 @@ def main() -> None:
     ap.add_argument("--broker", default="tansu", choices=["tansu", "mock", "odradek"])
     ap.add_argument("--bootstrap")
     ap.add_argument("--clients", default=",".join(CLIENTS))
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="runs per client and size, the clients taking turns in a rotating order; medians reported")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs per client and size, the clients taking turns in a rotating order; medians reported",
+    )
     ap.add_argument("--json", help="write results here too")
     args = ap.parse_args()
     broker = None
@@ -281,7 +295,7 @@ def main() -> None:
     names = args.clients.split(",")
     try:
         for rep in range(args.repeats):
-            order = names[rep % len(names):] + names[:rep % len(names)]
+            order = names[rep % len(names) :] + names[: rep % len(names)]
             for size in (100, 1024):
                 n = args.n if size == 100 else args.n // 2
                 payload = os.urandom(size)
@@ -299,26 +313,37 @@ def main() -> None:
                     # records/s, then client CPU µs per record
                     sample = (n / pdt[0], n / cdt[0], 1e6 * pdt[1] / n, 1e6 * cdt[1] / n)
                     samples.setdefault((name, size), {})[rep] = sample
-                    print(f"[{rep}] {name:16s} {size:5d} B  produce {sample[0]:10,.0f} rec/s "
-                          f"({sample[2]:.2f} CPU-us/rec)  consume {sample[1]:10,.0f} rec/s "
-                          f"({sample[3]:.2f} CPU-us/rec)", flush=True)
+                    print(
+                        f"[{rep}] {name:16s} {size:5d} B  produce {sample[0]:10,.0f} rec/s "
+                        f"({sample[2]:.2f} CPU-us/rec)  consume {sample[1]:10,.0f} rec/s "
+                        f"({sample[3]:.2f} CPU-us/rec)",
+                        flush=True,
+                    )
     finally:
         if broker is not None:
             broker.stop()
     from odradek.client import _records
 
-    print(f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}; "
-          f"odradek record codec: {_records.IMPLEMENTATION}")
+    print(
+        f"\nbroker: {args.bootstrap or args.broker}; acks={ACKS}, linger.ms={LINGER_MS}, batch.size={BATCH}; "
+        f"odradek record codec: {_records.IMPLEMENTATION}"
+    )
     results = {k: tuple(statistics.median(x[i] for x in v.values()) for i in range(4)) for k, v in samples.items()}
     print(f"medians of {args.repeats} runs per client and size")
     peers = (("kafka-python", "kpy"), ("aiokafka", "aio"), ("confluent-kafka", "ck"))
-    print(f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s}"
-          + "".join(f" {'P vs ' + s:>9s}" for _, s in peers) + "".join(f" {'C vs ' + s:>9s}" for _, s in peers))
+    print(
+        f"{'client':16s} {'size':>5s} {'produce/s':>11s} {'consume/s':>11s}"
+        + "".join(f" {'P vs ' + s:>9s}" for _, s in peers)
+        + "".join(f" {'C vs ' + s:>9s}" for _, s in peers)
+    )
     f = lambda a, b: f"{a / b:8.2f}x" if b else "      n/a"  # noqa: E731
     for (name, size), (p, c, _pc, _cc) in results.items():
         ref = [results.get((peer, size), (0, 0, 0, 0)) for peer, _ in peers]
-        print(f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f}" + "".join(f" {f(p, r[0])}" for r in ref)
-              + "".join(f" {f(c, r[1])}" for r in ref))
+        print(
+            f"{name:16s} {size:5d} {p:11,.0f} {c:11,.0f}"
+            + "".join(f" {f(p, r[0])}" for r in ref)
+            + "".join(f" {f(c, r[1])}" for r in ref)
+        )
     # When the broker is what limits records/s, CPU per record still tells the clients apart.
     print("client CPU per record (us, medians; all threads of the process):")
     print(f"{'client':16s} {'size':>5s} {'produce':>9s} {'consume':>9s}")
@@ -330,15 +355,26 @@ def main() -> None:
             a, b = samples.get((mine, size), {}), samples.get((peer, size), {})
             reps = sorted(set(a) & set(b))
             if reps:
-                print(f"{mine} / {peer} {size} B, each run: produce "
-                      + " ".join(f"{a[r][0] / b[r][0]:.2f}" for r in reps) + "; consume "
-                      + " ".join(f"{a[r][1] / b[r][1]:.2f}" for r in reps)
-                      + "; CPU per record, peer / mine: produce "
-                      + " ".join(f"{b[r][2] / a[r][2]:.2f}" for r in reps) + ", consume "
-                      + " ".join(f"{b[r][3] / a[r][3]:.2f}" for r in reps))
+                print(
+                    f"{mine} / {peer} {size} B, each run: produce "
+                    + " ".join(f"{a[r][0] / b[r][0]:.2f}" for r in reps)
+                    + "; consume "
+                    + " ".join(f"{a[r][1] / b[r][1]:.2f}" for r in reps)
+                    + "; CPU per record, peer / mine: produce "
+                    + " ".join(f"{b[r][2] / a[r][2]:.2f}" for r in reps)
+                    + ", consume "
+                    + " ".join(f"{b[r][3] / a[r][3]:.2f}" for r in reps)
+                )
     if args.json:
-        Path(args.json).write_text(json.dumps({"medians": {f"{k[0]}/{k[1]}": v for k, v in results.items()},
-                                               "runs": {f"{k[0]}/{k[1]}": v for k, v in samples.items()}}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "medians": {f"{k[0]}/{k[1]}": v for k, v in results.items()},
+                    "runs": {f"{k[0]}/{k[1]}": v for k, v in samples.items()},
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

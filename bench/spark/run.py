@@ -58,8 +58,11 @@ def main() -> None:
             fn()
             dt, cpu = time.time() - t, broker_cpu(b.proc.pid) - c0
             results.append((name, count, dt, count / dt, cpu / (count / 1e6)))
-            print(f"{name:22s} {count:>10,} rec {dt:7.1f}s {count / dt:>12,.0f} rec/s  broker {cpu / (count / 1e6):.2f} CPU-s/M",
-                  flush=True)
+            print(
+                f"{name:22s} {count:>10,} rec {dt:7.1f}s {count / dt:>12,.0f} rec/s"
+                f"  broker {cpu / (count / 1e6):.2f} CPU-s/M",
+                flush=True,
+            )
 
         def produce():
             value = b"x" * 100
@@ -72,8 +75,14 @@ def main() -> None:
 
         def raw():
             got = 0
-            c = Consumer(bootstrap_servers=bs, max_poll_records=20000, max_partition_fetch_bytes=8 << 20,
-                         fetch_max_bytes=64 << 20, auto_offset_reset="none", fetch_max_wait_ms=100)
+            c = Consumer(
+                bootstrap_servers=bs,
+                max_poll_records=20000,
+                max_partition_fetch_bytes=8 << 20,
+                fetch_max_bytes=64 << 20,
+                auto_offset_reset="none",
+                fetch_max_wait_ms=100,
+            )
             for part in range(parts):
                 tp = TopicPartition("bench", part)
                 end = n // parts + (1 if part < n % parts else 0)
@@ -92,15 +101,22 @@ def main() -> None:
 
         import odradek.spark
 
-        spark = (SparkSession.builder.master(a.master).config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", str(parts)).config("spark.driver.memory", "2g").getOrCreate())
+        spark = (
+            SparkSession.builder.master(a.master)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", str(parts))
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         odradek.spark.register(spark)
+
         def src():  # a fresh DataFrameReader each time (.option() mutates the reader)
             return spark.read.format("odradek").option("kafka.bootstrap.servers", bs).option("subscribe", "bench")
 
-        src().option("endingOffsets", '{"bench":{%s}}' % ",".join(f'"{i}":1000' for i in range(parts))).load() \
-            .write.format("noop").mode("overwrite").save()  # warm up the Python workers
+        src().option(
+            "endingOffsets", '{{"bench":{{{}}}}}'.format(",".join(f'"{i}":1000' for i in range(parts)))
+        ).load().write.format("noop").mode("overwrite").save()  # warm up the Python workers
         measure("spark read -> noop", lambda: src().load().write.format("noop").mode("overwrite").save(), n)
         out = tmp / "parquet"
         measure("spark read -> parquet", lambda: src().load().write.mode("overwrite").parquet(str(out)), n)
@@ -109,11 +125,22 @@ def main() -> None:
             wn = n
             # explicit partitions, like the raw produce above (keyed placement adds the client's
             # pure-Python murmur2 per record)
-            df = spark.range(wn, numPartitions=parts).selectExpr("cast(id % 100000 as string) as key",
-                                                                 "repeat('y', 100) as value",
-                                                                 f"cast(id % {parts} as int) as partition")
-            measure("spark write", lambda: df.write.format("odradek").mode("append")
-                    .option("kafka.bootstrap.servers", bs).option("topic", "bench-out").save(), wn)
+            df = spark.range(wn, numPartitions=parts).selectExpr(
+                "cast(id % 100000 as string) as key",
+                "repeat('y', 100) as value",
+                f"cast(id % {parts} as int) as partition",
+            )
+            measure(
+                "spark write",
+                lambda: (
+                    df.write.format("odradek")
+                    .mode("append")
+                    .option("kafka.bootstrap.servers", bs)
+                    .option("topic", "bench-out")
+                    .save()
+                ),
+                wn,
+            )
         spark.stop()
     finally:
         b.stop()

@@ -47,7 +47,6 @@ import time
 from odradek.protocol.records import Record, build_batch, crc32c, iter_batches
 from odradek.storage import LogConfig, LogManager
 
-
 _SEQ = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
@@ -181,8 +180,9 @@ class PlainWriter:
             crc32c(memoryview(b)[21:])
         n = len(b)
         if self.size > self.seg_bytes - n:  # Log's roll rule: the batch would not fit
-            self.fds.append(os.open(os.path.join(self.d, f"{len(self.fds)}.log"),
-                                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            self.fds.append(
+                os.open(os.path.join(self.d, f"{len(self.fds)}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            )
             self.size = 0
         os.write(self.fds[-1], b)
         self.size += n
@@ -264,6 +264,7 @@ class ReadBench:
                 for r in read(off, rb).regions:
                     sendfile_all(out, r.fd, r.position, r.length)
             sink.delivered()
+
         return timed(run)
 
     def baseline(self, sink: Sink) -> tuple[float, float]:
@@ -274,6 +275,7 @@ class ReadBench:
             for fd, pos, length in regions:
                 sendfile_all(out, fd, pos, length)
             sink.delivered()
+
         return timed(run)
 
     def close(self) -> None:
@@ -321,11 +323,17 @@ def main() -> None:
     ap.add_argument("--segment-mib", type=int, default=1024, help="segment.bytes (and the baseline's file size)")
     ap.add_argument("--sink", default="tcp,unix,null", help="comma-separated: tcp, unix, null")
     ap.add_argument("--fsync", action="store_true", help="both sides fsync at the end of each append round")
-    ap.add_argument("--no-idempotent", action="store_true",
-                    help="batches without producer id (default: idempotent, sequences checked)")
-    ap.add_argument("--cold", action="store_true",
-                    help="append batches straight from memory (default: each batch is read just before it is "
-                         "written, untimed, as one just received from a socket is in the CPU cache)")
+    ap.add_argument(
+        "--no-idempotent",
+        action="store_true",
+        help="batches without producer id (default: idempotent, sequences checked)",
+    )
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="append batches straight from memory (default: each batch is read just before it is "
+        "written, untimed, as one just received from a socket is in the CPU cache)",
+    )
     ap.add_argument("--only", choices=("append", "read"), default=None)
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
@@ -340,11 +348,13 @@ def main() -> None:
     seg_bytes = args.segment_mib * 1024 * 1024
 
     base = tempfile.mkdtemp(prefix="odradek-bench-", dir=args.dir)
-    print(f"{count} batches of {len(batches[0])} bytes ({nrec} records"
-          f"{', idempotent' if not args.no_idempotent else ''}) = {total / 2**20:.0f} MiB per round, "
-          f"{args.pairs} pairs, segment.bytes {args.segment_mib} MiB, fsync {'on' if args.fsync else 'off'}, "
-          f"batches {'cold' if args.cold else 'warm'}, "
-          f"python {sys.version.split()[0]}")
+    print(
+        f"{count} batches of {len(batches[0])} bytes ({nrec} records"
+        f"{', idempotent' if not args.no_idempotent else ''}) = {total / 2**20:.0f} MiB per round, "
+        f"{args.pairs} pairs, segment.bytes {args.segment_mib} MiB, fsync {'on' if args.fsync else 'off'}, "
+        f"batches {'cold' if args.cold else 'warm'}, "
+        f"python {sys.version.split()[0]}"
+    )
     print(f"{'':<30}{'odradek':>8}{'base':>8}   {'ratio (wall)':<30}   {'ratio (thread CPU)'}")
     print(f"{'':<30}{'MB/s':>8}{'MB/s':>8}   {'median [IQR] min-max':<30}   median [IQR] min-max")
     try:
@@ -353,15 +363,17 @@ def main() -> None:
             # the same writes preceded by the CRC32C of each batch, timed next to every baseline
             res = pairs(args.pairs, ab.odradek, ab.baseline, lambda: ab.baseline(crc=True))
             report(f"append ({ab.segments} seg / {ab.files} files)", res, total)
-            print(f"{'  CRC32C + os.write':<30}{statistics.median(total / r[4] / 1e6 for r in res):>8.0f}{'':>8}   "
-                  f"odradek / (CRC32C + write): {summary([r[4] / r[3] for r in res])}")
+            print(
+                f"{'  CRC32C + os.write':<30}{statistics.median(total / r[4] / 1e6 for r in res):>8.0f}{'':>8}   "
+                f"odradek / (CRC32C + write): {summary([r[4] / r[3] for r in res])}"
+            )
         if args.only in (None, "read"):
             rb = ReadBench(base, batches, seg_bytes, args.read_kib * 1024)
             try:
                 for kind in args.sink.split(","):
                     sink = Sink(kind)
                     try:
-                        res = pairs(args.pairs, lambda: rb.odradek(sink), lambda: rb.baseline(sink))
+                        res = pairs(args.pairs, lambda sink=sink: rb.odradek(sink), lambda sink=sink: rb.baseline(sink))
                     finally:
                         sink.close()
                     report(f"read+sendfile -> {kind} ({len(rb.offsets)} reads)", res, rb.total)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-
 from support.broker import BrokerProcess, BrokerStartError
 
 

@@ -68,8 +68,7 @@ def test_group_commits_and_resumes(odr):
 
 def test_compression_and_null_marker(odr):
     t = topic(odr)
-    odr("produce", t, "--compression", "lz4", "--key-separator", ":", "--null-marker", "NULL",
-        input="NULL:v\nk:NULL\n")
+    odr("produce", t, "--compression", "lz4", "--key-separator", ":", "--null-marker", "NULL", input="NULL:v\nk:NULL\n")
     out = odr("consume", t, "--from-beginning", "-n", "2", "--format", "json").output
     recs = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert recs[0]["key"] is None and recs[0]["value"] == "v"
@@ -89,11 +88,16 @@ def test_subprocess_pipe(cli_broker, tmp_path):
     t = f"pipe-{uuid.uuid4().hex[:8]}"
     base = [sys.executable, "-m", "odradek"]
     data = "".join(f"line {i}\n" for i in range(100))
-    p = subprocess.run(base + ["produce", "-b", cli_broker.bootstrap, t], input=data, text=True,
-                       capture_output=True, timeout=60)
+    p = subprocess.run(
+        base + ["produce", "-b", cli_broker.bootstrap, t], input=data, text=True, capture_output=True, timeout=60
+    )
     assert p.returncode == 0, p.stderr
-    p = subprocess.run(base + ["consume", "-b", cli_broker.bootstrap, t, "--from-beginning", "-n", "100"],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        base + ["consume", "-b", cli_broker.bootstrap, t, "--from-beginning", "-n", "100"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout == data
     assert "Processed a total of 100 messages" in p.stderr

@@ -24,8 +24,27 @@ def test_perf_produce_consume(odr, driver):
     if driver == "confluent":
         pytest.importorskip("confluent_kafka")
     t = f"perf-{uuid.uuid4().hex[:8]}"
-    r = last_json(odr("perf", "produce", "-t", t, "--partitions", "2", "-n", "5000", "-s", "64", "--acks", "all",
-                      "-z", "lz4", "--driver", driver, "--json").output)
+    r = last_json(
+        odr(
+            "perf",
+            "produce",
+            "-t",
+            t,
+            "--partitions",
+            "2",
+            "-n",
+            "5000",
+            "-s",
+            "64",
+            "--acks",
+            "all",
+            "-z",
+            "lz4",
+            "--driver",
+            driver,
+            "--json",
+        ).output
+    )
     assert r["records"] == 5000 and r["errors"] == 0 and r["records_per_s"] > 0
     assert r["mb_per_s"] > 0 and r["latency_ms"]["count"] >= 5000 // 16
     assert r["latency_ms"]["p50"] <= r["latency_ms"]["p99"] <= r["latency_ms"]["max"]
@@ -41,15 +60,34 @@ def test_perf_produce_native_batch(odr):
     chunks that do not divide N, and every 16th record still reports its latency."""
     pytest.importorskip("confluent_kafka")
     t = f"pb-{uuid.uuid4().hex[:8]}"
-    r = last_json(odr("perf", "produce", "-t", t, "--partitions", "3", "-n", "25000", "-s", "50",
-                      "--driver", "confluent", "--native-batch", "4096", "--json").output)
+    r = last_json(
+        odr(
+            "perf",
+            "produce",
+            "-t",
+            t,
+            "--partitions",
+            "3",
+            "-n",
+            "25000",
+            "-s",
+            "50",
+            "--driver",
+            "confluent",
+            "--native-batch",
+            "4096",
+            "--json",
+        ).output
+    )
     assert r["records"] == 25000 and r["errors"] == 0 and r["native_batch"] == 4096
     assert r["latency_ms"]["count"] == -(-25000 // 16)
-    c = last_json(odr("perf", "consume", "-t", t, "-n", "25000", "--driver", "confluent", "--timeout", "5",
-                      "--json").output)
+    c = last_json(
+        odr("perf", "consume", "-t", t, "-n", "25000", "--driver", "confluent", "--timeout", "5", "--json").output
+    )
     assert c["records"] == 25000
-    late = last_json(odr("perf", "consume", "-t", t, "-n", "25001", "--driver", "confluent", "--timeout", "2",
-                         "--json").output)
+    late = last_json(
+        odr("perf", "consume", "-t", t, "-n", "25001", "--driver", "confluent", "--timeout", "2", "--json").output
+    )
     assert late["records"] == 25000  # nothing was sent twice
     bad = odr("perf", "produce", "-t", t, "-n", "10", "--native-batch", "5", ok=False)
     assert bad.exit_code != 0 and "--native-batch needs --driver confluent" in bad.output
@@ -60,8 +98,11 @@ def test_perf_e2e(odr, driver):
     if driver == "confluent":
         pytest.importorskip("confluent_kafka")
     t = f"e2e-{uuid.uuid4().hex[:8]}"
-    r = last_json(odr("perf", "e2e", "-t", t, "--rate", "500", "--duration", "2", "--warmup", "0.5",
-                      "--driver", driver, "--json").output)
+    r = last_json(
+        odr(
+            "perf", "e2e", "-t", t, "--rate", "500", "--duration", "2", "--warmup", "0.5", "--driver", driver, "--json"
+        ).output
+    )
     assert r["sent"] == 1000 and r["received"] == 1000
     assert r["latency_ms"]["count"] >= 600 and 0 < r["latency_ms"]["p50"] < 1000
     assert 400 < r["achieved_rate"] < 600
@@ -86,9 +127,31 @@ def test_bench_quick_smoke(tmp_path):
     pytest.importorskip("confluent_kafka")
     out = tmp_path / "r.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "broker" / "run.py"), "--quick", "--peers", "none",
-                        "--records", "3000", "--e2e-seconds", "1", "--drivers", "confluent", "--chart", "",
-                        "--repeats", "2", "--out", str(out)], capture_output=True, text=True, timeout=180, env=env)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "broker" / "run.py"),
+            "--quick",
+            "--peers",
+            "none",
+            "--records",
+            "3000",
+            "--e2e-seconds",
+            "1",
+            "--drivers",
+            "confluent",
+            "--chart",
+            "",
+            "--repeats",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     data = json.loads(out.read_text())
     rows = data["rows"]
@@ -97,7 +160,9 @@ def test_bench_quick_smoke(tmp_path):
     by_row: dict = {}
     for r in rows:
         if r["workload"] != "e2e":
-            by_row.setdefault((r["workload"], r["driver"], r["partitions"], r["acks"], r["compression"]), []).append(r["rep"])
+            by_row.setdefault((r["workload"], r["driver"], r["partitions"], r["acks"], r["compression"]), []).append(
+                r["rep"]
+            )
     assert by_row and all(sorted(reps) == [0, 1] for reps in by_row.values()), by_row
     assert {k[1] for k in by_row if k[0] == "produce"} == {"confluent-batch"}
     assert not [r for r in rows if "error" in r], [r["error"] for r in rows if "error" in r]

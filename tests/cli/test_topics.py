@@ -74,9 +74,9 @@ def test_list_internal_and_describe_all(odr):
 
 def test_unreachable_broker_fails_cleanly(odr):
     from click.testing import CliRunner
+    from support.broker import free_port
 
     from odradek.cli.main import main
-    from support.broker import free_port
 
     res = CliRunner().invoke(main, ["topics", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}"])
     assert res.exit_code == 1

@@ -13,14 +13,13 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
-
 from support.broker import BrokerProcess, BrokerStartError
 
 # What each peer lacks (feature -> reason), observed with the versions we pin.
 GAPS = {
     "mock": {
         "admin": "librdkafka's mock cluster does not implement CreateTopics/DeleteTopics/DescribeConfigs/"
-                 "CreatePartitions/ListGroups/DescribeGroups/DeleteRecords (absent from its ApiVersions)",
+        "CreatePartitions/ListGroups/DescribeGroups/DeleteRecords (absent from its ApiVersions)",
         "offsets_for_times": "librdkafka's mock answers ListOffsets by timestamp with -1",
     },
     "tansu": {
@@ -93,8 +92,12 @@ def peer_named(request):
 
 # settings that keep group tests quick on every peer (Tansu holds JoinGroup for the
 # whole rebalance timeout; the mock answers fetches only after max wait)
-FAST_GROUP = {"session.timeout.ms": 6000, "max.poll.interval.ms": 6000, "heartbeat.interval.ms": 500,
-              "fetch.max.wait.ms": 100}
+FAST_GROUP = {
+    "session.timeout.ms": 6000,
+    "max.poll.interval.ms": 6000,
+    "heartbeat.interval.ms": 500,
+    "fetch.max.wait.ms": 100,
+}
 
 
 @pytest.fixture

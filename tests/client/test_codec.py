@@ -10,8 +10,13 @@ from hypothesis import strategies as st
 
 from odradek.client import _wire
 from odradek.client._records import BatchBuilder, decode_fetched
-from odradek.client.consumer.assignors import (CooperativeStickyAssignor, MemberSubscription, RangeAssignor,
-                                               RoundRobinAssignor, make_assignors)
+from odradek.client.consumer.assignors import (
+    CooperativeStickyAssignor,
+    MemberSubscription,
+    RangeAssignor,
+    RoundRobinAssignor,
+    make_assignors,
+)
 from odradek.client.producer.partitioner import DefaultPartitioner, murmur2
 from odradek.protocol import records as R
 
@@ -78,11 +83,16 @@ def test_sticky_partitioner_counts_only_records_it_placed():
         assert [place() for _ in range(7)] == [sticky] * 7
 
 
-records_st = st.lists(st.tuples(
-    st.one_of(st.none(), st.binary(max_size=300)),
-    st.one_of(st.none(), st.binary(max_size=3000)),
-    st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))), max_size=3),
-    st.integers(0, 10**6)), min_size=1, max_size=30)
+records_st = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.one_of(st.none(), st.binary(max_size=3000)),
+        st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))), max_size=3),
+        st.integers(0, 10**6),
+    ),
+    min_size=1,
+    max_size=30,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -95,15 +105,16 @@ def test_builder_and_decoder_agree_with_reference(recs, codec):
     raw = b.build(compression=codec, producer_id=7, producer_epoch=0, base_sequence=3)
     R.validate_batch(raw, strict=True)
     ref = R.decode_records(raw)
-    assert [(r.key, r.value, list(r.headers), r.timestamp) for r in ref] == \
-           [(k, v, [(hk, hv) for hk, hv in h], base + dt) for k, v, h, dt in recs]
+    assert [(r.key, r.value, list(r.headers), r.timestamp) for r in ref] == [
+        (k, v, [(hk, hv) for hk, hv in h], base + dt) for k, v, h, dt in recs
+    ]
     # patch a base offset as a broker would, then decode from the middle
     buf = bytearray(raw)
     R.patch_batch(buf, base_offset=100)
     got, nxt = decode_fetched("t", 0, bytes(buf) + bytes(buf[:30]), 100 + len(recs) // 2)
     assert nxt == 100 + len(recs)
     assert [r.offset for r in got] == list(range(100 + len(recs) // 2, 100 + len(recs)))
-    assert [(r.key, r.value) for r in got] == [(k, v) for k, v, _h, _dt in recs[len(recs) // 2:]]
+    assert [(r.key, r.value) for r in got] == [(k, v) for k, v, _h, _dt in recs[len(recs) // 2 :]]
 
 
 def test_decoder_skips_control_batches_and_reads_legacy():
@@ -132,8 +143,11 @@ def test_builder_respects_limit():
 
 
 def test_consumer_protocol_roundtrip_and_older_versions():
-    raw = _wire.encode_consumer_protocol("subscription", 3, {
-        "topics": ["a", "b"], "owned_partitions": [{"topic": "a", "partitions": [0, 2]}], "generation_id": 5})
+    raw = _wire.encode_consumer_protocol(
+        "subscription",
+        3,
+        {"topics": ["a", "b"], "owned_partitions": [{"topic": "a", "partitions": [0, 2]}], "generation_id": 5},
+    )
     s = _wire.decode_consumer_protocol("subscription", raw)
     assert list(s.topics) == ["a", "b"] and s.generation_id == 5
     assert [(t.topic, list(t.partitions)) for t in s.owned_partitions] == [("a", [0, 2])]
@@ -142,8 +156,9 @@ def test_consumer_protocol_roundtrip_and_older_versions():
     assert list(_wire.decode_consumer_protocol("subscription", v0).topics) == ["a"]
     a = _wire.encode_consumer_protocol("assignment", 3, {"assigned_partitions": [{"topic": "a", "partitions": [1]}]})
     assert a[:2] == b"\x00\x03"
-    assert [(t.topic, list(t.partitions)) for t in _wire.decode_consumer_protocol("assignment", a).assigned_partitions] \
-        == [("a", [1])]
+    assert [
+        (t.topic, list(t.partitions)) for t in _wire.decode_consumer_protocol("assignment", a).assigned_partitions
+    ] == [("a", [1])]
 
 
 def _subs(members, topics=("t",), owned=None, gen=1):
@@ -189,9 +204,21 @@ def test_wire_build_ignores_fields_a_version_lacks():
     from odradek.protocol import messages
 
     for v in (4, 12):
-        e = _wire.request(1, v, {"max_wait": 100, "min_bytes": 1, "max_bytes": 10, "isolation_level": 0,
-                                 "session_id": 0, "session_epoch": -1, "replica_id": -1,
-                                 "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 5,
-                                                                           "partition_max_bytes": 10}]}]})
+        e = _wire.request(
+            1,
+            v,
+            {
+                "max_wait": 100,
+                "min_bytes": 1,
+                "max_bytes": 10,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "replica_id": -1,
+                "topics": [
+                    {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 10}]}
+                ],
+            },
+        )
         assert messages.decode_request(1, v, messages.encode(e)) == e
     random.seed(0)

@@ -41,6 +41,7 @@ def test_request_timeout_closes_the_connection():
 def test_cancelled_request_leaves_the_connection_usable_until_its_timeout():
     """A caller that gives up (cancellation) does not fail the other requests in flight; a
     request's own timeout does, since responses would arrive out of step."""
+
     async def go():
         server, port, _ = await _silent_server()
         async with server:
@@ -52,10 +53,12 @@ def test_cancelled_request_leaves_the_connection_usable_until_its_timeout():
             conn._write_ok = asyncio.Event()
             conn._write_ok.set()
             await loop.create_connection(lambda: _Protocol(conn), "127.0.0.1", port)
-            a = asyncio.ensure_future(conn.request(18, {"client_software_name": "t", "client_software_version": "1"},
-                                                   version=3, timeout=0.2))
-            b = asyncio.ensure_future(conn.request(18, {"client_software_name": "t", "client_software_version": "1"},
-                                                   version=3, timeout=5))
+            a = asyncio.ensure_future(
+                conn.request(18, {"client_software_name": "t", "client_software_version": "1"}, version=3, timeout=0.2)
+            )
+            b = asyncio.ensure_future(
+                conn.request(18, {"client_software_name": "t", "client_software_version": "1"}, version=3, timeout=5)
+            )
             await asyncio.sleep(0.05)
             b.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -74,7 +77,8 @@ def _api_versions_v0(corr: int, n_entries: int) -> bytes:
     import struct
 
     body = struct.pack(">ih i", corr, 0, n_entries) + b"".join(
-        struct.pack(">hhh", i % 30000, 0, i % 7) for i in range(n_entries))
+        struct.pack(">hhh", i % 30000, 0, i % 7) for i in range(n_entries)
+    )
     return struct.pack(">i", len(body)) + body
 
 
@@ -125,7 +129,7 @@ def test_responses_framed_whatever_the_segmentation(how):
         if how == "one write":
             return [data]
         if how == "byte by byte":
-            return [data[i:i + 1] for i in range(len(data))]
+            return [data[i : i + 1] for i in range(len(data))]
         if how == "cut past each frame":  # every read ends 6 bytes into the next frame
             import struct
 
@@ -138,7 +142,7 @@ def test_responses_framed_whatever_the_segmentation(how):
         out, i = [], 0
         while i < len(data):
             n = rnd.choice([1, 3, 4, 5, 17, 4096, 65536, 300000])
-            out.append(data[i:i + n])
+            out.append(data[i : i + n])
             i += n
         return out
 
@@ -195,18 +199,41 @@ def test_a_fetch_response_keeps_its_records_while_later_ones_arrive():
             corrs.append(struct.unpack_from(">i", await reader.readexactly(size), 4)[0])
         out = b""
         for corr, data in zip(corrs, payloads):
-            chunks, _ = encode_fetch_response(4, [TopicResult("t", uuid.UUID(int=0), [PartitionResult(0, records=[data])])])
+            chunks, _ = encode_fetch_response(
+                4, [TopicResult("t", uuid.UUID(int=0), [PartitionResult(0, records=[data])])]
+            )
             body = struct.pack(">i", corr) + b"".join(chunks)
             out += struct.pack(">i", len(body)) + body
         writer.write(out)
         await writer.drain()
         await reader.read()
 
-    fetch = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-             "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                                                        "log_start_offset": -1, "last_fetched_epoch": -1,
-                                                        "partition_max_bytes": 1 << 20}]}]}
+    fetch = {
+        "replica_id": -1,
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "rack_id": "",
+        "forgotten_topics_data": [],
+        "topics": [
+            {
+                "topic": "t",
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "log_start_offset": -1,
+                        "last_fetched_epoch": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+    }
 
     async def go():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)

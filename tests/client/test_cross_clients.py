@@ -19,8 +19,14 @@ from odradek.client.aio import AIOProducer
 
 PARTS = 3
 # the codec each reader is given (kafkajs decodes only gzip without plugins)
-CODEC_FOR = {"java": "zstd", "confluent": "lz4", "kcat": "snappy", "kafka_python": "zstd",
-             "aiokafka": "lz4", "kafkajs": "gzip"}
+CODEC_FOR = {
+    "java": "zstd",
+    "confluent": "lz4",
+    "kcat": "snappy",
+    "kafka_python": "zstd",
+    "aiokafka": "lz4",
+    "kafkajs": "gzip",
+}
 # pairs that cannot work, with the reason (see tests/support/test_harness_thirdparty.py)
 KNOWN_BROKEN = {("kcat", "tansu"): "kcat (librdkafka 2.0.2) cannot parse Tansu's ApiVersions v3 tagged fields"}
 
@@ -34,8 +40,12 @@ def _records(n: int, tag: str) -> list[Rec]:
         if i == 11:
             value = bytes(range(256)) * 80  # 20 KiB
         # no NUL in header values: kcat takes headers as command-line arguments
-        headers = [("idx", str(i).encode()), ("bin", bytes([1, 0x7F, 0x80, 0xFF]) + b"=,;"), ("empty", b""),
-                   ("ключ", "значение".encode())]
+        headers = [
+            ("idx", str(i).encode()),
+            ("bin", bytes([1, 0x7F, 0x80, 0xFF]) + b"=,;"),
+            ("empty", b""),
+            ("ключ", "значение".encode()),
+        ]
         out.append(Rec(key=f"key-{i % 13}".encode(), value=value, headers=headers))
     out.append(Rec(key=None, value=f"{tag}-null-key".encode(), headers=[("only", b"h")]))
     out.append(Rec(key=f"{tag}-null-value".encode(), value=None))
@@ -74,8 +84,17 @@ def test_theirs_written_ours_read(pair):
         deadline = time.monotonic() + 30
         while len(got) < len(sent) and time.monotonic() < deadline:
             got.extend(c.poll(0.5))
-    mine = [Rec(key=r.key, value=r.value, headers=list(r.headers), partition=r.partition, offset=r.offset,
-                timestamp=r.timestamp) for r in got]
+    mine = [
+        Rec(
+            key=r.key,
+            value=r.value,
+            headers=list(r.headers),
+            partition=r.partition,
+            offset=r.offset,
+            timestamp=r.timestamp,
+        )
+        for r in got
+    ]
     _check_positions(sent, positions, mine)
     for r in got:
         assert r.topic == topic

@@ -7,9 +7,9 @@ import time
 import uuid
 
 import pytest
-
-from odradek.client import Consumer, Producer, TopicPartition
 from support.clients import make_client, unavailable_reason
+
+from odradek.client import Consumer, Producer
 
 
 @pytest.mark.parametrize("peer_name", ["odradek", "tansu"])
@@ -24,8 +24,15 @@ def test_java_and_odradek_consumers_share_a_group(peer_named, peer_name, fast_gr
             p.send(topic, b"v%d" % i, key=b"k%d" % i, partition=i % 4)
         p.flush()
     group = f"mixed-{uuid.uuid4().hex[:8]}"
-    cfg = dict(fast_group, **{"bootstrap.servers": peer.bootstrap, "group.id": group,
-                              "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    cfg = dict(
+        fast_group,
+        **{
+            "bootstrap.servers": peer.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        },
+    )
     ours = Consumer(topic, config=cfg)
     try:
         deadline = time.monotonic() + 20
@@ -37,7 +44,8 @@ def test_java_and_odradek_consumers_share_a_group(peer_named, peer_name, fast_gr
         def run_java():
             try:
                 java_result["records"] = make_client("java", peer.bootstrap).consume(
-                    topic, expected=20, timeout=40, from_beginning=True, group=group)
+                    topic, expected=20, timeout=40, from_beginning=True, group=group
+                )
             except Exception as e:  # surfaced below
                 java_result["error"] = e
 

@@ -19,8 +19,7 @@ def test_same_partitions_as_librdkafka_murmur2(peer):
         assert err is None, err
         theirs[msg.key()] = msg.partition()
 
-    p = confluent_kafka.Producer({"bootstrap.servers": peer.bootstrap, "partitioner": "murmur2_random",
-                                  "linger.ms": 5})
+    p = confluent_kafka.Producer({"bootstrap.servers": peer.bootstrap, "partitioner": "murmur2_random", "linger.ms": 5})
     for k in keys:
         p.produce(topic, b"v", key=k, on_delivery=report)
     assert p.flush(30) == 0

@@ -37,8 +37,23 @@ def build(recs, codec=R.NONE, base_offset=0, limit=10**9):
 def raw_batch(body: bytes, count: int, base_offset: int = 0, attrs: int = 0, last_delta: int | None = None) -> bytes:
     """A v2 batch around arbitrary record bytes, with a correct CRC."""
     out = bytearray(R.HEADER_SIZE)
-    R.HEADER.pack_into(out, 0, base_offset, R.HEADER_SIZE - 12 + len(body), 0, 2, 0, attrs,
-                       count - 1 if last_delta is None else last_delta, BASE_TS, BASE_TS, -1, -1, -1, count)
+    R.HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        R.HEADER_SIZE - 12 + len(body),
+        0,
+        2,
+        0,
+        attrs,
+        count - 1 if last_delta is None else last_delta,
+        BASE_TS,
+        BASE_TS,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     out += body
     struct.pack_into(">I", out, 17, R.crc32c(bytes(out[21:])))
     return bytes(out)
@@ -70,33 +85,58 @@ def both_impls(fn):
 def columns_tuple(c):
     if c is None:
         return None
-    return (c.topic, c.partition, c.count, c.offsets, c.timestamps, c.timestamp_types, c.key_validity,
-            c.key_offsets, c.key_data, c.value_validity, c.value_offsets, c.value_data)
+    return (
+        c.topic,
+        c.partition,
+        c.count,
+        c.offsets,
+        c.timestamps,
+        c.timestamp_types,
+        c.key_validity,
+        c.key_offsets,
+        c.key_data,
+        c.value_validity,
+        c.value_offsets,
+        c.value_data,
+    )
 
 
-records_st = st.lists(st.tuples(
-    st.one_of(st.none(), st.binary(max_size=300)),
-    st.one_of(st.none(), st.binary(max_size=3000)),
-    st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))), max_size=3),
-    st.integers(-10**6, 10**12)), min_size=1, max_size=30)
+records_st = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.one_of(st.none(), st.binary(max_size=3000)),
+        st.lists(st.tuples(st.text(max_size=10), st.one_of(st.none(), st.binary(max_size=20))), max_size=3),
+        st.integers(-(10**6), 10**12),
+    ),
+    min_size=1,
+    max_size=30,
+)
 
 
 # ----------------------------------------------------------------------------- round trips
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(recs=records_st, codec=st.sampled_from([R.NONE, R.GZIP, R.SNAPPY, R.LZ4, R.ZSTD]),
-       base=st.integers(0, 2**40), cut=st.integers(0, 40))
+@given(
+    recs=records_st,
+    codec=st.sampled_from([R.NONE, R.GZIP, R.SNAPPY, R.LZ4, R.ZSTD]),
+    base=st.integers(0, 2**40),
+    cut=st.integers(0, 40),
+)
 def test_round_trip(impl, recs, codec, base, cut):
     raw = build(recs, codec, base)
     R.validate_batch(raw, strict=True)
     ref = R.decode_records(raw)
-    assert [(r.key, r.value, list(r.headers), r.timestamp) for r in ref] == \
-           [(k, v, list(h), BASE_TS + dt) for k, v, h, dt in recs]
+    assert [(r.key, r.value, list(r.headers), r.timestamp) for r in ref] == [
+        (k, v, list(h), BASE_TS + dt) for k, v, h, dt in recs
+    ]
     start = base + cut % len(recs)
     data = raw + raw[:cut]  # a trailing partial batch
     got, nxt = CR.decode_fetched("t", 3, data, start)
     assert nxt == base + len(recs)
-    want = [CR.ConsumerRecord("t", 3, r.offset, r.timestamp, 0, r.key, r.value, tuple(r.headers))
-            for r in ref if r.offset >= start]
+    want = [
+        CR.ConsumerRecord("t", 3, r.offset, r.timestamp, 0, r.key, r.value, tuple(r.headers))
+        for r in ref
+        if r.offset >= start
+    ]
     assert got == want
     assert all(type(r) is CR.ConsumerRecord and type(r.key) in (bytes, type(None)) for r in got)
     assert all(type(r.headers) is tuple for r in got)  # immutable: records cannot be in a cycle
@@ -135,7 +175,7 @@ def test_log_append_time_and_batch_limit(impl):
 def test_control_aborted_and_legacy(impl):
     ctrl = bytearray(R.build_control_batch(R.CONTROL_COMMIT, producer_id=1, producer_epoch=0, timestamp=5))
     R.patch_batch(ctrl, base_offset=0)
-    txn = bytearray(raw_batch(bytes(build([(None, b"a", [], 0)]))[R.HEADER_SIZE:], 1, base_offset=1, attrs=0x10))
+    txn = bytearray(raw_batch(bytes(build([(None, b"a", [], 0)]))[R.HEADER_SIZE :], 1, base_offset=1, attrs=0x10))
     struct.pack_into(">q", txn, 43, 9)  # producer id 9
     struct.pack_into(">I", txn, 17, R.crc32c(bytes(txn[21:])))
     legacy = legacy_message(2, b"k", b"old")
@@ -241,9 +281,11 @@ def test_truncation_is_a_partial_batch(impl):
 
 
 @settings(max_examples=300, deadline=None)
-@given(recs=records_st, flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1,
-                                        max_size=4),
-       codec=st.sampled_from([R.NONE, R.NONE, R.GZIP]))
+@given(
+    recs=records_st,
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=4),
+    codec=st.sampled_from([R.NONE, R.NONE, R.GZIP]),
+)
 def test_mutated_batches_agree(recs, flips, codec):
     """Random byte changes (CRC unchecked): every implementation raises CorruptRecordError
     or returns the same records and columns."""
@@ -253,8 +295,9 @@ def test_mutated_batches_agree(recs, flips, codec):
     data = bytes(data)
     res = both_impls(lambda: CR.decode_fetched("t", 0, data, 0, check_crcs=False))
     assert all(r == res[0] for r in res)
-    cres = both_impls(lambda: (lambda c: (columns_tuple(c[0]), c[1]))(
-        CR.decode_fetched_columns("t", 0, data, 0, check_crcs=False)))
+    cres = both_impls(
+        lambda: (lambda c: (columns_tuple(c[0]), c[1]))(CR.decode_fetched_columns("t", 0, data, 0, check_crcs=False))
+    )
     assert [r[0] for r in cres] == [r[0] for r in res]
     if res[0][0] == "ok":
         recs_got, nxt = res[0][1]
@@ -266,7 +309,7 @@ def test_mutated_batches_agree(recs, flips, codec):
 @given(st.binary(max_size=400))
 def test_random_bytes_never_crash(data):
     for blob in (data, raw_batch(data, 3)):
-        res = both_impls(lambda: CR.decode_fetched("t", 0, blob, 0, check_crcs=False))
+        res = both_impls(lambda blob=blob: CR.decode_fetched("t", 0, blob, 0, check_crcs=False))
         assert all(r == res[0] for r in res)
 
 
@@ -276,7 +319,12 @@ def test_hand_encoded_produce_matches_kio(version):
     from odradek.protocol import messages
 
     topics = {"t1": [(0, b"abc" * 50), (3, b"")], "tópic": [(7, b"x" * 300)]}
-    data = {"transactional_id": None, "acks": -1, "timeout": 30000,
-            "topic_data": [{"name": t, "partition_data": [{"index": i, "records": r} for i, r in ps]}
-                           for t, ps in topics.items()]}
+    data = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout": 30000,
+        "topic_data": [
+            {"name": t, "partition_data": [{"index": i, "records": r} for i, r in ps]} for t, ps in topics.items()
+        ],
+    }
     assert _wire.encode_produce(version, -1, 30000, topics) == messages.encode(_wire.request(0, version, data))

@@ -58,8 +58,9 @@ def test_full_buffer_blocks_send_for_max_block_ms_then_loses_nothing(broker_fact
     broker = broker_factory()
     topic = _topic(broker, 1, "bp")
     value = b"x" * RECORD
-    with Producer(bootstrap_servers=broker.bootstrap, buffer_memory=64 * 1024, batch_size=16384,
-                  max_block_ms=3000, linger_ms=0) as p:
+    with Producer(
+        bootstrap_servers=broker.bootstrap, buffer_memory=64 * 1024, batch_size=16384, max_block_ms=3000, linger_ms=0
+    ) as p:
         futs = [p.send(topic, value, key=b"0")]
         p.flush()
         with Paused(broker) as paused:
@@ -93,8 +94,9 @@ def test_aio_send_waits_for_memory_then_times_out(broker_factory):
     topic = _topic(broker, 1, "bp-aio")
 
     async def run():
-        async with AIOProducer(bootstrap_servers=broker.bootstrap, buffer_memory=32 * 1024, max_block_ms=800,
-                               linger_ms=0) as p:
+        async with AIOProducer(
+            bootstrap_servers=broker.bootstrap, buffer_memory=32 * 1024, max_block_ms=800, linger_ms=0
+        ) as p:
             await (await p.send(topic, b"first"))
             futs = []
             with Paused(broker):
@@ -119,10 +121,15 @@ def test_producer_and_consumer_ride_through_broker_restarts(broker_factory):
     topic = _topic(broker, parts, "restart")
     keys = [b"k%d" % i for i in range(600)]
     got = []
-    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=2, retry_backoff_ms=50,
-                  delivery_timeout_ms=60000) as p, \
-            Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
-                     reconnect_backoff_ms=50) as c:
+    with (
+        Producer(bootstrap_servers=broker.bootstrap, linger_ms=2, retry_backoff_ms=50, delivery_timeout_ms=60000) as p,
+        Consumer(
+            bootstrap_servers=broker.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+            reconnect_backoff_ms=50,
+        ) as c,
+    ):
         c.assign([TopicPartition(topic, i) for i in range(parts)])
         futs = [p.send(topic, b"v", key=k) for k in keys[:200]]
         p.flush()
@@ -148,20 +155,23 @@ def test_producer_and_consumer_ride_through_broker_restarts(broker_factory):
         assert offs == list(range(len(offs)))
 
 
-@pytest.mark.parametrize("code,name,retriable", [
-    (1, "OffsetOutOfRangeError", False),
-    (2, "CorruptMessageError", True),
-    (3, "UnknownTopicOrPartitionError", True),
-    (6, "NotLeaderOrFollowerError", True),
-    (7, "RequestTimedOutError", True),
-    (10, "MessageTooLargeError", False),
-    (15, "CoordinatorNotAvailableError", True),
-    (17, "InvalidTopicExceptionError", False),
-    (19, "NotEnoughReplicasError", True),
-    (22, "IllegalGenerationError", False),
-    (36, "TopicAlreadyExistsError", False),
-    (45, "OutOfOrderSequenceNumberError", False),
-])
+@pytest.mark.parametrize(
+    "code,name,retriable",
+    [
+        (1, "OffsetOutOfRangeError", False),
+        (2, "CorruptMessageError", True),
+        (3, "UnknownTopicOrPartitionError", True),
+        (6, "NotLeaderOrFollowerError", True),
+        (7, "RequestTimedOutError", True),
+        (10, "MessageTooLargeError", False),
+        (15, "CoordinatorNotAvailableError", True),
+        (17, "InvalidTopicExceptionError", False),
+        (19, "NotEnoughReplicasError", True),
+        (22, "IllegalGenerationError", False),
+        (36, "TopicAlreadyExistsError", False),
+        (45, "OutOfOrderSequenceNumberError", False),
+    ],
+)
 def test_one_class_per_error_code_with_kafkas_retriable_flag(code, name, retriable):
     cls = errors.error_class(code)
     assert cls is getattr(errors, name)
@@ -190,8 +200,10 @@ def test_partitions_added_later_are_waited_for_not_failed(broker_factory):
     reads its other partitions meanwhile and starts on the new one once it exists."""
     broker = broker_factory()
     topic = _topic(broker, 2, "grow")
-    with Producer(bootstrap_servers=broker.bootstrap, max_block_ms=15000) as p, \
-            Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c:
+    with (
+        Producer(bootstrap_servers=broker.bootstrap, max_block_ms=15000) as p,
+        Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c,
+    ):
         p.send(topic, b"old", partition=1).result(10)
         c.assign([TopicPartition(topic, 1), TopicPartition(topic, 3)])
         got = []

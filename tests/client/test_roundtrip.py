@@ -11,7 +11,6 @@ from odradek.client import Consumer, Producer, TopicPartition, errors
 from odradek.client.aio import AIOConsumer, AIOProducer
 
 
-
 def sample_records(n: int = 60):
     out = []
     for i in range(n):
@@ -80,8 +79,10 @@ def test_aio_roundtrip_and_offsets(peer):
                 metas.append(fut)
             metas = [await f for f in metas]
         assert [m.offset for m in metas] == list(range(20))
-        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
-                               fetch_max_wait_ms=100) as c, AIOProducer(bootstrap_servers=peer.bootstrap) as p2:
+        async with (
+            AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100) as c,
+            AIOProducer(bootstrap_servers=peer.bootstrap) as p2,
+        ):
             tp = TopicPartition(topic, 1)
             c.assign([tp])
             assert (await c.beginning_offsets([tp]))[tp] == 0
@@ -116,8 +117,9 @@ def test_auto_offset_reset_none_and_latest(peer):
     topic = peer.new_topic(4)
     with Producer(bootstrap_servers=peer.bootstrap) as p:
         p.send(topic, b"old", partition=0).result(10)
-    with Consumer(bootstrap_servers=peer.bootstrap, group_id=f"none-{topic}", auto_offset_reset="none",
-                  fetch_max_wait_ms=100) as c:
+    with Consumer(
+        bootstrap_servers=peer.bootstrap, group_id=f"none-{topic}", auto_offset_reset="none", fetch_max_wait_ms=100
+    ) as c:
         c.assign([TopicPartition(topic, 0)])
         with pytest.raises((errors.NoOffsetForPartitionError, errors.OffsetOutOfRangeError)):
             deadline = time.monotonic() + 10
@@ -219,8 +221,15 @@ def test_idempotent_producer_bumps_its_epoch_over_a_sequence_gap(peer_named):
     in the sender, as a batch lost after being sent would."""
     peer = peer_named("odradek")
     topic = peer.new_topic(2)
-    p = Producer(bootstrap_servers=peer.bootstrap, acks="all", enable_idempotence=True, linger_ms=0,
-                 delivery_timeout_ms=8000, request_timeout_ms=3000, retry_backoff_ms=20)
+    p = Producer(
+        bootstrap_servers=peer.bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=0,
+        delivery_timeout_ms=8000,
+        request_timeout_ms=3000,
+        retry_backoff_ms=20,
+    )
     try:
         sender = p._core.sender
         for i in range(5):
@@ -249,12 +258,17 @@ def test_offsets_of_a_topic_not_yet_in_metadata_wait_for_metadata_not_a_backoff(
     """A just-assigned topic's leader is unknown until metadata arrives: the offset lookup asks
     for the metadata and goes on when it comes, instead of failing and sleeping
     retry.backoff.ms first (a whole backoff before every fresh consumer's first records)."""
+
     async def run():
         topic = peer.new_topic(4)
         async with AIOProducer(bootstrap_servers=peer.bootstrap) as p:
             await p.send_and_wait(topic, b"x", partition=2)
-        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
-                               retry_backoff_ms=5000, retry_backoff_max_ms=5000) as c:
+        async with AIOConsumer(
+            bootstrap_servers=peer.bootstrap,
+            auto_offset_reset="earliest",
+            retry_backoff_ms=5000,
+            retry_backoff_max_ms=5000,
+        ) as c:
             tp = TopicPartition(topic, 2)
             c.assign([tp])
             t0 = time.monotonic()
@@ -271,6 +285,7 @@ def test_records_survive_the_reuse_of_large_response_buffers(peer, impl):
     """Fetch responses over 256 KiB are received into buffers that are reused, and their
     records are decoded from views of them: records handed out earlier must keep their
     values when later responses land in the same memory (both record codecs)."""
+
     async def run():
         topic = peer.new_topic(4)
         values = [bytes([i % 251]) * 1000 + b"%06d" % i for i in range(1500)]
@@ -279,8 +294,12 @@ def test_records_survive_the_reuse_of_large_response_buffers(peer, impl):
                 await p.send(topic, v, partition=0)
             await p.flush()
         got = []
-        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
-                               max_partition_fetch_bytes=300 * 1024, fetch_max_wait_ms=100) as c:
+        async with AIOConsumer(
+            bootstrap_servers=peer.bootstrap,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=300 * 1024,
+            fetch_max_wait_ms=100,
+        ) as c:
             c.assign([TopicPartition(topic, 0)])
             while len(got) < len(values):
                 got += await c.poll(5)
@@ -300,6 +319,7 @@ def test_blocking_producer_shared_by_threads(peer):
     n_threads, per_thread = 4, 1500
     futs: dict[int, list] = {t: [] for t in range(n_threads)}
     with Producer(bootstrap_servers=peer.bootstrap, linger_ms=1, batch_size=2048) as p:
+
         def run(t):
             for i in range(per_thread):
                 futs[t].append(p.send(topic, b"%d-%d" % (t, i), key=b"k%d" % (i % 7)))

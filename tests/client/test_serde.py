@@ -14,8 +14,11 @@ PARTS = 4
 def test_serializers_and_deserializers(peer):
     topic = peer.new_topic(PARTS)
     docs = [{"user": i, "tags": ["a", "ü"], "score": i / 3} for i in range(40)]
-    with Producer(bootstrap_servers=peer.bootstrap, key_serializer=lambda k: k.encode("utf-16-le"),
-                  value_serializer=lambda v: json.dumps(v).encode()) as p:
+    with Producer(
+        bootstrap_servers=peer.bootstrap,
+        key_serializer=lambda k: k.encode("utf-16-le"),
+        value_serializer=lambda v: json.dumps(v).encode(),
+    ) as p:
         futs = [p.send(topic, d, key=f"u{i % 5}") for i, d in enumerate(docs)]
         futs.append(p.send(topic, None, key="tombstone"))  # None is never serialized
         p.flush()
@@ -33,9 +36,13 @@ def test_serializers_and_deserializers(peer):
         assert r.key == f"u{i % 5}".encode("utf-16-le") and json.loads(r.value) == d
 
     async def read_back():
-        async with AIOConsumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest",
-                               fetch_max_wait_ms=100, key_deserializer=lambda b: b.decode("utf-16-le"),
-                               value_deserializer=json.loads) as c:
+        async with AIOConsumer(
+            bootstrap_servers=peer.bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=100,
+            key_deserializer=lambda b: b.decode("utf-16-le"),
+            value_deserializer=json.loads,
+        ) as c:
             c.assign([TopicPartition(topic, p) for p in range(PARTS)])
             out = []
             async for r in c:

@@ -41,7 +41,11 @@ class Harness:
                 error, self.fail_next_append = self.fail_next_append, 0
             else:
                 for k, v in res.records:
-                    enc = None if v is None else (encode_group_value(v) if isinstance(k, GroupMetadataKey) else encode_offset_value(v))
+                    enc = (
+                        None
+                        if v is None
+                        else (encode_group_value(v) if isinstance(k, GroupMetadataKey) else encode_offset_value(v))
+                    )
                     self.log.append((encode_key(k), enc))
         for token, value in res.replies:
             assert token not in self.replies, f"token {token!r} answered twice"
@@ -62,11 +66,36 @@ class Harness:
         return self.replies.get(token)
 
     # ------------------------------------------------------------- operations
-    def join(self, token: Any, group: str = "g", member_id: str = "", *, instance: str | None = None, client: str = "c",
-             protocols: list[tuple[str, bytes]] = RANGE, session: int = 10000, rebalance: int = 30000,
-             protocol_type: str = "consumer", v4: bool = True) -> Any:
-        self.run(self.state.join(group, member_id, instance, client, "/127.0.0.1", session, rebalance, protocol_type, list(protocols),
-                                 require_known_member_id=v4, token=token, now=self.now))
+    def join(
+        self,
+        token: Any,
+        group: str = "g",
+        member_id: str = "",
+        *,
+        instance: str | None = None,
+        client: str = "c",
+        protocols: list[tuple[str, bytes]] = RANGE,
+        session: int = 10000,
+        rebalance: int = 30000,
+        protocol_type: str = "consumer",
+        v4: bool = True,
+    ) -> Any:
+        self.run(
+            self.state.join(
+                group,
+                member_id,
+                instance,
+                client,
+                "/127.0.0.1",
+                session,
+                rebalance,
+                protocol_type,
+                list(protocols),
+                require_known_member_id=v4,
+                token=token,
+                now=self.now,
+            )
+        )
         return self.replies.get(token)
 
     def join_new(self, token: Any, group: str = "g", **kw: Any) -> Any:
@@ -75,9 +104,31 @@ class Harness:
         assert first.error == 79, first
         return self.join(token, group, first.member_id, **kw)
 
-    def sync(self, token: Any, group: str, generation: int, member_id: str, assignments: dict[str, bytes] | None = None,
-             *, instance: str | None = None, protocol_type: str | None = None, protocol_name: str | None = None) -> Any:
-        self.run(self.state.sync(group, generation, member_id, instance, protocol_type, protocol_name, assignments or {}, token=token, now=self.now))
+    def sync(
+        self,
+        token: Any,
+        group: str,
+        generation: int,
+        member_id: str,
+        assignments: dict[str, bytes] | None = None,
+        *,
+        instance: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> Any:
+        self.run(
+            self.state.sync(
+                group,
+                generation,
+                member_id,
+                instance,
+                protocol_type,
+                protocol_name,
+                assignments or {},
+                token=token,
+                now=self.now,
+            )
+        )
         return self.replies.get(token)
 
     def heartbeat(self, group: str, member_id: str, generation: int, instance: str | None = None) -> int:
@@ -90,10 +141,22 @@ class Harness:
         self.run(self.state.leave(group, members, token=token, now=self.now))
         return self.replies[token]
 
-    def commit(self, group: str, offsets: list[tuple[str, int, int, int, str | None]], *, member_id: str = "", generation: int = -1,
-               instance: str | None = None, retention_ms: int = -1) -> dict:
+    def commit(
+        self,
+        group: str,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        *,
+        member_id: str = "",
+        generation: int = -1,
+        instance: str | None = None,
+        retention_ms: int = -1,
+    ) -> dict:
         token = object()
-        self.run(self.state.commit_offsets(group, member_id, instance, generation, offsets, retention_ms=retention_ms, token=token, now=self.now))
+        self.run(
+            self.state.commit_offsets(
+                group, member_id, instance, generation, offsets, retention_ms=retention_ms, token=token, now=self.now
+            )
+        )
         return self.replies[token]
 
     def delete_group(self, group: str) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import RANGE, Harness
+from harness import Harness
 
 from odradek.coordinator.group.model import GroupState
 from odradek.protocol.errors import ErrorCode as E
@@ -42,7 +42,13 @@ def test_kip394_member_id_required_then_join():
     assert h.state.groups["g"].state is S.EMPTY  # a pending member does not start a rebalance
     r = h.join("t2", member_id="c-1")
     assert r.error == 0
-    assert (r.generation, r.leader, r.member_id, r.protocol_name, r.protocol_type) == (1, "c-1", "c-1", "range", "consumer")
+    assert (r.generation, r.leader, r.member_id, r.protocol_name, r.protocol_type) == (
+        1,
+        "c-1",
+        "c-1",
+        "range",
+        "consumer",
+    )
     assert r.members == [("c-1", None, b"range-meta")]
     assert h.state.groups["g"].state is S.COMPLETING_REBALANCE
 
@@ -288,7 +294,10 @@ def test_leave_triggers_rebalance_and_last_leave_empties():
     h.join("r", member_id=ids[0])
     assert h.reply("r").generation == gen + 1
     h.sync("s", "g", gen + 1, ids[0], {ids[0]: b"all"})
-    assert h.leave("g", [(ids[0], None), ("ghost", None)]).members == [(ids[0], None, 0), ("ghost", None, E.unknown_member_id)]
+    assert h.leave("g", [(ids[0], None), ("ghost", None)]).members == [
+        (ids[0], None, 0),
+        ("ghost", None, E.unknown_member_id),
+    ]
     g = h.state.groups["g"]
     assert g.state is S.EMPTY and g.generation == gen + 2 and g.protocol_name is None and g.leader is None
     h.assert_replay_matches()

@@ -45,7 +45,11 @@ class FakeLog:
 
 class FakeBroker:
     def __init__(self, logs: dict[int, FakeLog] | None = None, **overrides: str) -> None:
-        raw = {"offsets.topic.num.partitions": "5", "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "10"}
+        raw = {
+            "offsets.topic.num.partitions": "5",
+            "group.initial.rebalance.delay.ms": "0",
+            "group.min.session.timeout.ms": "10",
+        }
         raw.update(overrides)
         self.config = BrokerConfig(raw)
         self.node_id = 7
@@ -115,7 +119,10 @@ def test_find_coordinator_creates_topic_and_answers_batches():
         b = FakeBroker()
         await started(b)
         r = await call(b, 10, 6, key_type=0, coordinator_keys=("g1", "g2"))
-        assert [(c.key, c.node_id, c.port, c.error_code) for c in r.coordinators] == [("g1", 7, 9092, E.none), ("g2", 7, 9092, E.none)]
+        assert [(c.key, c.node_id, c.port, c.error_code) for c in r.coordinators] == [
+            ("g1", 7, 9092, E.none),
+            ("g2", 7, 9092, E.none),
+        ]
         assert b.topic_created == 1 and len(b.logs) == 5
         r = await call(b, 10, 3, key="tx", key_type=1)
         assert (r.error_code, r.node_id) == (E.none, 7)
@@ -132,8 +139,14 @@ def test_group_lifecycle_through_handlers_and_reload(join_v, sync_v, commit_v, f
     async def main():
         b = FakeBroker()
         await started(b)
-        join = dict(group_id="grp", session_timeout=ms(10000), rebalance_timeout=ms(20000), member_id="", protocol_type="consumer",
-                    protocols=protocols(join_v))
+        join = dict(
+            group_id="grp",
+            session_timeout=ms(10000),
+            rebalance_timeout=ms(20000),
+            member_id="",
+            protocol_type="consumer",
+            protocols=protocols(join_v),
+        )
         r = await call(b, 11, join_v, **join)
         if join_v >= 4:
             assert r.error_code == E.member_id_required
@@ -142,27 +155,53 @@ def test_group_lifecycle_through_handlers_and_reload(join_v, sync_v, commit_v, f
         assert r.member_id.startswith("cli-")
         mid, gen = r.member_id, r.generation_id
         sync_mod = messages.module_of(messages.request_class(14, sync_v))
-        r = await call(b, 14, sync_v, group_id="grp", generation_id=gen, member_id=mid,
-                       assignments=(sync_mod.SyncGroupRequestAssignment(member_id=mid, assignment=b"ASSIGN"),),
-                       protocol_type="consumer", protocol_name="range")
+        r = await call(
+            b,
+            14,
+            sync_v,
+            group_id="grp",
+            generation_id=gen,
+            member_id=mid,
+            assignments=(sync_mod.SyncGroupRequestAssignment(member_id=mid, assignment=b"ASSIGN"),),
+            protocol_type="consumer",
+            protocol_name="range",
+        )
         assert r.error_code == E.none and r.assignment == b"ASSIGN"
         r = await call(b, 12, 0, group_id="grp", generation_id=gen, member_id=mid)
         assert r.error_code == E.none
         cm = messages.module_of(messages.request_class(8, commit_v))
-        r = await call(b, 8, commit_v, group_id="grp", generation_id_or_member_epoch=gen, member_id=mid, topics=(
-            cm.OffsetCommitRequestTopic(name="t", partitions=(cm.OffsetCommitRequestPartition(partition_index=0, committed_offset=42, committed_metadata="m"),)),))
+        r = await call(
+            b,
+            8,
+            commit_v,
+            group_id="grp",
+            generation_id_or_member_epoch=gen,
+            member_id=mid,
+            topics=(
+                cm.OffsetCommitRequestTopic(
+                    name="t",
+                    partitions=(
+                        cm.OffsetCommitRequestPartition(partition_index=0, committed_offset=42, committed_metadata="m"),
+                    ),
+                ),
+            ),
+        )
         assert r.topics[0].name == "t" and r.topics[0].partitions[0].error_code == E.none
         fm = messages.module_of(messages.request_class(9, fetch_v))
         if fetch_v >= 8:
             r = await call(b, 9, fetch_v, groups=(fm.OffsetFetchRequestGroup(group_id="grp", topics=None),))
             parts = r.groups[0].topics[0].partitions
         else:
-            r = await call(b, 9, fetch_v, group_id="grp", topics=(fm.OffsetFetchRequestTopic(name="t", partition_indexes=(0, 1)),))
+            r = await call(
+                b, 9, fetch_v, group_id="grp", topics=(fm.OffsetFetchRequestTopic(name="t", partition_indexes=(0, 1)),)
+            )
             parts = r.topics[0].partitions
         assert (parts[0].committed_offset, parts[0].metadata) == (42, "m")
         r = await call(b, 15, 5, groups=("grp", "nope"), include_authorized_operations=False)
         assert [(g.group_state, g.protocol_data) for g in r.groups] == [("Stable", "range"), ("Dead", "")]
-        assert r.groups[0].members[0].member_assignment == b"ASSIGN" and r.groups[0].members[0].client_host == "/127.0.0.1"
+        assert (
+            r.groups[0].members[0].member_assignment == b"ASSIGN" and r.groups[0].members[0].client_host == "/127.0.0.1"
+        )
         r = await call(b, 16, 5, states_filter=(), types_filter=())
         assert [(g.group_id, g.group_state, g.group_type) for g in r.groups] == [("grp", "Stable", "classic")]
 
@@ -188,21 +227,36 @@ def test_two_members_wait_for_each_other_and_leave():
     async def main():
         b = FakeBroker(**{"group.initial.rebalance.delay.ms": "50"})
         await started(b)
-        join = dict(group_id="g", session_timeout=ms(10000), rebalance_timeout=ms(2000), protocol_type="consumer", protocols=protocols(5))
-        ra, rb = await asyncio.gather(call(b, 11, 3, client_id="a", member_id="", **join), call(b, 11, 3, client_id="b", member_id="", **join))
+        join = dict(
+            group_id="g",
+            session_timeout=ms(10000),
+            rebalance_timeout=ms(2000),
+            protocol_type="consumer",
+            protocols=protocols(5),
+        )
+        ra, rb = await asyncio.gather(
+            call(b, 11, 3, client_id="a", member_id="", **join), call(b, 11, 3, client_id="b", member_id="", **join)
+        )
         assert ra.generation_id == rb.generation_id == 1
         leader, follower = (ra, rb) if ra.member_id == ra.leader else (rb, ra)
         assert len(leader.members) == 2 and follower.members == ()
         sm = messages.module_of(messages.request_class(14, 3))
-        fut = asyncio.ensure_future(call(b, 14, 3, group_id="g", generation_id=1, member_id=follower.member_id, assignments=()))
+        fut = asyncio.ensure_future(
+            call(b, 14, 3, group_id="g", generation_id=1, member_id=follower.member_id, assignments=())
+        )
         await asyncio.sleep(0.01)
         assert not fut.done()
-        asg = tuple(sm.SyncGroupRequestAssignment(member_id=m.member_id, assignment=m.member_id.encode()) for m in leader.members)
+        asg = tuple(
+            sm.SyncGroupRequestAssignment(member_id=m.member_id, assignment=m.member_id.encode())
+            for m in leader.members
+        )
         rl = await call(b, 14, 3, group_id="g", generation_id=1, member_id=leader.member_id, assignments=asg)
         rf = await fut
         assert (rl.assignment, rf.assignment) == (leader.member_id.encode(), follower.member_id.encode())
         lm = messages.module_of(messages.request_class(13, 5))
-        r = await call(b, 13, 5, group_id="g", members=(lm.MemberIdentity(member_id=follower.member_id, group_instance_id=None),))
+        r = await call(
+            b, 13, 5, group_id="g", members=(lm.MemberIdentity(member_id=follower.member_id, group_instance_id=None),)
+        )
         assert r.error_code == E.none and r.members[0].error_code == E.none
         r = await call(b, 12, 3, group_id="g", generation_id=1, member_id=leader.member_id)
         assert r.error_code == E.rebalance_in_progress
@@ -217,7 +271,14 @@ def test_session_timeout_with_real_timers():
     async def main():
         b = FakeBroker(**{"group.min.session.timeout.ms": "10"})
         gc = await started(b)
-        join = dict(group_id="g", session_timeout=ms(100), rebalance_timeout=ms(100), protocol_type="consumer", protocols=protocols(3), member_id="")
+        join = dict(
+            group_id="g",
+            session_timeout=ms(100),
+            rebalance_timeout=ms(100),
+            protocol_type="consumer",
+            protocols=protocols(3),
+            member_id="",
+        )
         r = await call(b, 11, 3, **join)
         await call(b, 14, 1, group_id="g", generation_id=1, member_id=r.member_id, assignments=())
         assert gc.state.groups["g"].state.value == "Stable"
@@ -235,8 +296,22 @@ def test_failed_append_maps_to_coordinator_not_available():
         await b.group_coordinator.ensure_topic()
         b.fail_appends = True
         cm = messages.module_of(messages.request_class(8, 8))
-        r = await call(b, 8, 8, group_id="s", generation_id_or_member_epoch=-1, member_id="", topics=(
-            cm.OffsetCommitRequestTopic(name="t", partitions=(cm.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=None),)),))
+        r = await call(
+            b,
+            8,
+            8,
+            group_id="s",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=(
+                cm.OffsetCommitRequestTopic(
+                    name="t",
+                    partitions=(
+                        cm.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=None),
+                    ),
+                ),
+            ),
+        )
         assert r.topics[0].partitions[0].error_code == E.coordinator_not_available
         await b.group_coordinator.stop()
 
@@ -264,11 +339,33 @@ def test_delete_groups_and_offset_delete_handlers():
         b = FakeBroker()
         await started(b)
         cm = messages.module_of(messages.request_class(8, 9))
-        await call(b, 8, 9, group_id="s", generation_id_or_member_epoch=-1, member_id="", topics=(
-            cm.OffsetCommitRequestTopic(name="t", partitions=(cm.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=""),
-                                                               cm.OffsetCommitRequestPartition(partition_index=1, committed_offset=2, committed_metadata=""))),))
+        await call(
+            b,
+            8,
+            9,
+            group_id="s",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=(
+                cm.OffsetCommitRequestTopic(
+                    name="t",
+                    partitions=(
+                        cm.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=""),
+                        cm.OffsetCommitRequestPartition(partition_index=1, committed_offset=2, committed_metadata=""),
+                    ),
+                ),
+            ),
+        )
         dm = messages.module_of(messages.request_class(47, 0))
-        r = await call(b, 47, 0, group_id="s", topics=(dm.OffsetDeleteRequestTopic(name="t", partitions=(dm.OffsetDeleteRequestPartition(partition_index=0),)),))
+        r = await call(
+            b,
+            47,
+            0,
+            group_id="s",
+            topics=(
+                dm.OffsetDeleteRequestTopic(name="t", partitions=(dm.OffsetDeleteRequestPartition(partition_index=0),)),
+            ),
+        )
         assert r.error_code == E.none and r.topics[0].partitions[0].error_code == E.none
         r = await call(b, 42, 2, groups_names=("s", "missing"))
         assert [(x.group_id, x.error_code) for x in r.results] == [("s", E.none), ("missing", E.group_id_not_found)]

@@ -51,7 +51,10 @@ def test_static_rejoin_gets_old_assignment_without_rebalance_and_fences_old_id()
     assert s.assignment == f"A-{follower_inst}".encode()
     assert h.heartbeat("g", old_id, gen, instance=follower_inst) == E.fenced_instance_id
     assert h.heartbeat("g", r.member_id, gen, instance=follower_inst) == 0
-    assert h.commit("g", [("t", 0, 1, -1, "")], member_id=old_id, generation=gen, instance=follower_inst)[("t", 0)] == E.fenced_instance_id
+    assert (
+        h.commit("g", [("t", 0, 1, -1, "")], member_id=old_id, generation=gen, instance=follower_inst)[("t", 0)]
+        == E.fenced_instance_id
+    )
     h.assert_replay_matches()
 
 
@@ -86,7 +89,11 @@ def test_leave_by_instance_id():
     h = Harness(initial_rebalance_delay_ms=50)
     ids, gen = static_stable(h)
     res = h.leave("g", [("", "i1"), ("", "unknown-instance"), ("wrong", "i0")])
-    assert res.members == [("", "i1", 0), ("", "unknown-instance", E.unknown_member_id), ("wrong", "i0", E.fenced_instance_id)]
+    assert res.members == [
+        ("", "i1", 0),
+        ("", "unknown-instance", E.unknown_member_id),
+        ("wrong", "i0", E.fenced_instance_id),
+    ]
     assert ids["i1"] not in h.state.groups["g"].members
 
 
@@ -99,7 +106,9 @@ def test_simple_consumer_commit_keeps_group_empty():
     assert errs == {("t", 0): 0, ("t", 1): 0}
     g = h.state.groups["simple"]
     assert g.state is S.EMPTY and g.protocol_type is None and g.generation == 0
-    assert h.state.fetch_offsets("simple", [("t", [0, 1, 2])]) == [("t", [(0, 10, 3, "m", 0), (1, 20, -1, "", 0), (2, -1, -1, "", 0)])]
+    assert h.state.fetch_offsets("simple", [("t", [0, 1, 2])]) == [
+        ("t", [(0, 10, 3, "m", 0), (1, 20, -1, "", 0), (2, -1, -1, "", 0)])
+    ]
     assert h.state.fetch_offsets("simple", None) == [("t", [(0, 10, 3, "m", 0), (1, 20, -1, "", 0)])]
     assert h.state.list_groups() == [("simple", "", "Empty")]
     h.assert_replay_matches()

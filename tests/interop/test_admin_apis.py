@@ -12,13 +12,31 @@ from odradek.protocol.records import Record, build_batch
 
 pytestmark = pytest.mark.interop
 
-PRODUCE, LIST_OFFSETS, METADATA, CREATE, DELETE, DELETE_RECORDS, INIT_PID, OFFSET_FOR_EPOCH = 0, 2, 3, 19, 20, 21, 22, 23
+PRODUCE, LIST_OFFSETS, METADATA, CREATE, DELETE, DELETE_RECORDS, INIT_PID, OFFSET_FOR_EPOCH = (
+    0,
+    2,
+    3,
+    19,
+    20,
+    21,
+    22,
+    23,
+)
 DESCRIBE_CONFIGS, INC_ALTER, LOG_DIRS, CREATE_PARTITIONS, DESCRIBE_CLUSTER = 32, 44, 35, 37, 60
 
 
 def create(c, name, partitions=1, rf=1, configs=None, validate_only=False):
     cfg = tuple(nested(CREATE, 7, "CreatableTopicConfig", name=k, value=v) for k, v in (configs or {}).items())
-    t = nested(CREATE, 7, "CreatableTopic", name=name, num_partitions=partitions, replication_factor=rf, assignments=(), configs=cfg)
+    t = nested(
+        CREATE,
+        7,
+        "CreatableTopic",
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        assignments=(),
+        configs=cfg,
+    )
     return c.call(CREATE, 7, topics=(t,), timeout=10000, validate_only=validate_only).topics[0]
 
 
@@ -30,14 +48,22 @@ def produce(c, topic, records, partition=0, **batch_kw):
 
 
 def list_offset(c, topic, ts, partition=0):
-    p = nested(LIST_OFFSETS, 8, "ListOffsetsPartition", partition_index=partition, current_leader_epoch=-1, timestamp=ts)
+    p = nested(
+        LIST_OFFSETS, 8, "ListOffsetsPartition", partition_index=partition, current_leader_epoch=-1, timestamp=ts
+    )
     t = nested(LIST_OFFSETS, 8, "ListOffsetsTopic", name=topic, partitions=(p,))
     return c.call(LIST_OFFSETS, 8, replica_id=-1, isolation_level=0, topics=(t,)).topics[0].partitions[0]
 
 
 def metadata(c, names, version=12, auto=True):
-    topics = None if names is None else tuple(nested(METADATA, version, "MetadataRequestTopic", name=n, topic_id=None) for n in names)
-    return c.call(METADATA, version, topics=topics, allow_auto_topic_creation=auto, include_topic_authorized_operations=False)
+    topics = (
+        None
+        if names is None
+        else tuple(nested(METADATA, version, "MetadataRequestTopic", name=n, topic_id=None) for n in names)
+    )
+    return c.call(
+        METADATA, version, topics=topics, allow_auto_topic_creation=auto, include_topic_authorized_operations=False
+    )
 
 
 def test_create_topics_validation(broker):
@@ -91,10 +117,16 @@ def test_create_partitions_describe_cluster_and_log_dirs(broker):
     with RawConnection(broker.bootstrap) as c:
         create(c, "grow", 2)
         t = nested(CREATE_PARTITIONS, 3, "CreatePartitionsTopic", name="grow", count=5, assignments=None)
-        assert int(c.call(CREATE_PARTITIONS, 3, topics=(t,), timeout=10000, validate_only=False).results[0].error_code) == 0
+        assert (
+            int(c.call(CREATE_PARTITIONS, 3, topics=(t,), timeout=10000, validate_only=False).results[0].error_code)
+            == 0
+        )
         assert len(metadata(c, ["grow"]).topics[0].partitions) == 5
         t = nested(CREATE_PARTITIONS, 3, "CreatePartitionsTopic", name="grow", count=3, assignments=None)
-        assert int(c.call(CREATE_PARTITIONS, 3, topics=(t,), timeout=10000, validate_only=False).results[0].error_code) == 37
+        assert (
+            int(c.call(CREATE_PARTITIONS, 3, topics=(t,), timeout=10000, validate_only=False).results[0].error_code)
+            == 37
+        )
         produce(c, "grow", [Record(value=b"x" * 1000)], partition=4)
         cl = c.call(DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=False, endpoint_type=1)
         assert [(b.broker_id, b.port) for b in cl.brokers] == [(1, int(broker.bootstrap.rsplit(":", 1)[1]))]
@@ -107,18 +139,36 @@ def test_create_partitions_describe_cluster_and_log_dirs(broker):
 def test_configs_describe_and_incremental_alter_reach_storage(broker):
     with RawConnection(broker.bootstrap) as c:
         create(c, "cfg", 1)
-        res = nested(DESCRIBE_CONFIGS, 4, "DescribeConfigsResource", resource_type=2, resource_name="cfg", configuration_keys=None)
+        res = nested(
+            DESCRIBE_CONFIGS,
+            4,
+            "DescribeConfigsResource",
+            resource_type=2,
+            resource_name="cfg",
+            configuration_keys=None,
+        )
         r = c.call(DESCRIBE_CONFIGS, 4, resources=(res,), include_synonyms=True, include_documentation=True).results[0]
         by = {x.name: x for x in r.configs}
         assert by["cleanup.policy"].value == "delete" and by["retention.ms"].value == "604800000"
         assert by["retention.ms"].config_source == 5  # DEFAULT_CONFIG
         # Switch the topic to LogAppendTime, then a record's stored timestamp is the broker's clock.
-        cfgs = (nested(INC_ALTER, 1, "AlterableConfig", name="message.timestamp.type", config_operation=0, value="LogAppendTime"),)
+        cfgs = (
+            nested(
+                INC_ALTER,
+                1,
+                "AlterableConfig",
+                name="message.timestamp.type",
+                config_operation=0,
+                value="LogAppendTime",
+            ),
+        )
         rs = nested(INC_ALTER, 1, "AlterConfigsResource", resource_type=2, resource_name="cfg", configs=cfgs)
         assert int(c.call(INC_ALTER, 1, resources=(rs,), validate_only=False).responses[0].error_code) == 0
         p = produce(c, "cfg", [Record(value=b"v", timestamp=1000)])
         assert abs(p.log_append_time.timestamp() - time.time()) < 60
-        r = c.call(DESCRIBE_CONFIGS, 4, resources=(res,), include_synonyms=False, include_documentation=False).results[0]
+        r = c.call(DESCRIBE_CONFIGS, 4, resources=(res,), include_synonyms=False, include_documentation=False).results[
+            0
+        ]
         m = {x.name: x for x in r.configs}["message.timestamp.type"]
         assert m.value == "LogAppendTime" and m.config_source == 1  # TOPIC_CONFIG
         bad = (nested(INC_ALTER, 1, "AlterableConfig", name="retention.ms", config_operation=0, value="never"),)
@@ -146,7 +196,9 @@ def test_list_offsets_delete_records_and_epochs(broker):
         dp = nested(DELETE_RECORDS, 2, "DeleteRecordsPartition", partition_index=0, offset=50)
         dt = nested(DELETE_RECORDS, 2, "DeleteRecordsTopic", name="lo", partitions=(dp,))
         assert int(c.call(DELETE_RECORDS, 2, topics=(dt,), timeout=10000).topics[0].partitions[0].error_code) == 1
-        ep = nested(OFFSET_FOR_EPOCH, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=0, leader_epoch=0)
+        ep = nested(
+            OFFSET_FOR_EPOCH, 4, "OffsetForLeaderPartition", partition=0, current_leader_epoch=0, leader_epoch=0
+        )
         et = nested(OFFSET_FOR_EPOCH, 4, "OffsetForLeaderTopic", topic="lo", partitions=(ep,))
         e = c.call(OFFSET_FOR_EPOCH, 4, replica_id=-1, topics=(et,)).topics[0].partitions[0]
         assert int(e.error_code) == 0 and (e.leader_epoch, e.end_offset) == (0, 10)
@@ -170,7 +222,9 @@ def test_idempotent_produce_dedupes_orders_and_fences(broker):
         assert int(gap.error_code) == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
         nxt = produce(c, "idem", [Record(value=b"c")], base_sequence=2, **kw)
         assert int(nxt.error_code) == 0 and nxt.base_offset == 2
-        bumped = c.call(INIT_PID, 4, transactional_id=None, transaction_timeout=60000, producer_id=pid, producer_epoch=epoch)
+        bumped = c.call(
+            INIT_PID, 4, transactional_id=None, transaction_timeout=60000, producer_id=pid, producer_epoch=epoch
+        )
         assert bumped.producer_id == pid and bumped.producer_epoch == epoch + 1
         produce(c, "idem", [Record(value=b"d")], base_sequence=0, producer_id=pid, producer_epoch=epoch + 1)
         fenced = produce(c, "idem", [Record(value=b"e")], base_sequence=3, **kw)

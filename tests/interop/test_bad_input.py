@@ -33,7 +33,10 @@ OVERRIDES = {"socket.request.max.bytes": MAX_REQUEST, "auto.create.topics.enable
 
 # --------------------------------------------------------------------------- raw protocol helpers
 
-def request_frame(api_key: int, version: int, corr: int, body: bytes | object, client_id: str | None = CLIENT_ID) -> bytes:
+
+def request_frame(
+    api_key: int, version: int, corr: int, body: bytes | object, client_id: str | None = CLIENT_ID
+) -> bytes:
     """A complete frame (size prefix included). ``body`` is bytes or a kio request entity."""
     flexible = messages.is_flexible(api_key, version)
     if not isinstance(body, (bytes, bytearray)):
@@ -78,7 +81,7 @@ def assert_closed(sock: socket.socket, timeout: float = 10) -> None:
         data = sock.recv(65536)
     except (ConnectionResetError, BrokenPipeError):
         return
-    except socket.timeout:
+    except TimeoutError:
         pytest.fail("connection still open after bad input")
     assert data == b"", f"unexpected response bytes before close: {data[:64]!r}"
 
@@ -121,8 +124,9 @@ def list_offsets_latest(sock: socket.socket, topic: str, corr: int, partition: i
 
 
 def a_batch(n: int = 3) -> bytes:
-    return records.build_batch([records.Record(-1, int(time.time() * 1000), f"k{i}".encode(), f"v{i}".encode())
-                                for i in range(n)])
+    return records.build_batch(
+        [records.Record(-1, int(time.time() * 1000), f"k{i}".encode(), f"v{i}".encode()) for i in range(n)]
+    )
 
 
 class Healthy:
@@ -137,7 +141,9 @@ class Healthy:
     def check(self) -> None:
         assert self.broker.running, f"broker died; log:\n{self.broker.log_tail()}"
         self.corr += 1
-        av = call(self.sock, 18, 3, self.corr, entity(18, 3, client_software_name="healthy", client_software_version="1.0"))
+        av = call(
+            self.sock, 18, 3, self.corr, entity(18, 3, client_software_name="healthy", client_software_version="1.0")
+        )
         assert av.error_code == ErrorCode.none
         self.corr += 1
         md = call(self.sock, 3, 12, self.corr, metadata())
@@ -152,6 +158,7 @@ def shared_broker(tmp_path_factory):
     """One broker for the module (start-up takes seconds); every test uses its own topics
     and its own connections, so none depends on another having run."""
     from support.broker import BrokerProcess
+
     b = BrokerProcess(tmp_path_factory.mktemp("bad-input"), OVERRIDES).start()
     yield b
     b.stop()
@@ -173,6 +180,7 @@ def unique(prefix: str) -> str:
 def create_topic(broker, name: str, partitions: int = 1) -> None:
     pytest.importorskip("confluent_kafka")
     from support.clients import ConfluentClient
+
     ConfluentClient(broker.bootstrap).create_topic(name, partitions)
 
 
@@ -180,6 +188,7 @@ def confluent_roundtrip(broker) -> None:
     """A real client still produces and consumes."""
     pytest.importorskip("confluent_kafka")
     from support.clients import ConfluentClient, Rec
+
     c = ConfluentClient(broker.bootstrap)
     topic = f"after-{uuid.uuid4().hex[:6]}"
     c.create_topic(topic, 1)
@@ -189,6 +198,7 @@ def confluent_roundtrip(broker) -> None:
 
 
 # --------------------------------------------------------------------------- frames that close the connection
+
 
 def test_frame_over_socket_request_max_bytes_closes_only_that_connection(env):
     broker, healthy = env
@@ -218,25 +228,40 @@ def test_frame_of_exactly_the_limit_is_read(env):
     healthy.check()
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(struct.pack(">i", -1) + b"\0" * 16, id="negative-size"),
-    pytest.param(encode_frame(struct.pack(">hh", 3, 12)), id="header-shorter-than-8-bytes"),
-    pytest.param(encode_frame(struct.pack(">hhih", 3, 12, 1, 40) + b"abc"), id="client-id-truncated"),
-    pytest.param(encode_frame(encode_request_header(3, 12, 1, CLIENT_ID, True)), id="body-missing"),
-    pytest.param(encode_frame(request_frame(3, 12, 1, metadata(["a-topic"]))[4:-6]), id="body-truncated"),
-    pytest.param(encode_frame(request_frame(0, 9, 1, produce_v9("t", a_batch()))[4:-20]), id="produce-body-truncated"),
-    pytest.param(encode_frame(encode_request_header(3, 12, 1, CLIENT_ID, True) + bytes.fromhex("ffffffff0f")),
-                 id="metadata-v12-absurd-array-length"),
-    pytest.param(encode_frame(encode_request_header(3, 4, 1, CLIENT_ID, False) + struct.pack(">i", 2**31 - 1)),
-                 id="metadata-v4-absurd-array-length"),
-    pytest.param(encode_frame(encode_request_header(0, 9, 1, CLIENT_ID, True) + b"\x03\xff" * 40), id="produce-garbage"),
-    pytest.param(encode_frame(encode_request_header(1, 12, 1, CLIENT_ID, True) + bytes(range(256)) * 4), id="fetch-garbage"),
-    pytest.param(encode_frame(encode_request_header(999, 0, 1, CLIENT_ID, False)), id="unknown-api-key-999"),
-    pytest.param(encode_frame(encode_request_header(-5, 0, 1, CLIENT_ID, False)), id="negative-api-key"),
-    pytest.param(request_frame(3, 12, 1, metadata()).replace(struct.pack(">hh", 3, 12), struct.pack(">hh", 3, 99), 1),
-                 id="metadata-v99"),
-    pytest.param(encode_frame(encode_request_header(0, -1, 1, CLIENT_ID, False)), id="produce-v-minus-1"),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(struct.pack(">i", -1) + b"\0" * 16, id="negative-size"),
+        pytest.param(encode_frame(struct.pack(">hh", 3, 12)), id="header-shorter-than-8-bytes"),
+        pytest.param(encode_frame(struct.pack(">hhih", 3, 12, 1, 40) + b"abc"), id="client-id-truncated"),
+        pytest.param(encode_frame(encode_request_header(3, 12, 1, CLIENT_ID, True)), id="body-missing"),
+        pytest.param(encode_frame(request_frame(3, 12, 1, metadata(["a-topic"]))[4:-6]), id="body-truncated"),
+        pytest.param(
+            encode_frame(request_frame(0, 9, 1, produce_v9("t", a_batch()))[4:-20]), id="produce-body-truncated"
+        ),
+        pytest.param(
+            encode_frame(encode_request_header(3, 12, 1, CLIENT_ID, True) + bytes.fromhex("ffffffff0f")),
+            id="metadata-v12-absurd-array-length",
+        ),
+        pytest.param(
+            encode_frame(encode_request_header(3, 4, 1, CLIENT_ID, False) + struct.pack(">i", 2**31 - 1)),
+            id="metadata-v4-absurd-array-length",
+        ),
+        pytest.param(
+            encode_frame(encode_request_header(0, 9, 1, CLIENT_ID, True) + b"\x03\xff" * 40), id="produce-garbage"
+        ),
+        pytest.param(
+            encode_frame(encode_request_header(1, 12, 1, CLIENT_ID, True) + bytes(range(256)) * 4), id="fetch-garbage"
+        ),
+        pytest.param(encode_frame(encode_request_header(999, 0, 1, CLIENT_ID, False)), id="unknown-api-key-999"),
+        pytest.param(encode_frame(encode_request_header(-5, 0, 1, CLIENT_ID, False)), id="negative-api-key"),
+        pytest.param(
+            request_frame(3, 12, 1, metadata()).replace(struct.pack(">hh", 3, 12), struct.pack(">hh", 3, 99), 1),
+            id="metadata-v99",
+        ),
+        pytest.param(encode_frame(encode_request_header(0, -1, 1, CLIENT_ID, False)), id="produce-v-minus-1"),
+    ],
+)
 def test_malformed_frame_closes_connection(env, case):
     broker, healthy = env
     bad = connect(broker)
@@ -255,6 +280,7 @@ def test_valid_request_after_a_bad_one_is_not_answered(env):
 
 
 # --------------------------------------------------------------------------- ApiVersions
+
 
 def test_api_versions_v99_gets_unsupported_version_in_v0_layout(env):
     broker, healthy = env
@@ -284,10 +310,18 @@ def test_api_versions_invalid_client_software_gets_invalid_request(env, name, ve
 
 # --------------------------------------------------------------------------- Produce errors
 
+
 def _produce_v2_body(topic: str, batch: bytes, acks: int = -1) -> bytes:
     name = topic.encode()
-    return (struct.pack(">hi", acks, 5000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
-            + struct.pack(">i", 1) + struct.pack(">ii", 0, len(batch)) + batch)
+    return (
+        struct.pack(">hi", acks, 5000)
+        + struct.pack(">i", 1)
+        + struct.pack(">h", len(name))
+        + name
+        + struct.pack(">i", 1)
+        + struct.pack(">ii", 0, len(batch))
+        + batch
+    )
 
 
 def test_produce_v2_gets_unsupported_version_per_partition(env):
@@ -300,15 +334,21 @@ def test_produce_v2_gets_unsupported_version_per_partition(env):
     assert resp is not None
     # v2 layout: [topic [partition, error, base_offset, log_append_time]], throttle_time
     pos = 0
-    corr, ntopics = struct.unpack_from(">ii", resp, pos); pos += 8
+    corr, ntopics = struct.unpack_from(">ii", resp, pos)
+    pos += 8
     assert (corr, ntopics) == (11, 1)
-    (nlen,) = struct.unpack_from(">h", resp, pos); pos += 2
-    assert resp[pos:pos + nlen] == topic.encode(); pos += nlen
-    (nparts,) = struct.unpack_from(">i", resp, pos); pos += 4
+    (nlen,) = struct.unpack_from(">h", resp, pos)
+    pos += 2
+    assert resp[pos : pos + nlen] == topic.encode()
+    pos += nlen
+    (nparts,) = struct.unpack_from(">i", resp, pos)
+    pos += 4
     assert nparts == 1
-    part, error, base, lat = struct.unpack_from(">ihqq", resp, pos); pos += 22
+    part, error, base, lat = struct.unpack_from(">ihqq", resp, pos)
+    pos += 22
     assert (part, error, base, lat) == (0, ErrorCode.unsupported_version, -1, -1)
-    (throttle,) = struct.unpack_from(">i", resp, pos); pos += 4
+    (throttle,) = struct.unpack_from(">i", resp, pos)
+    pos += 4
     assert throttle == 0 and pos == len(resp)
     assert list_offsets_latest(s, topic, 12) == 0
     healthy.check()
@@ -335,13 +375,16 @@ def test_produce_corrupt_crc_is_refused_and_log_unchanged(env):
     healthy.check()
 
 
-@pytest.mark.parametrize("topic,code", [
-    ("no-such-topic", ErrorCode.unknown_topic_or_partition),
-    ("bad name!", ErrorCode.invalid_topic_exception),
-    ("a" * 250, ErrorCode.invalid_topic_exception),
-    ("..", ErrorCode.invalid_topic_exception),
-    ("__consumer_offsets", ErrorCode.invalid_topic_exception),
-])
+@pytest.mark.parametrize(
+    "topic,code",
+    [
+        ("no-such-topic", ErrorCode.unknown_topic_or_partition),
+        ("bad name!", ErrorCode.invalid_topic_exception),
+        ("a" * 250, ErrorCode.invalid_topic_exception),
+        ("..", ErrorCode.invalid_topic_exception),
+        ("__consumer_offsets", ErrorCode.invalid_topic_exception),
+    ],
+)
 def test_produce_to_missing_invalid_or_internal_topic(env, topic, code):
     broker, healthy = env
     s = connect(broker)
@@ -369,6 +412,7 @@ def test_produce_acks_2_gets_invalid_required_acks(env):
 
 # --------------------------------------------------------------------------- pipelining and connection churn
 
+
 def test_200_pipelined_metadata_requests_answered_in_order(env):
     broker, healthy = env
     s = connect(broker)
@@ -391,8 +435,14 @@ def test_pipelined_mixed_versions_answered_in_order(env):
     reqs = []
     for corr in range(1, 61):
         v = (0, 4, 9, 12)[corr % 4]
-        body = entity(3, v, topics=None, allow_auto_topic_creation=False,
-                      include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+        body = entity(
+            3,
+            v,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        )
         if v == 0:
             body = entity(3, 0, topics=())
         reqs.append((corr, v, body))

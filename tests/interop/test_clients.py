@@ -22,7 +22,14 @@ def _topic(prefix: str) -> str:
 
 
 def _records(n: int, keys: int = 50) -> list[Rec]:
-    return [Rec(key=f"user-{i % keys}".encode(), value=f"value-{i:06d}-".encode() + bytes([i % 256]) * 40, headers=[("seq", str(i).encode()), ("src", b"\x01\xfe")]) for i in range(n)]
+    return [
+        Rec(
+            key=f"user-{i % keys}".encode(),
+            value=f"value-{i:06d}-".encode() + bytes([i % 256]) * 40,
+            headers=[("seq", str(i).encode()), ("src", b"\x01\xfe")],
+        )
+        for i in range(n)
+    ]
 
 
 def test_topic_admin(broker, client):

@@ -56,7 +56,9 @@ def test_pipelined_requests_beyond_the_queue_limit_answered_in_order(broker_fact
     b = broker_factory({"queued.max.requests": 2})
     with connect(b) as s:
         n = 50
-        s.sendall(b"".join(request(18, 3, corr, client_software_name="t", client_software_version="1") for corr in range(n)))
+        s.sendall(
+            b"".join(request(18, 3, corr, client_software_name="t", client_software_version="1") for corr in range(n))
+        )
         for corr in range(n):
             frame = read_frame(s)
             assert struct.unpack_from(">i", frame)[0] == corr
@@ -91,19 +93,76 @@ def test_fetch_bytes_same_inline_and_sendfile(broker):
     """One small batch (sent inline with the response fields) and a large one (sendfile)."""
     topic = "conn-fetch"
     with connect(broker) as s:
-        s.sendall(request(19, 7, 1, topics=(nested(19, 7, "CreatableTopic", name=topic, num_partitions=1, replication_factor=1, assignments=(), configs=()),), timeout=10000, validate_only=False))
+        s.sendall(
+            request(
+                19,
+                7,
+                1,
+                topics=(
+                    nested(
+                        19,
+                        7,
+                        "CreatableTopic",
+                        name=topic,
+                        num_partitions=1,
+                        replication_factor=1,
+                        assignments=(),
+                        configs=(),
+                    ),
+                ),
+                timeout=10000,
+                validate_only=False,
+            )
+        )
         read_frame(s)
         small = records.build_batch([records.Record(timestamp=1, value=b"s" * 100)])
-        large = records.build_batch([records.Record(timestamp=2, value=bytes(range(256)) * (INLINE_REGION_BYTES // 128))])
+        large = records.build_batch(
+            [records.Record(timestamp=2, value=bytes(range(256)) * (INLINE_REGION_BYTES // 128))]
+        )
         for corr, batch in ((2, small), (3, large)):
             pd = nested(0, 9, "PartitionProduceData", index=0, records=batch)
-            s.sendall(request(0, 9, corr, transactional_id=None, acks=1, timeout=10000, topic_data=(nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,)),)))
+            s.sendall(
+                request(
+                    0,
+                    9,
+                    corr,
+                    transactional_id=None,
+                    acks=1,
+                    timeout=10000,
+                    topic_data=(nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,)),),
+                )
+            )
             resp = messages.decode_response(0, 9, read_frame(s), 5)
             assert resp.responses[0].partition_responses[0].error_code == 0
         for corr, (offset, batch) in ((4, (0, small)), (5, (1, large))):
-            fp = nested(1, 12, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=len(batch))
-            s.sendall(request(1, 12, corr, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=len(batch), isolation_level=0, session_id=0, session_epoch=-1,
-                              topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),), forgotten_topics_data=(), rack_id=""))
+            fp = nested(
+                1,
+                12,
+                "FetchPartition",
+                partition=0,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=len(batch),
+            )
+            s.sendall(
+                request(
+                    1,
+                    12,
+                    corr,
+                    replica_id=-1,
+                    max_wait=0,
+                    min_bytes=0,
+                    max_bytes=len(batch),
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),),
+                    forgotten_topics_data=(),
+                    rack_id="",
+                )
+            )
             resp = messages.decode_response(1, 12, read_frame(s), 5)
             got = resp.responses[0].partitions[0].records
             # the broker patched the base offset (and the CRC is over the rest): compare from the CRC on

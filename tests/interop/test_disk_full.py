@@ -32,9 +32,32 @@ def _produce(c, topic, partition, value):
 
 
 def _read(c, topic, partition):
-    fp = nested(1, 12, "FetchPartition", partition=partition, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=64 << 20)
+    fp = nested(
+        1,
+        12,
+        "FetchPartition",
+        partition=partition,
+        current_leader_epoch=-1,
+        fetch_offset=0,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=64 << 20,
+    )
     ft = nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,))
-    r = c.call(1, 12, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=64 << 20, isolation_level=0, session_id=0, session_epoch=-1, topics=(ft,), forgotten_topics_data=(), rack_id="")
+    r = c.call(
+        1,
+        12,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=1,
+        max_bytes=64 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(ft,),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
     p = r.responses[0].partitions[0]
     data = p.records or b""
     return int(p.error_code), [rec.value for h in iter_batches(data) for rec in decode_records(data, h.position)]
@@ -42,9 +65,17 @@ def _read(c, topic, partition):
 
 def test_full_disk_takes_only_its_directory_offline(broker_factory, tmp_path, small_disk):
     big = tmp_path / "big"
-    b = broker_factory(overrides={"log.dirs": f"{big},{small_disk}", "log.index.size.max.bytes": "65536", "log.flush.interval.messages": "1"})
+    b = broker_factory(
+        overrides={
+            "log.dirs": f"{big},{small_disk}",
+            "log.index.size.max.bytes": "65536",
+            "log.flush.interval.messages": "1",
+        }
+    )
     with RawConnection(b.bootstrap) as c:
-        topic = nested(19, 7, "CreatableTopic", name="fill", num_partitions=2, replication_factor=1, assignments=(), configs=())
+        topic = nested(
+            19, 7, "CreatableTopic", name="fill", num_partitions=2, replication_factor=1, assignments=(), configs=()
+        )
         assert int(c.call(19, 7, topics=(topic,), timeout=10000, validate_only=False).topics[0].error_code) == 0
         on_small = [p for p in (0, 1) if os.path.isdir(small_disk / f"fill-{p}")]
         assert len(on_small) == 1, "one partition per directory"

@@ -16,7 +16,14 @@ def _read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tup
     """Every record of every partition, from the start to the current end."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "verify",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
     ends = {}
     for p in range(partitions):
@@ -50,7 +57,16 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(broker_factory):
     stop = threading.Event()
 
     def produce() -> None:
-        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 2, "message.timeout.ms": 5000, "retries": 0, "enable.idempotence": False})
+        p = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "acks": "all",
+                "linger.ms": 2,
+                "message.timeout.ms": 5000,
+                "retries": 0,
+                "enable.idempotence": False,
+            }
+        )
 
         def done(err, msg):
             if err is None:
@@ -81,7 +97,7 @@ def test_kill_9_during_produce_keeps_every_acknowledged_record(broker_factory):
     stored = {(p, off): v for p, recs in got.items() for off, v in recs}
     missing = [(p, off) for p, off, v in acked if stored.get((p, off)) != v]
     assert not missing, f"{len(missing)} acknowledged records lost or changed, e.g. {missing[:5]}"
-    for p, recs in got.items():  # dense offsets: nothing garbled in between
+    for _p, recs in got.items():  # dense offsets: nothing garbled in between
         assert [off for off, _ in recs] == list(range(len(recs)))
 
 
@@ -109,8 +125,7 @@ def test_log_append_time_topic(broker_factory):
     b = broker_factory()
     topic = "lat"
     _create(b.bootstrap, topic, 1, {"message.timestamp.type": "LogAppendTime"})
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 
     p = Producer({"bootstrap.servers": b.bootstrap})
     before = int(time.time() * 1000)
@@ -145,14 +160,42 @@ def test_sigterm_answers_a_waiting_long_poll_and_exits_promptly(broker):
     from support.raw import RawConnection, nested
 
     with RawConnection(broker.bootstrap) as c:
-        t = nested(19, 7, "CreatableTopic", name="lp", num_partitions=1, replication_factor=1, assignments=(), configs=())
+        t = nested(
+            19, 7, "CreatableTopic", name="lp", num_partitions=1, replication_factor=1, assignments=(), configs=()
+        )
         c.call(19, 7, topics=(t,), timeout=10000, validate_only=False)
-        fp = nested(1, 12, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
+        fp = nested(
+            1,
+            12,
+            "FetchPartition",
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
         ft = nested(1, 12, "FetchTopic", topic="lp", partitions=(fp,))
         from support.raw import request
 
-        c.send(1, 12, request(1, 12, replica_id=-1, max_wait=60_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
-                              session_id=0, session_epoch=-1, topics=(ft,), forgotten_topics_data=(), rack_id=""))
+        c.send(
+            1,
+            12,
+            request(
+                1,
+                12,
+                replica_id=-1,
+                max_wait=60_000,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=(ft,),
+                forgotten_topics_data=(),
+                rack_id="",
+            ),
+        )
         time.sleep(0.5)  # the fetch is now waiting in the purgatory
         started = time.time()
         assert broker.stop() == 0

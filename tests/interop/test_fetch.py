@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from support.raw import RawConnection, nested, request
+from support.raw import RawConnection, nested
 
 from odradek.protocol.records import Record, build_batch, iter_batches
 
@@ -20,7 +20,16 @@ VID = 16  # topics by id
 
 
 def _create(conn: RawConnection, name: str, partitions: int = 1) -> uuid.UUID:
-    topic = nested(CREATE, 7, "CreatableTopic", name=name, num_partitions=partitions, replication_factor=1, assignments=(), configs=())
+    topic = nested(
+        CREATE,
+        7,
+        "CreatableTopic",
+        name=name,
+        num_partitions=partitions,
+        replication_factor=1,
+        assignments=(),
+        configs=(),
+    )
     r = conn.call(CREATE, 7, topics=(topic,), timeout=10000, validate_only=False)
     assert int(r.topics[0].error_code) == 0
     return r.topics[0].topic_id
@@ -36,14 +45,52 @@ def _produce(conn: RawConnection, topic: str, values: list[bytes], partition: in
     return p.base_offset
 
 
-def _fetch(conn: RawConnection, topic, offset: int, *, version: int = V, max_wait: int = 0, min_bytes: int = 1, partition_max: int = 1 << 20,
-           session_id: int = 0, epoch: int = -1, partitions=(0,), forgotten=(), max_bytes: int = 50 << 20):
+def _fetch(
+    conn: RawConnection,
+    topic,
+    offset: int,
+    *,
+    version: int = V,
+    max_wait: int = 0,
+    min_bytes: int = 1,
+    partition_max: int = 1 << 20,
+    session_id: int = 0,
+    epoch: int = -1,
+    partitions=(0,),
+    forgotten=(),
+    max_bytes: int = 50 << 20,
+):
     key = {"topic_id": topic} if version >= 13 else {"topic": topic}
-    parts = tuple(nested(FETCH, version, "FetchPartition", partition=p, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max) for p in partitions)
+    parts = tuple(
+        nested(
+            FETCH,
+            version,
+            "FetchPartition",
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=partition_max,
+        )
+        for p in partitions
+    )
     topics = (nested(FETCH, version, "FetchTopic", partitions=parts, **key),) if parts else ()
     forg = tuple(nested(FETCH, version, "ForgottenTopic", partitions=tuple(fp), **key) for fp in forgotten)
-    return conn.call(FETCH, version, replica_id=-1, max_wait=max_wait, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
-                     session_id=session_id, session_epoch=epoch, topics=topics, forgotten_topics_data=forg, rack_id="")
+    return conn.call(
+        FETCH,
+        version,
+        replica_id=-1,
+        max_wait=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=topics,
+        forgotten_topics_data=forg,
+        rack_id="",
+    )
 
 
 def _values(resp) -> list[bytes]:
@@ -132,8 +179,12 @@ def test_fetch_sessions_full_then_incremental(broker):
         assert [(t.topic, [p.partition_index for p in t.partitions]) for t in inc.responses] == [("sess", [1])]
         assert _values(inc) == [b"p1-b"]
         # A stale epoch, an unknown session.
-        assert int(_fetch(c, "sess", 1, session_id=sid, epoch=2, partitions=()).error_code) == 71  # INVALID_FETCH_SESSION_EPOCH
-        assert int(_fetch(c, "sess", 1, session_id=sid + 12345, epoch=1, partitions=()).error_code) == 70  # FETCH_SESSION_ID_NOT_FOUND
+        assert (
+            int(_fetch(c, "sess", 1, session_id=sid, epoch=2, partitions=()).error_code) == 71
+        )  # INVALID_FETCH_SESSION_EPOCH
+        assert (
+            int(_fetch(c, "sess", 1, session_id=sid + 12345, epoch=1, partitions=()).error_code) == 70
+        )  # FETCH_SESSION_ID_NOT_FOUND
         # Forgetting partition 0 and closing the session.
         # The client moves partition 1 past p1-b and forgets partition 0.
         inc = _fetch(c, "sess", 2, session_id=sid, epoch=3, partitions=(1,), forgotten=[(0,)], max_wait=0)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from test_groups_clients import OVERRIDES, create_topic, produce
 from test_groups_member import Member, split_ok, wait_until
 

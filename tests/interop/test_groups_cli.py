@@ -11,7 +11,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from test_groups_clients import OVERRIDES, create_topic
 from test_groups_member import Member, split_ok, wait_until
 
@@ -21,8 +20,13 @@ pytest.importorskip("confluent_kafka")
 
 def cli(bootstrap: str, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="220", NO_COLOR="1", TERM="dumb")
-    p = subprocess.run([sys.executable, "-m", "odradek", "groups", *args, "--bootstrap-server", bootstrap],
-                       capture_output=True, text=True, env=env, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "odradek", "groups", *args, "--bootstrap-server", bootstrap],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     if ok:
         assert p.returncode == 0, f"{args}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
     return p
@@ -30,8 +34,11 @@ def cli(bootstrap: str, *args: str, ok: bool = True) -> subprocess.CompletedProc
 
 def rows(out: str) -> list[list[str]]:
     """The cells of every table row of rich's output."""
-    return [[c.strip() for c in line.strip().strip("│").split("│")] for line in out.splitlines()
-            if line.strip().startswith("│")]
+    return [
+        [c.strip() for c in line.strip().strip("│").split("│")]
+        for line in out.splitlines()
+        if line.strip().startswith("│")
+    ]
 
 
 def offsets_table(out: str) -> dict[int, tuple[str, str, str, str]]:
@@ -92,14 +99,25 @@ def test_groups_cli_list_describe_reset_delete(broker_factory, tmp_path):
 
     # Empty now: dry runs change nothing
     assert "state Empty" in cli(b.bootstrap, "describe", "cli-group").stdout
-    assert {p: v[0] for p, v in plan_table(cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli",
-                                                   "--to-earliest").stdout).items()} == {p: "10" for p in range(n)}
-    cases = [(("--to-earliest",), "0"), (("--to-latest",), "10"), (("--to-offset", "3"), "3"),
-             (("--to-offset", "99"), "10"), (("--shift-by", "-4"), "6"), (("--shift-by", "-40"), "0"),
-             (("--to-datetime", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t1 / 1000 + 30))), "6")]
+    assert {
+        p: v[0]
+        for p, v in plan_table(
+            cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli", "--to-earliest").stdout
+        ).items()
+    } == {p: "10" for p in range(n)}
+    cases = [
+        (("--to-earliest",), "0"),
+        (("--to-latest",), "10"),
+        (("--to-offset", "3"), "3"),
+        (("--to-offset", "99"), "10"),
+        (("--shift-by", "-4"), "6"),
+        (("--shift-by", "-40"), "0"),
+        (("--to-datetime", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t1 / 1000 + 30))), "6"),
+    ]
     with ThreadPoolExecutor(4) as pool:  # independent dry runs, one CLI process each
-        outs = list(pool.map(lambda c: cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli", *c[0]).stdout,
-                             cases))
+        outs = list(
+            pool.map(lambda c: cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli", *c[0]).stdout, cases)
+        )
     for (opt, want), out in zip(cases, outs):
         assert "dry run" in out
         assert plan_table(out) == {p: ("10", want) for p in range(n)}, (opt, out)
@@ -110,8 +128,9 @@ def test_groups_cli_list_describe_reset_delete(broker_factory, tmp_path):
     # --execute, then a new member resumes from the new offsets
     out = cli(b.bootstrap, "reset-offsets", "cli-group", "--topic", "cli", "--shift-by", "-4", "--execute").stdout
     assert "committed" in out and plan_table(out) == {p: ("10", "6") for p in range(n)}
-    assert {p: v[:3] for p, v in offsets_table(cli(b.bootstrap, "describe", "cli-group").stdout).items()} == \
-        {p: ("6", "10", "4") for p in range(n)}
+    assert {p: v[:3] for p, v in offsets_table(cli(b.bootstrap, "describe", "cli-group").stdout).items()} == {
+        p: ("6", "10", "4") for p in range(n)
+    }
     m = Member("confluent", b.bootstrap, "cli", "cli-group", "cli-again", log_dir=tmp_path)
     try:
         wait_until(lambda: len(m.values) >= 16, 30, "the member to re-read 4 records per partition", [m])

@@ -20,7 +20,6 @@ import threading
 import time
 
 import pytest
-
 from support.clients import unavailable_reason
 from test_groups_member import Member, split_ok, wait_until
 
@@ -34,13 +33,19 @@ KILL_MARGIN_S = 4.0
 
 
 def _skip_unless(kind: str) -> None:
-    base = {"java": "java", "kafkajs": "kafkajs", "confluent": "confluent", "kafka_python": "kafka_python",
-            "aiokafka": "aiokafka"}[kind]
+    base = {
+        "java": "java",
+        "kafkajs": "kafkajs",
+        "confluent": "confluent",
+        "kafka_python": "kafka_python",
+        "aiokafka": "aiokafka",
+    }[kind]
     reason = unavailable_reason(base)
     if reason:
         pytest.skip(f"{kind}: {reason}")
     if kind == "java":
         from support.clients import JAVA_DIR
+
         if not (JAVA_DIR / "classes" / "GroupCli.class").is_file():
             pytest.skip("GroupCli not built: run scripts/install-test-deps.sh")
 
@@ -73,9 +78,15 @@ def _stop_all(members) -> None:
 
 # --------------------------------------------------------------------------- split, leave, kill -9
 
-VARIANTS = [("java", "range"), ("java", "cooperative-sticky"), ("confluent", "range"),
-            ("confluent", "cooperative-sticky"), ("kafka_python", "range"), ("aiokafka", "range"),
-            ("kafkajs", "roundrobin")]
+VARIANTS = [
+    ("java", "range"),
+    ("java", "cooperative-sticky"),
+    ("confluent", "range"),
+    ("confluent", "cooperative-sticky"),
+    ("kafka_python", "range"),
+    ("aiokafka", "range"),
+    ("kafkajs", "roundrobin"),
+]
 
 
 @pytest.mark.parametrize("kind,assignor", VARIANTS, ids=[f"{k}-{a}" for k, a in VARIANTS])
@@ -86,8 +97,19 @@ def test_members_split_leave_and_kill(broker_factory, tmp_path, kind, assignor):
     create_topic(b.bootstrap, "split", n_parts)
     first = [f"a{i}" for i in range(60)]
     produce(b.bootstrap, "split", first, n_parts)
-    ms = [Member(kind, b.bootstrap, "split", "g-split", f"m{i}", assignor=assignor, session_timeout_ms=SESSION_MS,
-                 log_dir=tmp_path) for i in range(3)]
+    ms = [
+        Member(
+            kind,
+            b.bootstrap,
+            "split",
+            "g-split",
+            f"m{i}",
+            assignor=assignor,
+            session_timeout_ms=SESSION_MS,
+            log_dir=tmp_path,
+        )
+        for i in range(3)
+    ]
     try:
         wait_until(lambda: split_ok(ms, n_parts), 60, lambda: f"3-way split: {ms}", ms)
         wait_until(lambda: set(first) <= {v for m in ms for v in m.values}, 30, "the first 60 records", ms)
@@ -112,8 +134,12 @@ def test_members_split_leave_and_kill(broker_factory, tmp_path, kind, assignor):
         # kill -9: no LeaveGroup; the coordinator expires the session
         victim, last = rest
         victim.kill()
-        took = wait_until(lambda: last.assignment == set(range(n_parts)), SESSION_MS / 1000 + KILL_MARGIN_S + 6,
-                          lambda: f"the survivor to own all: {last}", [last])
+        took = wait_until(
+            lambda: last.assignment == set(range(n_parts)),
+            SESSION_MS / 1000 + KILL_MARGIN_S + 6,
+            lambda: f"the survivor to own all: {last}",
+            [last],
+        )
         print(f"{kind}/{assignor}: reassigned {took:.1f}s after kill -9")
         assert took <= SESSION_MS / 1000 + KILL_MARGIN_S, f"took {took:.1f}s after kill -9"
         third = [f"c{i}" for i in range(30)]
@@ -131,32 +157,50 @@ def test_members_split_leave_and_kill(broker_factory, tmp_path, kind, assignor):
 
 # --------------------------------------------------------------------------- offsets survive a restart
 
-PAIRS = [("java", "confluent"), ("confluent", "kafka_python"), ("kafka_python", "aiokafka"),
-         ("aiokafka", "kafkajs"), ("kafkajs", "java")]
+PAIRS = [
+    ("java", "confluent"),
+    ("confluent", "kafka_python"),
+    ("kafka_python", "aiokafka"),
+    ("aiokafka", "kafkajs"),
+    ("kafkajs", "java"),
+]
 
 
 def test_committed_offsets_survive_restart_no_loss_no_repeat(broker_factory, tmp_path):
     """Five groups at once, one per (committer, resumer) client pair, on one broker restart."""
     kinds = {k for p in PAIRS for k in p}
-    missing = {k for k in kinds if unavailable_reason(k) or (k == "java" and not (
-        __import__("support.clients", fromlist=["JAVA_DIR"]).JAVA_DIR / "classes" / "GroupCli.class").is_file())}
+    missing = {
+        k
+        for k in kinds
+        if unavailable_reason(k)
+        or (
+            k == "java"
+            and not (
+                __import__("support.clients", fromlist=["JAVA_DIR"]).JAVA_DIR / "classes" / "GroupCli.class"
+            ).is_file()
+        )
+    }
     pairs = [p for p in PAIRS if not set(p) & missing]
     if not pairs:
         pytest.skip(f"clients missing: {missing}")
     b = broker_factory(overrides=OVERRIDES)
     n_parts = 4
     first = {}
-    for i, (a, _r) in enumerate(pairs):
+    for i, (_a, _r) in enumerate(pairs):
         t = f"resume{i}"
         create_topic(b.bootstrap, t, n_parts)
         first[t] = [f"{t}-a{j}" for j in range(40)]
         produce(b.bootstrap, t, first[t], n_parts)
-    ms = [Member(a, b.bootstrap, f"resume{i}", f"g-resume{i}", f"first-{a}", session_timeout_ms=SESSION_MS,
-                 log_dir=tmp_path) for i, (a, _r) in enumerate(pairs)]
+    ms = [
+        Member(
+            a, b.bootstrap, f"resume{i}", f"g-resume{i}", f"first-{a}", session_timeout_ms=SESSION_MS, log_dir=tmp_path
+        )
+        for i, (a, _r) in enumerate(pairs)
+    ]
     try:
         for i, m in enumerate(ms):
             t = f"resume{i}"
-            wait_until(lambda: set(first[t]) <= set(m.values), 60, lambda: f"{m} to consume {t}", [m])
+            wait_until(lambda t=t, m=m: set(first[t]) <= set(m.values), 60, lambda t=t, m=m: f"{m} to consume {t}", [m])
         for m in ms:
             m.stop()
             assert m.closed_cleanly, m.errors()
@@ -170,17 +214,26 @@ def test_committed_offsets_survive_restart_no_loss_no_repeat(broker_factory, tmp
         t = f"resume{i}"
         second[t] = [f"{t}-b{j}" for j in range(40)]
         produce(b.bootstrap, t, second[t], n_parts)
-    rs = [Member(r, b.bootstrap, f"resume{i}", f"g-resume{i}", f"second-{r}", session_timeout_ms=SESSION_MS,
-                 log_dir=tmp_path) for i, (_a, r) in enumerate(pairs)]
+    rs = [
+        Member(
+            r, b.bootstrap, f"resume{i}", f"g-resume{i}", f"second-{r}", session_timeout_ms=SESSION_MS, log_dir=tmp_path
+        )
+        for i, (_a, r) in enumerate(pairs)
+    ]
     try:
         for i, m in enumerate(rs):
             t = f"resume{i}"
-            wait_until(lambda: set(second[t]) <= set(m.values), 60, lambda: f"{m} to resume on {t}", [m])
+            wait_until(
+                lambda t=t, m=m: set(second[t]) <= set(m.values), 60, lambda t=t, m=m: f"{m} to resume on {t}", [m]
+            )
         time.sleep(1.0)  # anything repeated would arrive by now
         for i, m in enumerate(rs):
             t = f"resume{i}"
-            assert sorted(m.values) == sorted(second[t]), (pairs[i], "resumed with repeats or extras",
-                                                         sorted(set(m.values) - set(second[t]))[:10])
+            assert sorted(m.values) == sorted(second[t]), (
+                pairs[i],
+                "resumed with repeats or extras",
+                sorted(set(m.values) - set(second[t]))[:10],
+            )
         for m in rs:
             m.stop()
             assert not m.errors(), m.errors()
@@ -189,6 +242,7 @@ def test_committed_offsets_survive_restart_no_loss_no_repeat(broker_factory, tmp
 
 
 # --------------------------------------------------------------------------- static membership
+
 
 @pytest.mark.parametrize("kind", ["java", "confluent"])
 def test_static_member_restarts_without_rebalance(broker_factory, tmp_path, kind):
@@ -199,8 +253,16 @@ def test_static_member_restarts_without_rebalance(broker_factory, tmp_path, kind
     session = 15000  # the restart (a JVM start) must fit in the session timeout
 
     def member(inst):
-        return Member(kind, b.bootstrap, "static", "g-static", inst, instance_id=inst, session_timeout_ms=session,
-                      log_dir=tmp_path)
+        return Member(
+            kind,
+            b.bootstrap,
+            "static",
+            "g-static",
+            inst,
+            instance_id=inst,
+            session_timeout_ms=session,
+            log_dir=tmp_path,
+        )
 
     s1, s2 = member("inst-1"), member("inst-2")
     ms = [s1, s2]
@@ -236,6 +298,7 @@ def test_static_member_restarts_without_rebalance(broker_factory, tmp_path, kind
 
 # --------------------------------------------------------------------------- ten groups at once
 
+
 def test_ten_groups_rebalance_at_once(broker_factory):
     ck = pytest.importorskip("confluent_kafka")
     b = broker_factory(overrides=OVERRIDES)
@@ -247,20 +310,35 @@ def test_ten_groups_rebalance_at_once(broker_factory):
     class C(threading.Thread):
         def __init__(self, g, i):
             super().__init__(daemon=True)
-            self.g, self.i, self.stop, self.values, self.assignment, self.error = g, i, threading.Event(), [], set(), None
+            self.g, self.i, self.stop, self.values, self.assignment, self.error = (
+                g,
+                i,
+                threading.Event(),
+                [],
+                set(),
+                None,
+            )
             self.left = threading.Event()
 
         def run(self):
             try:
-                c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"ten-{self.g}",
-                                 "client.id": f"ten-{self.g}-{self.i}", "auto.offset.reset": "earliest",
-                                 "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 1000})
+                c = ck.Consumer(
+                    {
+                        "bootstrap.servers": b.bootstrap,
+                        "group.id": f"ten-{self.g}",
+                        "client.id": f"ten-{self.g}-{self.i}",
+                        "auto.offset.reset": "earliest",
+                        "session.timeout.ms": SESSION_MS,
+                        "heartbeat.interval.ms": 1000,
+                    }
+                )
 
                 def on_assign(_c, ps):
                     self.assignment = {p.partition for p in ps}
 
                 def on_revoke(_c, ps):
                     self.assignment = set()
+
                 c.subscribe(["ten"], on_assign=on_assign, on_revoke=on_revoke)
                 while not self.stop.is_set():
                     m = c.poll(0.1)
@@ -275,17 +353,26 @@ def test_ten_groups_rebalance_at_once(broker_factory):
     for c in cs:
         c.start()
     try:
-        groups = [cs[2 * g:2 * g + 2] for g in range(n_groups)]
-        wait_until(lambda: all(split_ok(g, n_parts) for g in groups) or any(c.error for c in cs), 60,
-                   lambda: f"every group split: {[(c.g, sorted(c.assignment)) for c in cs]}")
+        groups = [cs[2 * g : 2 * g + 2] for g in range(n_groups)]
+        wait_until(
+            lambda: all(split_ok(g, n_parts) for g in groups) or any(c.error for c in cs),
+            60,
+            lambda: f"every group split: {[(c.g, sorted(c.assignment)) for c in cs]}",
+        )
         assert not [c.error for c in cs if c.error]
-        wait_until(lambda: all(set(vals) <= set(g[0].values + g[1].values) for g in groups), 30,
-                   "every group to read every record")
+        wait_until(
+            lambda: all(set(vals) <= set(g[0].values + g[1].values) for g in groups),
+            30,
+            "every group to read every record",
+        )
         # one member of each group leaves at once: ten rebalances at the same time
         for g in groups:
             g[0].stop.set()
-        wait_until(lambda: all(g[1].assignment == set(range(n_parts)) for g in groups), SESSION_MS / 1000 + 4,
-                   lambda: f"every survivor owns all: {[(c.g, sorted(c.assignment)) for c in cs]}")
+        wait_until(
+            lambda: all(g[1].assignment == set(range(n_parts)) for g in groups),
+            SESSION_MS / 1000 + 4,
+            lambda: f"every survivor owns all: {[(c.g, sorted(c.assignment)) for c in cs]}",
+        )
     finally:
         for c in cs:
             c.stop.set()

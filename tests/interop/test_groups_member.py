@@ -47,6 +47,7 @@ def _watch_stdin(stop: threading.Event) -> None:
             if line.strip() == "stop":
                 break
         stop.set()
+
     threading.Thread(target=run, daemon=True).start()
 
 
@@ -68,6 +69,7 @@ class _Assignment:
 
 # --------------------------------------------------------------------------- confluent-kafka
 
+
 def first_offsets(recs, part_offset) -> dict[int, int]:
     """The first offset of `recs` per partition: where to rewind after a failed commit.
 
@@ -84,17 +86,26 @@ def first_offsets(recs, part_offset) -> dict[int, int]:
 def run_confluent(a, stop: threading.Event) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    conf = {"bootstrap.servers": a.bootstrap, "group.id": a.group, "client.id": a.client_id,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False,
-            "session.timeout.ms": a.session_timeout_ms, "heartbeat.interval.ms": a.heartbeat_ms,
-            "partition.assignment.strategy": a.assignor}
+    conf = {
+        "bootstrap.servers": a.bootstrap,
+        "group.id": a.group,
+        "client.id": a.client_id,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": a.session_timeout_ms,
+        "heartbeat.interval.ms": a.heartbeat_ms,
+        "partition.assignment.strategy": a.assignor,
+    }
     if a.instance_id:
         conf["group.instance.id"] = a.instance_id
     asg = _Assignment()
     c = Consumer(conf)
-    c.subscribe([a.topic], on_assign=lambda _c, ps: asg.add(p.partition for p in ps),
-                on_revoke=lambda _c, ps: asg.remove(p.partition for p in ps),
-                on_lost=lambda _c, ps: asg.remove(p.partition for p in ps))
+    c.subscribe(
+        [a.topic],
+        on_assign=lambda _c, ps: asg.add(p.partition for p in ps),
+        on_revoke=lambda _c, ps: asg.remove(p.partition for p in ps),
+        on_lost=lambda _c, ps: asg.remove(p.partition for p in ps),
+    )
     while not stop.is_set():
         msgs = c.consume(100, 0.2)
         recs = [m for m in msgs if m.error() is None]
@@ -121,6 +132,7 @@ def run_confluent(a, stop: threading.Event) -> None:
 
 # --------------------------------------------------------------------------- kafka-python
 
+
 def run_kafka_python(a, stop: threading.Event) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata, TopicPartition
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
@@ -128,8 +140,11 @@ def run_kafka_python(a, stop: threading.Event) -> None:
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.errors import CommitFailedError, KafkaError
 
-    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
-                "cooperative-sticky": CooperativeStickyAssignor}[a.assignor]
+    assignor = {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }[a.assignor]
     asg = _Assignment()
 
     class Listener(ConsumerRebalanceListener):
@@ -139,10 +154,17 @@ def run_kafka_python(a, stop: threading.Event) -> None:
         def on_partitions_assigned(self, assigned):
             asg.add(tp.partition for tp in assigned)
 
-    kw = dict(bootstrap_servers=a.bootstrap, group_id=a.group, client_id=a.client_id,
-              auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=a.session_timeout_ms,
-              heartbeat_interval_ms=a.heartbeat_ms, max_poll_interval_ms=max(a.session_timeout_ms, 10000),
-              partition_assignment_strategy=[assignor])
+    kw = dict(
+        bootstrap_servers=a.bootstrap,
+        group_id=a.group,
+        client_id=a.client_id,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=a.session_timeout_ms,
+        heartbeat_interval_ms=a.heartbeat_ms,
+        max_poll_interval_ms=max(a.session_timeout_ms, 10000),
+        partition_assignment_strategy=[assignor],
+    )
     if a.instance_id:
         kw["group_instance_id"] = a.instance_id
 
@@ -167,6 +189,7 @@ def run_kafka_python(a, stop: threading.Event) -> None:
     def on_add(parts):
         rebalancing_since[0] = None
         orig_add(parts)
+
     asg.remove, asg.add = on_remove, on_add
     while not stop.is_set():
         since = rebalancing_since[0]
@@ -199,6 +222,7 @@ def run_kafka_python(a, stop: threading.Event) -> None:
 
 # --------------------------------------------------------------------------- aiokafka
 
+
 def run_aiokafka(a, stop: threading.Event) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -218,10 +242,18 @@ def run_aiokafka(a, stop: threading.Event) -> None:
             asg.add(tp.partition for tp in assigned)
 
     async def go():
-        kw = dict(bootstrap_servers=a.bootstrap, group_id=a.group, client_id=a.client_id,
-                  auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=a.session_timeout_ms,
-                  heartbeat_interval_ms=a.heartbeat_ms, rebalance_timeout_ms=a.session_timeout_ms,
-                  max_poll_interval_ms=max(a.session_timeout_ms, 10000), partition_assignment_strategy=(assignor,))
+        kw = dict(
+            bootstrap_servers=a.bootstrap,
+            group_id=a.group,
+            client_id=a.client_id,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=a.session_timeout_ms,
+            heartbeat_interval_ms=a.heartbeat_ms,
+            rebalance_timeout_ms=a.session_timeout_ms,
+            max_poll_interval_ms=max(a.session_timeout_ms, 10000),
+            partition_assignment_strategy=(assignor,),
+        )
         if a.instance_id:
             kw["group_instance_id"] = a.instance_id
         c = AIOKafkaConsumer(**kw)
@@ -270,9 +302,13 @@ def main(argv=None) -> int:
     import logging
     import os
     import signal
+
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the tests ask for stacks when a wait times out
-    logging.basicConfig(level=os.environ.get("ODRADEK_MEMBER_LOG_LEVEL", "WARNING"), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("ODRADEK_MEMBER_LOG_LEVEL", "WARNING"),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s",
+    )
     stop = threading.Event()
     _watch_stdin(stop)
     try:
@@ -290,12 +326,24 @@ if __name__ == "__main__":
 
 # --------------------------------------------------------------------------- the tests' side
 
+
 class Member:
     """A member process started by a test: its events, current assignment and records."""
 
-    def __init__(self, kind: str, bootstrap: str, topic: str, group: str, client_id: str, *,
-                 instance_id: str | None = None, assignor: str = "range", session_timeout_ms: int = 6000,
-                 heartbeat_ms: int = 1000, log_dir=None):
+    def __init__(
+        self,
+        kind: str,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        client_id: str,
+        *,
+        instance_id: str | None = None,
+        assignor: str = "range",
+        session_timeout_ms: int = 6000,
+        heartbeat_ms: int = 1000,
+        log_dir=None,
+    ):
         import os
         import subprocess
         import time
@@ -303,15 +351,35 @@ class Member:
 
         here = Path(__file__).resolve().parent
         repo = here.parents[1]
-        args = ["--bootstrap", bootstrap, "--topic", topic, "--group", group, "--client-id", client_id,
-                "--assignor", assignor, "--session-timeout-ms", str(session_timeout_ms),
-                "--heartbeat-ms", str(heartbeat_ms)]
+        args = [
+            "--bootstrap",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--client-id",
+            client_id,
+            "--assignor",
+            assignor,
+            "--session-timeout-ms",
+            str(session_timeout_ms),
+            "--heartbeat-ms",
+            str(heartbeat_ms),
+        ]
         if instance_id:
             args += ["--instance-id", instance_id]
         if kind == "java":
             java = repo / ".deps" / "java"
-            cmd = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                   "-cp", f"{java}/*:{java}/classes", "GroupCli"] + args
+            cmd = [
+                "java",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xshare:auto",
+                "-cp",
+                f"{java}/*:{java}/classes",
+                "GroupCli",
+            ] + args
         elif kind == "kafkajs":
             cmd = ["node", str(repo / "tests" / "clients" / "node" / "kafkajs_group.js")] + args
         else:
@@ -326,8 +394,15 @@ class Member:
         log_dir = Path(log_dir or ".")
         self.stderr_path = log_dir / f"member-{kind}-{client_id}-{os.getpid()}-{time.monotonic_ns()}.stderr"
         self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     text=True, bufsize=1, cwd=str(log_dir))
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            bufsize=1,
+            cwd=str(log_dir),
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -336,6 +411,7 @@ class Member:
 
     def _read(self) -> None:
         import time
+
         for line in self.proc.stdout:
             line = line.strip()
             if not line.startswith("{"):
@@ -370,6 +446,7 @@ class Member:
         """Python members print every thread's stack to stderr on SIGUSR1."""
         import signal
         import time
+
         if self.kind not in ("java", "kafkajs") and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGUSR1)
             time.sleep(0.3)
@@ -383,6 +460,7 @@ class Member:
     def stop(self, timeout: float = 30) -> None:
         """Graceful: commit, close (LeaveGroup for a dynamic member), exit."""
         import subprocess
+
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write("stop\n")
@@ -395,7 +473,9 @@ class Member:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-                raise AssertionError(f"{self!r} did not close within {timeout}s; stderr:\n{self.stderr_tail()}")
+                raise AssertionError(
+                    f"{self!r} did not close within {timeout}s; stderr:\n{self.stderr_tail()}"
+                ) from None
         self._reader.join(5)
         self._stderr.close()
 
@@ -415,6 +495,7 @@ class Member:
 def wait_until(cond, timeout: float, what, members=()) -> float:
     """Poll ``cond`` until true; returns the seconds it took. ``what`` may be a callable for the message."""
     import time
+
     t0 = time.monotonic()
     deadline = t0 + timeout
     while time.monotonic() < deadline:
@@ -427,8 +508,10 @@ def wait_until(cond, timeout: float, what, members=()) -> float:
     msg = what() if callable(what) else what
     for m in members:
         m.dump_stacks()
-    detail = "\n".join(f"{m!r} events={[ev for _, ev in m.events if ev['ev'] != 'records'][-6:]} "
-                       f"stderr:\n{m.stderr_tail(6000)}" for m in members)
+    detail = "\n".join(
+        f"{m!r} events={[ev for _, ev in m.events if ev['ev'] != 'records'][-6:]} stderr:\n{m.stderr_tail(6000)}"
+        for m in members
+    )
     raise AssertionError(f"timed out after {timeout}s waiting for {msg}\n{detail}")
 
 

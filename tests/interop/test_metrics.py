@@ -9,7 +9,6 @@ import urllib.request
 import uuid
 
 import pytest
-
 from support.broker import free_port
 
 pytestmark = pytest.mark.interop
@@ -76,23 +75,36 @@ def test_metrics_move_with_traffic(mbroker):
     after_produce = wait_for(port, lambda m: val(m, "odradek_topic_records_in_total", topic=topic) >= n)
     assert val(after_produce, "odradek_topic_records_in_total", topic=topic) == n
     assert val(after_produce, "odradek_topic_bytes_in_total", topic=topic) >= n * size
-    assert val(after_produce, "odradek_requests_total", api="produce") > val(before, "odradek_requests_total", api="produce")
+    assert val(after_produce, "odradek_requests_total", api="produce") > val(
+        before, "odradek_requests_total", api="produce"
+    )
     assert val(after_produce, "odradek_request_latency_seconds_count", api="produce") >= 1
     assert val(after_produce, "odradek_request_latency_seconds_sum", api="produce") > 0
     assert val(after_produce, "odradek_requests_total", api="metadata") >= 1
     assert val(after_produce, "odradek_requests_total", api="create_topics") >= 1
     assert val(after_produce, "odradek_connections_accepted_total") > val(before, "odradek_connections_accepted_total")
     # log dir gauges: two more partitions, and their bytes
-    assert sum(val(after_produce, "odradek_log_dir_partitions", dir=d) for d in dirs) >= \
-        sum(val(before, "odradek_log_dir_partitions", dir=d) for d in dirs) + 2
+    assert (
+        sum(val(after_produce, "odradek_log_dir_partitions", dir=d) for d in dirs)
+        >= sum(val(before, "odradek_log_dir_partitions", dir=d) for d in dirs) + 2
+    )
     assert sum(val(after_produce, "odradek_log_dir_segments", dir=d) for d in dirs) >= 2
-    assert sum(val(after_produce, "odradek_log_dir_bytes", dir=d) for d in dirs) >= \
-        sum(val(before, "odradek_log_dir_bytes", dir=d) for d in dirs) + n * size
+    assert (
+        sum(val(after_produce, "odradek_log_dir_bytes", dir=d) for d in dirs)
+        >= sum(val(before, "odradek_log_dir_bytes", dir=d) for d in dirs) + n * size
+    )
 
     # consume everything in a group; while it is open: a Stable group with a member, connections
     group = f"g-{uuid.uuid4().hex[:8]}"
-    c = Consumer({"bootstrap.servers": mbroker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "session.timeout.ms": 6000, "fetch.wait.max.ms": 2000})
+    c = Consumer(
+        {
+            "bootstrap.servers": mbroker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "fetch.wait.max.ms": 2000,
+        }
+    )
     c.subscribe([topic])
     got = 0
     deadline = time.monotonic() + 30
@@ -101,8 +113,12 @@ def test_metrics_move_with_traffic(mbroker):
             if msg.error() is None:
                 got += 1
     assert got == n
-    during = wait_for(port, lambda m: val(m, "odradek_groups", state="Stable") >= 1
-                      and val(m, "odradek_purgatory_size", purgatory="fetch") >= 1)
+    during = wait_for(
+        port,
+        lambda m: (
+            val(m, "odradek_groups", state="Stable") >= 1 and val(m, "odradek_purgatory_size", purgatory="fetch") >= 1
+        ),
+    )
     assert val(during, "odradek_topic_bytes_out_total", topic=topic) >= n * size
     assert val(during, "odradek_topic_records_out_total", topic=topic) >= n
     assert val(during, "odradek_requests_total", api="fetch") >= 1
@@ -119,8 +135,9 @@ def test_metrics_move_with_traffic(mbroker):
     assert val(during, "odradek_request_latency_seconds_bucket", api="fetch", le="+Inf") == cnt
 
     c.close()  # LeaveGroup: the group becomes Empty
-    after = wait_for(port, lambda m: val(m, "odradek_groups", state="Stable") == 0
-                     and val(m, "odradek_group_members") == 0)
+    after = wait_for(
+        port, lambda m: val(m, "odradek_groups", state="Stable") == 0 and val(m, "odradek_group_members") == 0
+    )
     assert val(after, "odradek_groups", state="Stable") == 0
     assert val(after, "odradek_groups", state="Empty") >= 1
     assert val(after, "odradek_group_members") == 0
@@ -138,8 +155,13 @@ def test_connections_gauge_counts_open_sockets(mbroker):
     try:
         # Wait on both: a connection of the readiness probe accepted late also moves the
         # accepted counter, so the counter alone can be ahead of our third accept.
-        m = wait_for(port, lambda m: val(m, "odradek_connections_accepted_total") >= val(base, "odradek_connections_accepted_total") + 3
-                     and val(m, "odradek_connections") >= 3)
+        m = wait_for(
+            port,
+            lambda m: (
+                val(m, "odradek_connections_accepted_total") >= val(base, "odradek_connections_accepted_total") + 3
+                and val(m, "odradek_connections") >= 3
+            ),
+        )
         assert val(m, "odradek_connections_accepted_total") >= val(base, "odradek_connections_accepted_total") + 3
         peak = val(m, "odradek_connections")
         assert peak >= 3
@@ -171,7 +193,7 @@ def test_scrape_is_safe_under_load(mbroker):
     try:
         p = Producer({"bootstrap.servers": mbroker.bootstrap, "linger.ms": 1})
         for t in range(5):
-            for i in range(200):
+            for _i in range(200):
                 p.produce(f"load-{t}", b"v" * 20)
             p.flush(15)
     finally:
@@ -214,20 +236,77 @@ def test_records_out_counted_from_offsets(mbroker):
     topic = f"ro-{uuid.uuid4().hex[:8]}"
     batches = [records.build_batch([records.Record(timestamp=1, value=b"v" * 10) for _ in range(k)]) for k in (3, 2, 1)]
     with socket.create_connection((mbroker.host, mbroker.port), timeout=15) as s:
-        s.sendall(req(19, 7, 1, topics=(nested(19, 7, "CreatableTopic", name=topic, num_partitions=1, replication_factor=1, assignments=(), configs=()),), timeout=10000, validate_only=False))
+        s.sendall(
+            req(
+                19,
+                7,
+                1,
+                topics=(
+                    nested(
+                        19,
+                        7,
+                        "CreatableTopic",
+                        name=topic,
+                        num_partitions=1,
+                        replication_factor=1,
+                        assignments=(),
+                        configs=(),
+                    ),
+                ),
+                timeout=10000,
+                validate_only=False,
+            )
+        )
         frame(s)
         for i, b in enumerate(batches):
             pd = nested(0, 9, "PartitionProduceData", index=0, records=b)
-            s.sendall(req(0, 9, 10 + i, transactional_id=None, acks=1, timeout=10000, topic_data=(nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,)),)))
+            s.sendall(
+                req(
+                    0,
+                    9,
+                    10 + i,
+                    transactional_id=None,
+                    acks=1,
+                    timeout=10000,
+                    topic_data=(nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,)),),
+                )
+            )
             frame(s)
 
         def fetch(corr, offset, max_bytes):
-            fp = nested(1, 12, "FetchPartition", partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=max_bytes)
-            s.sendall(req(1, 12, corr, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                          topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),), forgotten_topics_data=(), rack_id=""))
+            fp = nested(
+                1,
+                12,
+                "FetchPartition",
+                partition=0,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=max_bytes,
+            )
+            s.sendall(
+                req(
+                    1,
+                    12,
+                    corr,
+                    replica_id=-1,
+                    max_wait=0,
+                    min_bytes=0,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),),
+                    forgotten_topics_data=(),
+                    rack_id="",
+                )
+            )
             return messages.decode_response(1, 12, frame(s), 5).responses[0].partitions[0].records
 
-        got = fetch(20, 0, len(batches[0]) + len(batches[1]))  # the first two batches: 5 records, more follow in the file
+        got = fetch(
+            20, 0, len(batches[0]) + len(batches[1])
+        )  # the first two batches: 5 records, more follow in the file
         assert len(got) == len(batches[0]) + len(batches[1])
         m = scrape(port)
         assert val(m, "odradek_topic_records_out_total", topic=topic) == 5

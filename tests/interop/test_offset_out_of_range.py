@@ -15,7 +15,6 @@ import time
 import uuid
 
 import pytest
-
 from support.clients import ClientError, ConfluentClient, Rec, Unsupported
 
 pytestmark = pytest.mark.interop
@@ -37,6 +36,7 @@ def _topic_with_records(broker) -> str:
 def _delete_records_before(broker, topic: str, offset: int) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
+
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     futs = admin.delete_records([TopicPartition(topic, 0, offset)], request_timeout=10, operation_timeout=10)
     for f in futs.values():

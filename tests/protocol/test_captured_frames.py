@@ -21,7 +21,6 @@ import pytest
 from odradek.broker.connection import parse_frame
 from odradek.broker.registry import load_handlers
 from odradek.protocol import messages, records
-from odradek.protocol.messages import api_name
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLIENTS = ("java", "confluent", "kcat", "kafka_python", "aiokafka", "kafkajs")
@@ -35,8 +34,14 @@ CLIENT_IDS = {
     "kafkajs": "odradek-kafkajs-cli",
 }
 # The codec the capture script asked each client to use for its first Produce.
-CODECS = {"java": records.ZSTD, "confluent": records.LZ4, "kcat": records.SNAPPY,
-          "kafka_python": records.GZIP, "aiokafka": records.GZIP, "kafkajs": records.GZIP}
+CODECS = {
+    "java": records.ZSTD,
+    "confluent": records.LZ4,
+    "kcat": records.SNAPPY,
+    "kafka_python": records.GZIP,
+    "aiokafka": records.GZIP,
+    "kafkajs": records.GZIP,
+}
 NAME = re.compile(r"(?P<api>[a-z_]+)_v(?P<version>\d+)\.bin")
 API_KEYS = {v: k for k, v in messages.API_NAMES.items()}
 
@@ -72,7 +77,7 @@ def test_parses_and_round_trips(path: Path):
     assert handler.api_key == api_key
     assert header.client_id == CLIENT_IDS[path.parent.name]
     assert type(request) is messages.request_class(api_key, version)
-    body = frame[header.size:]
+    body = frame[header.size :]
     assert messages.encode(request) == body
 
 

@@ -33,8 +33,15 @@ partitions = st.builds(
     records=st.lists(st.binary(min_size=1, max_size=200), max_size=3),
     current_leader=st.none() | st.tuples(st.integers(0, 9), st.integers(0, 99)),
 )
-topics = st.lists(st.builds(TopicResult, name=st.text(min_size=1, max_size=20), topic_id=st.just(uuid.UUID(int=5)),
-                            partitions=st.lists(partitions, max_size=4)), max_size=3)
+topics = st.lists(
+    st.builds(
+        TopicResult,
+        name=st.text(min_size=1, max_size=20),
+        topic_id=st.just(uuid.UUID(int=5)),
+        partitions=st.lists(partitions, max_size=4),
+    ),
+    max_size=3,
+)
 
 
 def body_of(version, tops, **kw) -> bytes:
@@ -61,15 +68,21 @@ def assert_same(mine, ref, version):
             if rp.aborted_transactions is None:
                 assert p.aborted_transactions is None
             else:
-                assert p.aborted_transactions == [(int(a.producer_id), int(a.first_offset))
-                                                  for a in rp.aborted_transactions]
+                assert p.aborted_transactions == [
+                    (int(a.producer_id), int(a.first_offset)) for a in rp.aborted_transactions
+                ]
             assert p.preferred_read_replica == (int(rp.preferred_read_replica) if version >= 11 else -1)
             assert (None if p.records is None else bytes(p.records)) == rp.records
 
 
 @settings(max_examples=40, deadline=None)
-@given(version=st.sampled_from(VERSIONS), tops=topics, throttle=st.integers(0, 10**6),
-       session=st.integers(-2**31, 2**31 - 1), err=st.sampled_from([0, 1, 70]))
+@given(
+    version=st.sampled_from(VERSIONS),
+    tops=topics,
+    throttle=st.integers(0, 10**6),
+    session=st.integers(-(2**31), 2**31 - 1),
+    err=st.sampled_from([0, 1, 70]),
+)
 def test_matches_kio(version, tops, throttle, session, err):
     body = body_of(version, tops, throttle_ms=throttle, error_code=err, session_id=session)
     mine = decode_fetch_response(version, body)

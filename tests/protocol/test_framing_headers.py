@@ -34,7 +34,13 @@ def test_negative_frame_size():
         list(FrameDecoder(100).feed(b"\xff\xff\xff\xfe"))
 
 
-@given(st.integers(0, 80), st.integers(0, 20), st.integers(-(2**31), 2**31 - 1), st.one_of(st.none(), st.text(max_size=40)), st.booleans())
+@given(
+    st.integers(0, 80),
+    st.integers(0, 20),
+    st.integers(-(2**31), 2**31 - 1),
+    st.one_of(st.none(), st.text(max_size=40)),
+    st.booleans(),
+)
 def test_request_header_round_trip(key, version, corr, client_id, flexible):
     raw = encode_request_header(key, version, corr, client_id, flexible) + b"BODY"
     h = parse_request_header(raw, flexible)
@@ -55,7 +61,9 @@ def test_fetch_response_codec_matches_kio(version):
         PartitionResult(0, 0, 100, 100, 3, None, -1, regions, (1, 7) if version >= 12 else None),
         PartitionResult(1, 1, -1, -1, -1),
     ]
-    chunks, size = encode_fetch_response(version, [TopicResult("topic-a", tid, parts)], session_id=42, node_endpoints=[(1, "h", 9092, None)])
+    chunks, size = encode_fetch_response(
+        version, [TopicResult("topic-a", tid, parts)], session_id=42, node_endpoints=[(1, "h", 9092, None)]
+    )
     body = b"".join(c if isinstance(c, bytes) else c.data for c in chunks)
     assert len(body) == size
     r = messages.decode_response(1, version, body)

@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from odradek.broker.registry import make
 from odradek.protocol import messages
-from odradek.protocol.produce_codec import MAX_VERSION, MIN_VERSION, PartitionProduceResult, TopicProduceResult, encode_produce_response
+from odradek.protocol.produce_codec import (
+    MAX_VERSION,
+    MIN_VERSION,
+    PartitionProduceResult,
+    TopicProduceResult,
+    encode_produce_response,
+)
 
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-1, 2**62)
@@ -29,8 +35,12 @@ partitions = st.builds(
     error_message=st.one_of(st.none(), st.text(max_size=20)),
 )
 topics = st.lists(
-    st.builds(TopicProduceResult, name=st.text(min_size=1, max_size=30), topic_id=st.uuids(),
-              partitions=st.lists(partitions, max_size=4)),
+    st.builds(
+        TopicProduceResult,
+        name=st.text(min_size=1, max_size=30),
+        topic_id=st.uuids(),
+        partitions=st.lists(partitions, max_size=4),
+    ),
     max_size=3,
 )
 
@@ -41,9 +51,16 @@ def kio_bytes(version: int, ts: list[TopicProduceResult], throttle: int) -> byte
     tps = []
     for t in ts:
         parts = tuple(
-            make(mod.PartitionProduceResponse, index=p.index, error_code=p.error_code, base_offset=p.base_offset,
-                 log_append_time=p.log_append_time, log_start_offset=p.log_start_offset, record_errors=(),
-                 error_message=p.error_message if p.error_code else None)
+            make(
+                mod.PartitionProduceResponse,
+                index=p.index,
+                error_code=p.error_code,
+                base_offset=p.base_offset,
+                log_append_time=p.log_append_time,
+                log_start_offset=p.log_start_offset,
+                record_errors=(),
+                error_message=p.error_message if p.error_code else None,
+            )
             for p in t.partitions
         )
         tps.append(make(mod.TopicProduceResponse, name=t.name, topic_id=t.topic_id, partition_responses=parts))

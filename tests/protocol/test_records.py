@@ -2,7 +2,8 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.protocol import records as R
 from odradek.protocol.records import Record
@@ -11,16 +12,28 @@ CODECS = [R.NONE, R.GZIP, R.SNAPPY, R.LZ4, R.ZSTD]
 
 _bytes = st.one_of(st.none(), st.binary(max_size=64))
 _headers = st.lists(st.tuples(st.text(max_size=8), _bytes), max_size=3)
-_record = st.builds(lambda ts, k, v, h: Record(-1, ts, k, v, h),
-                    st.integers(0, 2**41), _bytes, _bytes, _headers)
+_record = st.builds(lambda ts, k, v, h: Record(-1, ts, k, v, h), st.integers(0, 2**41), _bytes, _bytes, _headers)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(_record, min_size=1, max_size=20), st.sampled_from(CODECS), st.integers(0, 2**40),
-       st.integers(-1, 2**31 - 1), st.integers(-1, 100), st.booleans())
+@given(
+    st.lists(_record, min_size=1, max_size=20),
+    st.sampled_from(CODECS),
+    st.integers(0, 2**40),
+    st.integers(-1, 2**31 - 1),
+    st.integers(-1, 100),
+    st.booleans(),
+)
 def test_round_trip(recs, codec, base_offset, pid, epoch, txn):
-    b = R.build_batch(recs, base_offset=base_offset, compression=codec, producer_id=pid,
-                      producer_epoch=epoch, base_sequence=0 if pid >= 0 else -1, is_transactional=txn)
+    b = R.build_batch(
+        recs,
+        base_offset=base_offset,
+        compression=codec,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=0 if pid >= 0 else -1,
+        is_transactional=txn,
+    )
     (h,) = list(R.iter_batches(b, strict=True))
     assert h.base_offset == base_offset and h.record_count == len(recs)
     assert h.last_offset == base_offset + len(recs) - 1
@@ -104,6 +117,7 @@ def test_snappy_raw_and_xerial_decode():
     assert framed.startswith(b"\x82SNAPPY\x00")
     assert R.decompress(R.SNAPPY, framed) == data
     import cramjam
+
     assert R.decompress(R.SNAPPY, bytes(cramjam.snappy.compress_raw(data))) == data
     with pytest.raises(R.CorruptRecordError):
         R.decompress(R.GZIP, b"not gzip")

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NonInteractiveExampleWarning
-
 from kio.static.primitive import Records
 
 from odradek.broker.connection import CloseConnection, parse_frame
@@ -67,7 +66,10 @@ def test_random_bytes(data):
     _parse(data)
 
 
-@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "1500")), suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "1500")),
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.integers(0, 10**6), st.integers(0, 3), st.binary(min_size=1, max_size=8))
 def test_mutated_real_requests(seed, mode, junk):
     rnd = random.Random(seed)
@@ -108,7 +110,10 @@ VERSIONS = [(h.api_key, v) for h in REGISTRY.values() for v in range(h.min_versi
 @given(st.data())
 def test_request_and_response_round_trip(data):
     key, version = data.draw(st.sampled_from(VERSIONS))
-    for cls, decode in ((messages.request_class(key, version), messages.decode_request), (messages.response_class(key, version), messages.decode_response)):
+    for cls, decode in (
+        (messages.request_class(key, version), messages.decode_request),
+        (messages.response_class(key, version), messages.decode_response),
+    ):
         entity = data.draw(st.from_type(cls))
         assert decode(key, version, messages.encode(entity)) == entity
 

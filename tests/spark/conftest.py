@@ -35,13 +35,16 @@ def spark(tmp_path_factory):
 
     import odradek.spark
 
-    s = (SparkSession.builder.master("local[2]").appName("odradek-tests")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.driver.memory", "1g")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
-         .getOrCreate())
+    s = (
+        SparkSession.builder.master("local[2]")
+        .appName("odradek-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
+        .getOrCreate()
+    )
     s.sparkContext.setLogLevel("ERROR")
     odradek.spark.register(s)
     yield s

@@ -12,8 +12,9 @@ def make_topic(bootstrap: str, name: str, partitions: int = 2, configs: dict | N
         a.create_topic(name, partitions, -1, configs or {})
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int = 2, start: int = 0, headers: bool = False,
-            size: int = 100) -> list[tuple[bytes, bytes, int]]:
+def produce(
+    bootstrap: str, topic: str, n: int, partitions: int = 2, start: int = 0, headers: bool = False, size: int = 100
+) -> list[tuple[bytes, bytes, int]]:
     """n records keyed k<i>, value v<i> padded to `size`; returns (key, value, partition)."""
     from odradek.client import Producer
 

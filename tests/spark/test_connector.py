@@ -6,7 +6,6 @@ import json
 import time
 
 import pytest
-
 from sparkutil import checksum, make_topic, produce
 
 pytestmark = pytest.mark.spark
@@ -50,8 +49,10 @@ def test_batch_read_equals_produced(spark, spark_broker, topic_name):
     df3 = reader(spark, bs, assign=json.dumps({topic_name: [0, 1, 2]}), startingOffsets=so, endingOffsets=eo).load()
     assert df3.count() == 10 + 1000 + 5
     # subscribePattern
-    assert reader(spark, bs, subscribePattern=topic_name[:6] + ".*").load().where(
-        f"topic = '{topic_name}'").count() == 3000
+    assert (
+        reader(spark, bs, subscribePattern=topic_name[:6] + ".*").load().where(f"topic = '{topic_name}'").count()
+        == 3000
+    )
 
 
 def test_batch_read_by_timestamp(spark, spark_broker, topic_name):
@@ -68,33 +69,48 @@ def test_batch_read_by_timestamp(spark, spark_broker, topic_name):
     assert df.count() == 50
     with pytest.raises(Exception, match="no offset matched"):
         reader(spark, bs, subscribe=topic_name, startingTimestamp=str(mid + 10**8)).load().count()
-    df = reader(spark, bs, subscribe=topic_name, startingTimestamp=str(mid + 10**8),
-                startingOffsetsByTimestampStrategy="latest").load()
+    df = reader(
+        spark, bs, subscribe=topic_name, startingTimestamp=str(mid + 10**8), startingOffsetsByTimestampStrategy="latest"
+    ).load()
     assert df.count() == 0
 
 
-@pytest.mark.parametrize("opts, message", [
-    ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of"),
-    ({}, "exactly one of"),
-    ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
-    ({"subscribe": "a", "kafka.no.such.setting": "1"}, "kafka.no.such.setting"),
-    ({"subscribe": "a", "startingOfsets": "earliest"}, "startingofsets"),
-    ({"subscribe": "a", "maxOffsetsPerTrigger": "10"}, "only to streaming"),
-    ({"subscribe": "a", "startingOffsets": "latest"}, "not allowed for batch"),
-    ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
-])
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of"),
+        ({}, "exactly one of"),
+        ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
+        ({"subscribe": "a", "kafka.no.such.setting": "1"}, "kafka.no.such.setting"),
+        ({"subscribe": "a", "startingOfsets": "earliest"}, "startingofsets"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": "10"}, "only to streaming"),
+        ({"subscribe": "a", "startingOffsets": "latest"}, "not allowed for batch"),
+        ({"subscribe": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ],
+)
 def test_bad_options_fail_at_planning(spark, spark_broker, opts, message):
     with pytest.raises(Exception, match=message):
         reader(spark, spark_broker.bootstrap, **opts).load().count()
 
 
 def _stream(spark, bs, topic, out, ckpt, **opts):
-    r = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-         .option("startingOffsets", "earliest"))
+    r = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for k, v in opts.items():
         r = r.option(k, v)
-    q = (r.load().select("key", "value", "partition", "offset").writeStream.format("parquet")
-         .option("path", str(out)).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    q = (
+        r.load()
+        .select("key", "value", "partition", "offset")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(180)
     return q
 
@@ -114,6 +130,7 @@ def test_stream_restart_exactly_once_and_max_offsets(spark, spark_broker, topic_
     # restart: more data, a new partition
     produce(bs, topic_name, 500, start=1000)
     from odradek.client import Admin
+
     with Admin(bootstrap_servers=bs) as a:
         a.create_partitions({topic_name: 3})
     produce(bs, topic_name, 30, partitions=3, start=1500)
@@ -157,19 +174,30 @@ def test_writer_round_trip_batch_and_stream(spark, spark_broker, topic_name, tmp
     bs = spark_broker.bootstrap
     make_topic(bs, topic_name, 2)
     rows = [(f"k{i}", f"value-{i}", i % 2, [("src", b"test")] if i % 3 == 0 else None) for i in range(500)]
-    df = spark.createDataFrame(rows, "key string, value string, partition int, headers array<struct<key:string,value:binary>>")
+    df = spark.createDataFrame(
+        rows, "key string, value string, partition int, headers array<struct<key:string,value:binary>>"
+    )
     df.write.format("odradek").mode("append").option("kafka.bootstrap.servers", bs).option("topic", topic_name).save()
     back = reader(spark, bs, subscribe=topic_name, includeHeaders="true").load()
-    got = {(r.key.decode(), r.value.decode(), r.partition, None if r.headers is None else
-            tuple((h.key, bytes(h.value)) for h in r.headers)) for r in back.collect()}
+    got = {
+        (
+            r.key.decode(),
+            r.value.decode(),
+            r.partition,
+            None if r.headers is None else tuple((h.key, bytes(h.value)) for h in r.headers),
+        )
+        for r in back.collect()
+    }
     assert got == {(k, v, p, None if h is None else tuple(h)) for k, v, p, h in rows}
     # a sink needs a value column and a topic
     with pytest.raises(Exception, match="value"):
-        spark.createDataFrame([("a",)], "key string").write.format("odradek").mode("append") \
-            .option("kafka.bootstrap.servers", bs).option("topic", topic_name).save()
+        spark.createDataFrame([("a",)], "key string").write.format("odradek").mode("append").option(
+            "kafka.bootstrap.servers", bs
+        ).option("topic", topic_name).save()
     with pytest.raises(Exception, match="topic"):
-        spark.createDataFrame([("a",)], "value string").write.format("odradek").mode("append") \
-            .option("kafka.bootstrap.servers", bs).save()
+        spark.createDataFrame([("a",)], "value string").write.format("odradek").mode("append").option(
+            "kafka.bootstrap.servers", bs
+        ).save()
 
     # streaming copy topic -> topic2, twice (restart): each record copied exactly once
     t2 = topic_name + "-copy"
@@ -177,11 +205,21 @@ def test_writer_round_trip_batch_and_stream(spark, spark_broker, topic_name, tmp
     ckpt = tmp_path / "wckpt"
 
     def copy():
-        q = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bs).option("subscribe", topic_name)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200").load()
-             .selectExpr("key", "value", "partition").writeStream.format("odradek")
-             .option("kafka.bootstrap.servers", bs).option("topic", t2)
-             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+        q = (
+            spark.readStream.format("odradek")
+            .option("kafka.bootstrap.servers", bs)
+            .option("subscribe", topic_name)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "200")
+            .load()
+            .selectExpr("key", "value", "partition")
+            .writeStream.format("odradek")
+            .option("kafka.bootstrap.servers", bs)
+            .option("topic", t2)
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(180)
         assert q.exception() is None
         return q

@@ -32,8 +32,9 @@ def activity(spark_broker):
 
     topic = f"activity-{os.getpid()}"
     # 4000 events, one every 2 s of event time: 2h13m over three hours of partitions
-    generate(spark_broker.bootstrap, topic, count=4000, partitions=2, progress=False, start_ms=START_MS,
-             spacing_ms=2000)
+    generate(
+        spark_broker.bootstrap, topic, count=4000, partitions=2, progress=False, start_ms=START_MS, spacing_ms=2000
+    )
     return topic
 
 
@@ -81,8 +82,23 @@ def test_killed_load_then_rerun_equals_uninterrupted(spark, spark_broker, activi
 
     wh = tmp_path / "wh"
     env = dict(os.environ, ODRADEK_PIPELINE_PAUSE="before-commit", PYSPARK_PYTHON=sys.executable)
-    cmd = [sys.executable, "-m", "odradek", "pipeline", "load", "-b", bs, "--topic", activity, "--master", "local[1]",
-           "--warehouse", str(wh), "--ending-offsets", json.dumps({activity: {"0": 1000, "1": 1000}})]
+    cmd = [
+        sys.executable,
+        "-m",
+        "odradek",
+        "pipeline",
+        "load",
+        "-b",
+        bs,
+        "--topic",
+        activity,
+        "--master",
+        "local[1]",
+        "--warehouse",
+        str(wh),
+        "--ending-offsets",
+        json.dumps({activity: {"0": 1000, "1": 1000}}),
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     paused = table_dir(wh, activity) / "_paused"
     deadline = time.monotonic() + 240
@@ -119,8 +135,9 @@ def test_stream_stats_restart_safe(spark, spark_broker, tmp_path):
     generate(bs, topic, count=600, partitions=2, progress=False, start_ms=START_MS, spacing_ms=200)
 
     def run():
-        q = start_stream(spark, bs, out, ckpt, topic=topic, stats_topic=stats, available_now=True, threshold=5,
-                         max_offsets=400)
+        q = start_stream(
+            spark, bs, out, ckpt, topic=topic, stats_topic=stats, available_now=True, threshold=5, max_offsets=400
+        )
         q.awaitTermination(180)
         assert q.exception() is None
 

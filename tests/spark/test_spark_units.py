@@ -35,9 +35,18 @@ def test_split_ranges_min_partitions():
 
 
 def test_options():
-    o = parse_source_options({**BS, "subscribe": "a, b", "startingOffsets": '{"a":{"0":5,"1":-2}}',
-                              "maxOffsetsPerTrigger": "10", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "2m",
-                              "kafka.fetch.max.bytes": "1000"}, streaming=True)
+    o = parse_source_options(
+        {
+            **BS,
+            "subscribe": "a, b",
+            "startingOffsets": '{"a":{"0":5,"1":-2}}',
+            "maxOffsetsPerTrigger": "10",
+            "minOffsetsPerTrigger": "5",
+            "maxTriggerDelay": "2m",
+            "kafka.fetch.max.bytes": "1000",
+        },
+        streaming=True,
+    )
     assert o.subscribe == ["a", "b"] and o.starting == {("a", 0): 5, ("a", 1): -2}
     assert o.max_trigger_delay_s == 120 and o.consumer_config["fetch.max.bytes"] == 1000
     with pytest.raises(OptionError, match="minOffsetsPerTrigger must not exceed"):
@@ -50,8 +59,12 @@ def test_options():
         parse_source_options({**BS, "subscribe": "a", "endingOffsets": '{"a":{"0":-2}}'}, False)
     with pytest.raises(OptionError, match="kafka.value.serializer"):
         parse_sink_options({**BS, "kafka.value.serializer": "x"})
-    assert parse_sink_options({**BS, "kafka.partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"}
-                              ).producer_config["partitioner"] == "round_robin"
+    assert (
+        parse_sink_options(
+            {**BS, "kafka.partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"}
+        ).producer_config["partitioner"]
+        == "round_robin"
+    )
     assert parse_duration("x", "500ms") == 0.5 and parse_duration("x", "1h") == 3600
 
 
@@ -81,8 +94,10 @@ def test_stream_min_offsets_and_trigger_delay():
     r._last_trigger -= 1  # the delay passed
     assert from_json_offsets(r.latestOffset(start, ReadMinRows(100))) == {("t", 0): 50}
     r._planner.latest_offsets = {("t", 0): 200, ("t", 1): 30}  # enough rows, and a new partition
-    assert from_json_offsets(r.latestOffset(to_json_offsets({("t", 0): 50}), ReadMinRows(100))) == \
-        {("t", 0): 200, ("t", 1): 30}
+    assert from_json_offsets(r.latestOffset(to_json_offsets({("t", 0): 50}), ReadMinRows(100))) == {
+        ("t", 0): 200,
+        ("t", 1): 30,
+    }
     assert r.reportLatestOffset() == {"t": {"0": 200, "1": 30}}
 
 
@@ -105,8 +120,11 @@ def test_available_now_caps_at_target():
 
 
 def test_widen_replaces_overlapping_loads():
-    loads = [{"id": "a", "ranges": {"t": {"0": [0, 100]}}}, {"id": "b", "ranges": {"t": {"0": [100, 200]}}},
-             {"id": "c", "ranges": {"t": {"1": [0, 50]}}}]
+    loads = [
+        {"id": "a", "ranges": {"t": {"0": [0, 100]}}},
+        {"id": "b", "ranges": {"t": {"0": [100, 200]}}},
+        {"id": "c", "ranges": {"t": {"1": [0, 50]}}},
+    ]
     req, rep = widen({("t", 0): (50, 150)}, loads)
     assert req == {("t", 0): (0, 200)} and sorted(rep) == ["a", "b"]
     req, rep = widen({("t", 0): (200, 300)}, loads)

@@ -7,8 +7,13 @@ from odradek.protocol import records as R
 from odradek.protocol.records import Record, build_batch, decode_any, iter_batches
 from odradek.storage import FaultyFileSystem, LogConfig, LogManager
 
-CFG = LogConfig(segment_bytes=1000, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01,
-                delete_retention_ms=1000, file_delete_delay_ms=0)
+CFG = LogConfig(
+    segment_bytes=1000,
+    cleanup_policy="compact",
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=1000,
+    file_delete_delay_ms=0,
+)
 
 
 def kv(key, value, ts, codec=R.NONE, **kw):
@@ -27,7 +32,7 @@ def contents(lg):
 
 def latest_per_key(recs, below):
     last = {}
-    for off, k, v in recs:
+    for off, k, _v in recs:
         if off < below:
             last[k] = off
     return last
@@ -76,8 +81,13 @@ def test_dirty_ratio_respected(make_mgr, clock):
 
 def test_min_compaction_lag(make_mgr, clock):
     m = make_mgr()
-    lg = m.create_log("t", 0, LogConfig(segment_bytes=1000, cleanup_policy="compact",
-                                        min_cleanable_dirty_ratio=0.01, min_compaction_lag_ms=60_000))
+    lg = m.create_log(
+        "t",
+        0,
+        LogConfig(
+            segment_bytes=1000, cleanup_policy="compact", min_cleanable_dirty_ratio=0.01, min_compaction_lag_ms=60_000
+        ),
+    )
     fill(lg, clock)
     assert m.clean_once() == 0
     clock.advance(61_000)
@@ -89,7 +99,7 @@ def test_tombstones_dropped_after_delete_retention(make_mgr, clock):
     lg = m.create_log("t", 0, CFG)
     fill(lg, clock, n=20)
     lg.append(kv(b"k1", None, clock.ms))  # tombstone for k1
-    for i in range(12):
+    for _i in range(12):
         lg.append(kv(b"other", b"z" * 90, clock.ms))
     lg.high_watermark = lg.log_end_offset
     assert m.clean_once() == 1
@@ -107,7 +117,7 @@ def test_producer_last_batch_kept_empty(make_mgr, clock):
     m = make_mgr()
     lg = m.create_log("t", 0, CFG)
     lg.append(kv(b"a", b"1" * 100, clock.ms, producer_id=9, producer_epoch=0, base_sequence=0))
-    for i in range(12):
+    for _ in range(12):
         lg.append(kv(b"a", b"2" * 100, clock.ms))
     lg.high_watermark = lg.log_end_offset
     m.clean_once()
@@ -172,7 +182,11 @@ def test_compacted_topic_rejects_records_without_key(make_mgr, clock):
     lg = m.create_log("t", 0, CFG)
     lg.append(kv(b"k", b"v", clock.ms))
     with pytest.raises(R.InvalidRecordError, match="without key"):
-        lg.append(build_batch([Record(-1, clock.ms, b"k2", b"ok"), Record(-1, clock.ms, None, b"keyless")], compression=R.GZIP))
+        lg.append(
+            build_batch(
+                [Record(-1, clock.ms, b"k2", b"ok"), Record(-1, clock.ms, None, b"keyless")], compression=R.GZIP
+            )
+        )
     assert lg.log_end_offset == 1  # nothing of the rejected batch was appended
 
 

@@ -1,8 +1,8 @@
 import os
 
 import pytest
-
 from support.batches import batch
+
 from odradek.protocol import records as R
 from odradek.protocol.records import Record, build_batch, decode_any, iter_batches
 from odradek.storage import LogConfig, OffsetOutOfRangeError, RecordTooLargeError
@@ -170,13 +170,25 @@ def test_truncate_and_leader_epochs(make_mgr, clock):
 
 
 def test_config_from_props():
-    cfg = LogConfig.from_props({"segment.bytes": "1000", "cleanup.policy": "compact, delete",
-                                "min.cleanable.dirty.ratio": "0.1", "preallocate": "true",
-                                "compression.type": "zstd"})
+    cfg = LogConfig.from_props(
+        {
+            "segment.bytes": "1000",
+            "cleanup.policy": "compact, delete",
+            "min.cleanable.dirty.ratio": "0.1",
+            "preallocate": "true",
+            "compression.type": "zstd",
+        }
+    )
     assert cfg.segment_bytes == 1000 and cfg.compact and cfg.delete and cfg.preallocate
     assert cfg.min_cleanable_dirty_ratio == 0.1
-    for key, bad in [("segment.bytes", "x"), ("cleanup.policy", "nope"), ("min.cleanable.dirty.ratio", "2"),
-                     ("message.timestamp.type", "Now"), ("retention.ms", "-5"), ("preallocate", "yes")]:
+    for key, bad in [
+        ("segment.bytes", "x"),
+        ("cleanup.policy", "nope"),
+        ("min.cleanable.dirty.ratio", "2"),
+        ("message.timestamp.type", "Now"),
+        ("retention.ms", "-5"),
+        ("preallocate", "yes"),
+    ]:
         with pytest.raises(ValueError, match=key.replace(".", r"\.")):
             LogConfig.from_props({key: bad})
     assert LogConfig.from_props(LogConfig().to_props()) == LogConfig()

@@ -1,8 +1,8 @@
 import os
 
 import pytest
-
 from support.batches import batch
+
 from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
 from odradek.storage import InvalidProducerEpochError, LogConfig, LogManager, OutOfOrderSequenceError
 
@@ -19,7 +19,7 @@ def test_duplicates_return_original_offsets(make_mgr):
     assert [(i.first_offset, i.last_offset) for i in infos][:2] == [(1, 2), (3, 4)]
     leo = lg.log_end_offset
     # last 5 batches are remembered
-    for i, s in enumerate(range(1, 6)):
+    for _i, s in enumerate(range(1, 6)):
         d = lg.append(pbatch(s * 2, 2))
         assert d.duplicate and (d.first_offset, d.last_offset) == (infos[s].first_offset, infos[s].last_offset)
     assert lg.log_end_offset == leo

@@ -4,8 +4,8 @@ import os
 import random
 
 import pytest
-
 from support.batches import batch
+
 from odradek.protocol.records import iter_batches
 from odradek.storage import LogConfig
 
@@ -59,8 +59,12 @@ def test_reads_match_model_sequential_and_random(make_mgr, clock, interval):
             limit = rnd.randrange(off, leo + 1)
             min_one = rnd.random() < 0.7
             r = lg.read(off, max_bytes, max_offset=limit, min_one_batch=min_one)
-            assert (r.first_offset, r.size) == model_read(model, off, max_bytes, limit, min_one), \
-                (off, max_bytes, limit, min_one)
+            assert (r.first_offset, r.size) == model_read(model, off, max_bytes, limit, min_one), (
+                off,
+                max_bytes,
+                limit,
+                min_one,
+            )
             got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
             assert r.next_offset == (list(iter_batches(got))[-1].next_offset if got else -1)
 
@@ -96,8 +100,10 @@ def test_idempotent_and_log_append_time_batches(make_mgr, clock):
     assert lg.append(b2).duplicate  # the second batch again: original offsets
     assert (lg.append(b2).first_offset, lg.append(b2).last_offset) == (3, 4)
     hs = list(iter_batches(lg.read_bytes(0, 1 << 20), validate=True))  # CRCs recomputed
-    assert [(h.base_offset, h.max_timestamp, h.timestamp_type, h.partition_leader_epoch) for h in hs] == \
-        [(0, clock.ms, 1, 2), (3, clock.ms, 1, 2)]
+    assert [(h.base_offset, h.max_timestamp, h.timestamp_type, h.partition_leader_epoch) for h in hs] == [
+        (0, clock.ms, 1, 2),
+        (3, clock.ms, 1, 2),
+    ]
     e = lg.producer_state.producers[7]
     assert e.batches == [(0, 2, 0, 2), (3, 4, 3, 4)] and e.last_timestamp == clock.ms
 

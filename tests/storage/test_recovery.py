@@ -4,8 +4,8 @@ import os
 import random
 
 import pytest
-
 from support.batches import batch
+
 from odradek.protocol.records import decode_any, iter_batches
 from odradek.storage import FaultyFileSystem, KafkaStorageError, LogConfig, LogManager
 
@@ -68,8 +68,11 @@ def test_garbage_tail_removed(make_mgr, clock, garbage, caplog):
     path = _seg0(lg)
     good = open(path, "rb").read()
     rnd = random.Random(7)
-    tail = {"zeros": b"\0" * 5000, "random": bytes(rnd.getrandbits(8) for _ in range(3000)),
-            "partial-header": good[:40]}[garbage]
+    tail = {
+        "zeros": b"\0" * 5000,
+        "random": bytes(rnd.getrandbits(8) for _ in range(3000)),
+        "partial-header": good[:40],
+    }[garbage]
     with open(path, "ab") as f:
         f.write(tail)
     for seg in lg.segments:
@@ -79,7 +82,7 @@ def test_garbage_tail_removed(make_mgr, clock, garbage, caplog):
     lg2 = m2.get_log("t", 0)
     assert lg2.log_end_offset == ends[-1][1]
     assert open(path, "rb").read() == good
-    assert "truncated %d bytes" % len(tail) in caplog.text
+    assert f"truncated {len(tail)} bytes" in caplog.text
     lg2.append(batch(1))
     assert [r.offset for r in decode_any(lg2.read_bytes(0, 1 << 20))][-1] == ends[-1][1]
 
@@ -87,7 +90,7 @@ def test_garbage_tail_removed(make_mgr, clock, garbage, caplog):
 def test_corrupt_batch_in_middle_truncates_and_drops_later_segments(make_mgr, clock):
     m = make_mgr()
     lg = m.create_log("t", 0, LogConfig(segment_bytes=700))
-    for i in range(9):
+    for _i in range(9):
         lg.append(batch(1, size=200, ts=clock.ms))
     lg.flush()
     assert lg.segment_count == 3
@@ -157,8 +160,13 @@ def test_write_failure_takes_dir_offline_other_dir_serves(make_mgr, fs, clock, c
         a.append(batch(1))
     assert m.offline_dirs == {a.dir_state.path}
     assert "offline" in caplog.text and "errno 5" in caplog.text and a.dir_state.path in caplog.text
-    for op in (lambda: a.read(0, 100), lambda: a.append(batch(1)), lambda: a.flush(),
-               lambda: a.offset_for_timestamp(0), lambda: a.delete_records(0)):
+    for op in (
+        lambda: a.read(0, 100),
+        lambda: a.append(batch(1)),
+        lambda: a.flush(),
+        lambda: a.offset_for_timestamp(0),
+        lambda: a.delete_records(0),
+    ):
         with pytest.raises(KafkaStorageError):
             op()
     b.append(batch(1))
@@ -169,7 +177,7 @@ def test_write_failure_takes_dir_offline_other_dir_serves(make_mgr, fs, clock, c
     fs.crash()
     m2 = _reload(m.log_dirs, FaultyFileSystem(real_fsync=False), clock)
     a2 = m2.get_log("a", 0)
-    assert a2.read_bytes(0, 1 << 20)[:len(flushed)] == flushed
+    assert a2.read_bytes(0, 1 << 20)[: len(flushed)] == flushed
     assert a2.log_end_offset in (2, 3)
     assert m2.get_log("b", 0).log_end_offset == 1
 
@@ -199,7 +207,7 @@ def test_fsync_failure_and_enospc(make_mgr, fs, clock, op):
     fs.crash()
     m2 = _reload(m.log_dirs, FaultyFileSystem(real_fsync=False), clock)
     lg2 = m2.get_log("t", 0)
-    assert lg2.read_bytes(0, 1 << 20)[:len(before)] == before
+    assert lg2.read_bytes(0, 1 << 20)[: len(before)] == before
     assert lg2.log_end_offset in (3, 5)
     lg2.append(batch(1))
 
@@ -230,4 +238,4 @@ def test_unflushed_data_lost_on_power_failure_is_only_unflushed(make_mgr, fs, cl
     m2 = _reload(m.log_dirs, FaultyFileSystem(real_fsync=False), clock)
     lg2 = m2.get_log("t", 0)
     assert lg2.log_end_offset >= 8
-    assert lg2.read_bytes(0, 1 << 20)[:len(flushed)] == flushed
+    assert lg2.read_bytes(0, 1 << 20)[: len(flushed)] == flushed

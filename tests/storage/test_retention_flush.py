@@ -2,8 +2,8 @@ import asyncio
 import os
 
 import pytest
-
 from support.batches import batch
+
 from odradek.storage import LogConfig, LogManager, OffsetOutOfRangeError
 
 

@@ -10,6 +10,8 @@ def batch(n=1, *, ts=None, key=None, value=b"v" * 10, size=None, **kw) -> bytes:
     """A batch of n records; ``size`` pads values so the batch is about that many bytes."""
     if size is not None:
         value = b"x" * max(1, (size - 61) // n - 12)
-    recs = [Record(-1, (ts if ts is not None else 1_700_000_000_000) + i,
-                   key if key is not None else None, value) for i in range(n)]
+    recs = [
+        Record(-1, (ts if ts is not None else 1_700_000_000_000) + i, key if key is not None else None, value)
+        for i in range(n)
+    ]
     return build_batch(recs, **kw)

@@ -53,6 +53,7 @@ def _die_with_parent() -> None:
     so a killed pytest leaves no broker behind."""
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
     except Exception:  # noqa: BLE001 - best effort, non-Linux
         pass
@@ -103,7 +104,7 @@ class _Process:
     def log_tail(self, lines: int = 40) -> str:
         return _tail(self.log_path, lines)
 
-    def start(self, timeout: float = 20) -> "_Process":
+    def start(self, timeout: float = 20) -> _Process:
         if self.running:
             raise RuntimeError(f"{self.name} already running")
         self._log = open(self.log_path, "ab", buffering=0)
@@ -164,7 +165,7 @@ class _Process:
             self.proc.wait()
         return self._finish()
 
-    def restart(self, timeout: float = 20) -> "_Process":
+    def restart(self, timeout: float = 20) -> _Process:
         self.stop()
         return self.start(timeout)
 
@@ -193,8 +194,13 @@ class BrokerProcess(_Process):
 
     name = "odradek"
 
-    def __init__(self, tmpdir, overrides: dict | None = None, port: int | None = None,
-                 config_file: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        tmpdir,
+        overrides: dict | None = None,
+        port: int | None = None,
+        config_file: str | os.PathLike | None = None,
+    ):
         super().__init__(tmpdir, port)
         self.overrides = dict(overrides or {})
         self.overrides.setdefault("listeners", f"PLAINTEXT://127.0.0.1:{self.port}")
@@ -206,7 +212,14 @@ class BrokerProcess(_Process):
         return Path(str(self.overrides["log.dirs"]).split(",")[0])
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", os.environ.get("ODRADEK_TEST_LOG_LEVEL", "INFO")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "odradek",
+            "broker",
+            "--log-level",
+            os.environ.get("ODRADEK_TEST_LOG_LEVEL", "INFO"),
+        ]
         if self.config_file:
             cmd += ["--config", str(self.config_file)]
         for k, v in self.overrides.items():
@@ -254,15 +267,29 @@ class TansuBroker(ThirdPartyBroker):
 
     def command(self) -> list[str]:
         url = f"tcp://127.0.0.1:{self.port}"
-        return [str(TANSU_BIN), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+        return [
+            str(TANSU_BIN),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("RUST_LOG", None)
         # Never let Tansu pick up settings meant for something else.
-        for k in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "OTEL_EXPORTER_OTLP_ENDPOINT",
-                  "SCHEMA_REGISTRY", "CLUSTER_ID"):
+        for k in (
+            "LISTENER_URL",
+            "ADVERTISED_LISTENER_URL",
+            "STORAGE_ENGINE",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "SCHEMA_REGISTRY",
+            "CLUSTER_ID",
+        ):
             env.pop(k, None)
         return env
 
@@ -317,15 +344,23 @@ class MockClusterBroker(ThirdPartyBroker):
     def command(self) -> list[str]:
         return [sys.executable, "-c", _MOCK_SCRIPT, str(self.num_brokers)]
 
-    def start(self, timeout: float = 20) -> "MockClusterBroker":
+    def start(self, timeout: float = 20) -> MockClusterBroker:
         if self.running:
             raise RuntimeError("mock cluster already running")
         self._log = open(self.log_path, "ab", buffering=0)
-        self.proc = subprocess.Popen(self.command(), cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=self._log, start_new_session=True,
-                                     text=True, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            start_new_session=True,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
         deadline = time.monotonic() + timeout
         import selectors
+
         sel = selectors.DefaultSelector()
         sel.register(self.proc.stdout, selectors.EVENT_READ)
         while time.monotonic() < deadline:

@@ -94,7 +94,6 @@ _ALIASES = {
     "RecordTooLarge": "MessageTooLarge",
     "MessageSizeTooLarge": "MessageTooLarge",
     "MsgSizeTooLarge": "MessageTooLarge",
-    "MessageSizeTooLarge": "MessageTooLarge",
     "RecordListTooLarge": "MessageTooLarge",
     "KafkaTimeout": "Timeout",
     "TimedOut": "Timeout",
@@ -132,7 +131,7 @@ def normalize_kind(raw: str) -> str:
     name = raw.strip()
     name = name.rsplit(".", 1)[-1]
     if name.startswith("KafkaJS") and name not in ("KafkaJSError",):
-        name = name[len("KafkaJS"):]
+        name = name[len("KafkaJS") :]
     if re.fullmatch(r"_?[A-Z0-9_]+", name) and "_" in name.strip("_") or re.fullmatch(r"_?[A-Z0-9]+", name):
         name = "".join(p.capitalize() for p in name.strip("_").split("_") if p)
     if name in _ALIASES:
@@ -151,6 +150,7 @@ def _kind_from_text(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _b64(b: bytes | None) -> str | None:
     return None if b is None else base64.b64encode(b).decode("ascii")
@@ -172,13 +172,15 @@ def _json_rec(d: dict) -> Rec:
 
 
 def _rec_json(r: Rec) -> str:
-    return json.dumps({
-        "key": _b64(r.key),
-        "value": _b64(r.value),
-        "headers": [[k, _b64(v)] for k, v in r.headers],
-        "partition": r.partition,
-        "timestamp": r.timestamp,
-    })
+    return json.dumps(
+        {
+            "key": _b64(r.key),
+            "value": _b64(r.value),
+            "headers": [[k, _b64(v)] for k, v in r.headers],
+            "partition": r.partition,
+            "timestamp": r.timestamp,
+        }
+    )
 
 
 def murmur2(data: bytes) -> int:
@@ -187,14 +189,14 @@ def murmur2(data: bytes) -> int:
     seed, m, r = 0x9747B28C, 0x5BD1E995, 24
     h = (seed ^ length) & 0xFFFFFFFF
     for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
+        k = int.from_bytes(data[i : i + 4], "little")
         k = (k * m) & 0xFFFFFFFF
         k ^= k >> r
         k = (k * m) & 0xFFFFFFFF
         h = (h * m) & 0xFFFFFFFF
         h ^= k
     rest = length % 4
-    tail = data[length - rest:]
+    tail = data[length - rest :]
     if rest == 3:
         h ^= tail[2] << 16
     if rest >= 2:
@@ -233,6 +235,7 @@ def _public(topics) -> set[str]:
 
 # --------------------------------------------------------------------------- base
 
+
 class Client:
     name = "?"
 
@@ -264,8 +267,18 @@ class Client:
     def produce(self, topic, records, *, acks=-1, compression=None, idempotent=None):
         raise Unsupported(self.name, "produce")
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         raise Unsupported(self.name, "consume")
 
     def offsets_for_times(self, topic, ts) -> dict[int, int | None]:
@@ -273,6 +286,7 @@ class Client:
 
 
 # --------------------------------------------------------------------------- CLI-driven clients
+
 
 class _JsonCliClient(Client):
     """Clients driven through a subprocess speaking the KafkaCli JSON-lines contract."""
@@ -286,7 +300,8 @@ class _JsonCliClient(Client):
         try:
             p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=t * 3 + 30)
         except subprocess.TimeoutExpired as e:
-            raise ClientError(self.name, "Timeout", f"{' '.join(cmd[-len(args):])} hung; stderr: {e.stderr!r:.2000}")
+            msg = f"{' '.join(cmd[-len(args) :])} hung; stderr: {e.stderr!r:.2000}"
+            raise ClientError(self.name, "Timeout", msg) from None
         lines = []
         for line in p.stdout.splitlines():
             line = line.strip()
@@ -322,8 +337,18 @@ class _JsonCliClient(Client):
         out = self._run(args, stdin="".join(_rec_json(r) + "\n" for r in records))
         return [(d["partition"], d["offset"]) for d in out]
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
         args = ["consume", topic, "--max", str(expected)]
         if from_beginning:
@@ -359,8 +384,15 @@ class JavaClient(_JsonCliClient):
         return None
 
     def base_cmd(self):
-        return ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                "-cp", f"{JAVA_DIR}/*:{JAVA_DIR}/classes", "KafkaCli"]
+        return [
+            "java",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xshare:auto",
+            "-cp",
+            f"{JAVA_DIR}/*:{JAVA_DIR}/classes",
+            "KafkaCli",
+        ]
 
     def produce_args(self, acks, compression, idempotent):
         args = ["--acks", _acks_str(acks), "--compression-type", compression or "none"]
@@ -370,16 +402,38 @@ class JavaClient(_JsonCliClient):
             args += ["--enable-idempotence", "false"]
         return args
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         args_extra = []
         if group is not None:
-            args_extra = ["--prop", f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
-                          "--prop", f"max.poll.interval.ms={GROUP_REBALANCE_TIMEOUT_MS}"]
+            args_extra = [
+                "--prop",
+                f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
+                "--prop",
+                f"max.poll.interval.ms={GROUP_REBALANCE_TIMEOUT_MS}",
+            ]
         self._extra = args_extra
         try:
-            return super().consume(topic, expected=expected, timeout=timeout, from_beginning=from_beginning,
-                                   partitions=partitions, group=group, start_offset=start_offset, reset=reset)
+            return super().consume(
+                topic,
+                expected=expected,
+                timeout=timeout,
+                from_beginning=from_beginning,
+                partitions=partitions,
+                group=group,
+                start_offset=start_offset,
+                reset=reset,
+            )
         finally:
             self._extra = []
 
@@ -408,18 +462,39 @@ class KafkajsClient(_JsonCliClient):
     def reset_args(self, policy: str) -> list[str]:
         return []  # checked in consume(): kafkajs_cli.js has no --reset
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         # kafkajs has no auto.offset.reset: on OFFSET_OUT_OF_RANGE its consumer group always
         # seeks to the default offset (earliest with fromBeginning, else latest) and logs it
         # (consumerGroup.js recoverFromOffsetOutOfRange); the error never reaches the caller.
         if reset == "none":
-            raise Unsupported(self.name, "kafkajs always resets an out-of-range offset (to earliest with "
-                                         "fromBeginning, else latest): it has no 'none' policy")
+            raise Unsupported(
+                self.name,
+                "kafkajs always resets an out-of-range offset (to earliest with "
+                "fromBeginning, else latest): it has no 'none' policy",
+            )
         if reset is not None and (reset == "earliest") != from_beginning:
             raise Unsupported(self.name, "kafkajs resets to earliest exactly when fromBeginning is set")
-        return super().consume(topic, expected=expected, timeout=timeout, from_beginning=from_beginning,
-                               partitions=partitions, group=group, start_offset=start_offset, reset=reset)
+        return super().consume(
+            topic,
+            expected=expected,
+            timeout=timeout,
+            from_beginning=from_beginning,
+            partitions=partitions,
+            group=group,
+            start_offset=start_offset,
+            reset=reset,
+        )
 
     def produce_args(self, acks, compression, idempotent):
         if compression not in (None, "none", "gzip"):
@@ -431,6 +506,7 @@ class KafkajsClient(_JsonCliClient):
 
 
 # --------------------------------------------------------------------------- confluent-kafka
+
 
 class ConfluentClient(Client):
     """confluent-kafka (librdkafka 2.16), in process."""
@@ -448,10 +524,12 @@ class ConfluentClient(Client):
 
     def _admin(self):
         from confluent_kafka.admin import AdminClient
+
         return AdminClient(self._conf())
 
     def _raise(self, e: Exception):
         from confluent_kafka import KafkaError, KafkaException
+
         err = e.args[0] if isinstance(e, KafkaException) and e.args else e
         if isinstance(err, KafkaError):
             raise ClientError(self.name, normalize_kind(err.name()), err.str()) from e
@@ -468,8 +546,13 @@ class ConfluentClient(Client):
 
     def create_topic(self, name, partitions, configs=None, *, replication_factor=1):
         from confluent_kafka.admin import NewTopic
-        t = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
-                     config={k: str(v) for k, v in (configs or {}).items()})
+
+        t = NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            config={k: str(v) for k, v in (configs or {}).items()},
+        )
         admin = self._admin()  # must outlive its futures
         self._wait(admin.create_topics([t], request_timeout=self.timeout, operation_timeout=self.timeout))
 
@@ -496,8 +579,13 @@ class ConfluentClient(Client):
 
     def produce(self, topic, records, *, acks=-1, compression=None, idempotent=None):
         from confluent_kafka import Producer
-        extra = {"acks": _acks_str(acks), "linger.ms": 5, "partitioner": "murmur2_random",
-                 "message.timeout.ms": int(self.timeout * 1000)}
+
+        extra = {
+            "acks": _acks_str(acks),
+            "linger.ms": 5,
+            "partitioner": "murmur2_random",
+            "message.timeout.ms": int(self.timeout * 1000),
+        }
         if compression:
             extra["compression.type"] = compression
         if idempotent is not None:
@@ -508,6 +596,7 @@ class ConfluentClient(Client):
         def cb(i):
             def done(err, msg):
                 results[i] = err if err is not None else (msg.partition(), msg.offset())
+
             return done
 
         try:
@@ -535,17 +624,30 @@ class ConfluentClient(Client):
                 raise ClientError(self.name, normalize_kind(res.name()), res.str())
         return results
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+
         policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
-        conf = self._conf(**{
-            "group.id": group or f"odradek-assign-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "error" if policy == "none" else policy,
-            "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
-            "max.poll.interval.ms": GROUP_REBALANCE_TIMEOUT_MS,
-        })
+        conf = self._conf(
+            **{
+                "group.id": group or f"odradek-assign-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "error" if policy == "none" else policy,
+                "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
+                "max.poll.interval.ms": GROUP_REBALANCE_TIMEOUT_MS,
+            }
+        )
         c = Consumer(conf)
         out: list[Rec] = []
         try:
@@ -563,14 +665,17 @@ class ConfluentClient(Client):
                 c.assign([TopicPartition(topic, p, start) for p in partitions])
             deadline = time.monotonic() + timeout
             while len(out) < expected and time.monotonic() < deadline:
-                for m in c.consume(num_messages=expected - len(out), timeout=min(0.5, max(0.01, deadline - time.monotonic()))):
+                for m in c.consume(
+                    num_messages=expected - len(out), timeout=min(0.5, max(0.01, deadline - time.monotonic()))
+                ):
                     if m.error() is not None:
                         if m.error().code() == KafkaError._PARTITION_EOF:
                             continue
                         raise ClientError(self.name, normalize_kind(m.error().name()), m.error().str())
                     ts_type, ts = m.timestamp()
-                    out.append(Rec(m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])],
-                                   m.partition(), m.offset(), ts))
+                    out.append(
+                        Rec(m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])], m.partition(), m.offset(), ts)
+                    )
             if group is not None and out:
                 c.commit(asynchronous=False)
         except ClientError:
@@ -583,6 +688,7 @@ class ConfluentClient(Client):
 
     def offsets_for_times(self, topic, ts):
         from confluent_kafka import Consumer, TopicPartition
+
         c = Consumer(self._conf(**{"group.id": "odradek-oft", "enable.auto.commit": False}))
         try:
             parts = sorted(c.list_topics(topic, timeout=self.timeout).topics[topic].partitions)
@@ -632,7 +738,7 @@ class KcatClient(Client):
 
     def _check(self, p: subprocess.CompletedProcess, what: str):
         err = p.stderr if isinstance(p.stderr, str) else p.stderr.decode("utf-8", "replace")
-        errors = [l for l in err.splitlines() if "ERROR" in l or "Delivery failed" in l]
+        errors = [ln for ln in err.splitlines() if "ERROR" in ln or "Delivery failed" in ln]
         if p.returncode != 0 or errors:
             text = "\n".join(errors) or err[-2000:]
             raise ClientError(self.name, _kind_from_text(text), f"{what}: exit {p.returncode}: {text}")
@@ -645,7 +751,8 @@ class KcatClient(Client):
 
     def create_topic(self, name, partitions, configs=None, *, replication_factor=1):
         ConfluentClient(self.bootstrap, timeout=self.timeout).create_topic(
-            name, partitions, configs, replication_factor=replication_factor)
+            name, partitions, configs, replication_factor=replication_factor
+        )
 
     def delete_topic(self, name):
         ConfluentClient(self.bootstrap, timeout=self.timeout).delete_topic(name)
@@ -704,19 +811,36 @@ class KcatClient(Client):
         results: list = [None] * len(records)
         for run in runs:
             _, part, headers, null_mode = run[0]
-            args = ["-P", "-t", topic, "-p", str(part), "-K", self._esc(self.KDELIM), "-D", self._esc(self.MDELIM), "-vvv"]
+            args = [
+                "-P",
+                "-t",
+                topic,
+                "-p",
+                str(part),
+                "-K",
+                self._esc(self.KDELIM),
+                "-D",
+                self._esc(self.MDELIM),
+                "-vvv",
+            ]
             if null_mode:
                 args.append("-Z")
             for k, v in headers:
                 args += ["-H", f"{k}={v.decode('utf-8', 'surrogateescape')}"]
-            data = b"".join((records[i].key or b"") + self.KDELIM.encode() + (records[i].value or b"")
-                            + self.MDELIM.encode() for i, *_ in run)
+            data = b"".join(
+                (records[i].key or b"") + self.KDELIM.encode() + (records[i].value or b"") + self.MDELIM.encode()
+                for i, *_ in run
+            )
             p = self._run(self._cmd(*args, extra=extra), input=data)
             self._check(p, "produce")
             delivered = [(int(a), int(b)) for a, b in _DELIVERED.findall(p.stderr.decode("utf-8", "replace"))]
             if len(delivered) != len(run):
-                raise ClientError(self.name, "Other", f"{len(delivered)} delivery reports for {len(run)} records: "
-                                  f"{p.stderr.decode('utf-8', 'replace')[-2000:]}")
+                raise ClientError(
+                    self.name,
+                    "Other",
+                    f"{len(delivered)} delivery reports for {len(run)} records: "
+                    f"{p.stderr.decode('utf-8', 'replace')[-2000:]}",
+                )
             for (i, *_), d in zip(run, delivered):
                 results[i] = d
         return results
@@ -730,24 +854,45 @@ class KcatClient(Client):
         d = json.loads(line.decode("utf-8", "surrogateescape"))
         enc = lambda s: None if s is None else s.encode("utf-8", "surrogateescape")  # noqa: E731
         hs = d.get("headers") or []
-        return Rec(enc(d.get("key")), enc(d.get("payload")),
-                   [(hs[i], enc(hs[i + 1])) for i in range(0, len(hs), 2)],
-                   d["partition"], d["offset"], d.get("ts"))
+        return Rec(
+            enc(d.get("key")),
+            enc(d.get("payload")),
+            [(hs[i], enc(hs[i + 1])) for i in range(0, len(hs), 2)],
+            d["partition"],
+            d["offset"],
+            d.get("ts"),
+        )
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
         offset = str(start_offset) if start_offset is not None else ("beginning" if from_beginning else "end")
         extra = [f"auto.offset.reset={'error' if policy == 'none' else policy}"]
         if group is not None:
-            extra += [f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
-                      f"max.poll.interval.ms={GROUP_REBALANCE_TIMEOUT_MS}"]
+            extra += [
+                f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
+                f"max.poll.interval.ms={GROUP_REBALANCE_TIMEOUT_MS}",
+            ]
             cmds = [self._cmd("-G", group, "-J", "-u", "-q", "-c", str(expected), topic, extra=extra)]
         elif partitions is None:
             cmds = [self._cmd("-C", "-t", topic, "-o", offset, "-J", "-u", "-q", "-c", str(expected), extra=extra)]
         else:
-            cmds = [self._cmd("-C", "-t", topic, "-p", str(p), "-o", offset, "-J", "-u", "-q", "-c", str(expected),
-                              extra=extra) for p in partitions]
+            cmds = [
+                self._cmd(
+                    "-C", "-t", topic, "-p", str(p), "-o", offset, "-J", "-u", "-q", "-c", str(expected), extra=extra
+                )
+                for p in partitions
+            ]
         procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in cmds]
         out: list[Rec] = []
         sel = selectors.DefaultSelector()
@@ -766,7 +911,7 @@ class KcatClient(Client):
                         continue
                     bufs[key.data] += chunk
                     *lines, bufs[key.data] = bufs[key.data].split(b"\n")
-                    out.extend(self._from_json(l) for l in lines if l.strip())
+                    out.extend(self._from_json(ln) for ln in lines if ln.strip())
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -778,7 +923,7 @@ class KcatClient(Client):
                     p.kill()
                     p.wait()
         errs = b"".join(p.stderr.read() for p in procs).decode("utf-8", "replace")
-        errors = [l for l in errs.splitlines() if "ERROR" in l]
+        errors = [ln for ln in errs.splitlines() if "ERROR" in ln]
         if errors and len(out) < expected:
             raise ClientError(self.name, _kind_from_text("\n".join(errors)), "\n".join(errors)[-2000:])
         return out[:expected] if len(out) > expected else out
@@ -796,6 +941,7 @@ class KcatClient(Client):
 
 # --------------------------------------------------------------------------- kafka-python
 
+
 class KafkaPythonClient(Client):
     """kafka-python 3.0.12, in process."""
 
@@ -810,8 +956,12 @@ class KafkaPythonClient(Client):
 
     def _admin(self):
         from kafka import KafkaAdminClient
-        return KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(self.timeout * 1000),
-                                client_id="odradek-test-kafka-python")
+
+        return KafkaAdminClient(
+            bootstrap_servers=self.bootstrap,
+            request_timeout_ms=int(self.timeout * 1000),
+            client_id="odradek-test-kafka-python",
+        )
 
     def _with_admin(self, fn):
         try:
@@ -829,7 +979,10 @@ class KafkaPythonClient(Client):
 
     def create_topic(self, name, partitions, configs=None, *, replication_factor=1):
         from kafka.admin import NewTopic
-        t = NewTopic(name, partitions, replication_factor, topic_configs={k: str(v) for k, v in (configs or {}).items()})
+
+        t = NewTopic(
+            name, partitions, replication_factor, topic_configs={k: str(v) for k, v in (configs or {}).items()}
+        )
         self._with_admin(lambda a: a.create_topics([t], timeout_ms=int(self.timeout * 1000)))
 
     def delete_topic(self, name):
@@ -840,21 +993,32 @@ class KafkaPythonClient(Client):
 
     def describe_topic(self, name):
         from kafka.errors import for_code
+
         ts = self._with_admin(lambda a: a.describe_topics([name]))
         for t in ts:
             if t.get("topic", t.get("name")) == name:
                 code = t.get("error_code", 0)
                 if code:
                     self._raise(for_code(code)())
-                return {p["partition_index"] if "partition_index" in p else p["partition"]:
-                        p["leader_id"] if "leader_id" in p else p["leader"] for p in t["partitions"]}
+                return {
+                    p["partition_index"] if "partition_index" in p else p["partition"]: p["leader_id"]
+                    if "leader_id" in p
+                    else p["leader"]
+                    for p in t["partitions"]
+                }
         raise ClientError(self.name, "UnknownTopicOrPartition", name)
 
     def produce(self, topic, records, *, acks=-1, compression=None, idempotent=None):
         from kafka import KafkaProducer
-        kw = dict(bootstrap_servers=self.bootstrap, acks="all" if acks == -1 else acks, linger_ms=5,
-                  request_timeout_ms=int(self.timeout * 1000), max_block_ms=int(self.timeout * 1000),
-                  client_id="odradek-test-kafka-python")
+
+        kw = dict(
+            bootstrap_servers=self.bootstrap,
+            acks="all" if acks == -1 else acks,
+            linger_ms=5,
+            request_timeout_ms=int(self.timeout * 1000),
+            max_block_ms=int(self.timeout * 1000),
+            client_id="odradek-test-kafka-python",
+        )
         if compression:
             kw["compression_type"] = compression
         if idempotent is not None:
@@ -864,8 +1028,17 @@ class KafkaPythonClient(Client):
         except Exception as e:  # noqa: BLE001
             self._raise(e)
         try:
-            futs = [p.send(topic, key=r.key, value=r.value, headers=list(r.headers), partition=r.partition,
-                           timestamp_ms=r.timestamp) for r in records]
+            futs = [
+                p.send(
+                    topic,
+                    key=r.key,
+                    value=r.value,
+                    headers=list(r.headers),
+                    partition=r.partition,
+                    timestamp_ms=r.timestamp,
+                )
+                for r in records
+            ]
             p.flush(timeout=self.timeout + 5)
             out = []
             for f in futs:
@@ -881,19 +1054,38 @@ class KafkaPythonClient(Client):
 
     def _consumer(self, **kw):
         from kafka import KafkaConsumer
-        return KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                             request_timeout_ms=int(max(self.timeout, 31) * 1000),
-                             client_id="odradek-test-kafka-python", **kw)
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+        return KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            request_timeout_ms=int(max(self.timeout, 31) * 1000),
+            client_id="odradek-test-kafka-python",
+            **kw,
+        )
+
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         from kafka import TopicPartition
+
         try:
             policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
-            c = self._consumer(group_id=group, auto_offset_reset=policy,
-                               session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
-                               max_poll_interval_ms=GROUP_REBALANCE_TIMEOUT_MS,
-                               heartbeat_interval_ms=2000)
+            c = self._consumer(
+                group_id=group,
+                auto_offset_reset=policy,
+                session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
+                max_poll_interval_ms=GROUP_REBALANCE_TIMEOUT_MS,
+                heartbeat_interval_ms=2000,
+            )
         except Exception as e:  # noqa: BLE001
             self._raise(e)
         out: list[Rec] = []
@@ -921,8 +1113,16 @@ class KafkaPythonClient(Client):
                 batch = c.poll(timeout_ms=int(max(10, min(500, left * 1000))), max_records=expected - len(out))
                 for tp in sorted(batch, key=lambda t: t.partition):
                     for m in batch[tp]:
-                        out.append(Rec(m.key, m.value, [(k, v) for k, v in (m.headers or [])], m.partition,
-                                       m.offset, m.timestamp))
+                        out.append(
+                            Rec(
+                                m.key,
+                                m.value,
+                                [(k, v) for k, v in (m.headers or [])],
+                                m.partition,
+                                m.offset,
+                                m.timestamp,
+                            )
+                        )
             if group is not None and out:
                 c.commit()
         except ClientError:
@@ -935,6 +1135,7 @@ class KafkaPythonClient(Client):
 
     def offsets_for_times(self, topic, ts):
         from kafka import TopicPartition
+
         c = self._consumer()
         try:
             ps = c.partitions_for_topic(topic) or set()
@@ -947,6 +1148,7 @@ class KafkaPythonClient(Client):
 
 
 # --------------------------------------------------------------------------- aiokafka
+
 
 class AiokafkaClient(Client):
     """aiokafka 0.14.0, each call in its own ``asyncio.run``."""
@@ -962,15 +1164,19 @@ class AiokafkaClient(Client):
             return asyncio.run(asyncio.wait_for(coro, self.timeout * 3 + 30))
         except ClientError:
             raise
-        except (asyncio.TimeoutError, TimeoutError) as e:
+        except TimeoutError as e:
             raise ClientError(self.name, "Timeout", f"{type(e).__name__}: {e}") from e
         except Exception as e:  # noqa: BLE001
             raise ClientError(self.name, normalize_kind(type(e).__name__), str(e)) from e
 
     async def _admin(self, fn):
         from aiokafka.admin import AIOKafkaAdminClient
-        a = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(self.timeout * 1000),
-                                client_id="odradek-test-aiokafka")
+
+        a = AIOKafkaAdminClient(
+            bootstrap_servers=self.bootstrap,
+            request_timeout_ms=int(self.timeout * 1000),
+            client_id="odradek-test-aiokafka",
+        )
         await a.start()
         try:
             return await fn(a)
@@ -980,6 +1186,7 @@ class AiokafkaClient(Client):
     @staticmethod
     def _check_response(resp):
         from aiokafka.errors import for_code
+
         for t in getattr(resp, "topic_errors", None) or getattr(resp, "topic_error_codes", None) or []:
             code = t[1]
             if code:
@@ -988,26 +1195,34 @@ class AiokafkaClient(Client):
 
     def create_topic(self, name, partitions, configs=None, *, replication_factor=1):
         from aiokafka.admin import NewTopic
-        t = NewTopic(name, partitions, replication_factor, topic_configs={k: str(v) for k, v in (configs or {}).items()})
+
+        t = NewTopic(
+            name, partitions, replication_factor, topic_configs={k: str(v) for k, v in (configs or {}).items()}
+        )
 
         async def go(a):
             self._check_response(await a.create_topics([t], timeout_ms=int(self.timeout * 1000)))
+
         self._call(self._admin(go))
 
     def delete_topic(self, name):
         async def go(a):
             self._check_response(await a.delete_topics([name], timeout_ms=int(self.timeout * 1000)))
+
         self._call(self._admin(go))
 
     def list_topics(self):
         async def go(a):
             return await a.list_topics()
+
         return _public(self._call(self._admin(go)))
 
     def describe_topic(self, name):
         async def go(a):
             return await a.describe_topics([name])
+
         from aiokafka.errors import for_code
+
         for t in self._call(self._admin(go)):
             if t["topic"] == name:
                 if t["error_code"]:
@@ -1018,8 +1233,14 @@ class AiokafkaClient(Client):
 
     def produce(self, topic, records, *, acks=-1, compression=None, idempotent=None):
         from aiokafka import AIOKafkaProducer
-        kw = dict(bootstrap_servers=self.bootstrap, acks="all" if acks == -1 else acks, linger_ms=5,
-                  request_timeout_ms=int(self.timeout * 1000), client_id="odradek-test-aiokafka")
+
+        kw = dict(
+            bootstrap_servers=self.bootstrap,
+            acks="all" if acks == -1 else acks,
+            linger_ms=5,
+            request_timeout_ms=int(self.timeout * 1000),
+            client_id="odradek-test-aiokafka",
+        )
         if compression:
             kw["compression_type"] = compression
         if idempotent is not None:
@@ -1029,30 +1250,54 @@ class AiokafkaClient(Client):
             p = AIOKafkaProducer(**kw)
             await p.start()
             try:
-                futs = [await p.send(topic, key=r.key, value=r.value, partition=r.partition,
-                                     timestamp_ms=r.timestamp, headers=list(r.headers) or None)
-                        for r in records]
+                futs = [
+                    await p.send(
+                        topic,
+                        key=r.key,
+                        value=r.value,
+                        partition=r.partition,
+                        timestamp_ms=r.timestamp,
+                        headers=list(r.headers) or None,
+                    )
+                    for r in records
+                ]
                 mds = [await f for f in futs]
                 return [(md.partition, md.offset) for md in mds]
             finally:
                 await p.stop()
+
         return self._call(go())
 
-    def consume(self, topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
-                start_offset=None, reset=None):
+    def consume(
+        self,
+        topic,
+        *,
+        expected,
+        timeout=30,
+        from_beginning=True,
+        partitions=None,
+        group=None,
+        start_offset=None,
+        reset=None,
+    ):
         from aiokafka import AIOKafkaConsumer, TopicPartition
+
         out: list[Rec] = []
         policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
 
         async def go():
-            c = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
-                                 auto_offset_reset=policy,
-                                 session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
-                                 rebalance_timeout_ms=GROUP_REBALANCE_TIMEOUT_MS,
-                                 max_poll_interval_ms=max(GROUP_REBALANCE_TIMEOUT_MS, 10000),
-                                 heartbeat_interval_ms=2000,
-                                 request_timeout_ms=int(max(self.timeout, 31) * 1000),
-                                 client_id="odradek-test-aiokafka")
+            c = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset=policy,
+                session_timeout_ms=GROUP_SESSION_TIMEOUT_MS,
+                rebalance_timeout_ms=GROUP_REBALANCE_TIMEOUT_MS,
+                max_poll_interval_ms=max(GROUP_REBALANCE_TIMEOUT_MS, 10000),
+                heartbeat_interval_ms=2000,
+                request_timeout_ms=int(max(self.timeout, 31) * 1000),
+                client_id="odradek-test-aiokafka",
+            )
             await c.start()
             try:
                 parts = partitions
@@ -1060,8 +1305,11 @@ class AiokafkaClient(Client):
                     c.subscribe([topic])
                 else:
                     if parts is None:
-                        ps = await c.partitions_for_topic(topic) if asyncio.iscoroutinefunction(
-                            c.partitions_for_topic) else c.partitions_for_topic(topic)
+                        ps = (
+                            await c.partitions_for_topic(topic)
+                            if asyncio.iscoroutinefunction(c.partitions_for_topic)
+                            else c.partitions_for_topic(topic)
+                        )
                         if not ps:
                             await c._client.force_metadata_update()
                             ps = c.partitions_for_topic(topic)
@@ -1080,12 +1328,21 @@ class AiokafkaClient(Client):
                 deadline = time.monotonic() + timeout
                 while len(out) < expected and time.monotonic() < deadline:
                     left = deadline - time.monotonic()
-                    batch = await c.getmany(timeout_ms=int(max(10, min(500, left * 1000))),
-                                            max_records=expected - len(out))
+                    batch = await c.getmany(
+                        timeout_ms=int(max(10, min(500, left * 1000))), max_records=expected - len(out)
+                    )
                     for tp in sorted(batch, key=lambda t: t.partition):
                         for m in batch[tp]:
-                            out.append(Rec(m.key, m.value, [(k, v) for k, v in (m.headers or [])], m.partition,
-                                           m.offset, m.timestamp))
+                            out.append(
+                                Rec(
+                                    m.key,
+                                    m.value,
+                                    [(k, v) for k, v in (m.headers or [])],
+                                    m.partition,
+                                    m.offset,
+                                    m.timestamp,
+                                )
+                            )
                 if group is not None and out:
                     await c.commit()
             finally:
@@ -1102,8 +1359,11 @@ class AiokafkaClient(Client):
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         async def go():
-            c = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                 request_timeout_ms=int(max(self.timeout, 31) * 1000))
+            c = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap,
+                enable_auto_commit=False,
+                request_timeout_ms=int(max(self.timeout, 31) * 1000),
+            )
             await c.start()
             try:
                 await c._client.force_metadata_update()
@@ -1112,6 +1372,7 @@ class AiokafkaClient(Client):
                 return {tp.partition: (v.offset if v is not None else None) for tp, v in res.items()}
             finally:
                 await c.stop()
+
         return self._call(go())
 
 

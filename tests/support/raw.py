@@ -30,7 +30,9 @@ class RawConnection:
     def send(self, api_key: int, version: int, request: Any) -> int:
         self.correlation += 1
         flexible = messages.is_flexible(api_key, version)
-        body = encode_request_header(api_key, version, self.correlation, "raw-test", flexible) + messages.encode(request)
+        body = encode_request_header(api_key, version, self.correlation, "raw-test", flexible) + messages.encode(
+            request
+        )
         self.sock.sendall(struct.pack(">i", len(body)) + body)
         return self.correlation
 

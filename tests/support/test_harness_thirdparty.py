@@ -10,8 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-from support.clients import ClientError, Rec, java_partition, make_client, normalize_kind
+from support.clients import ClientError, Rec, java_partition, normalize_kind
 
 pytestmark = pytest.mark.harness
 
@@ -37,7 +36,7 @@ def records(n: int = 100) -> list[Rec]:
     for i in range(n):
         key = f"key-{i % 17}".encode()
         # binary, UTF-8, newline, JSON-ish and empty values
-        value = bytes([i % 256, 0, 255, 10, 13]) + "ünïcødé\n{\"x\":1}".encode() + bytes(range(i % 7))
+        value = bytes([i % 256, 0, 255, 10, 13]) + 'ünïcødé\n{"x":1}'.encode() + bytes(range(i % 7))
         if i == 5:
             value = b""
         headers = [("idx", str(i).encode()), ("bin", bytes([1, 2, 0x7F, 0x80, 0xFF]) + b"=,;"), ("empty", b"")]
@@ -127,25 +126,28 @@ def test_explicit_partition_and_assign(client, third_party):
     assert [(r.partition, r.value) for r in got] == [(2, b"one"), (2, b"two")]
 
 
-@pytest.mark.parametrize("raw,kind", [
-    ("RecordTooLargeException", "MessageTooLarge"),
-    ("MSG_SIZE_TOO_LARGE", "MessageTooLarge"),
-    ("MessageSizeTooLargeError", "MessageTooLarge"),
-    ("MESSAGE_TOO_LARGE", "MessageTooLarge"),
-    ("org.apache.kafka.common.errors.TimeoutException", "Timeout"),
-    ("_MSG_TIMED_OUT", "Timeout"),
-    ("KafkaTimeoutError", "Timeout"),
-    ("KafkaJSTimeout", "Timeout"),
-    ("TOPIC_EXCEPTION", "InvalidTopic"),
-    ("INVALID_TOPIC_EXCEPTION", "InvalidTopic"),
-    ("InvalidTopicError", "InvalidTopic"),
-    ("UNKNOWN_TOPIC_OR_PART", "UnknownTopicOrPartition"),
-    ("UnknownTopicOrPartitionException", "UnknownTopicOrPartition"),
-    ("OFFSET_OUT_OF_RANGE", "OffsetOutOfRange"),
-    ("OffsetOutOfRangeError", "OffsetOutOfRange"),
-    ("TopicExistsException", "TopicAlreadyExists"),
-    ("TOPIC_ALREADY_EXISTS", "TopicAlreadyExists"),
-])
+@pytest.mark.parametrize(
+    "raw,kind",
+    [
+        ("RecordTooLargeException", "MessageTooLarge"),
+        ("MSG_SIZE_TOO_LARGE", "MessageTooLarge"),
+        ("MessageSizeTooLargeError", "MessageTooLarge"),
+        ("MESSAGE_TOO_LARGE", "MessageTooLarge"),
+        ("org.apache.kafka.common.errors.TimeoutException", "Timeout"),
+        ("_MSG_TIMED_OUT", "Timeout"),
+        ("KafkaTimeoutError", "Timeout"),
+        ("KafkaJSTimeout", "Timeout"),
+        ("TOPIC_EXCEPTION", "InvalidTopic"),
+        ("INVALID_TOPIC_EXCEPTION", "InvalidTopic"),
+        ("InvalidTopicError", "InvalidTopic"),
+        ("UNKNOWN_TOPIC_OR_PART", "UnknownTopicOrPartition"),
+        ("UnknownTopicOrPartitionException", "UnknownTopicOrPartition"),
+        ("OFFSET_OUT_OF_RANGE", "OffsetOutOfRange"),
+        ("OffsetOutOfRangeError", "OffsetOutOfRange"),
+        ("TopicExistsException", "TopicAlreadyExists"),
+        ("TOPIC_ALREADY_EXISTS", "TopicAlreadyExists"),
+    ],
+)
 def test_normalize_kind(raw, kind):
     assert normalize_kind(raw) == kind
 

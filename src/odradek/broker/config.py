@@ -44,7 +44,15 @@ def _list(v: str) -> list[str]:
     return [p.strip() for p in v.split(",") if p.strip()]
 
 
-TYPES: dict[str, Callable[[str], Any]] = {"bool": _bool, "int": _int, "long": _int, "double": _float, "string": _str, "list": _list, "password": _str}
+TYPES: dict[str, Callable[[str], Any]] = {
+    "bool": _bool,
+    "int": _int,
+    "long": _int,
+    "double": _float,
+    "string": _str,
+    "list": _list,
+    "password": _str,
+}
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,21 @@ SETTINGS: tuple[Setting, ...] = (
     # --- server basics
     S("node.id", "int", 1, "The broker's id.", at_least(0)),
     S("broker.id", "int", -1, "Alias of node.id kept for ZooKeeper-era configs; -1 means use node.id."),
-    S("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on, NAME://host:port, comma separated.", _listeners),
+    S(
+        "listeners",
+        "list",
+        ["PLAINTEXT://127.0.0.1:9092"],
+        "Addresses to listen on, NAME://host:port, comma separated.",
+        _listeners,
+    ),
     S("advertised.listeners", "list", [], "Addresses given to clients in Metadata; defaults to listeners.", _listeners),
-    S("log.dirs", "list", ["/tmp/odradek-logs"], "Directories holding partition logs (one or more).", lambda v: None if v else "needs at least one directory"),
+    S(
+        "log.dirs",
+        "list",
+        ["/tmp/odradek-logs"],
+        "Directories holding partition logs (one or more).",
+        lambda v: None if v else "needs at least one directory",
+    ),
     S("log.dir", "string", "", "Single log directory; used when log.dirs is not set."),
     S("cluster.id", "string", "", "Cluster id; generated and stored in meta.properties when empty."),
     S("broker.rack", "string", "", "Rack of this broker, reported in Metadata."),
@@ -109,62 +129,265 @@ SETTINGS: tuple[Setting, ...] = (
     S("default.replication.factor", "int", 1, "Default replication factor for auto-created topics.", at_least(1)),
     S("auto.create.topics.enable", "bool", True, "Create a topic when a client asks Metadata about it."),
     S("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
-    S("message.max.bytes", "int", 1048588, "Largest record batch a topic accepts (topic override: max.message.bytes).", at_least(0), "max.message.bytes", True),
-    S("socket.request.max.bytes", "int", 104857600, "Largest request frame; a larger one closes the connection.", at_least(1)),
+    S(
+        "message.max.bytes",
+        "int",
+        1048588,
+        "Largest record batch a topic accepts (topic override: max.message.bytes).",
+        at_least(0),
+        "max.message.bytes",
+        True,
+    ),
+    S(
+        "socket.request.max.bytes",
+        "int",
+        104857600,
+        "Largest request frame; a larger one closes the connection.",
+        at_least(1),
+    ),
     S("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of client sockets (-1: OS default)."),
     S("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of client sockets (-1: OS default)."),
     S("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long.", at_least(1)),
     S("queued.max.requests", "int", 500, "Requests buffered per connection before reading pauses.", at_least(1)),
     S("replica.lag.time.max.ms", "long", 30000, "Followers behind longer than this leave the ISR."),
-    S("min.insync.replicas", "int", 1, "Minimum in-sync replicas for acks=all (topic override: min.insync.replicas).", at_least(1), "min.insync.replicas", True),
-    S("unclean.leader.election.enable", "bool", False, "Allow out-of-sync replicas to become leader.", None, "unclean.leader.election.enable", True),
-    S("compression.type", "string", "producer", "Topic compression; 'producer' keeps the producer's codec.", one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "compression.type", True),
+    S(
+        "min.insync.replicas",
+        "int",
+        1,
+        "Minimum in-sync replicas for acks=all (topic override: min.insync.replicas).",
+        at_least(1),
+        "min.insync.replicas",
+        True,
+    ),
+    S(
+        "unclean.leader.election.enable",
+        "bool",
+        False,
+        "Allow out-of-sync replicas to become leader.",
+        None,
+        "unclean.leader.election.enable",
+        True,
+    ),
+    S(
+        "compression.type",
+        "string",
+        "producer",
+        "Topic compression; 'producer' keeps the producer's codec.",
+        one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        "compression.type",
+        True,
+    ),
     # --- logs
     S("log.segment.bytes", "int", 1073741824, "Segment size before rolling.", at_least(14), "segment.bytes", True),
-    S("log.roll.ms", "long", 604800000, "Time before a segment rolls (log.roll.hours is the coarse alias).", at_least(1), "segment.ms", True),
+    S(
+        "log.roll.ms",
+        "long",
+        604800000,
+        "Time before a segment rolls (log.roll.hours is the coarse alias).",
+        at_least(1),
+        "segment.ms",
+        True,
+    ),
     S("log.roll.hours", "int", 168, "Hours before a segment rolls, when log.roll.ms is not set.", at_least(1)),
-    S("log.roll.jitter.ms", "long", 0, "Random jitter subtracted from the roll time.", at_least(0), "segment.jitter.ms", True),
-    S("log.index.size.max.bytes", "int", 10485760, "Maximum size of an offset index.", at_least(4), "segment.index.bytes", True),
-    S("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", at_least(0), "index.interval.bytes", True),
-    S("log.retention.ms", "long", -1, "Time retention; -1 (default) falls back to log.retention.minutes/hours.", None, "retention.ms", True),
+    S(
+        "log.roll.jitter.ms",
+        "long",
+        0,
+        "Random jitter subtracted from the roll time.",
+        at_least(0),
+        "segment.jitter.ms",
+        True,
+    ),
+    S(
+        "log.index.size.max.bytes",
+        "int",
+        10485760,
+        "Maximum size of an offset index.",
+        at_least(4),
+        "segment.index.bytes",
+        True,
+    ),
+    S(
+        "log.index.interval.bytes",
+        "int",
+        4096,
+        "Bytes between offset index entries.",
+        at_least(0),
+        "index.interval.bytes",
+        True,
+    ),
+    S(
+        "log.retention.ms",
+        "long",
+        -1,
+        "Time retention; -1 (default) falls back to log.retention.minutes/hours.",
+        None,
+        "retention.ms",
+        True,
+    ),
     S("log.retention.minutes", "int", -1, "Time retention in minutes, when log.retention.ms is not set."),
     S("log.retention.hours", "int", 168, "Time retention in hours, when neither log.retention.ms nor .minutes is set."),
-    S("log.retention.bytes", "long", -1, "Size retention per partition; -1 means unlimited.", None, "retention.bytes", True),
+    S(
+        "log.retention.bytes",
+        "long",
+        -1,
+        "Size retention per partition; -1 means unlimited.",
+        None,
+        "retention.bytes",
+        True,
+    ),
     S("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1)),
     S("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.", _cleanup, "cleanup.policy", True),
     S("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
     S("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when nothing is cleanable.", at_least(0)),
-    S("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory budget of the cleaner's key map (24 bytes per key, as Kafka counts); dirty segments beyond it are cleaned in later passes.", at_least(1)),
+    S(
+        "log.cleaner.dedupe.buffer.size",
+        "long",
+        134217728,
+        "Memory budget of the cleaner's key map (24 bytes per key, as Kafka counts); "
+        "dirty segments beyond it are cleaned in later passes.",
+        at_least(1),
+    ),
     S("log.cleaner.io.buffer.load.factor", "double", 0.9, "Fill factor of the cleaner's key map.", between(0.01, 1)),
-    S("log.cleaner.delete.retention.ms", "long", 86400000, "How long tombstones are kept.", at_least(0), "delete.retention.ms", True),
-    S("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio needed to clean a log.", between(0, 1), "min.cleanable.dirty.ratio", True),
-    S("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age of a record before compaction.", at_least(0), "min.compaction.lag.ms", True),
-    S("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age before a record must be compactable.", at_least(1), "max.compaction.lag.ms", True),
-    S("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages (topic: flush.messages).", at_least(1), "flush.messages", True),
-    S("log.flush.interval.ms", "long", -1, "fsync after this long (topic: flush.ms); -1 uses log.flush.scheduler.interval.ms.", None, "flush.ms", True),
+    S(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        86400000,
+        "How long tombstones are kept.",
+        at_least(0),
+        "delete.retention.ms",
+        True,
+    ),
+    S(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        0.5,
+        "Dirty ratio needed to clean a log.",
+        between(0, 1),
+        "min.cleanable.dirty.ratio",
+        True,
+    ),
+    S(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        0,
+        "Minimum age of a record before compaction.",
+        at_least(0),
+        "min.compaction.lag.ms",
+        True,
+    ),
+    S(
+        "log.cleaner.max.compaction.lag.ms",
+        "long",
+        LONG_MAX,
+        "Maximum age before a record must be compactable.",
+        at_least(1),
+        "max.compaction.lag.ms",
+        True,
+    ),
+    S(
+        "log.flush.interval.messages",
+        "long",
+        LONG_MAX,
+        "fsync after this many messages (topic: flush.messages).",
+        at_least(1),
+        "flush.messages",
+        True,
+    ),
+    S(
+        "log.flush.interval.ms",
+        "long",
+        -1,
+        "fsync after this long (topic: flush.ms); -1 uses log.flush.scheduler.interval.ms.",
+        None,
+        "flush.ms",
+        True,
+    ),
     S("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks logs."),
-    S("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", at_least(0)),
-    S("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", at_least(0)),
-    S("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.", at_least(0), "file.delete.delay.ms", True),
-    S("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.", one_of("CreateTime", "LogAppendTime"), "message.timestamp.type", True),
-    S("log.message.timestamp.before.max.ms", "long", LONG_MAX, "Reject records older than this relative to the broker clock.", at_least(0), "message.timestamp.before.max.ms", True),
-    S("log.message.timestamp.after.max.ms", "long", 3600000, "Reject records further in the future than this.", at_least(0), "message.timestamp.after.max.ms", True),
+    S(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often recovery points are checkpointed.",
+        at_least(0),
+    ),
+    S(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        "int",
+        60000,
+        "How often log start offsets are checkpointed.",
+        at_least(0),
+    ),
+    S(
+        "log.segment.delete.delay.ms",
+        "long",
+        60000,
+        "Delay before a deleted segment's files are removed.",
+        at_least(0),
+        "file.delete.delay.ms",
+        True,
+    ),
+    S(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        "CreateTime or LogAppendTime.",
+        one_of("CreateTime", "LogAppendTime"),
+        "message.timestamp.type",
+        True,
+    ),
+    S(
+        "log.message.timestamp.before.max.ms",
+        "long",
+        LONG_MAX,
+        "Reject records older than this relative to the broker clock.",
+        at_least(0),
+        "message.timestamp.before.max.ms",
+        True,
+    ),
+    S(
+        "log.message.timestamp.after.max.ms",
+        "long",
+        3600000,
+        "Reject records further in the future than this.",
+        at_least(0),
+        "message.timestamp.after.max.ms",
+        True,
+    ),
     S("log.preallocate", "bool", False, "Preallocate segment files.", None, "preallocate", True),
     S("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", at_least(1)),
     # --- groups and offsets
     S("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
-    S("offsets.topic.replication.factor", "int", 3, "Replication factor of __consumer_offsets (capped at the live broker count).", at_least(1)),
+    S(
+        "offsets.topic.replication.factor",
+        "int",
+        3,
+        "Replication factor of __consumer_offsets (capped at the live broker count).",
+        at_least(1),
+    ),
     S("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", at_least(1)),
     S("offsets.retention.minutes", "int", 10080, "Offsets of empty groups expire after this long.", at_least(1)),
     S("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed.", at_least(1)),
     S("offsets.commit.timeout.ms", "int", 5000, "Maximum wait for an offset commit to be durable.", at_least(1)),
     S("offset.metadata.max.bytes", "int", 4096, "Largest metadata string of a committed offset.", at_least(0)),
-    S("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of an empty group.", at_least(0)),
+    S(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        3000,
+        "Wait for more members before the first rebalance of an empty group.",
+        at_least(0),
+    ),
     S("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", at_least(0)),
     S("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for.", at_least(0)),
     S("group.max.size", "int", INT_MAX, "Largest number of members in a group.", at_least(1)),
     # --- transactions and idempotence
-    S("transactional.id.expiration.ms", "int", 604800000, "Idle transactional ids expire after this long.", at_least(1)),
+    S(
+        "transactional.id.expiration.ms",
+        "int",
+        604800000,
+        "Idle transactional ids expire after this long.",
+        at_least(1),
+    ),
     S("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
     S("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
     S("producer.id.expiration.ms", "int", 86400000, "Idle producer ids' state expires after this long.", at_least(1)),
@@ -282,7 +505,9 @@ class BrokerConfig:
         for s in SETTINGS:
             if s.topic_name:
                 v = self._values[s.name]
-                out[s.topic_name] = ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else str(v))
+                out[s.topic_name] = (
+                    ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else str(v))
+                )
         return out
 
     @property
@@ -317,6 +542,15 @@ def reference_markdown() -> str:
         "|---|---|---|---|---|---|",
     ]
     for s in SETTINGS:
-        default = ",".join(s.default) if isinstance(s.default, list) else str(s.default).lower() if isinstance(s.default, bool) else str(s.default)
-        lines.append(f"| `{s.name}` | {s.type} | `{default}` | {('`' + s.topic_name + '`') if s.topic_name else ''} | {'yes' if s.dynamic else ''} | {s.doc} |")
+        default = (
+            ",".join(s.default)
+            if isinstance(s.default, list)
+            else str(s.default).lower()
+            if isinstance(s.default, bool)
+            else str(s.default)
+        )
+        lines.append(
+            f"| `{s.name}` | {s.type} | `{default}` | {('`' + s.topic_name + '`') if s.topic_name else ''} "
+            f"| {'yes' if s.dynamic else ''} | {s.doc} |"
+        )
     return "\n".join(lines) + "\n"

@@ -181,7 +181,9 @@ class Connection:
             return
         handler, header, request, flexible = parsed
         api_key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
-        ctx = RequestContext(self.broker, api_key, version, correlation_id, header.client_id, self.peer, self.id, {"connection": self})
+        ctx = RequestContext(
+            self.broker, api_key, version, correlation_id, header.client_id, self.peer, self.id, {"connection": self}
+        )
         started = time.perf_counter()
         if _debug():
             log.debug("conn %d %s: %s v%d corr %d", self.id, header.client_id, handler.name, version, correlation_id)
@@ -190,7 +192,9 @@ class Connection:
         except CloseConnection:
             raise
         except Exception:
-            log.exception("%s v%d handler failed (connection %s, client %s)", handler.name, version, self.id, header.client_id)
+            log.exception(
+                "%s v%d handler failed (connection %s, client %s)", handler.name, version, self.id, header.client_id
+            )
             if self.metrics:
                 self.metrics.request_error(handler.name)
             raise CloseConnection(f"internal error handling {handler.name}") from None
@@ -204,7 +208,9 @@ class Connection:
             chunks = [_SIZE.pack(len(head) + len(body)) + head + body]
         await self._send(chunks)
         if _debug():
-            log.debug("conn %d: answered corr %d in %.1f ms", self.id, correlation_id, (time.perf_counter() - started) * 1000)
+            log.debug(
+                "conn %d: answered corr %d in %.1f ms", self.id, correlation_id, (time.perf_counter() - started) * 1000
+            )
         if self.metrics:
             self.metrics.request_done(handler.name, time.perf_counter() - started)
 

@@ -119,12 +119,16 @@ class _HotCollector(Collector):
         for api, r in reqs.items():
             fam.add_metric([api], r[0], created=r[2])
         yield fam
-        fam = CounterMetricFamily("odradek_request_failures", "Requests whose handler failed (connection closed), per API.", labels=["api"])
+        fam = CounterMetricFamily(
+            "odradek_request_failures", "Requests whose handler failed (connection closed), per API.", labels=["api"]
+        )
         for api, r in reqs.items():
             if r[1]:
                 fam.add_metric([api], r[1], created=r[2])
         yield fam
-        fam = HistogramMetricFamily("odradek_request_latency_seconds", "Time from dispatch to response written, per API.", labels=["api"])
+        fam = HistogramMetricFamily(
+            "odradek_request_latency_seconds", "Time from dispatch to response written, per API.", labels=["api"]
+        )
         for api, (counts, total, created) in dict(m.latency).items():
             counts = list(counts)
             acc = 0
@@ -136,7 +140,9 @@ class _HotCollector(Collector):
             fam.samples.append(Sample("odradek_request_latency_seconds_created", {"api": api}, created))
         yield fam
         n, created = m.accepted
-        yield CounterMetricFamily("odradek_connections_accepted", "Client connections accepted.", value=n, created=created)
+        yield CounterMetricFamily(
+            "odradek_connections_accepted", "Client connections accepted.", value=n, created=created
+        )
 
 
 class _StateCollector(Collector):
@@ -151,14 +157,18 @@ class _StateCollector(Collector):
         conns = GaugeMetricFamily("odradek_connections", "Open client connections.")
         conns.add_metric([], len(b.connections))
         yield conns
-        purg = GaugeMetricFamily("odradek_purgatory_size", "Delayed operations waiting, per purgatory.", labels=["purgatory"])
+        purg = GaugeMetricFamily(
+            "odradek_purgatory_size", "Delayed operations waiting, per purgatory.", labels=["purgatory"]
+        )
         purg.add_metric(["fetch"], len(b.replica_manager.fetch_purgatory))
         yield purg
         lm = b.log_manager
         if lm is not None:
             parts = GaugeMetricFamily("odradek_log_dir_partitions", "Partitions per log directory.", labels=["dir"])
             segs = GaugeMetricFamily("odradek_log_dir_segments", "Segments per log directory.", labels=["dir"])
-            size = GaugeMetricFamily("odradek_log_dir_bytes", "Bytes of log segments per log directory.", labels=["dir"])
+            size = GaugeMetricFamily(
+                "odradek_log_dir_bytes", "Bytes of log segments per log directory.", labels=["dir"]
+            )
             offline = GaugeMetricFamily("odradek_log_dir_offline", "1 when a log directory is offline.", labels=["dir"])
             per_dir: dict[str, list[int]] = {d: [0, 0, 0] for d in b.config["log.dirs"]}
             for lg in list(lm.all_logs()):

@@ -18,7 +18,13 @@ from collections.abc import Callable, Hashable, Iterable
 class DelayedOperation:
     __slots__ = ("keys", "_check", "_future", "_timer", "purgatory", "accumulated", "target")
 
-    def __init__(self, purgatory: Purgatory, keys: Iterable[Hashable], target: int, check: Callable[[DelayedOperation], bool] | None) -> None:
+    def __init__(
+        self,
+        purgatory: Purgatory,
+        keys: Iterable[Hashable],
+        target: int,
+        check: Callable[[DelayedOperation], bool] | None,
+    ) -> None:
         self.purgatory = purgatory
         self.keys = tuple(keys)
         self.accumulated = 0
@@ -63,7 +69,14 @@ class Purgatory:
     def __len__(self) -> int:
         return self._count
 
-    def watch(self, keys: Iterable[Hashable], timeout_s: float, *, target: int = 1, check: Callable[[DelayedOperation], bool] | None = None) -> DelayedOperation:
+    def watch(
+        self,
+        keys: Iterable[Hashable],
+        timeout_s: float,
+        *,
+        target: int = 1,
+        check: Callable[[DelayedOperation], bool] | None = None,
+    ) -> DelayedOperation:
         op = DelayedOperation(self, keys, target, check)
         for k in op.keys:
             self._watchers.setdefault(k, set()).add(op)

@@ -64,11 +64,17 @@ def handles(api_key: int, min_version: int, max_version: int, *, advertised_min:
 
     def register(fn):
         if api_key in REGISTRY:
-            raise RuntimeError(f"API key {api_key} registered twice ({REGISTRY[api_key].fn.__module__} and {fn.__module__})")
+            raise RuntimeError(
+                f"API key {api_key} registered twice ({REGISTRY[api_key].fn.__module__} and {fn.__module__})"
+            )
         kio_range = messages.schema_versions(api_key)
         if decoder is None and (kio_range is None or min_version < kio_range[0] or max_version > kio_range[1]):
-            raise RuntimeError(f"API key {api_key} v{min_version}-{max_version} is outside the schemas kio has ({kio_range})")
-        REGISTRY[api_key] = Handler(api_key, min_version, max_version, fn, min_version if advertised_min is None else advertised_min, decoder)
+            raise RuntimeError(
+                f"API key {api_key} v{min_version}-{max_version} is outside the schemas kio has ({kio_range})"
+            )
+        REGISTRY[api_key] = Handler(
+            api_key, min_version, max_version, fn, min_version if advertised_min is None else advertised_min, decoder
+        )
         return fn
 
     return register
@@ -153,10 +159,15 @@ def _ms_timedelta(v: int) -> datetime.timedelta:
 
 
 def _ms_datetime(v: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(v / 1000, datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(v / 1000, datetime.UTC)
 
 
-_CONVERTERS = {"error_code": ErrorCode, "timedelta_i32": _ms_timedelta, "timedelta_i64": _ms_timedelta, "datetime_i64": _ms_datetime}
+_CONVERTERS = {
+    "error_code": ErrorCode,
+    "timedelta_i32": _ms_timedelta,
+    "timedelta_i64": _ms_timedelta,
+    "datetime_i64": _ms_datetime,
+}
 
 
 @cache

@@ -90,7 +90,9 @@ class ReplicaManager:
         if log_ is None:
             return ProduceResult(ErrorCode.unknown_topic_or_partition)
         try:
-            info = log_.append(data, leader_epoch=self.broker.leader_epoch(topic, partition), now_ms=int(time.time() * 1000))
+            info = log_.append(
+                data, leader_epoch=self.broker.leader_epoch(topic, partition), now_ms=int(time.time() * 1000)
+            )
         except Exception as e:  # storage raises its documented errors only; anything else is a bug we report as a code
             code = error_for(e)
             if code == ErrorCode.unknown_server_error:
@@ -117,7 +119,17 @@ class ReplicaManager:
         return result.base_offset
 
     # ------------------------------------------------------------------- read
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int, *, min_one: bool, replica: bool = False, committed: bool = False) -> ReadResult:
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one: bool,
+        replica: bool = False,
+        committed: bool = False,
+    ) -> ReadResult:
         """Read for a consumer (up to the high watermark; with `committed`, read_committed
         isolation, up to the last stable offset) or a follower (`replica`: up to the log end)."""
         log_ = self.get_log(topic, partition)

@@ -21,8 +21,8 @@ from typing import Any
 
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
-from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.producer_ids import ProducerIdAllocator
+from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.cluster.local import LocalMetadataStore, atomic_write
 from odradek.cluster.metadata import BrokerInfo, TopicInfo
@@ -86,7 +86,8 @@ class Broker:
         for d in dirs:
             meta = read_meta_properties(d)
             if meta.get("cluster.id") != self.cluster_id or not meta.get("directory.id"):
-                body = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\ndirectory.id={meta.get('directory.id') or new_cluster_id()}\n"
+                directory_id = meta.get("directory.id") or new_cluster_id()
+                body = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\ndirectory.id={directory_id}\n"
                 atomic_write(os.path.join(d, "meta.properties"), body.encode())
 
     def log_config_for(self, overrides: dict[str, str]) -> LogConfig:
@@ -99,7 +100,12 @@ class Broker:
         self.default_log_config = LogConfig.from_props(self.config.topic_defaults(), LogConfig())
         _, host, port = self.config.advertised[0]
         self.producer_ids = ProducerIdAllocator(self.config["log.dirs"][0])
-        self.metadata = LocalMetadataStore(self.config["log.dirs"][0], self.node_id, self.cluster_id, BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None))
+        self.metadata = LocalMetadataStore(
+            self.config["log.dirs"][0],
+            self.node_id,
+            self.cluster_id,
+            BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None),
+        )
         topics = self.metadata.snapshot.topics
 
         def topic_config(name: str) -> LogConfig | None:
@@ -179,7 +185,10 @@ class Broker:
             host = adv[0][1] or self.bound[0][0]
             self._advertised = (host, self.bound[0][1])
             self.metadata.snapshot = type(self.metadata.snapshot)(
-                self.metadata.snapshot.cluster_id, self.node_id, (BrokerInfo(self.node_id, host, self.bound[0][1], self.config["broker.rack"] or None),), self.metadata.snapshot.topics
+                self.metadata.snapshot.cluster_id,
+                self.node_id,
+                (BrokerInfo(self.node_id, host, self.bound[0][1], self.config["broker.rack"] or None),),
+                self.metadata.snapshot.topics,
             )
 
     def advertised_endpoint(self) -> tuple[str, int]:
@@ -233,7 +242,12 @@ class Broker:
             now = time.monotonic()
             for conn in list(self.connections):
                 if not conn.in_flight and now - conn.last_active > idle_s:
-                    log.info("closing connection %d from %s: idle for more than %d ms", conn.id, conn.peer, self.config["connections.max.idle.ms"])
+                    log.info(
+                        "closing connection %d from %s: idle for more than %d ms",
+                        conn.id,
+                        conn.peer,
+                        self.config["connections.max.idle.ms"],
+                    )
                     conn.stop()
                     conn.sock_shutdown()
 
@@ -278,7 +292,9 @@ class Broker:
         info = self.metadata.create_topic(name, partitions, configs)
         for p in range(partitions):
             self.log_manager.create_log(name, p, cfg)
-        log.info("created topic %s with %d partitions%s", name, partitions, f" and configs {configs}" if configs else "")
+        log.info(
+            "created topic %s with %d partitions%s", name, partitions, f" and configs {configs}" if configs else ""
+        )
         return info
 
     def delete_topic(self, name: str) -> TopicInfo:
@@ -333,7 +349,13 @@ async def run_broker(config: BrokerConfig) -> int:
         await broker.stop()
         return 2
     addrs = ", ".join(f"{h}:{p}" for h, p in broker.bound)
-    log.info("odradek broker %d started: listening on %s, cluster id %s, log dirs %s", broker.node_id, addrs, broker.cluster_id, ",".join(config["log.dirs"]))
+    log.info(
+        "odradek broker %d started: listening on %s, cluster id %s, log dirs %s",
+        broker.node_id,
+        addrs,
+        broker.cluster_id,
+        ",".join(config["log.dirs"]),
+    )
     await stop.wait()
     await broker.stop()
     return 0

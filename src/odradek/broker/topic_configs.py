@@ -63,7 +63,13 @@ def topic_config_entries(broker: Any, overrides: dict[str, str]) -> list[tuple[s
             out.append((name, overrides[name], SOURCE_TOPIC, setting))
         else:
             src = broker.config.sources.get(setting.name, "default")
-            source = SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
+            source = (
+                SOURCE_DEFAULT
+                if src == "default"
+                else SOURCE_DYNAMIC_BROKER
+                if src == "dynamic"
+                else SOURCE_STATIC_BROKER
+            )
             out.append((name, defaults[name], source, setting))
     return sorted(out)
 
@@ -73,7 +79,9 @@ def broker_config_entries(broker: Any) -> list[tuple[str, str, int, Any]]:
     for name, value in broker.config.items():
         setting = BY_NAME[name]
         src = broker.config.sources.get(name, "default")
-        source = SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
+        source = (
+            SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
+        )
         out.append((name, _render(value), source, setting))
     return sorted(out)
 
@@ -102,7 +110,9 @@ def current_overrides(broker: Any, resource_type: int, name: str) -> tuple[int, 
     return ErrorCode.invalid_request, f"unsupported resource type {resource_type}", {}
 
 
-def apply(broker: Any, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+def apply(
+    broker: Any, resource_type: int, name: str, new: dict[str, str], validate_only: bool
+) -> tuple[int, str | None]:
     if resource_type == RESOURCE_TOPIC:
         problem = validate_topic_configs(broker, new)
         if problem:

@@ -53,8 +53,7 @@ def parse_line(line: bytes, key_sep: bytes | None, parse_headers: bool, headers_
 @bootstrap_option
 @click.argument("topic")
 @click.option("--key-separator", default=None, help="Split each line into KEY<SEP>VALUE at the first SEP.")
-@click.option("--headers", "static_headers", default=None, metavar="K:V,K:V",
-              help="Headers added to every record.")
+@click.option("--headers", "static_headers", default=None, metavar="K:V,K:V", help="Headers added to every record.")
 @click.option("--parse-headers", is_flag=True, help="Each line starts with K:V,K:V<TAB> headers.")
 @click.option("--compression", "-z", type=click.Choice(COMPRESSIONS), default="none", show_default=True)
 @click.option("--acks", type=click.Choice(["0", "1", "all", "-1"]), default="all", show_default=True)
@@ -63,8 +62,20 @@ def parse_line(line: bytes, key_sep: bytes | None, parse_headers: bool, headers_
 @click.option("--batch-size", type=int, default=16384, show_default=True)
 @click.option("--null-marker", default=None, help="A value (or key) equal to this is sent as null.")
 @click.option("--input", "input_file", type=click.File("rb"), default="-", help="Read from a file instead of stdin.")
-def produce_cmd(bootstrap, topic, key_separator, static_headers, parse_headers, compression, acks, partition,
-                linger_ms, batch_size, null_marker, input_file):
+def produce_cmd(
+    bootstrap,
+    topic,
+    key_separator,
+    static_headers,
+    parse_headers,
+    compression,
+    acks,
+    partition,
+    linger_ms,
+    batch_size,
+    null_marker,
+    input_file,
+):
     """Send each line of stdin to TOPIC as one record."""
     from odradek.client import Producer
     from odradek.client import errors as E
@@ -79,8 +90,14 @@ def produce_cmd(bootstrap, topic, key_separator, static_headers, parse_headers, 
             failures.append(exc)
 
     try:
-        p = Producer(bootstrap_servers=bootstrap, acks=-1 if acks == "all" else int(acks), compression_type=compression,
-                     linger_ms=linger_ms, batch_size=batch_size, enable_idempotence=acks in ("all", "-1"))
+        p = Producer(
+            bootstrap_servers=bootstrap,
+            acks=-1 if acks == "all" else int(acks),
+            compression_type=compression,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            enable_idempotence=acks in ("all", "-1"),
+        )
     except (E.KafkaError, OSError, ValueError) as e:
         raise click.ClickException(f"cannot connect to {bootstrap}: {e}") from None
     sent = 0
@@ -118,13 +135,28 @@ def _text(b: bytes | None) -> str | None:
         return "base64:" + base64.b64encode(b).decode()
 
 
-def format_record(r, fmt: str, print_key: bool, print_headers: bool, print_offset: bool, print_timestamp: bool,
-                  print_partition: bool, key_sep: str, null_literal: str) -> bytes:
+def format_record(
+    r,
+    fmt: str,
+    print_key: bool,
+    print_headers: bool,
+    print_offset: bool,
+    print_timestamp: bool,
+    print_partition: bool,
+    key_sep: str,
+    null_literal: str,
+) -> bytes:
     if fmt == "json":
-        d = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
-             "timestamp_type": "LogAppendTime" if r.timestamp_type == 1 else "CreateTime",
-             "key": _text(r.key), "value": _text(r.value),
-             "headers": [[k, _text(v)] for k, v in (r.headers or [])]}
+        d = {
+            "topic": r.topic,
+            "partition": r.partition,
+            "offset": r.offset,
+            "timestamp": r.timestamp,
+            "timestamp_type": "LogAppendTime" if r.timestamp_type == 1 else "CreateTime",
+            "key": _text(r.key),
+            "value": _text(r.value),
+            "headers": [[k, _text(v)] for k, v in (r.headers or [])],
+        }
         return json.dumps(d, ensure_ascii=False).encode() + b"\n"
     parts: list[bytes] = []
     if print_timestamp:
@@ -159,8 +191,24 @@ def format_record(r, fmt: str, print_key: bool, print_headers: bool, print_offse
 @click.option("--print-partition", "-P", is_flag=True)
 @click.option("--separator", default="\t", show_default=repr("\t"), help="Between printed fields (raw format).")
 @click.option("--null-literal", default="null", show_default=True)
-def consume_cmd(bootstrap, topic, from_beginning, group, partitions, offset, max_messages, timeout_ms, fmt, print_key,
-                print_headers, print_offset, print_timestamp, print_partition, separator, null_literal):
+def consume_cmd(
+    bootstrap,
+    topic,
+    from_beginning,
+    group,
+    partitions,
+    offset,
+    max_messages,
+    timeout_ms,
+    fmt,
+    print_key,
+    print_headers,
+    print_offset,
+    print_timestamp,
+    print_partition,
+    separator,
+    null_literal,
+):
     """Print records of TOPIC to stdout, one a line."""
     from odradek.client import Consumer, TopicPartition
     from odradek.client import errors as E
@@ -208,8 +256,19 @@ def consume_cmd(bootstrap, topic, from_beginning, group, partitions, offset, max
                 continue
             last = time.monotonic()
             for r in recs:
-                out.write(format_record(r, fmt, print_key, print_headers, print_offset, print_timestamp,
-                                        print_partition, separator, null_literal))
+                out.write(
+                    format_record(
+                        r,
+                        fmt,
+                        print_key,
+                        print_headers,
+                        print_offset,
+                        print_timestamp,
+                        print_partition,
+                        separator,
+                        null_literal,
+                    )
+                )
             out.flush()
             n += len(recs)
     except KeyboardInterrupt:

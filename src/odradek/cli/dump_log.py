@@ -60,7 +60,10 @@ def dump_log(path: str, print_data: bool = False) -> Iterator[str]:
             return
         h = rec.parse_header(data, pos)
         if h.magic != 2 or h.batch_length < 0 or pos + h.size > len(data):
-            yield f"Found invalid batch at position {pos}: magic {h.magic}, length {h.batch_length}, file has {len(data) - pos} bytes left"
+            yield (
+                f"Found invalid batch at position {pos}: magic {h.magic}, length {h.batch_length}, "
+                f"file has {len(data) - pos} bytes left"
+            )
             return
         try:
             rec.validate_batch(data, pos)
@@ -73,14 +76,20 @@ def dump_log(path: str, print_data: bool = False) -> Iterator[str]:
             f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
             f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
             f"position: {pos} CreateTime: {h.max_timestamp} size: {h.size} magic: {h.magic} "
-            f"compresscodec: {rec.CODEC_NAMES.get(h.compression, h.compression)} crc: {h.crc} isvalid: {str(crc_ok).lower()}"
+            f"compresscodec: {rec.CODEC_NAMES.get(h.compression, h.compression)} crc: {h.crc} "
+            f"isvalid: {str(crc_ok).lower()}"
         )
         if print_data and crc_ok:
             for r in rec.decode_records(data, pos):
                 hdrs = ",".join(f"{k}:{(v or b'').decode('utf-8', 'replace')}" for k, v in r.headers)
                 key = "null" if r.key is None else r.key.decode("utf-8", "replace")
                 value = "null" if r.value is None else r.value.decode("utf-8", "replace")
-                yield f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: {-1 if r.key is None else len(r.key)} valueSize: {-1 if r.value is None else len(r.value)} headerKeys: [{hdrs}] key: {key} payload: {value}"
+                key_size = -1 if r.key is None else len(r.key)
+                value_size = -1 if r.value is None else len(r.value)
+                yield (
+                    f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: {key_size} valueSize: {value_size} "
+                    f"headerKeys: [{hdrs}] key: {key} payload: {value}"
+                )
         pos += h.size
 
 

@@ -24,12 +24,19 @@ import click
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 INACTIVE = ("Empty", "Dead")
 
-_bootstrap_opt = click.option("--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-                              metavar="HOST:PORT", help="A broker to connect to.")
+_bootstrap_opt = click.option(
+    "--bootstrap-server",
+    "bootstrap",
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    metavar="HOST:PORT",
+    help="A broker to connect to.",
+)
 
 
 def _console():
     from rich.console import Console
+
     return Console()
 
 
@@ -44,6 +51,7 @@ class _Session:
         self.bootstrap = bootstrap
         self._consumer = None
         from odradek.client import Admin
+
         try:
             self.admin = Admin(bootstrap_servers=bootstrap, client_id="odradek-cli")
         except Exception as e:  # noqa: BLE001
@@ -53,8 +61,10 @@ class _Session:
     def consumer(self):
         if self._consumer is None:
             from odradek.client import Consumer
-            self._consumer = Consumer(bootstrap_servers=self.bootstrap, client_id="odradek-cli",
-                                      enable_auto_commit=False)
+
+            self._consumer = Consumer(
+                bootstrap_servers=self.bootstrap, client_id="odradek-cli", enable_auto_commit=False
+            )
         return self._consumer
 
     def partitions(self, topic: str) -> list[int]:
@@ -117,6 +127,7 @@ def list_cmd(bootstrap: str) -> None:
         for gid, ptype, state in rows:
             t.add_row(gid, ptype or "", state or "")
         _console().print(t)
+
     _run(go)
 
 
@@ -140,15 +151,23 @@ def describe_cmd(group: str, bootstrap: str) -> None:
             tps = sorted(set(owner) | {(tp[0], tp[1]) for tp in committed})
             ends = s.end_offsets(tps)
         con = _console()
-        con.print(f"group [bold]{group}[/bold]  state {d.state}  protocol {d.protocol_type or '-'}"
-                  f"/{d.protocol or '-'}  members {len(d.members)}")
+        con.print(
+            f"group [bold]{group}[/bold]  state {d.state}  protocol {d.protocol_type or '-'}"
+            f"/{d.protocol or '-'}  members {len(d.members)}"
+        )
         mt = Table(title="members")
         for col in ("MEMBER ID", "INSTANCE ID", "CLIENT ID", "HOST", "#", "ASSIGNMENT"):
             mt.add_column(col, overflow="fold")
         for m in sorted(d.members, key=lambda m: m["client_id"]):
             parts = sorted((tp[0], tp[1]) for tp in m["assignment"])
-            mt.add_row(m["member_id"], m.get("group_instance_id") or "-", m["client_id"], m["client_host"],
-                       str(len(parts)), ", ".join(f"{t}-{p}" for t, p in parts) or "-")
+            mt.add_row(
+                m["member_id"],
+                m.get("group_instance_id") or "-",
+                m["client_id"],
+                m["client_host"],
+                str(len(parts)),
+                ", ".join(f"{t}-{p}" for t, p in parts) or "-",
+            )
         con.print(mt)
         ot = Table(title="offsets")
         for col in ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CLIENT ID"):
@@ -162,6 +181,7 @@ def describe_cmd(group: str, bootstrap: str) -> None:
             m = owner.get((t, p))
             ot.add_row(t, str(p), _s(cur), _s(end), _s(lag), m["client_id"] if m else "-")
         con.print(ot)
+
     _run(go)
 
 
@@ -199,9 +219,17 @@ def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shif
     """Plan (and with --execute, commit) new offsets for an inactive group."""
     from rich.table import Table
 
-    chosen = [n for n, v in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
-                             ("--to-datetime", to_datetime), ("--to-offset", to_offset),
-                             ("--shift-by", shift_by)) if v not in (None, False)]
+    chosen = [
+        n
+        for n, v in (
+            ("--to-earliest", to_earliest),
+            ("--to-latest", to_latest),
+            ("--to-datetime", to_datetime),
+            ("--to-offset", to_offset),
+            ("--shift-by", shift_by),
+        )
+        if v not in (None, False)
+    ]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by")
 
@@ -211,8 +239,10 @@ def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shif
         with _Session(bootstrap) as s:
             d = s.describe(group)
             if d.state not in INACTIVE:
-                _fail(f"assignments can only be reset if group {group!r} is inactive, but it is {d.state} "
-                      f"with {len(d.members)} member(s)")
+                _fail(
+                    f"assignments can only be reset if group {group!r} is inactive, but it is {d.state} "
+                    f"with {len(d.members)} member(s)"
+                )
             tps = [TopicPartition(topic, p) for p in s.partitions(topic)]
             committed = {(tp[0], tp[1]): om.offset for tp, om in s.admin.list_group_offsets(group, tps).items()}
             lo, hi = s.beginning_offsets(tps), s.end_offsets(tps)
@@ -240,12 +270,15 @@ def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shif
                 plan[tp] = (cur, max(start, min(end, new)))
             if execute:
                 s.admin.alter_group_offsets(group, {tp: new for tp, (_c, new) in plan.items()})
-        t = Table(title=f"group {group}: " + ("new offsets committed" if execute else "dry run (add --execute to apply)"))
+        t = Table(
+            title=f"group {group}: " + ("new offsets committed" if execute else "dry run (add --execute to apply)")
+        )
         for col in ("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"):
             t.add_column(col)
         for tp, (cur, new) in plan.items():
             t.add_row(tp.topic, str(tp.partition), _s(cur), str(new))
         _console().print(t)
+
     _run(go)
 
 
@@ -254,8 +287,10 @@ def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shif
 @_bootstrap_opt
 def delete_cmd(group: str, bootstrap: str) -> None:
     """Delete a group (it must have no members) and its committed offsets."""
+
     def go():
         with _Session(bootstrap) as s:
             s.admin.delete_groups([group])
         _console().print(f"Deletion of group {group!r} succeeded.")
+
     _run(go)

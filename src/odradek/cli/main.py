@@ -64,7 +64,14 @@ def main() -> None:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="server.properties file.")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Set a broker setting (repeatable).")
 @click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
-@click.option("--loop", "loop_impl", type=click.Choice(["uvloop", "asyncio"]), default="uvloop", show_default=True, help="Event loop implementation.")
+@click.option(
+    "--loop",
+    "loop_impl",
+    type=click.Choice(["uvloop", "asyncio"]),
+    default="uvloop",
+    show_default=True,
+    help="Event loop implementation.",
+)
 def broker(config_path: str | None, overrides: tuple[str, ...], log_level: str, loop_impl: str) -> None:
     """Run a broker (single node, embedded metadata, unless zookeeper.connect is set)."""
     from odradek.broker.config import BrokerConfig, ConfigError
@@ -116,7 +123,13 @@ def config_cmd(config_path: str | None, overrides: tuple[str, ...]) -> None:
         raise click.ClickException(str(e)) from None
     table = Table("setting", "value", "source")
     for name, value in cfg.items():
-        shown = ",".join(value) if isinstance(value, list) else str(value).lower() if isinstance(value, bool) else str(value)
+        shown = (
+            ",".join(value)
+            if isinstance(value, list)
+            else str(value).lower()
+            if isinstance(value, bool)
+            else str(value)
+        )
         table.add_row(name, shown, cfg.sources.get(name, "default"))
     Console().print(table)
 

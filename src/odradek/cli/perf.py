@@ -50,8 +50,15 @@ def percentiles(samples_ns: list[int]) -> dict:
     def q(p: float) -> float:
         return s[min(n - 1, max(0, math.ceil(p * n - 1e-9) - 1))] / 1e6  # nearest rank
 
-    return {"count": n, "avg": sum(s) / n / 1e6, "p50": q(0.50), "p95": q(0.95), "p99": q(0.99),
-            "p999": q(0.999), "max": s[-1] / 1e6}
+    return {
+        "count": n,
+        "avg": sum(s) / n / 1e6,
+        "p50": q(0.50),
+        "p95": q(0.95),
+        "p99": q(0.99),
+        "p999": q(0.999),
+        "max": s[-1] / 1e6,
+    }
 
 
 def make_payload(size: int, seed: int = 42) -> bytes:
@@ -90,8 +97,14 @@ class _Progress:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                console=Console(stderr=True), transient=True)
+            self.bar = Progress(
+                TextColumn(label),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self.task = self.bar.add_task(label, total=total)
             self.bar.start()
         self.last = 0
@@ -135,10 +148,23 @@ def _acks_value(acks: str) -> int:
 
 
 # ----------------------------------------------------------------------------- produce
-def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float = -1,
-                acks: str = "1", compression: str = "none", linger_ms: int = 5, batch_size: int | None = None,
-                driver: str = "odradek", sample_every: int = 16, partition: int | None = None,
-                idempotence: bool = False, progress: bool = False, native_batch: int = 0) -> dict:
+def run_produce(
+    bootstrap: str,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float = -1,
+    acks: str = "1",
+    compression: str = "none",
+    linger_ms: int = 5,
+    batch_size: int | None = None,
+    driver: str = "odradek",
+    sample_every: int = 16,
+    partition: int | None = None,
+    idempotence: bool = False,
+    progress: bool = False,
+    native_batch: int = 0,
+) -> dict:
     """`native_batch` > 0 (confluent driver only): hand librdkafka lists of that many records
     with `produce_batch` instead of one `produce()` call per record, so the Python loop (about
     0.6-0.8 M calls/s on this machine) stops being what limits the run."""
@@ -153,9 +179,15 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
     if driver == "odradek":
         from odradek.client import Producer
 
-        p = Producer(bootstrap_servers=bootstrap, acks=_acks_value(acks), compression_type=compression,
-                     linger_ms=linger_ms, batch_size=batch_size or 16384, enable_idempotence=idempotence,
-                     buffer_memory=64 * 1024 * 1024)
+        p = Producer(
+            bootstrap_servers=bootstrap,
+            acks=_acks_value(acks),
+            compression_type=compression,
+            linger_ms=linger_ms,
+            batch_size=batch_size or 16384,
+            enable_idempotence=idempotence,
+            buffer_memory=64 * 1024 * 1024,
+        )
         # connect and fetch metadata outside the timing
         p.partitions_for(topic)
         send = p.send
@@ -166,6 +198,7 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
                     samples.append(perf() - t0)
                 else:
                     errors.append(repr(exc))
+
             return cb
 
         pacer = Pacer(throughput)
@@ -184,9 +217,15 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
     elif driver == "confluent":
         from confluent_kafka import Producer as CProducer
 
-        conf = {"bootstrap.servers": bootstrap, "acks": acks if acks != "-1" else "all",
-                "compression.type": compression, "linger.ms": linger_ms, "enable.idempotence": idempotence,
-                "queue.buffering.max.kbytes": 1048576, "queue.buffering.max.messages": _QUEUED_MAX}
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "acks": acks if acks != "-1" else "all",
+            "compression.type": compression,
+            "linger.ms": linger_ms,
+            "enable.idempotence": idempotence,
+            "queue.buffering.max.kbytes": 1048576,
+            "queue.buffering.max.messages": _QUEUED_MAX,
+        }
         if batch_size:
             conf["batch.size"] = batch_size
         p = CProducer(conf)
@@ -198,12 +237,14 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
                     samples.append(perf() - t0)
                 else:
                     errors.append(str(err))
+
             return cb
 
         start = time.perf_counter()
         if native_batch > 0:
-            _produce_batches(p, topic, payload, num_records, native_batch, throughput, sample_every, partition,
-                             cb_for, bar)
+            _produce_batches(
+                p, topic, payload, num_records, native_batch, throughput, sample_every, partition, cb_for, bar
+            )
         else:
             _produce_loop(p, topic, payload, num_records, throughput, sample_every, partition, cb_for, bar)
         remaining = p.flush(120)
@@ -214,16 +255,37 @@ def run_produce(bootstrap: str, topic: str, num_records: int, record_size: int, 
         raise click.BadParameter(f"unknown driver {driver}")
     bar.close()
     nbytes = num_records * record_size
-    return {"workload": "produce", "driver": driver, "native_batch": native_batch, "topic": topic,
-            "records": num_records,
-            "record_size": record_size, "acks": acks, "compression": compression, "linger_ms": linger_ms,
-            "seconds": elapsed, "records_per_s": num_records / elapsed, "mb_per_s": nbytes / elapsed / 1e6,
-            "latency_ms": percentiles(samples), "errors": len(errors), "first_error": errors[0] if errors else None,
-            "client_cpu_s": cpu_seconds_self() - cpu0}
+    return {
+        "workload": "produce",
+        "driver": driver,
+        "native_batch": native_batch,
+        "topic": topic,
+        "records": num_records,
+        "record_size": record_size,
+        "acks": acks,
+        "compression": compression,
+        "linger_ms": linger_ms,
+        "seconds": elapsed,
+        "records_per_s": num_records / elapsed,
+        "mb_per_s": nbytes / elapsed / 1e6,
+        "latency_ms": percentiles(samples),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "client_cpu_s": cpu_seconds_self() - cpu0,
+    }
 
 
-def _produce_loop(p, topic: str, payload: bytes, num_records: int, throughput: float, sample_every: int,
-                  partition: int | None, cb_for, bar) -> None:
+def _produce_loop(
+    p,
+    topic: str,
+    payload: bytes,
+    num_records: int,
+    throughput: float,
+    sample_every: int,
+    partition: int | None,
+    cb_for,
+    bar,
+) -> None:
     """One `produce()` call per record (what most applications do)."""
     produce, poll = p.produce, p.poll
     kw = {} if partition is None else {"partition": partition}
@@ -246,8 +308,18 @@ def _produce_loop(p, topic: str, payload: bytes, num_records: int, throughput: f
             poll(0)
 
 
-def _produce_batches(p, topic: str, payload: bytes, num_records: int, size: int, throughput: float,
-                     sample_every: int, partition: int | None, cb_for, bar) -> None:
+def _produce_batches(
+    p,
+    topic: str,
+    payload: bytes,
+    num_records: int,
+    size: int,
+    throughput: float,
+    sample_every: int,
+    partition: int | None,
+    cb_for,
+    bar,
+) -> None:
     """confluent-kafka's `produce_batch`: one C call enqueues a whole list. The list repeats one
     dict (the same value) except every `sample_every`-th record, which carries its own latency
     callback. A list is offered only when librdkafka's queue has room for all of it (the driver
@@ -278,8 +350,16 @@ def _produce_batches(p, topic: str, payload: bytes, num_records: int, size: int,
 
 
 # ----------------------------------------------------------------------------- consume
-def run_consume(bootstrap: str, topic: str, num_records: int, driver: str = "odradek", group: str | None = None,
-                fetch_max_wait_ms: int = 100, timeout_s: float = 30, progress: bool = False) -> dict:
+def run_consume(
+    bootstrap: str,
+    topic: str,
+    num_records: int,
+    driver: str = "odradek",
+    group: str | None = None,
+    fetch_max_wait_ms: int = 100,
+    timeout_s: float = 30,
+    progress: bool = False,
+) -> dict:
     """Read `num_records` from the earliest offsets of every partition of `topic` (or stop after
     `timeout_s` without a record)."""
     got = 0
@@ -290,8 +370,13 @@ def run_consume(bootstrap: str, topic: str, num_records: int, driver: str = "odr
     if driver == "odradek":
         from odradek.client import Consumer, TopicPartition
 
-        cfg = dict(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=fetch_max_wait_ms,
-                   max_poll_records=5000, enable_auto_commit=False)
+        cfg = dict(
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_poll_records=5000,
+            enable_auto_commit=False,
+        )
         if group:
             cfg["group_id"] = group
         c = Consumer(**cfg)
@@ -322,15 +407,24 @@ def run_consume(bootstrap: str, topic: str, num_records: int, driver: str = "odr
             end = last
             c.close(autocommit=False)
     elif driver == "confluent":
-        from confluent_kafka import OFFSET_BEGINNING, Consumer as CConsumer, TopicPartition as CTP
+        from confluent_kafka import OFFSET_BEGINNING
+        from confluent_kafka import Consumer as CConsumer
+        from confluent_kafka import TopicPartition as CTP
 
-        c = CConsumer({"bootstrap.servers": bootstrap, "group.id": group or f"perf-{uuid.uuid4().hex[:8]}",
-                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                       "fetch.wait.max.ms": fetch_max_wait_ms, "enable.partition.eof": False,
-                       # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s)
-                       # whenever its local queue passes queued.min.messages: that, not the broker,
-                       # capped this driver near 200k records/s (2.2M without it, same broker)
-                       "fetch.queue.backoff.ms": 0})
+        c = CConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group or f"perf-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": fetch_max_wait_ms,
+                "enable.partition.eof": False,
+                # librdkafka pauses a partition's fetching for fetch.queue.backoff.ms (1 s)
+                # whenever its local queue passes queued.min.messages: that, not the broker,
+                # capped this driver near 200k records/s (2.2M without it, same broker)
+                "fetch.queue.backoff.ms": 0,
+            }
+        )
         md = c.list_topics(topic, timeout=15)
         parts = sorted(md.topics[topic].partitions) if topic in md.topics else [0]
         if group:
@@ -367,15 +461,34 @@ def run_consume(bootstrap: str, topic: str, num_records: int, driver: str = "odr
         raise click.BadParameter(f"unknown driver {driver}")
     bar.close()
     elapsed = max(end - start, 1e-9)
-    return {"workload": "consume", "driver": driver, "topic": topic, "records": got, "wanted": num_records,
-            "seconds": elapsed, "first_record_s": first, "records_per_s": got / elapsed,
-            "mb_per_s": nbytes / elapsed / 1e6, "client_cpu_s": cpu_seconds_self() - cpu0}
+    return {
+        "workload": "consume",
+        "driver": driver,
+        "topic": topic,
+        "records": got,
+        "wanted": num_records,
+        "seconds": elapsed,
+        "first_record_s": first,
+        "records_per_s": got / elapsed,
+        "mb_per_s": nbytes / elapsed / 1e6,
+        "client_cpu_s": cpu_seconds_self() - cpu0,
+    }
 
 
 # ----------------------------------------------------------------------------- e2e
-def run_e2e(bootstrap: str, topic: str, rate: float, duration_s: float, record_size: int = 100,
-            driver: str = "odradek", acks: str = "1", linger_ms: int = 0, fetch_max_wait_ms: int = 500,
-            warmup_s: float = 1.0, partition: int = 0) -> dict:
+def run_e2e(
+    bootstrap: str,
+    topic: str,
+    rate: float,
+    duration_s: float,
+    record_size: int = 100,
+    driver: str = "odradek",
+    acks: str = "1",
+    linger_ms: int = 0,
+    fetch_max_wait_ms: int = 500,
+    warmup_s: float = 1.0,
+    partition: int = 0,
+) -> dict:
     """Produce at `rate` records/s for `duration_s` while a consumer in this process reads them;
     latency = consumed - sent (same monotonic clock). Records sent during `warmup_s` are not counted."""
     n = int(rate * duration_s)
@@ -400,8 +513,9 @@ def run_e2e(bootstrap: str, topic: str, rate: float, duration_s: float, record_s
 
         def consume():
             try:
-                c = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="latest",
-                             fetch_max_wait_ms=fetch_max_wait_ms)
+                c = Consumer(
+                    bootstrap_servers=bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=fetch_max_wait_ms
+                )
                 tp = TopicPartition(topic, partition)
                 c.assign([tp])
                 c.seek_to_end(tp)
@@ -415,8 +529,7 @@ def run_e2e(bootstrap: str, topic: str, rate: float, duration_s: float, record_s
                 err.append(e)
                 ready.set()
 
-        p = Producer(bootstrap_servers=bootstrap, acks=_acks_value(acks), linger_ms=linger_ms,
-                     enable_idempotence=False)
+        p = Producer(bootstrap_servers=bootstrap, acks=_acks_value(acks), linger_ms=linger_ms, enable_idempotence=False)
         p.partitions_for(topic)
 
         def send(v):
@@ -426,13 +539,22 @@ def run_e2e(bootstrap: str, topic: str, rate: float, duration_s: float, record_s
             p.flush()
             p.close(10)
     elif driver == "confluent":
-        from confluent_kafka import OFFSET_END, Consumer as CConsumer, Producer as CProducer, TopicPartition as CTP
+        from confluent_kafka import OFFSET_END
+        from confluent_kafka import Consumer as CConsumer
+        from confluent_kafka import Producer as CProducer
+        from confluent_kafka import TopicPartition as CTP
 
         def consume():
             try:
-                c = CConsumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex[:8]}",
-                               "enable.auto.commit": False, "fetch.wait.max.ms": fetch_max_wait_ms,
-                               "fetch.error.backoff.ms": 0})
+                c = CConsumer(
+                    {
+                        "bootstrap.servers": bootstrap,
+                        "group.id": f"e2e-{uuid.uuid4().hex[:8]}",
+                        "enable.auto.commit": False,
+                        "fetch.wait.max.ms": fetch_max_wait_ms,
+                        "fetch.error.backoff.ms": 0,
+                    }
+                )
                 c.assign([CTP(topic, partition, OFFSET_END)])
                 # wait until the consumer has resolved its position (it reports nothing until it did)
                 deadline = time.monotonic() + 15
@@ -451,8 +573,14 @@ def run_e2e(bootstrap: str, topic: str, rate: float, duration_s: float, record_s
                 err.append(e)
                 ready.set()
 
-        p = CProducer({"bootstrap.servers": bootstrap, "acks": "all" if acks in ("all", "-1") else acks,
-                       "linger.ms": linger_ms, "enable.idempotence": False})
+        p = CProducer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all" if acks in ("all", "-1") else acks,
+                "linger.ms": linger_ms,
+                "enable.idempotence": False,
+            }
+        )
         p.list_topics(topic, timeout=15)
         cp, cpoll = p.produce, p.poll
 
@@ -485,10 +613,22 @@ def run_e2e(bootstrap: str, topic: str, rate: float, duration_s: float, record_s
         time.sleep(0.05)
     stop.set()
     th.join(10)
-    return {"workload": "e2e", "driver": driver, "topic": topic, "rate": rate, "duration_s": duration_s,
-            "sent": n, "received": received, "send_seconds": sent_s, "achieved_rate": n / sent_s,
-            "acks": acks, "linger_ms": linger_ms, "warmup_s": warmup_s, "latency_ms": percentiles(lat),
-            "client_cpu_s": cpu_seconds_self() - cpu0}
+    return {
+        "workload": "e2e",
+        "driver": driver,
+        "topic": topic,
+        "rate": rate,
+        "duration_s": duration_s,
+        "sent": n,
+        "received": received,
+        "send_seconds": sent_s,
+        "achieved_rate": n / sent_s,
+        "acks": acks,
+        "linger_ms": linger_ms,
+        "warmup_s": warmup_s,
+        "latency_ms": percentiles(lat),
+        "client_cpu_s": cpu_seconds_self() - cpu0,
+    }
 
 
 # ----------------------------------------------------------------------------- output
@@ -499,8 +639,12 @@ def _print_result(res: dict, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table("metric", "value", title=f"perf {res['workload']} ({res['driver']} driver, topic {res['topic']})",
-              title_justify="left")
+    t = Table(
+        "metric",
+        "value",
+        title=f"perf {res['workload']} ({res['driver']} driver, topic {res['topic']})",
+        title_justify="left",
+    )
     for k, v in res.items():
         if k in ("workload", "driver", "topic", "latency_ms"):
             continue
@@ -517,8 +661,13 @@ def _fail(e: BaseException):
     raise click.ClickException(f"{type(e).__name__}: {e}") from None
 
 
-driver_option = click.option("--driver", type=click.Choice(DRIVERS), default="odradek", show_default=True,
-                             help="odradek: odradek's Python client; confluent: librdkafka via confluent-kafka.")
+driver_option = click.option(
+    "--driver",
+    type=click.Choice(DRIVERS),
+    default="odradek",
+    show_default=True,
+    help="odradek: odradek's Python client; confluent: librdkafka via confluent-kafka.",
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
@@ -541,18 +690,53 @@ def perf() -> None:
 @click.option("--partition", type=int, default=None, help="Send every record to this partition.")
 @click.option("--idempotence/--no-idempotence", default=False, show_default=True)
 @click.option("--sample-every", type=int, default=16, show_default=True, help="Measure latency of every N-th record.")
-@click.option("--native-batch", type=int, default=0, show_default=True,
-              help="confluent driver: enqueue N records per produce_batch() call (0: one produce() per record).")
+@click.option(
+    "--native-batch",
+    type=int,
+    default=0,
+    show_default=True,
+    help="confluent driver: enqueue N records per produce_batch() call (0: one produce() per record).",
+)
 @driver_option
 @json_option
-def perf_produce(bootstrap, topic, num_records, record_size, throughput, acks, compression, linger_ms, batch_size,
-                 partitions, partition, idempotence, sample_every, native_batch, driver, as_json):
+def perf_produce(
+    bootstrap,
+    topic,
+    num_records,
+    record_size,
+    throughput,
+    acks,
+    compression,
+    linger_ms,
+    batch_size,
+    partitions,
+    partition,
+    idempotence,
+    sample_every,
+    native_batch,
+    driver,
+    as_json,
+):
     """Producer throughput and send->ack latency."""
     ensure_topic(bootstrap, topic, partitions)
     try:
-        res = run_produce(bootstrap, topic, num_records, record_size, throughput, acks, compression, linger_ms,
-                          batch_size, driver, max(1, sample_every), partition, idempotence, progress=not as_json,
-                          native_batch=native_batch)
+        res = run_produce(
+            bootstrap,
+            topic,
+            num_records,
+            record_size,
+            throughput,
+            acks,
+            compression,
+            linger_ms,
+            batch_size,
+            driver,
+            max(1, sample_every),
+            partition,
+            idempotence,
+            progress=not as_json,
+            native_batch=native_batch,
+        )
     except Exception as e:  # noqa: BLE001
         _fail(e)
     _print_result(res, as_json)
@@ -566,14 +750,17 @@ def perf_produce(bootstrap, topic, num_records, record_size, throughput, acks, c
 @click.option("--num-records", "-n", type=int, default=1_000_000, show_default=True, help="Stop after this many.")
 @click.option("--group", "-g", default=None, help="Subscribe with this group (default: assign every partition).")
 @click.option("--fetch-max-wait-ms", type=int, default=100, show_default=True)
-@click.option("--timeout", "timeout_s", type=float, default=30, show_default=True, help="Stop after this long without a record.")
+@click.option(
+    "--timeout", "timeout_s", type=float, default=30, show_default=True, help="Stop after this long without a record."
+)
 @driver_option
 @json_option
 def perf_consume(bootstrap, topic, num_records, group, fetch_max_wait_ms, timeout_s, driver, as_json):
     """Consumer throughput from the earliest offsets."""
     try:
-        res = run_consume(bootstrap, topic, num_records, driver, group, fetch_max_wait_ms, timeout_s,
-                          progress=not as_json)
+        res = run_consume(
+            bootstrap, topic, num_records, driver, group, fetch_max_wait_ms, timeout_s, progress=not as_json
+        )
     except Exception as e:  # noqa: BLE001
         _fail(e)
     _print_result(res, as_json)
@@ -590,17 +777,34 @@ def perf_consume(bootstrap, topic, num_records, group, fetch_max_wait_ms, timeou
 @click.option("--acks", type=click.Choice(["0", "1", "all", "-1"]), default="1", show_default=True)
 @click.option("--linger-ms", type=int, default=0, show_default=True)
 @click.option("--fetch-max-wait-ms", type=int, default=500, show_default=True)
-@click.option("--warmup", "warmup_s", type=float, default=1.0, show_default=True, help="Seconds not counted at the start.")
-@click.option("--partitions", type=int, default=1, show_default=True, help="Create the topic with this many partitions first.")
+@click.option(
+    "--warmup", "warmup_s", type=float, default=1.0, show_default=True, help="Seconds not counted at the start."
+)
+@click.option(
+    "--partitions", type=int, default=1, show_default=True, help="Create the topic with this many partitions first."
+)
 @driver_option
 @json_option
-def perf_e2e(bootstrap, topic, rate, duration_s, record_size, acks, linger_ms, fetch_max_wait_ms, warmup_s,
-             partitions, driver, as_json):
+def perf_e2e(
+    bootstrap,
+    topic,
+    rate,
+    duration_s,
+    record_size,
+    acks,
+    linger_ms,
+    fetch_max_wait_ms,
+    warmup_s,
+    partitions,
+    driver,
+    as_json,
+):
     """End-to-end latency (send -> consumed) at a fixed rate."""
     ensure_topic(bootstrap, topic, partitions)
     try:
-        res = run_e2e(bootstrap, topic, rate, duration_s, record_size, driver, acks, linger_ms, fetch_max_wait_ms,
-                      warmup_s)
+        res = run_e2e(
+            bootstrap, topic, rate, duration_s, record_size, driver, acks, linger_ms, fetch_max_wait_ms, warmup_s
+        )
     except Exception as e:  # noqa: BLE001
         _fail(e)
     _print_result(res, as_json)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 
@@ -16,7 +16,7 @@ def _ms(s: str | None) -> int | None:
         return int(s)
     dt = datetime.fromisoformat(s)
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 
@@ -69,12 +69,23 @@ def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, 
 
     spark = get_spark(master, "odradek-pipeline-load")
     try:
-        entry = do_load(spark, bootstrap, topic, warehouse, start=spec(starting_offsets), end=spec(ending_offsets),
-                        from_ms=_ms(from_), to_ms=_ms(to), progress=True)
+        entry = do_load(
+            spark,
+            bootstrap,
+            topic,
+            warehouse,
+            start=spec(starting_offsets),
+            end=spec(ending_offsets),
+            from_ms=_ms(from_),
+            to_ms=_ms(to),
+            progress=True,
+        )
     finally:
         spark.stop()
-    click.echo(f"committed load {entry['id']}: {entry['records']} records, ranges {json.dumps(entry['ranges'])}"
-               + (f", replacing {', '.join(entry['replaced'])}" if entry["replaced"] else ""))
+    click.echo(
+        f"committed load {entry['id']}: {entry['records']} records, ranges {json.dumps(entry['ranges'])}"
+        + (f", replacing {', '.join(entry['replaced'])}" if entry["replaced"] else "")
+    )
 
 
 @pipeline.command()
@@ -88,8 +99,9 @@ def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, 
 @click.option("--trigger", default="10 seconds", show_default=True)
 @click.option("--available-now", is_flag=True, help="Process what is there, then stop.")
 @click.option("--max-offsets-per-trigger", type=int, default=None)
-def stream(bootstrap, topic, master, out, checkpoint, stats_topic, threshold, trigger, available_now,
-           max_offsets_per_trigger):
+def stream(
+    bootstrap, topic, master, out, checkpoint, stats_topic, threshold, trigger, available_now, max_offsets_per_trigger
+):
     """Per-minute views per URL, unique users, top referrers and crawlers (restart-safe)."""
     from rich.console import Console
 
@@ -98,15 +110,27 @@ def stream(bootstrap, topic, master, out, checkpoint, stats_topic, threshold, tr
 
     console = Console(stderr=True)
     spark = get_spark(master, "odradek-pipeline-stream")
-    q = start_stream(spark, bootstrap, out, checkpoint, topic=topic, stats_topic=stats_topic, threshold=threshold,
-                     trigger=trigger, available_now=available_now, max_offsets=max_offsets_per_trigger)
+    q = start_stream(
+        spark,
+        bootstrap,
+        out,
+        checkpoint,
+        topic=topic,
+        stats_topic=stats_topic,
+        threshold=threshold,
+        trigger=trigger,
+        available_now=available_now,
+        max_offsets=max_offsets_per_trigger,
+    )
     try:
         with console.status("streaming") as status:
             while q.isActive:
                 p = q.lastProgress
                 if p:
-                    status.update(f"batch {p['batchId']}: {p['numInputRows']} rows, "
-                                  f"{p.get('processedRowsPerSecond', 0):.0f} rows/s")
+                    status.update(
+                        f"batch {p['batchId']}: {p['numInputRows']} rows, "
+                        f"{p.get('processedRowsPerSecond', 0):.0f} rows/s"
+                    )
                 q.awaitTermination(2)
         if q.exception():
             raise click.ClickException(str(q.exception()))

@@ -16,8 +16,14 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DESCRIBE_LOG_DIRS = 35
 
 bootstrap_option = click.option(
-    "--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
-    envvar="ODRADEK_BOOTSTRAP_SERVER", help="host:port[,host:port] of any broker.")
+    "--bootstrap-server",
+    "-b",
+    "bootstrap",
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    envvar="ODRADEK_BOOTSTRAP_SERVER",
+    help="host:port[,host:port] of any broker.",
+)
 
 
 def parse_kv(items: tuple[str, ...], what: str = "--config") -> dict[str, str]:
@@ -75,7 +81,9 @@ def topics() -> None:
 @topics.command("create")
 @bootstrap_option
 @click.argument("names", nargs=-1, required=True)
-@click.option("--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's num.partitions).")
+@click.option(
+    "--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's num.partitions)."
+)
 @click.option("--replication-factor", "-r", type=int, default=-1, help="Replication factor (default: the broker's).")
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
@@ -91,8 +99,9 @@ def create_cmd(bootstrap, names, partitions, replication_factor, configs, if_not
         async with _admin(bootstrap) as a:
             for name in names:
                 try:
-                    await a.create_topics([NewTopic(name, partitions, replication_factor, dict(cfg))],
-                                          validate_only=validate_only)
+                    await a.create_topics(
+                        [NewTopic(name, partitions, replication_factor, dict(cfg))], validate_only=validate_only
+                    )
                 except E.TopicAlreadyExistsError:
                     if not if_not_exists:
                         raise
@@ -119,8 +128,13 @@ def list_cmd(bootstrap, internal):
 
 
 # ----------------------------------------------------------------------------- describe
-async def gather_description(bootstrap: str, names: list[str] | None, internal: bool = False,
-                             with_offsets: bool = True, with_configs: bool = True) -> list[dict]:
+async def gather_description(
+    bootstrap: str,
+    names: list[str] | None,
+    internal: bool = False,
+    with_offsets: bool = True,
+    with_configs: bool = True,
+) -> list[dict]:
     """Everything `describe` shows, as plain data: one dict per topic."""
     from odradek.client import TopicPartition
     from odradek.client import errors as E
@@ -133,20 +147,34 @@ async def gather_description(bootstrap: str, names: list[str] | None, internal: 
         topics_out = []
         for name in sorted(infos):
             t = infos[name]
-            topics_out.append({
-                "name": name, "topic_id": str(t.topic_id) if t.topic_id else None, "internal": t.is_internal,
-                "partitions": [{"partition": p.partition, "leader": p.leader, "leader_epoch": p.leader_epoch,
-                                "replicas": list(p.replicas), "isr": list(p.isr), "offline": list(p.offline),
-                                "log_start_offset": None, "log_end_offset": None, "size": None}
-                               for p in sorted(t.partitions.values(), key=lambda p: p.partition)],
-                "configs": None,
-            })
+            topics_out.append(
+                {
+                    "name": name,
+                    "topic_id": str(t.topic_id) if t.topic_id else None,
+                    "internal": t.is_internal,
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replicas": list(p.replicas),
+                            "isr": list(p.isr),
+                            "offline": list(p.offline),
+                            "log_start_offset": None,
+                            "log_end_offset": None,
+                            "size": None,
+                        }
+                        for p in sorted(t.partitions.values(), key=lambda p: p.partition)
+                    ],
+                    "configs": None,
+                }
+            )
         if with_configs:
             for t in topics_out:
                 try:
                     res = await a.describe_configs([("topic", t["name"])])
                     t["configs"] = dict(sorted(res.get(("topic", t["name"]), {}).items()))
-                except (E.KafkaError, OSError, asyncio.TimeoutError):
+                except (TimeoutError, E.KafkaError, OSError):
                     t["configs"] = None
         # sizes: DescribeLogDirs on every broker (a generic request; the admin client has no wrapper)
         sizes: dict[tuple[str, int], int] = {}
@@ -170,7 +198,7 @@ async def gather_description(bootstrap: str, names: list[str] | None, internal: 
             try:
                 starts = await c.beginning_offsets(tps, 15)
                 ends = await c.end_offsets(tps, 15)
-            except (E.KafkaError, OSError, asyncio.TimeoutError):
+            except (TimeoutError, E.KafkaError, OSError):
                 starts, ends = {}, {}
         finally:
             await c.close(autocommit=False)
@@ -208,17 +236,29 @@ def describe_cmd(bootstrap, names, internal, as_json, no_offsets):
         con.print("no topics")
     for t in data:
         total = [p["size"] for p in t["partitions"] if p["size"] is not None]
-        msgs = [p["log_end_offset"] - p["log_start_offset"] for p in t["partitions"]
-                if p["log_end_offset"] is not None and p["log_start_offset"] is not None]
-        title = (f"[bold]{t['name']}[/]  partitions={len(t['partitions'])}  "
-                 f"records≈{sum(msgs) if msgs else '-'}  size={human_bytes(sum(total)) if total else '-'}"
-                 + ("  (internal)" if t["internal"] else ""))
-        table = Table("partition", "leader", "replicas", "isr", "log start", "log end", "size", title=title,
-                      title_justify="left")
+        msgs = [
+            p["log_end_offset"] - p["log_start_offset"]
+            for p in t["partitions"]
+            if p["log_end_offset"] is not None and p["log_start_offset"] is not None
+        ]
+        title = (
+            f"[bold]{t['name']}[/]  partitions={len(t['partitions'])}  "
+            f"records≈{sum(msgs) if msgs else '-'}  size={human_bytes(sum(total)) if total else '-'}"
+            + ("  (internal)" if t["internal"] else "")
+        )
+        table = Table(
+            "partition", "leader", "replicas", "isr", "log start", "log end", "size", title=title, title_justify="left"
+        )
         for p in t["partitions"]:
-            table.add_row(str(p["partition"]), str(p["leader"]), ",".join(map(str, p["replicas"])),
-                          ",".join(map(str, p["isr"])), _fmt(p["log_start_offset"]), _fmt(p["log_end_offset"]),
-                          human_bytes(p["size"]) if p["size"] is not None else "-")
+            table.add_row(
+                str(p["partition"]),
+                str(p["leader"]),
+                ",".join(map(str, p["replicas"])),
+                ",".join(map(str, p["isr"])),
+                _fmt(p["log_start_offset"]),
+                _fmt(p["log_end_offset"]),
+                human_bytes(p["size"]) if p["size"] is not None else "-",
+            )
         con.print(table)
         if t["configs"]:
             ct = Table("config", "value", title=f"{t['name']} configs", title_justify="left")
@@ -232,8 +272,16 @@ def describe_cmd(bootstrap, names, internal, as_json, no_offsets):
 @bootstrap_option
 @click.argument("name")
 @click.option("--partitions", "-p", type=int, help="Grow the topic to this many partitions.")
-@click.option("--config", "-c", "set_configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable).")
-@click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY", help="Remove a topic config override (repeatable).")
+@click.option(
+    "--config", "-c", "set_configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config (repeatable)."
+)
+@click.option(
+    "--delete-config",
+    "delete_configs",
+    multiple=True,
+    metavar="KEY",
+    help="Remove a topic config override (repeatable).",
+)
 @click.option("--validate-only", is_flag=True)
 def alter_cmd(bootstrap, name, partitions, set_configs, delete_configs, validate_only):
     """Add partitions to NAME and/or change its configs (IncrementalAlterConfigs)."""

@@ -14,7 +14,20 @@ from .producer.partitioner import DefaultPartitioner, RoundRobinPartitioner, mur
 from .sync import Admin, Consumer, Producer
 
 __all__ = [
-    "Producer", "Consumer", "Admin", "ConsumerRecord", "RecordMetadata", "FutureRecordMetadata",
-    "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp", "NewTopic", "DefaultPartitioner",
-    "RoundRobinPartitioner", "murmur2", "RangeAssignor", "RoundRobinAssignor", "CooperativeStickyAssignor",
+    "Producer",
+    "Consumer",
+    "Admin",
+    "ConsumerRecord",
+    "RecordMetadata",
+    "FutureRecordMetadata",
+    "TopicPartition",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+    "NewTopic",
+    "DefaultPartitioner",
+    "RoundRobinPartitioner",
+    "murmur2",
+    "RangeAssignor",
+    "RoundRobinAssignor",
+    "CooperativeStickyAssignor",
 ]

@@ -85,8 +85,15 @@ def _decompress(codec: int, data) -> bytes:
         raise CorruptRecordError(str(e)) from None
 
 
-def _build(b, *, compression: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-           base_sequence: int = -1, transactional: bool = False) -> bytes:
+def _build(
+    b,
+    *,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytes:
     """The finished RecordBatch v2 of a builder (either implementation)."""
     body = b.buf
     if compression:
@@ -95,8 +102,23 @@ def _build(b, *, compression: int = 0, producer_id: int = -1, producer_epoch: in
     if transactional:
         attrs |= 0x10
     out = bytearray(HEADER_SIZE)
-    HEADER.pack_into(out, 0, 0, HEADER_SIZE - 12 + len(body), -1, 2, 0, attrs, b.count - 1,
-                     b.base_ts, b.max_ts, producer_id, producer_epoch, base_sequence, b.count)
+    HEADER.pack_into(
+        out,
+        0,
+        0,
+        HEADER_SIZE - 12 + len(body),
+        -1,
+        2,
+        0,
+        attrs,
+        b.count - 1,
+        b.base_ts,
+        b.max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        b.count,
+    )
     out += body
     _UI.pack_into(out, 17, crc32c(memoryview(out)[21:]))
     return bytes(out)
@@ -179,8 +201,16 @@ def _py_append_record(buf: bytearray, count: int, tsd: int, key, value, headers,
         hpart = b"".join(hp)
     else:
         hpart = b"\x00"
-    body = b"".join((b"\x00", T[tsd + 1] if -1 <= tsd < _TABLE_MAX else _zz_bytes(tsd),
-                     T[count + 1] if count < _TABLE_MAX else _zz_bytes(count), kpart, vpart, hpart))
+    body = b"".join(
+        (
+            b"\x00",
+            T[tsd + 1] if -1 <= tsd < _TABLE_MAX else _zz_bytes(tsd),
+            T[count + 1] if count < _TABLE_MAX else _zz_bytes(count),
+            kpart,
+            vpart,
+            hpart,
+        )
+    )
     n = len(body)
     if count and HEADER_SIZE + len(buf) + n + 5 > limit:
         return False
@@ -211,8 +241,9 @@ def _varint_rest(b, p: int, lim: int, x: int, maxbytes: int) -> tuple[int, int]:
     raise _Bad("varint too long")
 
 
-def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, max_ts, log_append, start_offset,
-                keep_headers=True):
+def _py_records(
+    out, topic, partition, b, p, lim, count, base_offset, base_ts, max_ts, log_append, start_offset, keep_headers=True
+):
     """Decode `count` records from b[p:lim] (see _crecords.c decode_records).
 
     Varints of one byte are decoded inline. Reads are not bounded by the record's end one
@@ -243,7 +274,7 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
         p += 1
         kl, p = ((x >> 1) ^ -(x & 1), p) if x < 0x80 else _varint_rest(b, p, rend, x, 5)
         if kl >= 0:
-            key = b[p:p + kl]
+            key = b[p : p + kl]
             p += kl
         elif kl == -1:
             key = None
@@ -253,7 +284,7 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
         p += 1
         vl, p = ((x >> 1) ^ -(x & 1), p) if x < 0x80 else _varint_rest(b, p, rend, x, 5)
         if vl >= 0:
-            value = b[p:p + vl]
+            value = b[p : p + vl]
             p += vl
         elif vl == -1:
             value = None
@@ -274,7 +305,7 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
                 hkl, p = ((x >> 1) ^ -(x & 1), p) if x < 0x80 else _varint_rest(b, p, rend, x, 5)
                 if hkl < 0 or hkl > rend - p:
                     raise _Bad("bad header key")
-                hk = bytes(b[p:p + hkl]).decode()
+                hk = bytes(b[p : p + hkl]).decode()
                 p += hkl
                 x = b[p]
                 p += 1
@@ -282,7 +313,7 @@ def _py_records(out, topic, partition, b, p, lim, count, base_offset, base_ts, m
                 if hvl < -1 or hvl > rend - p:
                     raise _Bad("bad header value")
                 if hvl >= 0:
-                    hv = bytes(b[p:p + hvl])
+                    hv = bytes(b[p : p + hvl])
                     p += hvl
                 else:
                     hv = None
@@ -325,7 +356,7 @@ def _py_decode(out, topic, partition, data, pos, start_offset, next_offset, chec
         if last_offset < start_offset:
             pos = end
             continue
-        if check_crcs and crc32c(mv[pos + 21:end]) != h[4]:
+        if check_crcs and crc32c(mv[pos + 21 : end]) != h[4]:
             raise CorruptRecordError(f"{where}: CRC mismatch in batch at offset {base_offset}")
         next_offset = last_offset + 1
         if attrs & 0x20:  # control batch (transaction marker)
@@ -339,7 +370,7 @@ def _py_decode(out, topic, partition, data, pos, start_offset, next_offset, chec
             raise CorruptRecordError(f"{where}: negative record count in batch at offset {base_offset}")
         codec = attrs & 0x07
         if codec:
-            b = _decompress(codec, mv[pos + HEADER_SIZE:end])
+            b = _decompress(codec, mv[pos + HEADER_SIZE : end])
             p, lim = 0, len(b)
         else:
             b, p, lim = data, pos + HEADER_SIZE, end
@@ -358,11 +389,36 @@ class RecordColumns:
     for keys and values an LSB-first validity bitmap (None when nothing is null), int32
     offsets (count + 1) and the concatenated data. Headers are not kept."""
 
-    __slots__ = ("topic", "partition", "count", "offsets", "timestamps", "timestamp_types", "key_validity",
-                 "key_offsets", "key_data", "value_validity", "value_offsets", "value_data")
+    __slots__ = (
+        "topic",
+        "partition",
+        "count",
+        "offsets",
+        "timestamps",
+        "timestamp_types",
+        "key_validity",
+        "key_offsets",
+        "key_data",
+        "value_validity",
+        "value_offsets",
+        "value_data",
+    )
 
-    def __init__(self, topic, partition, count, offsets, timestamps, timestamp_types, key_validity, key_offsets,
-                 key_data, value_validity, value_offsets, value_data) -> None:
+    def __init__(
+        self,
+        topic,
+        partition,
+        count,
+        offsets,
+        timestamps,
+        timestamp_types,
+        key_validity,
+        key_offsets,
+        key_data,
+        value_validity,
+        value_offsets,
+        value_data,
+    ) -> None:
         self.topic, self.partition, self.count = topic, partition, count
         self.offsets, self.timestamps, self.timestamp_types = offsets, timestamps, timestamp_types
         self.key_validity, self.key_offsets, self.key_data = key_validity, key_offsets, key_data
@@ -375,7 +431,7 @@ class RecordColumns:
         return memoryview(self.offsets).cast("q")
 
     @classmethod
-    def from_records(cls, topic: str, partition: int, recs) -> "RecordColumns":
+    def from_records(cls, topic: str, partition: int, recs) -> RecordColumns:
         """The pure-Python way (and the way for legacy MessageSets)."""
         import array
 
@@ -397,22 +453,46 @@ class RecordColumns:
 
         k = binary([r.key for r in recs])
         v = binary([r.value for r in recs])
-        return cls(topic, partition, len(recs), array.array("q", [r.offset for r in recs]).tobytes(),
-                   array.array("q", [r.timestamp for r in recs]).tobytes(),
-                   array.array("i", [r.timestamp_type for r in recs]).tobytes(), *k, *v)
+        return cls(
+            topic,
+            partition,
+            len(recs),
+            array.array("q", [r.offset for r in recs]).tobytes(),
+            array.array("q", [r.timestamp for r in recs]).tobytes(),
+            array.array("i", [r.timestamp_type for r in recs]).tobytes(),
+            *k,
+            *v,
+        )
 
 
 def _c_decode_columns(topic, partition, data, start_offset, check_crcs, aborted):
     """(RecordColumns or None, next offset, legacy) with the C walk."""
-    pos, nxt, legacy, cols = _native.decode_columns(topic, partition, data, 0, start_offset, start_offset,
-                                                    check_crcs, aborted)
+    pos, nxt, legacy, cols = _native.decode_columns(
+        topic, partition, data, 0, start_offset, start_offset, check_crcs, aborted
+    )
     if legacy:
         return None, nxt, True
     (count, offsets, timestamps, types, kvalid, koffs, kdata, knulls, vvalid, voffs, vdata, vnulls) = cols
     if not count:
         return None, nxt, False
-    return RecordColumns(topic, partition, count, offsets, timestamps, types, kvalid if knulls else None, koffs,
-                         kdata, vvalid if vnulls else None, voffs, vdata), nxt, False
+    return (
+        RecordColumns(
+            topic,
+            partition,
+            count,
+            offsets,
+            timestamps,
+            types,
+            kvalid if knulls else None,
+            koffs,
+            kdata,
+            vvalid if vnulls else None,
+            voffs,
+            vdata,
+        ),
+        nxt,
+        False,
+    )
 
 
 # --------------------------------------------------------------------------- entry points
@@ -461,8 +541,9 @@ def scan_next_offset(data, start_offset: int) -> int:
     return nxt
 
 
-def decode_fetched(topic: str, partition: int, data: bytes, start_offset: int, *,
-                   check_crcs: bool = True, aborted: dict | None = None) -> tuple[list[ConsumerRecord], int]:
+def decode_fetched(
+    topic: str, partition: int, data: bytes, start_offset: int, *, check_crcs: bool = True, aborted: dict | None = None
+) -> tuple[list[ConsumerRecord], int]:
     """Records at or after `start_offset` in a fetched partition's bytes, and the next offset.
 
     A trailing partial batch (fetches may end in one) is ignored. `next offset` is past the
@@ -495,8 +576,9 @@ def _decode_fetched(topic, partition, data, start_offset, check_crcs, aborted):
     return out, nxt
 
 
-def decode_fetched_columns(topic: str, partition: int, data: bytes, start_offset: int, *,
-                           check_crcs: bool = True, aborted: dict | None = None) -> tuple[RecordColumns | None, int]:
+def decode_fetched_columns(
+    topic: str, partition: int, data: bytes, start_offset: int, *, check_crcs: bool = True, aborted: dict | None = None
+) -> tuple[RecordColumns | None, int]:
     """Like `decode_fetched`, as one `RecordColumns` (None when no record is at or after
     `start_offset`), and the next offset."""
     if _native is not None and _decode is _native.decode:
@@ -520,6 +602,7 @@ else:
 
         __slots__ = ()
         build = _build
+
 
 IMPLEMENTATIONS = ("c", "python") if _native is not None else ("python",)
 IMPLEMENTATION = ""

@@ -111,8 +111,11 @@ def _cp_class(kind: str, version: int) -> type:
     import importlib
 
     mod = importlib.import_module(f"kio.schema.consumer_protocol_{kind}.v{version}.data")
-    return next(v for v in vars(mod).values() if getattr(v, "__type__", None) is not None
-                and v.__name__.startswith("ConsumerProtocol"))
+    return next(
+        v
+        for v in vars(mod).values()
+        if getattr(v, "__type__", None) is not None and v.__name__.startswith("ConsumerProtocol")
+    )
 
 
 def encode_consumer_protocol(kind: str, version: int, data: dict) -> bytes:
@@ -138,7 +141,7 @@ def ms(v) -> int:
         return -1
     if isinstance(v, datetime.datetime):
         if v.tzinfo is None:
-            v = v.replace(tzinfo=datetime.timezone.utc)
+            v = v.replace(tzinfo=datetime.UTC)
         return round(v.timestamp() * 1000)
     if isinstance(v, datetime.timedelta):
         return round(v.total_seconds() * 1000)

@@ -12,8 +12,9 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from . import errors as E
 from .config import parse_hostport
@@ -25,15 +26,17 @@ METADATA = 3
 FIND_COORDINATOR = 10
 
 # Errors meaning "your metadata is stale": refresh, back off, retry.
-STALE_METADATA_CODES = frozenset({
-    3,   # UNKNOWN_TOPIC_OR_PARTITION
-    5,   # LEADER_NOT_AVAILABLE
-    6,   # NOT_LEADER_OR_FOLLOWER
-    9,   # REPLICA_NOT_AVAILABLE
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-    100,  # UNKNOWN_TOPIC_ID
-})
+STALE_METADATA_CODES = frozenset(
+    {
+        3,  # UNKNOWN_TOPIC_OR_PARTITION
+        5,  # LEADER_NOT_AVAILABLE
+        6,  # NOT_LEADER_OR_FOLLOWER
+        9,  # REPLICA_NOT_AVAILABLE
+        74,  # FENCED_LEADER_EPOCH
+        75,  # UNKNOWN_LEADER_EPOCH
+        100,  # UNKNOWN_TOPIC_ID
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +88,15 @@ def parse_metadata(resp) -> ClusterMetadata:
         ti = TopicInfo(t.name, getattr(t, "topic_id", None), bool(getattr(t, "is_internal", False)), int(t.error_code))
         for p in t.partitions:
             ti.partitions[int(p.partition_index)] = PartitionInfo(
-                t.name, int(p.partition_index), int(p.leader_id), int(getattr(p, "leader_epoch", -1)),
-                tuple(int(x) for x in p.replica_nodes), tuple(int(x) for x in p.isr_nodes),
-                tuple(int(x) for x in getattr(p, "offline_replicas", ())), int(p.error_code))
+                t.name,
+                int(p.partition_index),
+                int(p.leader_id),
+                int(getattr(p, "leader_epoch", -1)),
+                tuple(int(x) for x in p.replica_nodes),
+                tuple(int(x) for x in p.isr_nodes),
+                tuple(int(x) for x in getattr(p, "offline_replicas", ())),
+                int(p.error_code),
+            )
         md.topics[t.name] = ti
     return md
 
@@ -138,9 +147,14 @@ class Cluster:
 
     # ------------------------------------------------------------------ connections
     def _make_conn(self, host: str, port: int, node_id: int) -> Connection:
-        return Connection(host, port, node_id=node_id, client_id=self.client_id,
-                          request_timeout_ms=self.request_timeout_ms,
-                          connect_timeout_ms=int(self.config.get("socket.connection.setup.timeout.ms", 10000)))
+        return Connection(
+            host,
+            port,
+            node_id=node_id,
+            client_id=self.client_id,
+            request_timeout_ms=self.request_timeout_ms,
+            connect_timeout_ms=int(self.config.get("socket.connection.setup.timeout.ms", 10000)),
+        )
 
     async def connection(self, node_id: int) -> Connection:
         """The connection to `node_id`, opened on first use."""
@@ -242,7 +256,7 @@ class Cluster:
         if task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(task), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def maybe_refresh(self) -> None:
@@ -294,8 +308,9 @@ class Cluster:
         p = ti.partitions.get(partition)
         return -1 if p is None else p.leader
 
-    async def wait_for_topic(self, topic: str, timeout: float, partition: int | None = None
-                             ) -> dict[int, PartitionInfo]:
+    async def wait_for_topic(
+        self, topic: str, timeout: float, partition: int | None = None
+    ) -> dict[int, PartitionInfo]:
         """Partitions of `topic`, refreshing metadata until it is known (and has `partition`,
         when one is given: a record for a partition added since the last refresh waits for
         the metadata that shows it, as the Java producer does) or `timeout` passes."""
@@ -320,11 +335,12 @@ class Cluster:
                 if partition is not None and ti is not None and ti.partitions:
                     raise E.KafkaTimeoutError(
                         f"partition {partition} of topic {topic!r} with partition count {len(ti.partitions)} "
-                        f"is not present in metadata after {timeout:.1f}s")
+                        f"is not present in metadata after {timeout:.1f}s"
+                    )
                 raise E.KafkaTimeoutError(f"topic {topic!r} not present in metadata after {timeout:.1f}s")
             try:
                 await asyncio.wait_for(self.refresh(), remaining)
-            except (E.KafkaError, asyncio.TimeoutError) as e:
+            except (TimeoutError, E.KafkaError) as e:
                 log.debug("metadata for %s: %r", topic, e)
             if known() is None:
                 ti = self.metadata.topics.get(topic)
@@ -334,8 +350,9 @@ class Cluster:
                 delay = min(delay * 2, self.retry_backoff_max)
 
     # ------------------------------------------------------------------ requests
-    async def send(self, node_id: int, api_key: int, data: Any, *, version: int | None = None,
-                   timeout: float | None = None) -> Any:
+    async def send(
+        self, node_id: int, api_key: int, data: Any, *, version: int | None = None, timeout: float | None = None
+    ) -> Any:
         conn = await self.connection(node_id)
         return await conn.request(api_key, data, version=version, timeout=timeout)
 
@@ -364,6 +381,7 @@ class Cluster:
 
     async def find_coordinator(self, key: str, key_type: int = 0) -> int:
         """Node id of the group (0) or transaction (1) coordinator for `key`."""
+
         async def attempt():
             conn = await self.any_connection()
             resp = await conn.request(FIND_COORDINATOR, {"key": key, "key_type": key_type})

@@ -21,7 +21,8 @@ from typing import Any
 
 from odradek.protocol import messages
 from odradek.protocol.errors import KafkaError, error_class
-from odradek.protocol.fetch_codec import DECODE_MAX_VERSION as FETCH_DECODE_MAX, decode_fetch_response
+from odradek.protocol.fetch_codec import DECODE_MAX_VERSION as FETCH_DECODE_MAX
+from odradek.protocol.fetch_codec import decode_fetch_response
 from odradek.protocol.headers import encode_request_header
 
 from . import _wire
@@ -36,22 +37,22 @@ FETCH = 1
 # Versions whose layout or meaning the client code does not handle (topic ids in
 # Produce/Fetch v13+, batched OffsetFetch/FindCoordinator, ...): never go above these.
 CLIENT_MAX_VERSION = {
-    0: 11,   # Produce
-    1: 12,   # Fetch (v13+ addresses topics by id)
-    2: 8,    # ListOffsets
-    3: 12,   # Metadata
-    8: 8,    # OffsetCommit
-    9: 7,    # OffsetFetch (v8+ batches groups)
-    10: 3,   # FindCoordinator (v4+ batches keys)
+    0: 11,  # Produce
+    1: 12,  # Fetch (v13+ addresses topics by id)
+    2: 8,  # ListOffsets
+    3: 12,  # Metadata
+    8: 8,  # OffsetCommit
+    9: 7,  # OffsetFetch (v8+ batches groups)
+    10: 3,  # FindCoordinator (v4+ batches keys)
     # Group APIs: the last fixed-layout versions. librdkafka's mock cluster advertises the
     # flexible ones but drops the connection on them; they add nothing the client uses.
-    11: 5,   # JoinGroup
-    12: 3,   # Heartbeat
-    13: 3,   # LeaveGroup
-    14: 3,   # SyncGroup
-    15: 5,   # DescribeGroups
-    16: 4,   # ListGroups
-    22: 4,   # InitProducerId
+    11: 5,  # JoinGroup
+    12: 3,  # Heartbeat
+    13: 3,  # LeaveGroup
+    14: 3,  # SyncGroup
+    15: 5,  # DescribeGroups
+    16: 4,  # ListGroups
+    22: 4,  # InitProducerId
 }
 # Versions below these do not exist in kio or in any broker we care about.
 CLIENT_MIN_VERSION = {1: 4}
@@ -62,9 +63,17 @@ _SPARE_MAX = 64 * 1024 * 1024  # large-frame buffers up to this size are kept fo
 class Connection:
     """An asyncio connection to one broker."""
 
-    def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str = "odradek",
-                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 max_frame_size: int = 256 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str = "odradek",
+        request_timeout_ms: int = 30000,
+        connect_timeout_ms: int = 10000,
+        max_frame_size: int = 256 * 1024 * 1024,
+    ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -108,14 +117,15 @@ class Connection:
     def on_close(self, cb) -> None:
         self._close_callbacks.append(cb)
 
-    async def connect(self) -> "Connection":
+    async def connect(self) -> Connection:
         loop = asyncio.get_running_loop()
         self._write_ok = asyncio.Event()
         self._write_ok.set()
         try:
-            await asyncio.wait_for(loop.create_connection(lambda: _Protocol(self), self.host, self.port),
-                                   self.connect_timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(self), self.host, self.port), self.connect_timeout
+            )
+        except (TimeoutError, OSError) as e:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e!r}") from None
         try:
             await self._negotiate()
@@ -152,12 +162,15 @@ class Connection:
         broker = self.api_versions.get(api_key)
         mine = messages.schema_versions(api_key)
         if broker is None or mine is None:
-            raise UnsupportedVersionError(f"broker {self.host}:{self.port} does not support {messages.api_name(api_key)}")
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not support {messages.api_name(api_key)}"
+            )
         hi = min(broker[1], mine[1], CLIENT_MAX_VERSION.get(api_key, mine[1]))
         lo = max(broker[0], mine[0], CLIENT_MIN_VERSION.get(api_key, 0))
         if hi < lo:
             raise UnsupportedVersionError(
-                f"no common version of {messages.api_name(api_key)}: broker {broker}, client {lo}..{hi}")
+                f"no common version of {messages.api_name(api_key)}: broker {broker}, client {lo}..{hi}"
+            )
         self._versions[api_key] = hi
         return hi
 
@@ -191,8 +204,9 @@ class Connection:
                 log.exception("connection close callback failed")
 
     # ------------------------------------------------------------------ requests
-    def send(self, api_key: int, data: Any, *, version: int | None = None,
-             expect_response: bool = True) -> asyncio.Future | None:
+    def send(
+        self, api_key: int, data: Any, *, version: int | None = None, expect_response: bool = True
+    ) -> asyncio.Future | None:
         """Write one request now; the future resolves to the decoded response entity.
         `data`: a dict of fields, an entity, or the encoded body (bytes) when `version` is given."""
         if self._closed_exc is not None or self._transport is None:
@@ -216,8 +230,9 @@ class Connection:
         self._in_flight.append((corr, api_key, version, fut))
         return fut
 
-    async def request(self, api_key: int, data: Any, *, version: int | None = None,
-                      timeout: float | None = None) -> Any:
+    async def request(
+        self, api_key: int, data: Any, *, version: int | None = None, timeout: float | None = None
+    ) -> Any:
         """Send and await the response. A timeout closes the connection (the response would
         arrive out of step with the next ones), failing this and every other request on it.
         A timer on the future rather than `wait_for`, which costs a Task per request."""
@@ -240,8 +255,8 @@ class Connection:
     # ------------------------------------------------------------------ reading
     def _get_buffer(self) -> memoryview:
         if self._frame is not None:
-            return self._fview[self._fpos:]
-        return self._sview[self._have:]
+            return self._fview[self._fpos :]
+        return self._sview[self._have :]
 
     def _buffer_updated(self, nbytes: int) -> None:
         if self._frame is not None:
@@ -275,11 +290,11 @@ class Connection:
                     got = have - pos - 4
                     frame = self._buffer_for(size)
                     fview = memoryview(frame)[:size]
-                    fview[:got] = view[pos + 4:have]
+                    fview[:got] = view[pos + 4 : have]
                     self._frame, self._fview, self._fpos = frame, fview, got
                     pos = have
                 break
-            frame = bytes(view[pos + 4:end])
+            frame = bytes(view[pos + 4 : end])
             pos = end
             self._handle_frame(frame)
             if self._closed_exc is not None:
@@ -310,8 +325,11 @@ class Connection:
             return
         expected, api_key, version, fut = self._in_flight.popleft()
         if corr != expected:
-            self.close(KafkaConnectionError(
-                f"correlation id mismatch from {self.host}:{self.port}: got {corr}, expected {expected}"))
+            self.close(
+                KafkaConnectionError(
+                    f"correlation id mismatch from {self.host}:{self.port}: got {corr}, expected {expected}"
+                )
+            )
             if not fut.done():
                 fut.set_exception(KafkaConnectionError("correlation id mismatch"))
             return
@@ -403,8 +421,11 @@ class _Protocol(asyncio.BufferedProtocol):
         self.conn._buffer_updated(nbytes)
 
     def connection_lost(self, exc) -> None:
-        self.conn.close(KafkaConnectionError(
-            f"connection to {self.conn.host}:{self.conn.port} lost" + (f": {exc!r}" if exc else "")))
+        self.conn.close(
+            KafkaConnectionError(
+                f"connection to {self.conn.host}:{self.conn.port} lost" + (f": {exc!r}" if exc else "")
+            )
+        )
 
     def pause_writing(self) -> None:
         if self.conn._write_ok is not None:

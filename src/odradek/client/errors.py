@@ -59,7 +59,14 @@ class RecordTooLargeClientError(KafkaError):
 
 
 __all__ = [n for n in dir(_perrors) if n.endswith("Error") or n == "KafkaError"] + [
-    "KafkaConnectionError", "KafkaTimeoutError", "NoBrokersAvailable", "IllegalStateError",
-    "ProducerClosedError", "CommitFailedError", "NoOffsetForPartitionError", "RecordTooLargeClientError",
-    "error_class", "raise_for_code",
+    "KafkaConnectionError",
+    "KafkaTimeoutError",
+    "NoBrokersAvailable",
+    "IllegalStateError",
+    "ProducerClosedError",
+    "CommitFailedError",
+    "NoOffsetForPartitionError",
+    "RecordTooLargeClientError",
+    "error_class",
+    "raise_for_code",
 ]

@@ -55,6 +55,7 @@ class _LoopThread:
 
     def stop(self) -> None:
         if self.loop.is_running() and threading.current_thread() is not self.thread:
+
             async def cancel_rest():
                 me = asyncio.current_task()
                 rest = [t for t in asyncio.all_tasks() if t is not me]
@@ -91,8 +92,16 @@ class Producer:
         self.config = self._aio.config
         self._closed = False
 
-    def send(self, topic: str, value=None, key=None, headers=None, partition: int | None = None,
-             timestamp: int | None = None, callback=None):
+    def send(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        headers=None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        callback=None,
+    ):
         core = self._core
         parts = core.partitions(topic)
         if parts is None or (partition is not None and partition >= len(parts[0])):
@@ -121,7 +130,7 @@ class Producer:
         finally:
             self._io.stop()
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -269,7 +278,7 @@ class Consumer:
         finally:
             self._io.stop()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -327,7 +336,7 @@ class Admin:
         finally:
             self._io.stop()
 
-    def __enter__(self) -> "Admin":
+    def __enter__(self) -> Admin:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -42,7 +42,10 @@ class LocalMetadataStore:
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             for t in doc.get("topics", []):
-                parts = tuple(PartitionInfo(p, node_id, (node_id,), (node_id,), t.get("leader_epoch", 0)) for p in range(t["partitions"]))
+                parts = tuple(
+                    PartitionInfo(p, node_id, (node_id,), (node_id,), t.get("leader_epoch", 0))
+                    for p in range(t["partitions"])
+                )
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
         self.snapshot = ClusterSnapshot(cluster_id, node_id, (broker,), topics)
 
@@ -60,9 +63,16 @@ class LocalMetadataStore:
         self.snapshot = replace(self.snapshot, topics=topics)
         self._save()
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None) -> TopicInfo:
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None
+    ) -> TopicInfo:
         n = self.node_id
-        info = TopicInfo(name, topic_id or uuid.uuid4(), tuple(PartitionInfo(p, n, (n,), (n,)) for p in range(partitions)), dict(configs))
+        info = TopicInfo(
+            name,
+            topic_id or uuid.uuid4(),
+            tuple(PartitionInfo(p, n, (n,), (n,)) for p in range(partitions)),
+            dict(configs),
+        )
         self._replace_topics({**self.snapshot.topics, name: info})
         return info
 

@@ -20,11 +20,14 @@ def topic_name_problem(name: str | None) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_NAME_LENGTH:
         return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
     if not _LEGAL.fullmatch(name):
-        return f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        return (
+            f'Topic name "{name}" is illegal, '
+            "it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )
     return None
 
 

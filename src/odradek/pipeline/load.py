@@ -99,8 +99,9 @@ def widen(requested: dict, loads: list[dict]) -> tuple[dict, list[str]]:
             if ld["id"] in replaced:
                 continue
             lr = _ranges_key(ld["ranges"])
-            overlap = any(tp in req and lr[tp][0] < req[tp][1] and req[tp][0] < lr[tp][1] and lr[tp][0] < lr[tp][1]
-                          for tp in lr)
+            overlap = any(
+                tp in req and lr[tp][0] < req[tp][1] and req[tp][0] < lr[tp][1] and lr[tp][0] < lr[tp][1] for tp in lr
+            )
             if not overlap:
                 continue
             replaced.append(ld["id"])
@@ -127,8 +128,14 @@ def _cleanup(table: Path, manifest: dict) -> None:
 
 
 # ---------------------------------------------------------------------- planning
-def resolve_range(bootstrap: str, topic: str, start: dict | str | None = None, end: dict | str | None = None,
-                  from_ms: int | None = None, to_ms: int | None = None) -> dict[tuple[str, int], tuple[int, int]]:
+def resolve_range(
+    bootstrap: str,
+    topic: str,
+    start: dict | str | None = None,
+    end: dict | str | None = None,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+) -> dict[tuple[str, int], tuple[int, int]]:
     """Concrete [start, end) offsets per partition, like the connector would plan them."""
     from odradek.spark.options import parse_source_options
     from odradek.spark.planner import Planner
@@ -159,8 +166,18 @@ def resolve_range(bootstrap: str, topic: str, start: dict | str | None = None, e
 
 
 # ---------------------------------------------------------------------- the load
-def load(spark, bootstrap: str, topic: str, warehouse: str | os.PathLike, *, start=None, end=None,
-         from_ms: int | None = None, to_ms: int | None = None, progress: bool = False) -> dict:
+def load(
+    spark,
+    bootstrap: str,
+    topic: str,
+    warehouse: str | os.PathLike,
+    *,
+    start=None,
+    end=None,
+    from_ms: int | None = None,
+    to_ms: int | None = None,
+    progress: bool = False,
+) -> dict:
     """Load a range of `topic` into the warehouse; returns the manifest entry committed."""
     from pyspark.sql import functions as F
 
@@ -176,25 +193,42 @@ def load(spark, bootstrap: str, topic: str, warehouse: str | os.PathLike, *, sta
         eo = json.dumps({t: {p: se[1] for p, se in ps.items()} for t, ps in _ranges_json(ranges).items()})
         assign = json.dumps({t: sorted(int(p) for p in ps) for t, ps in _ranges_json(ranges).items()})
         total = sum(e - s for s, e in ranges.values())
-        df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-              .option("assign", assign).option("startingOffsets", so).option("endingOffsets", eo)
-              .option("maxRecordsPerPartition", "500000").load())
+        df = (
+            spark.read.format("odradek")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("assign", assign)
+            .option("startingOffsets", so)
+            .option("endingOffsets", eo)
+            .option("maxRecordsPerPartition", "500000")
+            .load()
+        )
         ev = F.from_json(F.col("value").cast("string"), EVENT_DDL)
-        out = (df.select(ev.alias("e"), "topic", "partition", "offset", F.col("timestamp").alias("kafka_ts"))
-               .select("e.*", "topic", "partition", "offset", "kafka_ts")
-               .withColumn("event_time", F.timestamp_millis(F.coalesce(F.col("ts"), F.unix_millis("kafka_ts"))))
-               .withColumn("date", F.date_format("event_time", "yyyy-MM-dd"))
-               .withColumn("hour", F.date_format("event_time", "HH"))
-               .drop("ts"))
-        _run_with_progress(spark, lambda: out.write.mode("overwrite").partitionBy("date", "hour")
-                           .parquet(str(staging)), f"load {topic} ({total:,} records)", progress)
+        out = (
+            df.select(ev.alias("e"), "topic", "partition", "offset", F.col("timestamp").alias("kafka_ts"))
+            .select("e.*", "topic", "partition", "offset", "kafka_ts")
+            .withColumn("event_time", F.timestamp_millis(F.coalesce(F.col("ts"), F.unix_millis("kafka_ts"))))
+            .withColumn("date", F.date_format("event_time", "yyyy-MM-dd"))
+            .withColumn("hour", F.date_format("event_time", "HH"))
+            .drop("ts")
+        )
+        _run_with_progress(
+            spark,
+            lambda: out.write.mode("overwrite").partitionBy("date", "hour").parquet(str(staging)),
+            f"load {topic} ({total:,} records)",
+            progress,
+        )
         _crash_hook("before-commit", table)
         (table / "loads").mkdir(parents=True, exist_ok=True)
         final = table / "loads" / load_id
         os.rename(staging, final)
-        entry = {"id": load_id, "ranges": _ranges_json(ranges), "records": total,
-                 "requested": _ranges_json(requested), "replaced": replaced,
-                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        entry = {
+            "id": load_id,
+            "ranges": _ranges_json(ranges),
+            "records": total,
+            "requested": _ranges_json(requested),
+            "replaced": replaced,
+            "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         new = {"version": 1, "loads": [ld for ld in manifest["loads"] if ld["id"] not in replaced] + [entry]}
         write_manifest(table, new)
         for rid in replaced:
@@ -230,8 +264,9 @@ def _run_with_progress(spark, fn, label: str, progress: bool) -> None:
     t = threading.Thread(target=run, daemon=True)
     t.start()
     tracker = spark.sparkContext.statusTracker()
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"),
-                  TimeElapsedColumn()) as bar:
+    with Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"), TimeElapsedColumn()
+    ) as bar:
         task = bar.add_task("load", total=None)
         while t.is_alive():
             done = total = 0

@@ -18,18 +18,29 @@ def summarize(warehouse: str | os.PathLike, topic: str = "activity", top: int = 
         return {"rows": 0, "loads": manifest["loads"]}
     views = t.filter(pc.equal(t["event_type"], "page_view"))
     minute = pc.floor_temporal(views["event_time"], unit="minute")
-    per_minute = (views.append_column("minute", minute).group_by("minute").aggregate([("url", "count")])
-                  .sort_by("minute"))
+    per_minute = (
+        views.append_column("minute", minute).group_by("minute").aggregate([("url", "count")]).sort_by("minute")
+    )
     top_urls = views.group_by("url").aggregate([("url", "count")]).sort_by([("url_count", "descending")]).slice(0, top)
-    by_type = t.group_by("event_type").aggregate([("event_type", "count")]).sort_by([("event_type_count", "descending")])
-    by_user = t.group_by("user_id").aggregate([("user_id", "count")]).sort_by([("user_id_count", "descending")]).slice(0, 5)
-    refs = (views.filter(pc.not_equal(views["referrer"], "")).group_by("referrer").aggregate([("referrer", "count")])
-            .sort_by([("referrer_count", "descending")]).slice(0, top))
+    by_type = (
+        t.group_by("event_type").aggregate([("event_type", "count")]).sort_by([("event_type_count", "descending")])
+    )
+    by_user = (
+        t.group_by("user_id").aggregate([("user_id", "count")]).sort_by([("user_id_count", "descending")]).slice(0, 5)
+    )
+    refs = (
+        views.filter(pc.not_equal(views["referrer"], ""))
+        .group_by("referrer")
+        .aggregate([("referrer", "count")])
+        .sort_by([("referrer_count", "descending")])
+        .slice(0, top)
+    )
     return {
         "rows": t.num_rows,
         "loads": manifest["loads"],
         "users": pc.count_distinct(t["user_id"]).as_py(),
-        "first": pc.min(t["event_time"]).as_py(), "last": pc.max(t["event_time"]).as_py(),
+        "first": pc.min(t["event_time"]).as_py(),
+        "last": pc.max(t["event_time"]).as_py(),
         "per_minute": list(zip(per_minute["minute"].to_pylist(), per_minute["url_count"].to_pylist())),
         "top_urls": list(zip(top_urls["url"].to_pylist(), top_urls["url_count"].to_pylist())),
         "by_type": list(zip(by_type["event_type"].to_pylist(), by_type["event_type_count"].to_pylist())),
@@ -47,10 +58,12 @@ def render(summary: dict, console=None) -> None:
     if not summary["rows"]:
         return
     console.print(f"{summary['users']:,} users, {summary['first']} .. {summary['last']}")
-    for title, key, cols in (("Events by type", "by_type", ("type", "events")),
-                             ("Top URLs (page views)", "top_urls", ("url", "views")),
-                             ("Top referrers", "top_referrers", ("referrer", "views")),
-                             ("Busiest users (crawlers?)", "top_users", ("user", "events"))):
+    for title, key, cols in (
+        ("Events by type", "by_type", ("type", "events")),
+        ("Top URLs (page views)", "top_urls", ("url", "views")),
+        ("Top referrers", "top_referrers", ("referrer", "views")),
+        ("Busiest users (crawlers?)", "top_users", ("user", "events")),
+    ):
         tb = Table(title=title)
         tb.add_column(cols[0])
         tb.add_column(cols[1], justify="right")

@@ -12,11 +12,14 @@ def get_spark(master: str = "local[*]", app: str = "odradek-pipeline", conf: dic
 
     import odradek.spark
 
-    b = (SparkSession.builder.master(master).appName(app)
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.shuffle.partitions", "4")
-         .config("spark.sql.sources.partitionOverwriteMode", "static"))
+    b = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.sources.partitionOverwriteMode", "static")
+    )
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()

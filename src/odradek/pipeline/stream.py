@@ -32,37 +32,71 @@ def build_stats(fine, top_n: int = 5, threshold: int = 100):
     f = fine.select(F.col("window.start").alias("minute"), "event_type", "url", "referrer", "user_id", "ip", "n")
     views = f.where("event_type = 'page_view'")
     url_views = views.groupBy("minute", "url").agg(F.sum("n").alias("views"))
-    minute = f.groupBy("minute").agg(F.sum("n").alias("events"),
-                                     F.sum(F.when(F.col("event_type") == "page_view", F.col("n")).otherwise(0)).alias("page_views"),
-                                     F.approx_count_distinct("user_id").alias("unique_users"))
-    refs = (f.where("referrer <> ''").groupBy("minute", "referrer").agg(F.sum("n").alias("n"))
-            .withColumn("rank", F.row_number().over(Window.partitionBy("minute").orderBy(F.desc("n"), "referrer")))
-            .where(F.col("rank") <= top_n))
-    by_user = (f.groupBy("minute", "user_id").agg(F.sum("n").alias("requests"))
-               .where(F.col("requests") > threshold)
-               .select("minute", F.lit("user").alias("kind"), F.col("user_id").alias("who"), "requests"))
-    by_ip = (f.groupBy("minute", "ip").agg(F.sum("n").alias("requests"))
-             .where(F.col("requests") > threshold)
-             .select("minute", F.lit("ip").alias("kind"), F.col("ip").alias("who"), "requests"))
+    minute = f.groupBy("minute").agg(
+        F.sum("n").alias("events"),
+        F.sum(F.when(F.col("event_type") == "page_view", F.col("n")).otherwise(0)).alias("page_views"),
+        F.approx_count_distinct("user_id").alias("unique_users"),
+    )
+    refs = (
+        f.where("referrer <> ''")
+        .groupBy("minute", "referrer")
+        .agg(F.sum("n").alias("n"))
+        .withColumn("rank", F.row_number().over(Window.partitionBy("minute").orderBy(F.desc("n"), "referrer")))
+        .where(F.col("rank") <= top_n)
+    )
+    by_user = (
+        f.groupBy("minute", "user_id")
+        .agg(F.sum("n").alias("requests"))
+        .where(F.col("requests") > threshold)
+        .select("minute", F.lit("user").alias("kind"), F.col("user_id").alias("who"), "requests")
+    )
+    by_ip = (
+        f.groupBy("minute", "ip")
+        .agg(F.sum("n").alias("requests"))
+        .where(F.col("requests") > threshold)
+        .select("minute", F.lit("ip").alias("kind"), F.col("ip").alias("who"), "requests")
+    )
     return {"url_views": url_views, "minute": minute, "referrers": refs, "crawlers": by_user.unionByName(by_ip)}
 
 
-def start_stream(spark, bootstrap: str, out: str | os.PathLike, checkpoint: str | os.PathLike, *,
-                 topic: str = "activity", stats_topic: str = "activity-stats", watermark: str = "1 minute",
-                 threshold: int = 100, top_n: int = 5, trigger: str | None = "10 seconds",
-                 available_now: bool = False, max_offsets: int | None = None, starting: str = "earliest"):
+def start_stream(
+    spark,
+    bootstrap: str,
+    out: str | os.PathLike,
+    checkpoint: str | os.PathLike,
+    *,
+    topic: str = "activity",
+    stats_topic: str = "activity-stats",
+    watermark: str = "1 minute",
+    threshold: int = 100,
+    top_n: int = 5,
+    trigger: str | None = "10 seconds",
+    available_now: bool = False,
+    max_offsets: int | None = None,
+    starting: str = "earliest",
+):
     from pyspark.sql import functions as F
 
     out = Path(out)
-    r = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("startingOffsets", starting))
+    r = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", starting)
+    )
     if max_offsets:
         r = r.option("maxOffsetsPerTrigger", str(max_offsets))
-    ev = (r.load().select(F.from_json(F.col("value").cast("string"), EVENT_DDL).alias("e"))
-          .select("e.*").withColumn("event_time", F.timestamp_millis("ts")))
-    fine = (ev.withWatermark("event_time", watermark)
-            .groupBy(F.window("event_time", "1 minute"), "event_type", "url", "referrer", "user_id", "ip")
-            .agg(F.count(F.lit(1)).alias("n")))
+    ev = (
+        r.load()
+        .select(F.from_json(F.col("value").cast("string"), EVENT_DDL).alias("e"))
+        .select("e.*")
+        .withColumn("event_time", F.timestamp_millis("ts"))
+    )
+    fine = (
+        ev.withWatermark("event_time", watermark)
+        .groupBy(F.window("event_time", "1 minute"), "event_type", "url", "referrer", "user_id", "ip")
+        .agg(F.count(F.lit(1)).alias("n"))
+    )
 
     def each_batch(df, batch_id: int) -> None:
         df = df.persist()
@@ -76,19 +110,24 @@ def start_stream(spark, bootstrap: str, out: str | os.PathLike, checkpoint: str 
             if not sent.exists():
                 msgs = None
                 for name, sdf in stats.items():
-                    j = sdf.select(F.concat_ws(":", F.lit(name), F.date_format("minute", "yyyy-MM-dd'T'HH:mm")).alias("key"),
-                                   F.to_json(F.struct(F.lit(name).alias("stat"), *[F.col(c) for c in sdf.columns]))
-                                   .alias("value"))
+                    j = sdf.select(
+                        F.concat_ws(":", F.lit(name), F.date_format("minute", "yyyy-MM-dd'T'HH:mm")).alias("key"),
+                        F.to_json(F.struct(F.lit(name).alias("stat"), *[F.col(c) for c in sdf.columns])).alias("value"),
+                    )
                     msgs = j if msgs is None else msgs.unionByName(j)
-                (msgs.write.format("odradek").mode("append").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", stats_topic).save())
+                (
+                    msgs.write.format("odradek")
+                    .mode("append")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("topic", stats_topic)
+                    .save()
+                )
                 sent.parent.mkdir(parents=True, exist_ok=True)
                 sent.write_text(json.dumps({"batch": batch_id}))
         finally:
             df.unpersist()
 
-    w = (fine.writeStream.outputMode("append").foreachBatch(each_batch)
-         .option("checkpointLocation", str(checkpoint)))
+    w = fine.writeStream.outputMode("append").foreachBatch(each_batch).option("checkpointLocation", str(checkpoint))
     if available_now:
         w = w.trigger(availableNow=True)
     elif trigger:

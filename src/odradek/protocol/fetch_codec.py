@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.protocol.headers import InvalidHeader, read_uvarint as _uvarint
+from odradek.protocol.headers import InvalidHeader
+from odradek.protocol.headers import read_uvarint as _uvarint
 from odradek.protocol.headers import write_uvarint as uvarint
 
 MIN_VERSION = 4
@@ -142,11 +143,28 @@ def encode_fetch_response(
 class FetchedPartition:
     """One partition of a decoded Fetch response; attribute names follow the schema's."""
 
-    __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "aborted_transactions", "preferred_read_replica", "records")
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "aborted_transactions",
+        "preferred_read_replica",
+        "records",
+    )
 
-    def __init__(self, partition_index, error_code, high_watermark, last_stable_offset, log_start_offset,
-                 aborted_transactions, preferred_read_replica, records) -> None:
+    def __init__(
+        self,
+        partition_index,
+        error_code,
+        high_watermark,
+        last_stable_offset,
+        log_start_offset,
+        aborted_transactions,
+        preferred_read_replica,
+        records,
+    ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -238,7 +256,7 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
         ln, pos = length(pos, _u_i16, 2)
         if ln < 0 or pos + ln > n:
             raise ValueError("bad topic name length in Fetch response")
-        name = str(mv[pos:pos + ln], "utf-8")
+        name = str(mv[pos : pos + ln], "utf-8")
         pos += ln
         nparts, pos = count(pos)
         parts = []
@@ -267,7 +285,7 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
             if rl >= 0:
                 if pos + rl > n:
                     raise ValueError("records past the end of the Fetch response")
-                records = mv[pos:pos + rl]
+                records = mv[pos : pos + rl]
                 pos += rl
             if flexible:
                 pos = skip_tags(pos)
@@ -278,4 +296,3 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
     if flexible:
         pos = skip_tags(pos)
     return FetchedResponse(throttle, error_code, session_id, topics)
-

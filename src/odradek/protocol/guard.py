@@ -19,9 +19,21 @@ from functools import cache
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, get_field_tag
 
 _FIXED = {
-    "int8": 1, "bool": 1, "uint8": 1, "int16": 2, "uint16": 2, "error_code": 2,
-    "int32": 4, "uint32": 4, "timedelta_i32": 4, "float64": 8, "int64": 8, "uint64": 8,
-    "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16,
+    "int8": 1,
+    "bool": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "float64": 8,
+    "int64": 8,
+    "uint64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
 }
 _i16 = struct.Struct(">h").unpack_from
 _i32 = struct.Struct(">i").unpack_from
@@ -57,25 +69,30 @@ def _need(pos: int, n: int, end: int, what: str) -> int:
 def _fixed(size: int) -> Walker:
     def walk(buf, pos, end):
         return _need(pos, size, end, "field")
+
     return walk
 
 
 def _sized(flexible: bool, wide: bool) -> Walker:
     """string (int16 length) or bytes/records (int32 length); compact in flexible versions."""
     if flexible:
+
         def walk(buf, pos, end):
             n, pos = _uvarint(buf, pos, end)
             return pos if n == 0 else _need(pos, n - 1, end, "string/bytes")
     elif wide:
+
         def walk(buf, pos, end):
             pos = _need(pos, 4, end, "length")
             (n,) = _i32(buf, pos - 4)
             return pos if n < 0 else _need(pos, n, end, "bytes")
     else:
+
         def walk(buf, pos, end):
             pos = _need(pos, 2, end, "length")
             (n,) = _i16(buf, pos - 2)
             return pos if n < 0 else _need(pos, n, end, "string")
+
     return walk
 
 
@@ -94,6 +111,7 @@ def _array(element: Walker, flexible: bool) -> Walker:
         for _ in range(n):
             pos = element(buf, pos, end)
         return pos
+
     return walk
 
 
@@ -223,8 +241,10 @@ def _tagged_fields(buf, pos: int, end: int, tagged: dict[int, Walker]) -> int:
 def _lazy(cls: type) -> Walker:
     """Nullable nested entities in flexible versions carry a marker byte; kio's
     schemas only use plain nested entities in requests we serve, so walk it directly."""
+
     def walk(buf, pos, end):
         return entity_walker(cls)(buf, pos, end)
+
     return walk
 
 

@@ -101,7 +101,9 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
     return head + b"\x00" if flexible else head
 
 
-def encode_request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool) -> bytes:
+def encode_request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool
+) -> bytes:
     out = _HEAD.pack(api_key, api_version, correlation_id)
     if client_id is None:
         out += _I16.pack(-1)

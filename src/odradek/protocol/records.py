@@ -25,17 +25,36 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import cramjam
 import crc32c as _crc32c_module
 
 __all__ = [
-    "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD",
-    "HEADER_SIZE", "LOG_OVERHEAD", "CorruptRecordError", "InvalidRecordError",
-    "BatchHeader", "Record", "parse_header", "validate_batch", "iter_batches",
-    "patch_batch", "build_batch", "build_control_batch", "decode_records",
-    "decode_control_record", "decode_message_set", "decode_any", "compress", "decompress",
+    "NONE",
+    "GZIP",
+    "SNAPPY",
+    "LZ4",
+    "ZSTD",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "BatchHeader",
+    "Record",
+    "parse_header",
+    "validate_batch",
+    "iter_batches",
+    "patch_batch",
+    "build_batch",
+    "build_control_batch",
+    "decode_records",
+    "decode_control_record",
+    "decode_message_set",
+    "decode_any",
+    "compress",
+    "decompress",
     "crc32c",
 ]
 
@@ -155,6 +174,7 @@ class Record(NamedTuple):
 
 # --------------------------------------------------------------------------- headers
 
+
 def parse_header(buf, pos: int = 0) -> BatchHeader:
     """Unpack the 61-byte header at ``pos`` without any validation."""
     if len(buf) - pos < HEADER_SIZE:
@@ -187,13 +207,14 @@ def validate_batch(buf, pos: int = 0, *, check_crc: bool = True, strict: bool = 
     if strict:
         if h.record_count != h.last_offset_delta + 1:
             raise InvalidRecordError(
-                f"batch at {pos}: record count {h.record_count} != lastOffsetDelta + 1 ({h.last_offset_delta + 1})")
+                f"batch at {pos}: record count {h.record_count} != lastOffsetDelta + 1 ({h.last_offset_delta + 1})"
+            )
     elif h.record_count > h.last_offset_delta + 1:
         raise CorruptRecordError(f"batch at {pos}: record count {h.record_count} exceeds offset range")
     if check_crc:
         if not isinstance(buf, memoryview):
             buf = memoryview(buf)
-        actual = crc32c(buf[pos + ATTRIBUTES_OFFSET:end])
+        actual = crc32c(buf[pos + ATTRIBUTES_OFFSET : end])
         if actual != h.crc:
             raise CorruptRecordError(f"batch at {pos}: CRC32C mismatch (stored {h.crc:#010x}, computed {actual:#010x})")
     return h
@@ -221,9 +242,15 @@ def iter_batches(buf, *, validate: bool = True, strict: bool = False) -> Iterato
         pos += LOG_OVERHEAD + h.batch_length
 
 
-def patch_batch(buf, pos: int = 0, *, base_offset: int | None = None,
-                partition_leader_epoch: int | None = None, log_append_time: int | None = None,
-                body=None) -> None:
+def patch_batch(
+    buf,
+    pos: int = 0,
+    *,
+    base_offset: int | None = None,
+    partition_leader_epoch: int | None = None,
+    log_append_time: int | None = None,
+    body=None,
+) -> None:
     """Patch a batch header in place (``buf`` must be writable).
 
     baseOffset and partitionLeaderEpoch are outside the CRC and are patched without
@@ -240,15 +267,16 @@ def patch_batch(buf, pos: int = 0, *, base_offset: int | None = None,
         _H.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs)
         _Q.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, log_append_time)
         if body is not None:
-            c = crc32c(body, crc32c(bytes(buf[pos + ATTRIBUTES_OFFSET:pos + HEADER_SIZE])))
+            c = crc32c(body, crc32c(bytes(buf[pos + ATTRIBUTES_OFFSET : pos + HEADER_SIZE])))
         else:
             length = _I.unpack_from(buf, pos + LENGTH_OFFSET)[0]
             mv = memoryview(buf)
-            c = crc32c(mv[pos + ATTRIBUTES_OFFSET:pos + LOG_OVERHEAD + length])
+            c = crc32c(mv[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + length])
         _UI.pack_into(buf, pos + CRC_OFFSET, c)
 
 
 # --------------------------------------------------------------------------- varints
+
 
 def _read_varint(b, pos: int) -> tuple[int, int]:
     x = b[pos]
@@ -304,7 +332,7 @@ def compress(codec: int, data) -> bytes:
         parts = [_XERIAL_HEADER]
         mv = memoryview(data)
         for i in range(0, len(mv), _XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(mv[i:i + _XERIAL_BLOCK]))
+            block = bytes(cramjam.snappy.compress_raw(mv[i : i + _XERIAL_BLOCK]))
             parts.append(_I.pack(len(block)))
             parts.append(block)
         return b"".join(parts)
@@ -328,7 +356,7 @@ def decompress(codec: int, data) -> bytes:
                 while pos < n:
                     size = _I.unpack_from(mv, pos)[0]
                     pos += 4
-                    out.append(bytes(cramjam.snappy.decompress_raw(mv[pos:pos + size])))
+                    out.append(bytes(cramjam.snappy.decompress_raw(mv[pos : pos + size])))
                     pos += size
                 return b"".join(out)
             return bytes(cramjam.snappy.decompress_raw(data))
@@ -342,6 +370,7 @@ def decompress(codec: int, data) -> bytes:
 
 
 # --------------------------------------------------------------------------- build
+
 
 def _encode_records(out: bytearray, records: Sequence[Record], base_offset: int, base_ts: int) -> None:
     wv = _write_varint
@@ -379,11 +408,22 @@ def _encode_records(out: bytearray, records: Sequence[Record], base_offset: int,
         out += body
 
 
-def build_batch(records: Sequence[Record], *, base_offset: int = 0, compression: int = NONE,
-                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                is_transactional: bool = False, is_control: bool = False, timestamp_type: int = 0,
-                partition_leader_epoch: int = -1, last_offset_delta: int | None = None,
-                max_timestamp: int | None = None, delete_horizon_ms: int | None = None) -> bytes:
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    compression: int = NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = 0,
+    partition_leader_epoch: int = -1,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
     """Encode one RecordBatch v2.
 
     A record's ``offset`` is absolute (delta = offset - base_offset); -1 means "its index
@@ -422,30 +462,58 @@ def build_batch(records: Sequence[Record], *, base_offset: int = 0, compression:
     if delete_horizon_ms is not None:
         attrs |= DELETE_HORIZON_MASK
     out = bytearray(HEADER_SIZE)
-    HEADER.pack_into(out, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), partition_leader_epoch,
-                     2, 0, attrs, last_offset_delta, base_ts, max_timestamp, producer_id, producer_epoch,
-                     base_sequence, len(records))
+    HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(body),
+        partition_leader_epoch,
+        2,
+        0,
+        attrs,
+        last_offset_delta,
+        base_ts,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
     out += body
     _UI.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
 
 
-def build_control_batch(control_type: int, *, producer_id: int, producer_epoch: int, timestamp: int,
-                        coordinator_epoch: int = 0, base_offset: int = 0,
-                        partition_leader_epoch: int = -1) -> bytes:
+def build_control_batch(
+    control_type: int,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    timestamp: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
     """A transaction marker: control batch with one record, key = (version 0, type)."""
     key = _HH.pack(0, control_type)
     value = _H.pack(0) + _I.pack(coordinator_epoch)
-    return build_batch([Record(base_offset, timestamp, key, value)], base_offset=base_offset,
-                       producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True,
-                       is_control=True, partition_leader_epoch=partition_leader_epoch)
+    return build_batch(
+        [Record(base_offset, timestamp, key, value)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
 
 
 # --------------------------------------------------------------------------- decode
 
+
 def _records_body(buf, h: BatchHeader):
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-    body = mv[h.position + HEADER_SIZE:h.position + h.size]
+    body = mv[h.position + HEADER_SIZE : h.position + h.size]
     codec = h.attributes & COMPRESSION_MASK
     if codec != NONE:
         return decompress(codec, body)
@@ -476,13 +544,13 @@ def decode_records(batch_bytes, pos: int = 0) -> list[Record]:
             off_delta, p = rv(b, p)
             kl, p = rv(b, p)
             if kl >= 0:
-                key = b[p:p + kl]
+                key = b[p : p + kl]
                 p += kl
             else:
                 key = None
             vl, p = rv(b, p)
             if vl >= 0:
-                value = b[p:p + vl]
+                value = b[p : p + vl]
                 p += vl
             else:
                 value = None
@@ -490,19 +558,20 @@ def decode_records(batch_bytes, pos: int = 0) -> list[Record]:
             headers = []
             for _ in range(nh):
                 hkl, p = rv(b, p)
-                hk = b[p:p + hkl].decode()
+                hk = b[p : p + hkl].decode()
                 p += hkl
                 hvl, p = rv(b, p)
                 if hvl >= 0:
-                    hv = b[p:p + hvl]
+                    hv = b[p : p + hvl]
                     p += hvl
                 else:
                     hv = None
                 headers.append((hk, hv))
             if p != end:
                 raise CorruptRecordError(f"record length mismatch in batch at offset {base_offset}")
-            out.append(Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta,
-                              key, value, headers))
+            out.append(
+                Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value, headers)
+            )
     except (IndexError, UnicodeDecodeError) as e:
         raise CorruptRecordError(f"malformed record in batch at offset {base_offset}: {e}") from None
     return out
@@ -530,7 +599,7 @@ def decode_message_set(buf, *, _wrapper: tuple[int, int, int] | None = None) -> 
         if size < 14 or pos + 12 + size > n:
             break
         _, _, stored_crc, magic, attrs = _LEGACY_V0.unpack_from(mv, pos)
-        if zlib.crc32(mv[pos + 16:pos + 12 + size]) != stored_crc:
+        if zlib.crc32(mv[pos + 16 : pos + 12 + size]) != stored_crc:
             raise CorruptRecordError(f"legacy message at offset {offset}: CRC mismatch")
         p = pos + 18
         if magic == 1:
@@ -542,11 +611,11 @@ def decode_message_set(buf, *, _wrapper: tuple[int, int, int] | None = None) -> 
             raise CorruptRecordError(f"unsupported legacy magic {magic}")
         kl = _I.unpack_from(mv, p)[0]
         p += 4
-        key = bytes(mv[p:p + kl]) if kl >= 0 else None
+        key = bytes(mv[p : p + kl]) if kl >= 0 else None
         p += max(kl, 0)
         vl = _I.unpack_from(mv, p)[0]
         p += 4
-        value = bytes(mv[p:p + vl]) if vl >= 0 else None
+        value = bytes(mv[p : p + vl]) if vl >= 0 else None
         codec = attrs & 0x07
         if codec != NONE:
             inner = decode_message_set(decompress(codec, value or b""))
@@ -554,8 +623,10 @@ def decode_message_set(buf, *, _wrapper: tuple[int, int, int] | None = None) -> 
                 # v1 inner offsets are relative; the wrapper carries the last absolute offset.
                 last_rel = inner[-1].offset
                 log_append = attrs & TIMESTAMP_TYPE_MASK
-                inner = [r._replace(offset=offset - last_rel + r.offset,
-                                    timestamp=ts if log_append else r.timestamp) for r in inner]
+                inner = [
+                    r._replace(offset=offset - last_rel + r.offset, timestamp=ts if log_append else r.timestamp)
+                    for r in inner
+                ]
             out.extend(inner)
         else:
             out.append(Record(offset, ts, key, value, []))
@@ -581,6 +652,6 @@ def decode_any(buf) -> list[Record]:
             validate_batch(mv, pos)
             out.extend(decode_records(mv, pos))
         else:
-            out.extend(decode_message_set(mv[pos:pos + size]))
+            out.extend(decode_message_set(mv[pos : pos + size]))
         pos += size
     return out

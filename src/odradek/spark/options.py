@@ -28,15 +28,38 @@ REJECTED_KAFKA_KEYS = {
 }
 
 SOURCE_OPTIONS = {
-    "kafka.bootstrap.servers", "subscribe", "subscribepattern", "assign",
-    "startingoffsets", "endingoffsets", "startingtimestamp", "startingoffsetsbytimestamp", "endingtimestamp",
-    "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
-    "minoffsetspertrigger", "maxtriggerdelay", "minpartitions", "failondataloss", "includeheaders",
-    "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms", "groupidprefix",
-    "maxrecordsperpartition", "path",
+    "kafka.bootstrap.servers",
+    "subscribe",
+    "subscribepattern",
+    "assign",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingtimestamp",
+    "endingoffsetsbytimestamp",
+    "startingoffsetsbytimestampstrategy",
+    "maxoffsetspertrigger",
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "minpartitions",
+    "failondataloss",
+    "includeheaders",
+    "kafkaconsumer.polltimeoutms",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+    "groupidprefix",
+    "maxrecordsperpartition",
+    "path",
 }
-SINK_OPTIONS = {"kafka.bootstrap.servers", "topic", "includeheaders", "kafka.partitioner.class", "path",
-                "checkpointlocation"}
+SINK_OPTIONS = {
+    "kafka.bootstrap.servers",
+    "topic",
+    "includeheaders",
+    "kafka.partitioner.class",
+    "path",
+    "checkpointlocation",
+}
 BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
 
@@ -113,7 +136,7 @@ def client_config(options: dict[str, str], defaults: dict[str, Any]) -> dict[str
     for k, v in options.items():
         if not k.startswith("kafka."):
             continue
-        key = k[len("kafka."):]
+        key = k[len("kafka.") :]
         if key in REJECTED_KAFKA_KEYS:
             bad.append(f"kafka.{key} ({REJECTED_KAFKA_KEYS[key]})")
             continue
@@ -126,8 +149,13 @@ def client_config(options: dict[str, str], defaults: dict[str, Any]) -> dict[str
     if bad:
         raise OptionError("Kafka option(s) not supported by the odradek source/sink: " + "; ".join(bad))
     if unknown:
-        raise OptionError("unknown Kafka client option(s) " + ", ".join(sorted(unknown))
-                          + " (the odradek client accepts: " + ", ".join(sorted("kafka." + k for k in defaults)) + ")")
+        raise OptionError(
+            "unknown Kafka client option(s) "
+            + ", ".join(sorted(unknown))
+            + " (the odradek client accepts: "
+            + ", ".join(sorted("kafka." + k for k in defaults))
+            + ")"
+        )
     return cfg
 
 
@@ -200,7 +228,9 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
     names = {"subscribe": "subscribe", "subscribepattern": "subscribePattern", "assign": "assign"}
     if len(strategies) != 1:
         given = ", ".join(names[k] for k in strategies) or "none"
-        raise OptionError(f"exactly one of the options subscribe, subscribePattern, assign is required (given: {given})")
+        raise OptionError(
+            f"exactly one of the options subscribe, subscribePattern, assign is required (given: {given})"
+        )
     cc = client_config(opts, CONSUMER)
     cc["bootstrap.servers"] = opts["kafka.bootstrap.servers"]
     so = SourceOptions(consumer_config=cc)
@@ -220,7 +250,9 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
     else:
         d = _json("assign", opts["assign"])
         if not isinstance(d, dict) or not all(isinstance(v, list) for v in d.values()):
-            raise OptionError(f'option assign must be JSON like {{"topicA":[0,1],"topicB":[2,4]}}, got {opts["assign"]!r}')
+            raise OptionError(
+                f'option assign must be JSON like {{"topicA":[0,1],"topicB":[2,4]}}, got {opts["assign"]!r}'
+            )
         so.assign = {str(t): sorted({int(p) for p in ps}) for t, ps in d.items()}
 
     so.starting = "latest" if streaming else "earliest"
@@ -231,7 +263,9 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
         if not streaming and isinstance(so.starting, dict):
             latest = [f"{t}-{p}" for (t, p), o in so.starting.items() if o == LATEST]
             if latest:
-                raise OptionError(f"startingOffsets: latest (-1) is not allowed for batch queries ({', '.join(latest)})")
+                raise OptionError(
+                    f"startingOffsets: latest (-1) is not allowed for batch queries ({', '.join(latest)})"
+                )
     if "startingoffsetsbytimestamp" in opts:
         so.starting_by_ts = parse_partition_offsets("startingOffsetsByTimestamp", opts["startingoffsetsbytimestamp"])
     so.starting_ts = _int("startingTimestamp", opts.get("startingtimestamp"), 0)
@@ -257,10 +291,15 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
         if so.min_offsets_per_trigger is None:
             raise OptionError("option maxTriggerDelay needs minOffsetsPerTrigger")
         so.max_trigger_delay_s = parse_duration("maxTriggerDelay", opts["maxtriggerdelay"])
-    if (so.max_offsets_per_trigger is not None and so.min_offsets_per_trigger is not None
-            and so.min_offsets_per_trigger > so.max_offsets_per_trigger):
-        raise OptionError("option minOffsetsPerTrigger must not exceed maxOffsetsPerTrigger "
-                          f"({so.min_offsets_per_trigger} > {so.max_offsets_per_trigger})")
+    if (
+        so.max_offsets_per_trigger is not None
+        and so.min_offsets_per_trigger is not None
+        and so.min_offsets_per_trigger > so.max_offsets_per_trigger
+    ):
+        raise OptionError(
+            "option minOffsetsPerTrigger must not exceed maxOffsetsPerTrigger "
+            f"({so.min_offsets_per_trigger} > {so.max_offsets_per_trigger})"
+        )
     so.min_partitions = _int("minPartitions", opts.get("minpartitions"), 1)
     so.max_records_per_partition = _int("maxRecordsPerPartition", opts.get("maxrecordsperpartition"), 1)
     so.fail_on_data_loss = _bool("failOnDataLoss", opts.get("failondataloss"), True)
@@ -302,8 +341,9 @@ def parse_sink_options(options) -> SinkOptions:
     pclass = opts.get("kafka.partitioner.class")
     if pclass:
         pc["partitioner"] = _partitioner(pclass)
-    return SinkOptions(_normalize_servers(pc), opts.get("topic") or None,
-                       _bool("includeHeaders", opts.get("includeheaders"), False))
+    return SinkOptions(
+        _normalize_servers(pc), opts.get("topic") or None, _bool("includeHeaders", opts.get("includeheaders"), False)
+    )
 
 
 def _partitioner(name: str) -> str:
@@ -312,4 +352,6 @@ def _partitioner(name: str) -> str:
         return "round_robin"
     if low in ("defaultpartitioner", "default", "murmur2"):
         return "default"
-    raise OptionError(f"option kafka.partitioner.class={name!r}: supported are DefaultPartitioner, RoundRobinPartitioner")
+    raise OptionError(
+        f"option kafka.partitioner.class={name!r}: supported are DefaultPartitioner, RoundRobinPartitioner"
+    )

@@ -38,9 +38,11 @@ class OffsetRange:
 
 
 def data_loss_message(what: str) -> str:
-    return (f"{what}. Some data may have been lost because it is no longer available in odradek "
-            "(deleted by retention or DeleteRecords, or the topic was deleted). If you want the query "
-            "to continue, skipping the lost offsets, set the source option failOnDataLoss to false.")
+    return (
+        f"{what}. Some data may have been lost because it is no longer available in odradek "
+        "(deleted by retention or DeleteRecords, or the topic was deleted). If you want the query "
+        "to continue, skipping the lost offsets, set the source option failOnDataLoss to false."
+    )
 
 
 class Planner:
@@ -57,9 +59,17 @@ class Planner:
 
     # ------------------------------------------------------------------ clients
     def _client_cfg(self) -> dict:
-        allowed = {"bootstrap.servers", "client.id", "request.timeout.ms", "socket.connection.setup.timeout.ms",
-                   "retry.backoff.ms", "retry.backoff.max.ms", "reconnect.backoff.ms", "metadata.max.age.ms",
-                   "default.api.timeout.ms"}
+        allowed = {
+            "bootstrap.servers",
+            "client.id",
+            "request.timeout.ms",
+            "socket.connection.setup.timeout.ms",
+            "retry.backoff.ms",
+            "retry.backoff.max.ms",
+            "reconnect.backoff.ms",
+            "metadata.max.age.ms",
+            "default.api.timeout.ms",
+        }
         return {k: v for k, v in self.opts.consumer_config.items() if k in allowed}
 
     @property
@@ -102,8 +112,12 @@ class Planner:
         if o.subscribe_pattern is not None:
             rx = re.compile(o.subscribe_pattern)
             md = self.admin.describe_topics(None)
-            return {(t, p) for t, ti in md.items() if not ti.is_internal and not ti.error and rx.fullmatch(t)
-                    for p in ti.partitions}
+            return {
+                (t, p)
+                for t, ti in md.items()
+                if not ti.is_internal and not ti.error and rx.fullmatch(t)
+                for p in ti.partitions
+            }
         md = self.admin.describe_topics(None)
         out = set()
         for t, ps in o.assign.items():
@@ -155,8 +169,10 @@ class Planner:
             missing = [tp for tp, off in found.items() if off is None]
             if missing and o.starting_ts_strategy == "error":
                 raise OptionError(
-                    "no offset matched the starting timestamp for " + ", ".join(f"{t}-{p}" for t, p in sorted(missing))
-                    + " (set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)")
+                    "no offset matched the starting timestamp for "
+                    + ", ".join(f"{t}-{p}" for t, p in sorted(missing))
+                    + " (set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)"
+                )
             latest = self.latest(missing)
             return {tp: (found[tp] if found[tp] is not None else latest[tp]) for tp in want}
         spec = o.starting
@@ -199,8 +215,10 @@ class Planner:
             extra = sorted(set(spec) - tps)
         missing = sorted(tps - set(spec))
         if extra:
-            raise OptionError(f"option {name} names partitions the query does not read or that do not exist: "
-                              + ", ".join(f"{t}-{p}" for t, p in extra))
+            raise OptionError(
+                f"option {name} names partitions the query does not read or that do not exist: "
+                + ", ".join(f"{t}-{p}" for t, p in extra)
+            )
         if missing and self.opts.subscribe_pattern is None:
             raise OptionError(f"option {name} does not give an offset for " + ", ".join(f"{t}-{p}" for t, p in missing))
 
@@ -218,7 +236,8 @@ class Planner:
             lo = earliest[tp]
             if s < lo:
                 msg = data_loss_message(
-                    f"{what}: offsets {s}..{lo - 1} of {tp[0]}-{tp[1]} are gone (log start offset is now {lo})")
+                    f"{what}: offsets {s}..{lo - 1} of {tp[0]}-{tp[1]} are gone (log start offset is now {lo})"
+                )
                 if self.opts.fail_on_data_loss:
                     raise DataLossError(msg)
                 log.warning(msg)
@@ -233,8 +252,9 @@ class Planner:
         return out
 
 
-def split_ranges(ranges: list[OffsetRange], min_partitions: int | None, max_per_range: int | None = None
-                 ) -> list[OffsetRange]:
+def split_ranges(
+    ranges: list[OffsetRange], min_partitions: int | None, max_per_range: int | None = None
+) -> list[OffsetRange]:
     """Split large ranges so there are at least `min_partitions` of them (sizes proportional to
     the ranges' record counts, like Spark's KafkaOffsetRangeCalculator) and, optionally, none
     over `max_per_range` records."""

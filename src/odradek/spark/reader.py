@@ -12,7 +12,8 @@ import bisect
 import json
 import logging
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -43,9 +44,13 @@ HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructFie
 
 def source_schema(include_headers: bool) -> StructType:
     fields = [
-        StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
-        StructField("partition", IntegerType()), StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()), StructField("timestampType", IntegerType()),
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
     ]
     if include_headers:
         fields.append(StructField("headers", HEADERS_TYPE))
@@ -120,8 +125,11 @@ def columns_to_arrow(cols, count: int):
     n = cols.count
 
     def binary(validity, offsets, data):
-        return pa.Array.from_buffers(pa.binary(), n, [None if validity is None else pa.py_buffer(validity),
-                                                      pa.py_buffer(offsets), pa.py_buffer(data)])
+        return pa.Array.from_buffers(
+            pa.binary(),
+            n,
+            [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)],
+        )
 
     arrays = [
         binary(cols.key_validity, cols.key_offsets, cols.key_data),
@@ -129,8 +137,9 @@ def columns_to_arrow(cols, count: int):
         pa.repeat(pa.scalar(cols.topic, pa.string()), n),
         pa.repeat(pa.scalar(cols.partition, pa.int32()), n),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)]),
-        pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(cols.timestamps)])
-        .cast(pa.timestamp("us", tz="UTC")),
+        pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, pa.py_buffer(cols.timestamps)]).cast(
+            pa.timestamp("us", tz="UTC")
+        ),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols.timestamp_types)]),
     ]
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -164,8 +173,10 @@ def read_range(p: RangePartition) -> Iterator:
                 recs = c.poll_columns(0.5) if columnar else c.poll(0.5)
             except E.OffsetOutOfRangeError:
                 lo = c.beginning_offsets([tp])[tp]
-                msg = data_loss_message(f"{p.topic}-{p.partition}: offset {pos} is out of range "
-                                        f"(log start offset is now {lo}) while reading {p.start}..{end - 1}")
+                msg = data_loss_message(
+                    f"{p.topic}-{p.partition}: offset {pos} is out of range "
+                    f"(log start offset is now {lo}) while reading {p.start}..{end - 1}"
+                )
                 if p.fail_on_data_loss or lo <= pos:
                     raise DataLossError(msg) from None
                 log.warning(msg)
@@ -176,7 +187,8 @@ def read_range(p: RangePartition) -> Iterator:
                 if time.monotonic() - idle_since > p.poll_timeout_s:
                     msg = data_loss_message(
                         f"{p.topic}-{p.partition}: no records after offset {pos} within "
-                        f"kafkaConsumer.pollTimeoutMs while reading up to {end - 1}")
+                        f"kafkaConsumer.pollTimeoutMs while reading up to {end - 1}"
+                    )
                     if p.fail_on_data_loss:
                         raise DataLossError(msg)
                     log.warning(msg)
@@ -228,8 +240,9 @@ class OdradekBatchReader(DataSourceReader):
             tps = planner.topic_partitions()
             missing = planner.expected_missing(tps)
             if missing:
-                raise ValueError("assign names partitions that do not exist: "
-                                 + ", ".join(f"{t}-{p}" for t, p in missing))
+                raise ValueError(
+                    "assign names partitions that do not exist: " + ", ".join(f"{t}-{p}" for t, p in missing)
+                )
             start = planner.starting_offsets(tps, streaming=False)
             end = planner.ending_offsets(tps)
             for tp in end:
@@ -313,8 +326,9 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             start.update(pl.earliest(new))
         gone = sorted(tp for tp in start if tp not in latest)
         if gone and self._target is None:
-            msg = data_loss_message("partitions " + ", ".join(f"{t}-{p}" for t, p in gone)
-                                    + " disappeared (topic deleted?)")
+            msg = data_loss_message(
+                "partitions " + ", ".join(f"{t}-{p}" for t, p in gone) + " disappeared (topic deleted?)"
+            )
             if self.opts.fail_on_data_loss:
                 raise DataLossError(msg)
             log.warning(msg)

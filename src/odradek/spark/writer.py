@@ -36,8 +36,10 @@ def check_columns(schema: StructType, opts: SinkOptions) -> None:
     """Kafka's column rules, at planning time."""
     types = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in types:
-        raise OptionError("the odradek sink needs a column named value (string or binary); columns: "
-                          + ", ".join(f.name for f in schema.fields))
+        raise OptionError(
+            "the odradek sink needs a column named value (string or binary); columns: "
+            + ", ".join(f.name for f in schema.fields)
+        )
     if not isinstance(types["value"], (StringType, BinaryType)):
         raise OptionError(f"column value must be string or binary, not {types['value'].simpleString()}")
     if "key" in types and not isinstance(types["key"], (StringType, BinaryType)):
@@ -51,13 +53,15 @@ def check_columns(schema: StructType, opts: SinkOptions) -> None:
         raise OptionError(f"column partition must be int, not {types['partition'].simpleString()}")
     if "headers" in types:
         h = types["headers"]
-        ok = (isinstance(h, ArrayType) and isinstance(h.elementType, StructType)
-              and [f.name for f in h.elementType.fields] == ["key", "value"]
-              and isinstance(h.elementType.fields[0].dataType, StringType)
-              and isinstance(h.elementType.fields[1].dataType, (BinaryType, StringType)))
+        ok = (
+            isinstance(h, ArrayType)
+            and isinstance(h.elementType, StructType)
+            and [f.name for f in h.elementType.fields] == ["key", "value"]
+            and isinstance(h.elementType.fields[0].dataType, StringType)
+            and isinstance(h.elementType.fields[1].dataType, (BinaryType, StringType))
+        )
         if not ok:
-            raise OptionError("column headers must be array<struct<key:string,value:binary>>, not "
-                              + h.simpleString())
+            raise OptionError("column headers must be array<struct<key:string,value:binary>>, not " + h.simpleString())
 
 
 @dataclass
@@ -102,8 +106,10 @@ def produce_batches(iterator, opts: SinkOptions) -> int:
                 topics = rb.column(names["topic"]).to_pylist()
             parts = rb.column(names["partition"]).to_pylist() if "partition" in names else [None] * rows
             if "headers" in names:
-                headers = [None if h is None else [(x["key"], x["value"]) for x in h]
-                           for h in rb.column(names["headers"]).to_pylist()]
+                headers = [
+                    None if h is None else [(x["key"], x["value"]) for x in h]
+                    for h in rb.column(names["headers"]).to_pylist()
+                ]
             else:
                 headers = [None] * rows
             send = producer.send
@@ -137,8 +143,11 @@ class OdradekBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages) -> None:
         done = sum(m.records for m in messages if m is not None)
-        log.warning("odradek sink: job aborted; %d records of successful tasks were already written "
-                    "(Kafka sinks are at least once)", done)
+        log.warning(
+            "odradek sink: job aborted; %d records of successful tasks were already written "
+            "(Kafka sinks are at least once)",
+            done,
+        )
 
 
 # ---------------------------------------------------------------------- streaming idempotence
@@ -172,9 +181,17 @@ def record_committed_batch(admin, query_id: str, batch_id: int) -> None:
 
 
 def _admin_config(opts: SinkOptions) -> dict:
-    keep = {"bootstrap.servers", "client.id", "request.timeout.ms", "socket.connection.setup.timeout.ms",
-            "retry.backoff.ms", "retry.backoff.max.ms", "reconnect.backoff.ms", "metadata.max.age.ms",
-            "default.api.timeout.ms"}
+    keep = {
+        "bootstrap.servers",
+        "client.id",
+        "request.timeout.ms",
+        "socket.connection.setup.timeout.ms",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "reconnect.backoff.ms",
+        "metadata.max.age.ms",
+        "default.api.timeout.ms",
+    }
     return {k: v for k, v in opts.producer_config.items() if k in keep}
 
 
@@ -209,8 +226,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
             if bid <= done:
                 for _ in iterator:
                     pass
-                log.warning("odradek sink: batch %d of query %s was already committed; not writing it again",
-                            bid, qid)
+                log.warning("odradek sink: batch %d of query %s was already committed; not writing it again", bid, qid)
                 return SinkCommitMessage(skipped=True, query_id=qid, batch_id=bid)
         return SinkCommitMessage(records=produce_batches(iterator, self.opts), query_id=qid, batch_id=bid)
 
@@ -230,5 +246,6 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages, batchId: int) -> None:
         done = sum(m.records for m in messages if m is not None)
-        log.warning("odradek sink: batch %d aborted; %d records of successful tasks were already written",
-                    batchId, done)
+        log.warning(
+            "odradek sink: batch %d aborted; %d records of successful tasks were already written", batchId, done
+        )

@@ -2,16 +2,33 @@
 
 from .config import LogConfig
 from .errors import (
-    CorruptRecordError, InvalidProducerEpochError, KafkaStorageError, OffsetOutOfRangeError,
-    OutOfOrderSequenceError, RecordTooLargeError, StorageError,
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+    StorageError,
 )
 from .fs import FaultyFileSystem, FileSystem, OSFileSystem
 from .log import AppendInfo, FileRegion, Log, ReadResult
 from .manager import LogManager
 
 __all__ = [
-    "LogManager", "Log", "LogConfig", "FileRegion", "AppendInfo", "ReadResult",
-    "FileSystem", "OSFileSystem", "FaultyFileSystem",
-    "StorageError", "OffsetOutOfRangeError", "CorruptRecordError", "KafkaStorageError",
-    "OutOfOrderSequenceError", "InvalidProducerEpochError", "RecordTooLargeError",
+    "LogManager",
+    "Log",
+    "LogConfig",
+    "FileRegion",
+    "AppendInfo",
+    "ReadResult",
+    "FileSystem",
+    "OSFileSystem",
+    "FaultyFileSystem",
+    "StorageError",
+    "OffsetOutOfRangeError",
+    "CorruptRecordError",
+    "KafkaStorageError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "RecordTooLargeError",
 ]

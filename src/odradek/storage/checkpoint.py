@@ -23,8 +23,18 @@ import os
 
 from .fs import FileSystem
 
-__all__ = ["read_offsets", "write_offsets", "read_epochs", "write_epochs", "LeaderEpochCache",
-           "RECOVERY_POINT", "LOG_START", "REPLICATION", "CLEANER", "CLEAN_SHUTDOWN"]
+__all__ = [
+    "read_offsets",
+    "write_offsets",
+    "read_epochs",
+    "write_epochs",
+    "LeaderEpochCache",
+    "RECOVERY_POINT",
+    "LOG_START",
+    "REPLICATION",
+    "CLEANER",
+    "CLEAN_SHUTDOWN",
+]
 
 log = logging.getLogger("odradek.storage")
 

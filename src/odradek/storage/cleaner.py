@@ -76,8 +76,9 @@ def _first_uncleanable(lg: Log, segs, now: int) -> int:
     return fuo
 
 
-def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False,
-              max_keys: int | None = None) -> CleanStats | None:
+def clean_log(
+    lg: Log, now: int, *, force: bool = False, stop=lambda: False, max_keys: int | None = None
+) -> CleanStats | None:
     """One cleaning pass; None when there is nothing (worth) cleaning. OSError propagates.
 
     ``max_keys`` bounds the key -> offset map (Kafka's dedupe buffer): dirty segments are
@@ -104,8 +105,12 @@ def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False,
     lag_due = False
     if cfg.max_compaction_lag_ms < LONG_MAX:
         for i, s in enumerate(group_all):
-            if segs[i + 1].base_offset > first_dirty and s.size and \
-                    s.rolling_timestamp is not None and now - s.rolling_timestamp > cfg.max_compaction_lag_ms:
+            if (
+                segs[i + 1].base_offset > first_dirty
+                and s.size
+                and s.rolling_timestamp is not None
+                and now - s.rolling_timestamp > cfg.max_compaction_lag_ms
+            ):
                 lag_due = True
     if not force:
         if dirty_bytes == 0 and not horizon_due:
@@ -118,8 +123,13 @@ def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False,
     offset_map, stop_at = _build_offset_map(group_all, first_dirty, max_keys)
     partial = stop_at < len(group_all)
     if partial:
-        log.info("%s: offset map full (%d keys, limit %d): cleaning up to offset %d this pass", lg.dir,
-                 len(offset_map), max_keys, group_all[stop_at].base_offset)
+        log.info(
+            "%s: offset map full (%d keys, limit %d): cleaning up to offset %d this pass",
+            lg.dir,
+            len(offset_map),
+            max_keys,
+            group_all[stop_at].base_offset,
+        )
         group_all = group_all[:stop_at]
         end = segs[stop_at].base_offset
         total = sum(s.size for s in group_all)
@@ -156,14 +166,20 @@ def clean_log(lg: Log, now: int, *, force: bool = False, stop=lambda: False,
             return stats
     lg.cleaner_checkpoint = max(lg.cleaner_checkpoint, end)
     lg.min_delete_horizon = None if partial else min_horizon  # None: rescan the whole log next time
-    log.info("%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes, %d records removed", lg.dir,
-             group_all[0].base_offset, end, stats.segments_in, stats.bytes_in, stats.bytes_out,
-             stats.records_removed)
+    log.info(
+        "%s: cleaned offsets [%d, %d): %d segments, %d -> %d bytes, %d records removed",
+        lg.dir,
+        group_all[0].base_offset,
+        end,
+        stats.segments_in,
+        stats.bytes_in,
+        stats.bytes_out,
+        stats.records_removed,
+    )
     return stats
 
 
-def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int | None
-                      ) -> tuple[dict[bytes, int], int]:
+def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int | None) -> tuple[dict[bytes, int], int]:
     """key -> latest offset over the dirty part of ``group``. Returns the map and the index
     of the first segment left out (``len(group)`` when all fit)."""
     offset_map: dict[bytes, int] = {}
@@ -192,8 +208,15 @@ def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int |
 
 def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now: int):
     cfg = lg.config
-    new = LogSegment.create(lg.fs, lg.dir, group[0].base_offset, index_bytes=cfg.segment_index_bytes,
-                            index_interval=cfg.index_interval_bytes, now_ms=now, suffix=".cleaned")
+    new = LogSegment.create(
+        lg.fs,
+        lg.dir,
+        group[0].base_offset,
+        index_bytes=cfg.segment_index_bytes,
+        index_interval=cfg.index_interval_bytes,
+        now_ms=now,
+        suffix=".cleaned",
+    )
     removed = 0
     min_hz = -1
     try:
@@ -202,12 +225,11 @@ def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now
                 seg.pins += 1
             try:
                 for _, h, mv in seg.scan(0, seg.size, validate=False):
-                    raw = mv[h.position:h.position + h.size]
+                    raw = mv[h.position : h.position + h.size]
                     if h.is_control:
                         out = raw
                     else:
-                        out, dropped, hz = _clean_batch(h, raw, offset_map, last_batches, now,
-                                                        cfg.delete_retention_ms)
+                        out, dropped, hz = _clean_batch(h, raw, offset_map, last_batches, now, cfg.delete_retention_ms)
                         removed += dropped
                         if hz >= 0:
                             min_hz = hz if min_hz < 0 else min(min_hz, hz)
@@ -230,6 +252,7 @@ def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now
 
 def _max_ts(batch: bytes) -> int:
     import struct
+
     return struct.unpack_from(">q", batch, 35)[0]
 
 
@@ -252,11 +275,18 @@ def _clean_batch(h, raw, offset_map, last_batches, now, delete_retention_ms):
     if not retained and not (h.producer_id >= 0 and last_batches.get(h.producer_id) == h.last_offset):
         return None, dropped, -1
     new_hz = (horizon if horizon >= 0 else now + delete_retention_ms) if has_tombstone else None
-    out = build_batch(retained, base_offset=h.base_offset, compression=h.compression,
-                      producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-                      base_sequence=h.base_sequence, is_transactional=h.is_transactional,
-                      timestamp_type=h.timestamp_type, partition_leader_epoch=h.partition_leader_epoch,
-                      last_offset_delta=h.last_offset_delta,
-                      max_timestamp=h.max_timestamp if h.timestamp_type else None,
-                      delete_horizon_ms=new_hz)
+    out = build_batch(
+        retained,
+        base_offset=h.base_offset,
+        compression=h.compression,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        is_transactional=h.is_transactional,
+        timestamp_type=h.timestamp_type,
+        partition_leader_epoch=h.partition_leader_epoch,
+        last_offset_delta=h.last_offset_delta,
+        max_timestamp=h.max_timestamp if h.timestamp_type else None,
+        delete_horizon_ms=new_hz,
+    )
     return out, dropped, new_hz if new_hz is not None else -1

@@ -46,7 +46,7 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @classmethod
-    def from_props(cls, props: dict[str, str], defaults: "LogConfig | None" = None) -> "LogConfig":
+    def from_props(cls, props: dict[str, str], defaults: LogConfig | None = None) -> LogConfig:
         """Build from Kafka topic-level properties; unknown keys are ignored (other layers own them).
 
         Raises ValueError naming the key when a value does not parse or is out of range.

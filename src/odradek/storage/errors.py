@@ -3,9 +3,15 @@
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 
 __all__ = [
-    "StorageError", "OffsetOutOfRangeError", "CorruptRecordError", "InvalidRecordError",
-    "KafkaStorageError", "OutOfOrderSequenceError", "InvalidProducerEpochError",
-    "RecordTooLargeError", "InvalidTimestampError",
+    "StorageError",
+    "OffsetOutOfRangeError",
+    "CorruptRecordError",
+    "InvalidRecordError",
+    "KafkaStorageError",
+    "OutOfOrderSequenceError",
+    "InvalidProducerEpochError",
+    "RecordTooLargeError",
+    "InvalidTimestampError",
 ]
 
 

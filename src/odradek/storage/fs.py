@@ -22,23 +22,56 @@ _IOV_MAX = 1024
 class FileSystem:
     """The operations storage uses. Paths are str; files are OS file descriptors (ints)."""
 
-    def open(self, path: str, *, create: bool = False) -> int: raise NotImplementedError
-    def close(self, fd: int) -> None: raise NotImplementedError
-    def pread(self, fd: int, size: int, offset: int) -> bytes: raise NotImplementedError
-    def pwrite(self, fd: int, data, offset: int) -> None: raise NotImplementedError
-    def pwritev(self, fd: int, buffers: list, offset: int, size: int | None = None) -> None: raise NotImplementedError
-    def fsync(self, fd: int) -> None: raise NotImplementedError
-    def ftruncate(self, fd: int, size: int) -> None: raise NotImplementedError
-    def fsize(self, fd: int) -> int: raise NotImplementedError
-    def rename(self, src: str, dst: str) -> None: raise NotImplementedError
-    def remove(self, path: str) -> None: raise NotImplementedError
-    def rmtree(self, path: str) -> None: raise NotImplementedError
-    def listdir(self, path: str) -> list[str]: raise NotImplementedError
-    def makedirs(self, path: str) -> None: raise NotImplementedError
-    def exists(self, path: str) -> bool: raise NotImplementedError
-    def isdir(self, path: str) -> bool: raise NotImplementedError
-    def getmtime(self, path: str) -> float: raise NotImplementedError
-    def fsync_dir(self, path: str) -> None: raise NotImplementedError
+    def open(self, path: str, *, create: bool = False) -> int:
+        raise NotImplementedError
+
+    def close(self, fd: int) -> None:
+        raise NotImplementedError
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        raise NotImplementedError
+
+    def pwrite(self, fd: int, data, offset: int) -> None:
+        raise NotImplementedError
+
+    def pwritev(self, fd: int, buffers: list, offset: int, size: int | None = None) -> None:
+        raise NotImplementedError
+
+    def fsync(self, fd: int) -> None:
+        raise NotImplementedError
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        raise NotImplementedError
+
+    def fsize(self, fd: int) -> int:
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        raise NotImplementedError
+
+    def remove(self, path: str) -> None:
+        raise NotImplementedError
+
+    def rmtree(self, path: str) -> None:
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        raise NotImplementedError
+
+    def makedirs(self, path: str) -> None:
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def isdir(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def getmtime(self, path: str) -> float:
+        raise NotImplementedError
+
+    def fsync_dir(self, path: str) -> None:
+        raise NotImplementedError
 
     def read_file(self, path: str) -> bytes:
         fd = self.open(path)
@@ -187,8 +220,16 @@ class FaultyFileSystem(OSFileSystem):
         self.calls: dict[str, int] = {}
 
     # -- control
-    def fail(self, op: str, err: int = _errno.EIO, *, path: str | None = None, after: int = 0,
-             times: int | None = 1, partial: int | None = None) -> None:
+    def fail(
+        self,
+        op: str,
+        err: int = _errno.EIO,
+        *,
+        path: str | None = None,
+        after: int = 0,
+        times: int | None = 1,
+        partial: int | None = None,
+    ) -> None:
         self._faults.append(_Fault(op, err, path, after, times, partial))
 
     def clear(self) -> None:
@@ -253,7 +294,7 @@ class FaultyFileSystem(OSFileSystem):
         self._track_write(fd)
         if f := self._check("write", self._paths.get(fd)):
             if f.partial:
-                super().pwrite(fd, memoryview(data)[:f.partial], offset)
+                super().pwrite(fd, memoryview(data)[: f.partial], offset)
             self._raise(f, self._paths.get(fd))
         super().pwrite(fd, data, offset)
 
@@ -261,7 +302,7 @@ class FaultyFileSystem(OSFileSystem):
         self._track_write(fd)
         if f := self._check("write", self._paths.get(fd)):
             if f.partial:
-                super().pwrite(fd, b"".join(bytes(b) for b in buffers)[:f.partial], offset)
+                super().pwrite(fd, b"".join(bytes(b) for b in buffers)[: f.partial], offset)
             self._raise(f, self._paths.get(fd))
         super().pwritev(fd, buffers, offset, size)
 

@@ -215,7 +215,7 @@ class TimeIndex(_Index):
         ts, rel = array("q"), array("i")
         mv = memoryview(data)
         ent = _TENT
-        for t, r in ent.iter_unpack(mv[:n * 12]):
+        for t, r in ent.iter_unpack(mv[: n * 12]):
             if ts and t <= ts[-1]:
                 if t == 0 and r == 0:
                     break  # preallocated tail

@@ -19,14 +19,26 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from odradek.protocol.records import (
-    CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, InvalidRecordError, decode_control_record,
-    decode_records, iter_batches, patch_batch,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    InvalidRecordError,
+    decode_control_record,
+    decode_records,
+    iter_batches,
+    patch_batch,
 )
 
 from .checkpoint import LeaderEpochCache
 from .config import LONG_MAX, LogConfig
 from .errors import (
-    InvalidTimestampError, KafkaStorageError, OffsetOutOfRangeError, RecordTooLargeError, StorageError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
 )
 from .fs import FileSystem
 from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
@@ -88,8 +100,13 @@ class LogDirState:
             self.offline = True
             err = getattr(exc, "errno", None)
             self.error = f"{exc}"
-        log.error("log directory %s is now offline: %s (errno %s %s)", self.path, exc, err,
-                  os.strerror(err) if isinstance(err, int) else "")
+        log.error(
+            "log directory %s is now offline: %s (errno %s %s)",
+            self.path,
+            exc,
+            err,
+            os.strerror(err) if isinstance(err, int) else "",
+        )
         if self._on_failure is not None:
             self._on_failure(self.path, exc)
 
@@ -106,8 +123,16 @@ def parse_log_dir_name(name: str) -> tuple[str, int] | None:
 
 
 class Log:
-    def __init__(self, fs: FileSystem, directory: str, topic: str, partition: int, config: LogConfig,
-                 dir_state: LogDirState, clock=time.time) -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        dir_state: LogDirState,
+        clock=time.time,
+    ) -> None:
         self.fs = fs
         self.dir = directory
         self.topic = topic
@@ -157,15 +182,27 @@ class Log:
         self._bases = bases
 
     def _new_segment(self, base: int, now_ms: int) -> LogSegment:
-        seg = LogSegment.create(self.fs, self.dir, base, index_bytes=self.config.segment_index_bytes,
-                                index_interval=self.config.index_interval_bytes, now_ms=now_ms)
+        seg = LogSegment.create(
+            self.fs,
+            self.dir,
+            base,
+            index_bytes=self.config.segment_index_bytes,
+            index_interval=self.config.index_interval_bytes,
+            now_ms=now_ms,
+        )
         seg.roll_jitter = random.randrange(self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
         self._dir_dirty = True
         return seg
 
     def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
-        seg = LogSegment.open(self.fs, self.dir, base, index_bytes=self.config.segment_index_bytes,
-                              index_interval=self.config.index_interval_bytes, suffix=suffix)
+        seg = LogSegment.open(
+            self.fs,
+            self.dir,
+            base,
+            index_bytes=self.config.segment_index_bytes,
+            index_interval=self.config.index_interval_bytes,
+            suffix=suffix,
+        )
         seg.roll_jitter = 0
         return seg
 
@@ -208,9 +245,19 @@ class Log:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, fs: FileSystem, directory: str, config: LogConfig, dir_state: LogDirState, *,
-             recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
-             clean: bool = False, clock=time.time) -> "Log":
+    def load(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        config: LogConfig,
+        dir_state: LogDirState,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean: bool = False,
+        clock=time.time,
+    ) -> Log:
         parsed = parse_log_dir_name(os.path.basename(directory.rstrip("/")))
         if parsed is None:
             raise StorageError(f"not a log directory name: {directory}")
@@ -241,14 +288,19 @@ class Log:
             segs[base] = swap
             log.info("%s: completed interrupted segment swap at offset %d", self.dir, base)
         for name in fs.listdir(self.dir):
-            if name.endswith(".swap") or (name.endswith((".index", ".timeindex"))
-                                          and offset_from_name(name) not in segs):
+            if name.endswith(".swap") or (
+                name.endswith((".index", ".timeindex")) and offset_from_name(name) not in segs
+            ):
                 fs.remove(os.path.join(self.dir, name))
         ordered = [segs[b] for b in sorted(segs)]
         for seg in ordered:
             if seg.rebuilt_index:
-                log.warning("%s: rebuilt missing or corrupt index of %s%s", self.dir, seg.log_path,
-                            f", truncated {seg.truncated_bytes} bytes" if seg.truncated_bytes else "")
+                log.warning(
+                    "%s: rebuilt missing or corrupt index of %s%s",
+                    self.dir,
+                    seg.log_path,
+                    f", truncated {seg.truncated_bytes} bytes" if seg.truncated_bytes else "",
+                )
         self.epoch_cache.load()
         if not clean and ordered:
             self._recover(ordered, recovery_point)
@@ -312,11 +364,16 @@ class Log:
             if not ordered:
                 return
         if truncated_bytes:
-            log.warning("%s: recovery truncated %d bytes (log end offset now %d)", self.dir,
-                        truncated_bytes, ordered[-1].next_offset)
+            log.warning(
+                "%s: recovery truncated %d bytes (log end offset now %d)",
+                self.dir,
+                truncated_bytes,
+                ordered[-1].next_offset,
+            )
         else:
-            log.info("%s: recovered %d batches after offset %d, nothing truncated", self.dir,
-                     batches_seen[0], recovery_point)
+            log.info(
+                "%s: recovered %d batches after offset %d, nothing truncated", self.dir, batches_seen[0], recovery_point
+            )
 
     def _replay(self, from_offset: int, to_offset: int) -> None:
         ps = self.producer_state
@@ -326,7 +383,7 @@ class Log:
             start = seg.translate(from_offset, seg.size)
             if start is None:
                 continue
-            for pos, h, mv in seg.scan(start[0], seg.size, validate=False):
+            for _pos, h, mv in seg.scan(start[0], seg.size, validate=False):
                 if h.base_offset >= to_offset:
                     break
                 if h.producer_id < 0:
@@ -353,11 +410,19 @@ class Log:
         self._cfg = cfg
         self._compact = cfg.compact
         self._lat = cfg.log_append_time
-        self._ts_bounds = (cfg.message_timestamp_before_max_ms < LONG_MAX
-                           or cfg.message_timestamp_after_max_ms < LONG_MAX)
+        self._ts_bounds = (
+            cfg.message_timestamp_before_max_ms < LONG_MAX or cfg.message_timestamp_after_max_ms < LONG_MAX
+        )
 
-    def append(self, batches, *, leader_epoch: int = 0, now_ms: int | None = None, validate: bool = True,
-               assign_offsets: bool = True) -> AppendInfo:
+    def append(
+        self,
+        batches,
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+        validate: bool = True,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
         """Append already-framed v2 batches.
 
         ``validate`` (every producer append): framing, magic, counts, CRC32C, size and
@@ -382,13 +447,22 @@ class Log:
         for h in headers:
             if h.batch_length > max_size:
                 raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if check_ts and not h.is_control and h.max_timestamp >= 0 and (
+            if (
+                check_ts
+                and not h.is_control
+                and h.max_timestamp >= 0
+                and (
                     now - h.max_timestamp > cfg.message_timestamp_before_max_ms
-                    or h.max_timestamp - now > cfg.message_timestamp_after_max_ms):
+                    or h.max_timestamp - now > cfg.message_timestamp_after_max_ms
+                )
+            ):
                 raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now})")
             if check_keys and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
                 # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
-                raise InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.partition}")
+                raise InvalidRecordError(
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}"
+                )
             if h.producer_id >= 0:
                 with_pids = True
         ps = self.producer_state
@@ -412,16 +486,17 @@ class Log:
                 size = h.batch_length + LOG_OVERHEAD
                 last = next_off + h.last_offset_delta
                 if lat >= 0:  # LogAppendTime: timestamp type, max timestamp and CRC change too
-                    hdr = bytearray(mv[p:p + HEADER_SIZE])
-                    body = mv[p + HEADER_SIZE:p + size]
-                    patch_batch(hdr, base_offset=next_off, partition_leader_epoch=leader_epoch,
-                                log_append_time=lat, body=body)
+                    hdr = bytearray(mv[p : p + HEADER_SIZE])
+                    body = mv[p + HEADER_SIZE : p + size]
+                    patch_batch(
+                        hdr, base_offset=next_off, partition_leader_epoch=leader_epoch, log_append_time=lat, body=body
+                    )
                     bufs.append(hdr)
                     bufs.append(body)
                     infos.append((rel, last, lat, size))
                 else:  # base offset and leader epoch lie outside the CRC
                     bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
-                    bufs.append(mv[p + _PREFIX_SIZE:p + size])
+                    bufs.append(mv[p + _PREFIX_SIZE : p + size])
                     infos.append((rel, last, h.max_timestamp, size))
                 rel += size
                 count += h.record_count
@@ -452,12 +527,23 @@ class Log:
                     continue
                 if not h.attributes & CONTROL_MASK:
                     last = info[1]
-                    ps.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                              last - h.last_offset_delta, last, info[2], h.is_transactional)
+                    ps.record(
+                        h.producer_id,
+                        h.producer_epoch,
+                        h.base_sequence,
+                        h.last_sequence,
+                        last - h.last_offset_delta,
+                        last,
+                        info[2],
+                        h.is_transactional,
+                    )
                     continue
                 if assign_offsets:
-                    h = h._replace(base_offset=info[1] - h.last_offset_delta, max_timestamp=info[2],
-                                   partition_leader_epoch=leader_epoch)
+                    h = h._replace(
+                        base_offset=info[1] - h.last_offset_delta,
+                        max_timestamp=info[2],
+                        partition_leader_epoch=leader_epoch,
+                    )
                 ctype = None
                 if h.is_control:
                     try:
@@ -475,8 +561,15 @@ class Log:
                 if h.partition_leader_epoch > ec.latest_epoch:
                     ec.assign(h.partition_leader_epoch, h.base_offset)
         self._leo = next_off
-        return AppendInfo(first, next_off - 1, lat, self.log_start_offset, count,
-                          False, next_off - self.recovery_point >= cfg.flush_messages)
+        return AppendInfo(
+            first,
+            next_off - 1,
+            lat,
+            self.log_start_offset,
+            count,
+            False,
+            next_off - self.recovery_point >= cfg.flush_messages,
+        )
 
     def _should_roll(self, seg: LogSegment, size: int, first_offset: int, last_offset: int, now: int) -> bool:
         if seg.size == 0:
@@ -485,11 +578,13 @@ class Log:
         rolling_ts = seg.rolling_timestamp
         if rolling_ts is None or rolling_ts < 0:
             rolling_ts = seg.created_ms
-        return (seg.size > cfg.segment_bytes - size
-                or now - rolling_ts > cfg.segment_ms - seg.roll_jitter
-                or len(seg.offset_index) >= seg.offset_index.max_entries
-                or len(seg.time_index) >= seg.time_index.max_entries
-                or last_offset - seg.base_offset > _INT32_MAX)
+        return (
+            seg.size > cfg.segment_bytes - size
+            or now - rolling_ts > cfg.segment_ms - seg.roll_jitter
+            or len(seg.offset_index) >= seg.offset_index.max_entries
+            or len(seg.time_index) >= seg.time_index.max_entries
+            or last_offset - seg.base_offset > _INT32_MAX
+        )
 
     def _roll(self, now: int, base: int | None = None) -> LogSegment:
         with self.lock:
@@ -516,8 +611,9 @@ class Log:
             self._fail(e)
 
     # ------------------------------------------------------------------ read
-    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> ReadResult:
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
         if self.dir_state.offline or self.closed:
             self._check_online()
         segs, bases = self._view
@@ -525,7 +621,8 @@ class Log:
         lso = self.log_start_offset
         if offset < lso or offset > leo:
             raise OffsetOutOfRangeError(
-                f"offset {offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}")
+                f"offset {offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}"
+            )
         limit = leo if max_offset is None or max_offset > leo else max_offset
         regions: list[FileRegion] = []
         total = 0
@@ -561,8 +658,9 @@ class Log:
             self._fail(e)
         return ReadResult(regions, total, first, next_offset, lso, leo, self._hw)
 
-    def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-                   min_one_batch: bool = True) -> bytes:
+    def read_bytes(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> bytes:
         res = self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
         try:
             return b"".join(os.pread(r.fd, r.length, r.position) for r in res.regions)
@@ -692,8 +790,13 @@ class Log:
                 self.log_start_offset = new_start
                 self.epoch_cache.truncate_from_start(new_start)
                 self.log_start_dirty = True
-        log.info("%s: deleted %d segment(s) by %s; log start offset %d", self.dir, len(victims), reason,
-                 self.log_start_offset)
+        log.info(
+            "%s: deleted %d segment(s) by %s; log start offset %d",
+            self.dir,
+            len(victims),
+            reason,
+            self.log_start_offset,
+        )
         return len(victims)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -704,8 +807,9 @@ class Log:
         n = 0
         try:
             if cfg.delete and cfg.retention_ms >= 0:
-                n += self._delete_segments(lambda s, nxt: now - s.largest_timestamp() > cfg.retention_ms,
-                                           now, "retention.ms")
+                n += self._delete_segments(
+                    lambda s, nxt: now - s.largest_timestamp() > cfg.retention_ms, now, "retention.ms"
+                )
             if cfg.delete and cfg.retention_bytes >= 0:
                 diff = [self.size_bytes - cfg.retention_bytes]
 
@@ -714,9 +818,11 @@ class Log:
                         diff[0] -= s.size
                         return True
                     return False
+
                 n += self._delete_segments(by_size, now, "retention.bytes")
-            n += self._delete_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
-                                       now, "log start offset")
+            n += self._delete_segments(
+                lambda s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now, "log start offset"
+            )
             if n:
                 self.producer_state.delete_snapshots(below=self.log_start_offset)
         except OSError as e:
@@ -726,8 +832,7 @@ class Log:
     def delete_records(self, before_offset: int) -> int:
         self._check_online()
         if before_offset < 0 or before_offset > self._hw:
-            raise OffsetOutOfRangeError(
-                f"cannot delete records before {before_offset}: high watermark is {self._hw}")
+            raise OffsetOutOfRangeError(f"cannot delete records before {before_offset}: high watermark is {self._hw}")
         if before_offset > self.log_start_offset:
             self.log_start_offset = before_offset
             self.epoch_cache.truncate_from_start(before_offset)
@@ -812,7 +917,7 @@ class Log:
                 o.rename_suffix(".deleted")
                 o.deleted = True
             new.rename_suffix("")
-            segs[i:i + len(old)] = [new]
+            segs[i : i + len(old)] = [new]
             self._set_segments(segs)
             for o in old:
                 self.dir_state.schedule_delete(now + self.config.file_delete_delay_ms, o)

@@ -9,8 +9,8 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from .checkpoint import CLEAN_SHUTDOWN, CLEANER, LOG_START, RECOVERY_POINT, REPLICATION, read_offsets, write_offsets
 from .cleaner import clean_log
@@ -41,9 +41,16 @@ class LogManager:
     producer_id_expiration_ms = 86400000
     producer_expiration_check_interval_ms = 600000
 
-    def __init__(self, log_dirs: list[str], default_config: LogConfig, *, fs: FileSystem | None = None,
-                 clock: Callable[[], float] = time.time, recovery_threads: int = 1,
-                 topic_config: Callable[[str], LogConfig | None] | None = None) -> None:
+    def __init__(
+        self,
+        log_dirs: list[str],
+        default_config: LogConfig,
+        *,
+        fs: FileSystem | None = None,
+        clock: Callable[[], float] = time.time,
+        recovery_threads: int = 1,
+        topic_config: Callable[[str], LogConfig | None] | None = None,
+    ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self.fs = fs or OSFileSystem()
@@ -114,16 +121,29 @@ class LogManager:
             if parsed is None:
                 continue
             if parsed in self._logs:
-                log.error("partition %s-%d found in two log dirs (%s and %s); ignoring the second",
-                          parsed[0], parsed[1], self._logs[parsed].dir, path)
+                log.error(
+                    "partition %s-%d found in two log dirs (%s and %s); ignoring the second",
+                    parsed[0],
+                    parsed[1],
+                    self._logs[parsed].dir,
+                    path,
+                )
                 continue
             jobs.append((parsed, path))
 
         def load_one(job):
             key, path = job
-            lg = Log.load(fs, path, self._config_for(key[0]), state, recovery_point=rps.get(key, 0),
-                          log_start_offset=starts.get(key, 0), high_watermark=hws.get(key, 0), clean=clean,
-                          clock=self.clock)
+            lg = Log.load(
+                fs,
+                path,
+                self._config_for(key[0]),
+                state,
+                recovery_point=rps.get(key, 0),
+                log_start_offset=starts.get(key, 0),
+                high_watermark=hws.get(key, 0),
+                clean=clean,
+                clock=self.clock,
+            )
             lg.cleaner_checkpoint = cleaner.get(key, lg.log_start_offset)
             return key, lg
 
@@ -134,8 +154,16 @@ class LogManager:
             loaded = [load_one(j) for j in jobs]
         for key, lg in loaded:
             self._logs[key] = lg
-        log.info("loaded %d logs from %s (%s)", len(loaded), d,
-                 "clean shutdown" if clean else "after an unclean stop: batches past the recovery points were checked" if loaded else "new directory")
+        log.info(
+            "loaded %d logs from %s (%s)",
+            len(loaded),
+            d,
+            "clean shutdown"
+            if clean
+            else "after an unclean stop: batches past the recovery points were checked"
+            if loaded
+            else "new directory",
+        )
         if clean:
             fs.remove(marker)
             fs.fsync_dir(d)
@@ -211,14 +239,22 @@ class LogManager:
         logs = [lg for lg in self._logs.values() if lg.dir_state is state]
         try:
             with self._checkpoint_lock:
-                write_offsets(self.fs, os.path.join(d, RECOVERY_POINT),
-                              {(lg.topic, lg.partition): lg.recovery_point for lg in logs})
-                write_offsets(self.fs, os.path.join(d, LOG_START),
-                              {(lg.topic, lg.partition): lg.log_start_offset for lg in logs})
-                write_offsets(self.fs, os.path.join(d, REPLICATION),
-                              {(lg.topic, lg.partition): lg.high_watermark for lg in logs})
-                write_offsets(self.fs, os.path.join(d, CLEANER),
-                              {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact})
+                write_offsets(
+                    self.fs,
+                    os.path.join(d, RECOVERY_POINT),
+                    {(lg.topic, lg.partition): lg.recovery_point for lg in logs},
+                )
+                write_offsets(
+                    self.fs, os.path.join(d, LOG_START), {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
+                )
+                write_offsets(
+                    self.fs, os.path.join(d, REPLICATION), {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
+                )
+                write_offsets(
+                    self.fs,
+                    os.path.join(d, CLEANER),
+                    {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact},
+                )
             for lg in logs:
                 lg.log_start_dirty = False
         except OSError as e:
@@ -290,8 +326,12 @@ class LogManager:
                 if not lg.config.compact or lg.closed or lg.dir_state.offline:
                     continue
                 try:
-                    if clean_log(lg, now, force=force, stop=lambda: self._shutting_down,
-                                 max_keys=self.cleaner_max_keys) is not None:
+                    if (
+                        clean_log(
+                            lg, now, force=force, stop=lambda: self._shutting_down, max_keys=self.cleaner_max_keys
+                        )
+                        is not None
+                    ):
                         cleaned += 1
                 except OSError as e:
                     lg.dir_state.fail(e)

@@ -78,8 +78,14 @@ class ProducerStateManager:
         InvalidProducerEpochError / OutOfOrderSequenceError."""
         pid = h.producer_id
         e = self.producers.get(pid)
-        if e is not None and e.batches and h.base_sequence == e.batches[-1][1] + 1 and h.producer_epoch == e.epoch \
-                and not h.attributes & CONTROL_MASK and pid not in pending:
+        if (
+            e is not None
+            and e.batches
+            and h.base_sequence == e.batches[-1][1] + 1
+            and h.producer_epoch == e.epoch
+            and not h.attributes & CONTROL_MASK
+            and pid not in pending
+        ):
             # the common case: the next batch of a known producer (no retained batch can
             # start at that sequence, so it is no duplicate)
             pending[pid] = (e.epoch, h.last_sequence)
@@ -98,26 +104,35 @@ class ProducerStateManager:
         epoch = h.producer_epoch
         if epoch < cur_epoch:
             raise InvalidProducerEpochError(
-                f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}")
+                f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}"
+            )
         if h.is_control:
             pending[pid] = (epoch, cur_last if epoch == cur_epoch else -1)
             return None
         seq = h.base_sequence
         if epoch != cur_epoch:
             if seq != 0 and cur_epoch != -1:
-                raise OutOfOrderSequenceError(
-                    f"producer {pid}: new epoch {epoch} must start at sequence 0, got {seq}")
+                raise OutOfOrderSequenceError(f"producer {pid}: new epoch {epoch} must start at sequence 0, got {seq}")
         elif not _in_sequence(cur_last, seq):
             raise OutOfOrderSequenceError(
-                f"producer {pid} epoch {epoch}: out of order sequence {seq}, expected {cur_last + 1}")
+                f"producer {pid} epoch {epoch}: out of order sequence {seq}, expected {cur_last + 1}"
+            )
         pending[pid] = (epoch, h.last_sequence)
         return None
 
     def update(self, h: BatchHeader, control_type: int | None = None) -> None:
         """Record an appended batch (with its final offsets)."""
         if not h.is_control:
-            self.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.base_offset,
-                        h.last_offset, h.max_timestamp, h.is_transactional)
+            self.record(
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.last_sequence,
+                h.base_offset,
+                h.last_offset,
+                h.max_timestamp,
+                h.is_transactional,
+            )
             return
         pid = h.producer_id
         e = self.producers.get(pid)
@@ -130,8 +145,17 @@ class ProducerStateManager:
         e.txn_first_offset = -1
         self.ongoing.discard(pid)
 
-    def record(self, pid: int, epoch: int, base_seq: int, last_seq: int, first_offset: int, last_offset: int,
-               max_timestamp: int, transactional: bool) -> None:
+    def record(
+        self,
+        pid: int,
+        epoch: int,
+        base_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        transactional: bool,
+    ) -> None:
         """Record an appended data batch (``update`` for one that is not a control batch)."""
         e = self.producers.get(pid)
         if e is None:
@@ -180,7 +204,7 @@ class ProducerStateManager:
             for name in self.fs.listdir(self.dir):
                 if name.endswith(SNAPSHOT_SUFFIX):
                     try:
-                        out.append(int(name[:-len(SNAPSHOT_SUFFIX)]))
+                        out.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
                     except ValueError:
                         pass
             self._snapshots = sorted(out)
@@ -202,8 +226,11 @@ class ProducerStateManager:
     def encode(self, offset: int) -> bytes:
         parts = [_BODY_HDR.pack(offset, len(self.producers))]
         for e in self.producers.values():
-            parts.append(_ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.txn_first_offset,
-                                     e.last_timestamp, len(e.batches)))
+            parts.append(
+                _ENTRY.pack(
+                    e.producer_id, e.epoch, e.coordinator_epoch, e.txn_first_offset, e.last_timestamp, len(e.batches)
+                )
+            )
             parts.extend(_BATCH.pack(*b) for b in e.batches)
         body = b"".join(parts)
         return _HDR.pack(_MAGIC, 1, crc32c(body)) + body
@@ -213,7 +240,7 @@ class ProducerStateManager:
         if len(data) < _HDR.size + _BODY_HDR.size:
             raise ValueError("snapshot too short")
         magic, version, crc = _HDR.unpack_from(data, 0)
-        body = memoryview(data)[_HDR.size:]
+        body = memoryview(data)[_HDR.size :]
         if magic != _MAGIC or version != 1 or crc32c(body) != crc:
             raise ValueError("bad snapshot header or CRC")
         offset, count = _BODY_HDR.unpack_from(body, 0)
@@ -262,7 +289,7 @@ class ProducerStateManager:
         offs = self.snapshot_offsets()
         latest = offs[-1] if offs else None
         for off in offs:
-            if (below is not None and off < below and not (keep_latest and off == latest)) or \
-               (above is not None and off > above):
+            if (below is not None and off < below and not (keep_latest and off == latest)) or (
+                above is not None and off > above
+            ):
                 self.remove_snapshot(off)
-

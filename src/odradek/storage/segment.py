@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 import struct
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from odradek.protocol.records import (
-    HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, CorruptRecordError, validate_batch,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecordError,
+    validate_batch,
 )
 
 from .fs import FileSystem, OSFileSystem
@@ -35,8 +40,16 @@ class LogSegment:
     """One segment. Mutated only by its Log (appends on the event loop; flush in a thread
     touches only fsync and the index files, under the index locks)."""
 
-    def __init__(self, fs: FileSystem, directory: str, base_offset: int, *, index_bytes: int,
-                 index_interval: int, suffix: str = "") -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        base_offset: int,
+        *,
+        index_bytes: int,
+        index_interval: int,
+        suffix: str = "",
+    ) -> None:
         self.fs = fs
         self.dir = directory
         self.base_offset = base_offset
@@ -72,8 +85,7 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def create(cls, fs, directory, base_offset, *, index_bytes, index_interval, now_ms, suffix=""):
-        seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval,
-                  suffix=suffix)
+        seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval, suffix=suffix)
         for p in (seg.log_path, seg.index_path, seg.timeindex_path):
             fs.remove(p)
         seg.fd = fs.open(seg.log_path, create=True)
@@ -86,8 +98,7 @@ class LogSegment:
     def open(cls, fs, directory, base_offset, *, index_bytes, index_interval, suffix=""):
         """Open an existing segment trusting its contents. Indexes that are missing or fail
         their sanity checks are rebuilt (returns with ``rebuilt_index`` set)."""
-        seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval,
-                  suffix=suffix)
+        seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval, suffix=suffix)
         seg.fd = fs.open(seg.log_path)
         seg.size = seg.flushed_size = fs.fsize(seg.fd)
         try:
@@ -136,8 +147,13 @@ class LogSegment:
         nxt = self.base_offset
         while pos < self.size:
             h = self.read_header(pos)
-            if h is None or h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD \
-                    or pos + h.size > self.size or h.base_offset < nxt:
+            if (
+                h is None
+                or h.magic != 2
+                or h.batch_length < HEADER_SIZE - LOG_OVERHEAD
+                or pos + h.size > self.size
+                or h.base_offset < nxt
+            ):
                 return False
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
@@ -195,8 +211,9 @@ class LogSegment:
             pos += b[2]
         return None
 
-    def batches_end(self, start: int, first_size: int, pos_limit: int, offset_limit: int,
-                    end_pos: int) -> tuple[int, int]:
+    def batches_end(
+        self, start: int, first_size: int, pos_limit: int, offset_limit: int, end_pos: int
+    ) -> tuple[int, int]:
         """End position of the run of whole batches from ``start`` (a batch of
         ``first_size`` bytes) that ends at or before ``pos_limit`` and holds no batch with
         base offset >= ``offset_limit``, and the base offset of the batch found there (-1 when
@@ -225,8 +242,9 @@ class LogSegment:
             pos += size
         return pos, -1
 
-    def scan(self, start: int = 0, end: int | None = None, *, validate: bool = True
-             ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    def scan(
+        self, start: int = 0, end: int | None = None, *, validate: bool = True
+    ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Yield (file position, header, buffer) for each batch in [start, end), reading in
         large chunks; header.position indexes into buffer. Raises CorruptRecordError with
         ``.position`` set at the first invalid or incomplete batch."""
@@ -295,8 +313,9 @@ class LogSegment:
         self.bytes_since_index += size
         self.size = pos + size
 
-    def recover(self, on_batch: Callable[[int, BatchHeader, memoryview], None] | None = None,
-                start_offset: int | None = None) -> int:
+    def recover(
+        self, on_batch: Callable[[int, BatchHeader, memoryview], None] | None = None, start_offset: int | None = None
+    ) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
         Returns the number of bytes truncated."""
         self.offset_index.reset()

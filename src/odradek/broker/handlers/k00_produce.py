@@ -5,7 +5,8 @@ but serves v3+; v0-v2 requests are parsed and answered with UNSUPPORTED_VERSION
 per partition in their own layout. Per partition: the topic must exist (v13
 addresses it by id), be a legal name and not internal; each batch must fit
 `max.message.bytes`, and storage validates magic, CRC32C and counts, assigns
-offsets and checks producer sequences (replica_manager maps its errors to codes). acks must be 0, 1 or -1; acks=0 gets no response.
+offsets and checks producer sequences (replica_manager maps its errors to codes).
+acks must be 0, 1 or -1; acks=0 gets no response.
 On a single node acks=-1 is satisfied at append (the ISR is this broker); an
 fsync demanded by `flush.messages` completes before the response.
 """
@@ -48,7 +49,13 @@ async def handle(ctx: RequestContext, req) -> object:
         else:
             name = td.name
             info = snap.topics.get(name)
-            missing = 0 if info is not None else ErrorCode.invalid_topic_exception if topic_name_problem(name) else ErrorCode.unknown_topic_or_partition
+            missing = (
+                0
+                if info is not None
+                else ErrorCode.invalid_topic_exception
+                if topic_name_problem(name)
+                else ErrorCode.unknown_topic_or_partition
+            )
         if info is not None and name in INTERNAL_TOPICS:
             info, missing = None, ErrorCode.invalid_topic_exception
         if acks not in (0, 1, -1):
@@ -64,7 +71,9 @@ async def handle(ctx: RequestContext, req) -> object:
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message="empty records"))
                 continue
             r = await rm.append(name, pd.index, records, acks=acks)
-            parts.append(_Part(pd.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message))
+            parts.append(
+                _Part(pd.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message)
+            )
         topics.append(TopicProduceResult(td.name if v < 13 else None, getattr(td, "topic_id", None), parts))
     if acks == 0:
         return NO_RESPONSE

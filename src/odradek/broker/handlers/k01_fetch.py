@@ -104,7 +104,15 @@ async def handle(ctx: RequestContext, req) -> object:
                 errors = True
             else:
                 budget = min(cp.max_bytes, max_bytes - total)
-                r = rm.read(name, part, cp.fetch_offset, max(budget, 0), min_one=total == 0, replica=is_follower, committed=read_committed)
+                r = rm.read(
+                    name,
+                    part,
+                    cp.fetch_offset,
+                    max(budget, 0),
+                    min_one=total == 0,
+                    replica=is_follower,
+                    committed=read_committed,
+                )
                 pr.error_code = r.error_code
                 pr.high_watermark = r.high_watermark
                 pr.last_stable_offset = r.last_stable_offset
@@ -126,8 +134,13 @@ async def handle(ctx: RequestContext, req) -> object:
         results, total, errors = read_all()
 
     by_topic: dict[object, TopicResult] = {}
-    for key, name, part, cp, pr, _r in results:
-        if incremental and not pr.records and not pr.error_code and not cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset):
+    for key, name, _part, cp, pr, _r in results:
+        if (
+            incremental
+            and not pr.records
+            and not pr.error_code
+            and not cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
+        ):
             continue
         if not incremental:
             cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
@@ -139,12 +152,14 @@ async def handle(ctx: RequestContext, req) -> object:
     if metrics is not None and total:
         # records out from offsets: no batch is decoded (docs/metrics.md)
         out: dict[str, list[int]] = {}
-        for _key, name, part, _cp, pr, r in results:
+        for _key, name, _part, _cp, pr, r in results:
             if r is not None:
                 acc = out.setdefault(name, [0, 0])
                 acc[0] += pr.records_size
                 acc[1] += r.offsets_returned
         for name, (nbytes, nrecords) in out.items():
             metrics.bytes_out(name, nbytes, nrecords)
-    chunks, size = encode_fetch_response(v, list(by_topic.values()), session_id=session.id if session is not None else 0)
+    chunks, size = encode_fetch_response(
+        v, list(by_topic.values()), session_id=session.id if session is not None else 0
+    )
     return RawResponse(chunks, size)

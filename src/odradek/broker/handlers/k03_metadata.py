@@ -59,7 +59,10 @@ async def handle(ctx: RequestContext, req) -> object:
             # Kafka answers the creating request with LEADER_NOT_AVAILABLE; a single node has the leader at once.
             info = broker.metadata.snapshot.topics[name]
         results.append(_topic(ctx, info))
-    brokers = tuple(ctx.nested("MetadataResponseBroker", node_id=b.node_id, host=b.host, port=b.port, rack=b.rack) for b in broker.metadata.snapshot.brokers)
+    brokers = tuple(
+        ctx.nested("MetadataResponseBroker", node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        for b in broker.metadata.snapshot.brokers
+    )
     return ctx.respond(
         throttle_time=0,
         brokers=brokers,

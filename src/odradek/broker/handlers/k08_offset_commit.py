@@ -29,12 +29,29 @@ async def handle(ctx: RequestContext, req) -> object:
         errors = {(t, p): NOT_AVAILABLE for t, p, *_ in entries}
     else:
         retention = ms(req.retention_time) if hasattr(req, "retention_time") else -1
-        errors = await gc.commit_offsets(req.group_id, req.member_id, getattr(req, "group_instance_id", None),
-                                         req.generation_id_or_member_epoch, entries, retention_ms=retention)
+        errors = await gc.commit_offsets(
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch,
+            entries,
+            retention_ms=retention,
+        )
     topics = tuple(
-        nested(ctx, "OffsetCommitResponseTopic", name=t.name, partitions=tuple(
-            nested(ctx, "OffsetCommitResponsePartition", partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), 0))
-            for p in t.partitions))
+        nested(
+            ctx,
+            "OffsetCommitResponseTopic",
+            name=t.name,
+            partitions=tuple(
+                nested(
+                    ctx,
+                    "OffsetCommitResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=errors.get((t.name, p.partition_index), 0),
+                )
+                for p in t.partitions
+            ),
+        )
         for t in req.topics
     )
     return ctx.respond(throttle_time=0, topics=topics)

@@ -31,12 +31,34 @@ async def handle(ctx: RequestContext, req) -> object:
         for g in req.groups:
             err, rows = _fetch(ctx, g.group_id, g.topics)
             topics = tuple(
-                nested(ctx, "OffsetFetchResponseTopics", name=t, partitions=tuple(
-                    nested(ctx, "OffsetFetchResponsePartitions", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
-                    for p, o, e, md, pe in parts))
+                nested(
+                    ctx,
+                    "OffsetFetchResponseTopics",
+                    name=t,
+                    partitions=tuple(
+                        nested(
+                            ctx,
+                            "OffsetFetchResponsePartitions",
+                            partition_index=p,
+                            committed_offset=o,
+                            committed_leader_epoch=e,
+                            metadata=md,
+                            error_code=pe,
+                        )
+                        for p, o, e, md, pe in parts
+                    ),
+                )
                 for t, parts in rows
             )
-            groups.append(nested(ctx, "OffsetFetchResponseGroup", group_id=g.group_id, topics=topics if not err else (), error_code=err))
+            groups.append(
+                nested(
+                    ctx,
+                    "OffsetFetchResponseGroup",
+                    group_id=g.group_id,
+                    topics=topics if not err else (),
+                    error_code=err,
+                )
+            )
         return ctx.respond(throttle_time=0, groups=tuple(groups))
     err, rows = _fetch(ctx, req.group_id, req.topics)
     if err and v < 2:
@@ -44,9 +66,23 @@ async def handle(ctx: RequestContext, req) -> object:
     elif err:
         rows = []
     topics = tuple(
-        nested(ctx, "OffsetFetchResponseTopic", name=t, partitions=tuple(
-            nested(ctx, "OffsetFetchResponsePartition", partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=md, error_code=pe)
-            for p, o, e, md, pe in parts))
+        nested(
+            ctx,
+            "OffsetFetchResponseTopic",
+            name=t,
+            partitions=tuple(
+                nested(
+                    ctx,
+                    "OffsetFetchResponsePartition",
+                    partition_index=p,
+                    committed_offset=o,
+                    committed_leader_epoch=e,
+                    metadata=md,
+                    error_code=pe,
+                )
+                for p, o, e, md, pe in parts
+            ),
+        )
         for t, parts in rows
     )
     return ctx.respond(throttle_time=0, topics=topics, error_code=err)

@@ -47,7 +47,13 @@ async def handle(ctx: RequestContext, req) -> object:
     for key in req.coordinator_keys:
         err, msg = await _lookup(ctx, req.key_type, key)
         if err:
-            out.append(nested(ctx, "Coordinator", key=key, node_id=-1, host="", port=-1, error_code=err, error_message=msg))
+            out.append(
+                nested(ctx, "Coordinator", key=key, node_id=-1, host="", port=-1, error_code=err, error_message=msg)
+            )
         else:
-            out.append(nested(ctx, "Coordinator", key=key, node_id=node, host=host, port=port, error_code=0, error_message=None))
+            out.append(
+                nested(
+                    ctx, "Coordinator", key=key, node_id=node, host=host, port=port, error_code=0, error_message=None
+                )
+            )
     return ctx.respond(throttle_time=0, coordinators=tuple(out))

@@ -20,14 +20,41 @@ async def handle(ctx: RequestContext, req) -> object:
     gc = coordinator(ctx)
     v = ctx.api_version
     if gc is None:
-        return ctx.respond(throttle_time=0, error_code=NOT_AVAILABLE, generation_id=-1, protocol_type=None,
-                           protocol_name=None if v >= 7 else "", leader="", member_id=req.member_id, members=())
+        return ctx.respond(
+            throttle_time=0,
+            error_code=NOT_AVAILABLE,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if v >= 7 else "",
+            leader="",
+            member_id=req.member_id,
+            members=(),
+        )
     rebalance = ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else -1
-    r = await gc.join(req.group_id, req.member_id, getattr(req, "group_instance_id", None), ctx.client_id or "", client_host(ctx),
-                      ms(req.session_timeout), rebalance, req.protocol_type, [(p.name, bytes(p.metadata)) for p in req.protocols],
-                      require_known_member_id=v >= 4)
+    r = await gc.join(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        ctx.client_id or "",
+        client_host(ctx),
+        ms(req.session_timeout),
+        rebalance,
+        req.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=v >= 4,
+    )
     protocol_name = r.protocol_name if (r.protocol_name is not None or v >= 7) else ""
-    members = tuple(nested(ctx, "JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md) for m, i, md in r.members)
-    return ctx.respond(throttle_time=0, error_code=r.error, generation_id=r.generation, protocol_type=r.protocol_type,
-                       protocol_name=protocol_name, leader=r.leader, skip_assignment=r.skip_assignment, member_id=r.member_id,
-                       members=members)
+    members = tuple(
+        nested(ctx, "JoinGroupResponseMember", member_id=m, group_instance_id=i, metadata=md) for m, i, md in r.members
+    )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=r.error,
+        generation_id=r.generation,
+        protocol_type=r.protocol_type,
+        protocol_name=protocol_name,
+        leader=r.leader,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=members,
+    )

@@ -18,8 +18,23 @@ from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
 async def handle(ctx: RequestContext, req) -> object:
     gc = coordinator(ctx)
     if gc is None:
-        return ctx.respond(throttle_time=0, error_code=NOT_AVAILABLE, protocol_type=None, protocol_name=None, assignment=b"")
+        return ctx.respond(
+            throttle_time=0, error_code=NOT_AVAILABLE, protocol_type=None, protocol_name=None, assignment=b""
+        )
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
-    r = await gc.sync(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None),
-                      getattr(req, "protocol_type", None), getattr(req, "protocol_name", None), assignments)
-    return ctx.respond(throttle_time=0, error_code=r.error, protocol_type=r.protocol_type, protocol_name=r.protocol_name, assignment=r.assignment)
+    r = await gc.sync(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        assignments,
+    )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=r.error,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name,
+        assignment=r.assignment,
+    )

@@ -10,7 +10,13 @@ else Integer.MIN_VALUE.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import GROUP_OPERATIONS, NOT_AVAILABLE, UNKNOWN_OPERATIONS, coordinator, nested
+from odradek.coordinator.group.handler_support import (
+    GROUP_OPERATIONS,
+    NOT_AVAILABLE,
+    UNKNOWN_OPERATIONS,
+    coordinator,
+    nested,
+)
 from odradek.protocol.errors import ErrorCode
 
 
@@ -22,15 +28,45 @@ async def handle(ctx: RequestContext, req) -> object:
     for gid in req.groups:
         if gc is None or not gid:
             err = NOT_AVAILABLE if gc is None else int(ErrorCode.invalid_group_id)
-            out.append(nested(ctx, "DescribedGroup", error_code=err, group_id=gid, group_state="", protocol_type="", protocol_data="",
-                                  members=(), authorized_operations=UNKNOWN_OPERATIONS))
+            out.append(
+                nested(
+                    ctx,
+                    "DescribedGroup",
+                    error_code=err,
+                    group_id=gid,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=UNKNOWN_OPERATIONS,
+                )
+            )
             continue
         d = gc.describe_group(gid)
         members = tuple(
-            nested(ctx, "DescribedGroupMember", member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                       client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+            nested(
+                ctx,
+                "DescribedGroupMember",
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
             for m in d.members
         )
-        out.append(nested(ctx, "DescribedGroup", error_code=d.error, group_id=gid, group_state=d.state, protocol_type=d.protocol_type,
-                              protocol_data=d.protocol_data, members=members, authorized_operations=ops))
+        out.append(
+            nested(
+                ctx,
+                "DescribedGroup",
+                error_code=d.error,
+                group_id=gid,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_data,
+                members=members,
+                authorized_operations=ops,
+            )
+        )
     return ctx.respond(throttle_time=0, groups=tuple(out))

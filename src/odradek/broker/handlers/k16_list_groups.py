@@ -20,5 +20,8 @@ async def handle(ctx: RequestContext, req) -> object:
     states = list(getattr(req, "states_filter", ()) or ())
     types = list(getattr(req, "types_filter", ()) or ())
     err, groups = gc.list_groups(states or None, types or None)
-    out = tuple(nested(ctx, "ListedGroup", group_id=g, protocol_type=pt, group_state=st, group_type="classic") for g, pt, st in groups)
+    out = tuple(
+        nested(ctx, "ListedGroup", group_id=g, protocol_type=pt, group_state=st, group_type="classic")
+        for g, pt, st in groups
+    )
     return ctx.respond(throttle_time=0, error_code=err, groups=out)

@@ -37,5 +37,8 @@ async def handle(ctx: RequestContext, req) -> object:
             conn = ctx.extras.get("connection")
             if conn is not None:
                 conn.client_software = (name, version)
-    keys = tuple(ctx.nested("ApiVersion", api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version) for h in sorted(REGISTRY.values(), key=lambda h: h.api_key))
+    keys = tuple(
+        ctx.nested("ApiVersion", api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version)
+        for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
+    )
     return ctx.respond(error_code=error, api_keys=keys, throttle_time=0)

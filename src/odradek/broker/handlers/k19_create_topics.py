@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.broker.topic_configs import describe_topic_configs, validate_topic_configs
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.topic_configs import describe_topic_configs, validate_topic_configs
 from odradek.cluster.metadata import topic_name_problem
 from odradek.protocol.errors import ErrorCode
 
@@ -41,9 +41,15 @@ async def handle(ctx: RequestContext, req) -> object:
         elif t.assignments:
             bad = [b for a in t.assignments for b in a.broker_ids if b not in live]
             if t.num_partitions != -1 or t.replication_factor != -1:
-                code, message = ErrorCode.invalid_request, "both assignments and partitions/replication factor were given"
+                code, message = (
+                    ErrorCode.invalid_request,
+                    "both assignments and partitions/replication factor were given",
+                )
             elif bad:
-                code, message = ErrorCode.invalid_replica_assignment, f"unknown brokers in assignment: {sorted(set(bad))}"
+                code, message = (
+                    ErrorCode.invalid_replica_assignment,
+                    f"unknown brokers in assignment: {sorted(set(bad))}",
+                )
             else:
                 partitions = len(t.assignments)
                 rf = len(t.assignments[0].broker_ids)
@@ -52,7 +58,10 @@ async def handle(ctx: RequestContext, req) -> object:
         elif rf < 1:
             code, message = ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
         elif rf > len(live):
-            code, message = ErrorCode.invalid_replication_factor, f"Replication factor: {rf} larger than available brokers: {len(live)}."
+            code, message = (
+                ErrorCode.invalid_replication_factor,
+                f"Replication factor: {rf} larger than available brokers: {len(live)}.",
+            )
         if not code:
             problem = validate_topic_configs(broker, configs)
             if problem:
@@ -65,7 +74,9 @@ async def handle(ctx: RequestContext, req) -> object:
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code
-        described = describe_topic_configs(ctx, broker, configs, "CreatableTopicConfigs") if ok and ctx.api_version >= 5 else ()
+        described = (
+            describe_topic_configs(ctx, broker, configs, "CreatableTopicConfigs") if ok and ctx.api_version >= 5 else ()
+        )
         results.append(
             ctx.nested(
                 "CreatableTopicResult",

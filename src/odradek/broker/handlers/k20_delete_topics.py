@@ -46,5 +46,13 @@ async def handle(ctx: RequestContext, req) -> object:
                     broker.delete_topic(name)
                 except Exception as e:
                     code, message = ErrorCode.kafka_storage_error, f"deleting {name} failed: {e}"
-        results.append(ctx.nested("DeletableTopicResult", name=name, topic_id=topic_id or ZERO_UUID, error_code=code, error_message=message))
+        results.append(
+            ctx.nested(
+                "DeletableTopicResult",
+                name=name,
+                topic_id=topic_id or ZERO_UUID,
+                error_code=code,
+                error_message=message,
+            )
+        )
     return ctx.respond(throttle_time=0, responses=tuple(results))

@@ -32,6 +32,13 @@ async def handle(ctx: RequestContext, req) -> object:
                         low = lg.delete_records(target) if target > lg.log_start_offset else lg.log_start_offset
                     except Exception as e:
                         code = error_for(e)
-            parts.append(ctx.nested("DeleteRecordsPartitionResult", partition_index=p.partition_index, low_watermark=low, error_code=code))
+            parts.append(
+                ctx.nested(
+                    "DeleteRecordsPartitionResult",
+                    partition_index=p.partition_index,
+                    low_watermark=low,
+                    error_code=code,
+                )
+            )
         topics.append(ctx.nested("DeleteRecordsTopicResult", name=t.name, partitions=tuple(parts)))
     return ctx.respond(throttle_time=0, topics=tuple(topics))

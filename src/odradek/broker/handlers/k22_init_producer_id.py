@@ -22,7 +22,12 @@ async def handle(ctx: RequestContext, req) -> object:
     if req.transactional_id:
         txn = getattr(broker, "txn_coordinator", None)
         if txn is None:
-            return ctx.respond(throttle_time=0, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
+            return ctx.respond(
+                throttle_time=0,
+                error_code=ErrorCode.transactional_id_authorization_failed,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
         return await txn.init_producer_id(ctx, req)
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)

@@ -36,6 +36,8 @@ async def handle(ctx: RequestContext, req) -> object:
                     epoch, end = lg.end_offset_for_epoch(p.leader_epoch)
                 except Exception as e:
                     code = error_for(e)
-            parts.append(ctx.nested("EpochEndOffset", error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
+            parts.append(
+                ctx.nested("EpochEndOffset", error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end)
+            )
         topics.append(ctx.nested("OffsetForLeaderTopicResult", topic=t.topic, partitions=tuple(parts)))
     return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -37,7 +37,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 entries = topic_config_entries(broker, info.configs)
         elif res.resource_type == RESOURCE_BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
-                code, message = ErrorCode.invalid_request, f"unexpected broker id {res.resource_name}, this is broker {broker.node_id}"
+                code, message = (
+                    ErrorCode.invalid_request,
+                    f"unexpected broker id {res.resource_name}, this is broker {broker.node_id}",
+                )
             else:
                 entries = broker_config_entries(broker)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
@@ -71,6 +74,13 @@ async def handle(ctx: RequestContext, req) -> object:
                 )
             )
         results.append(
-            ctx.nested("DescribeConfigsResult", error_code=code, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name, configs=tuple(configs))
+            ctx.nested(
+                "DescribeConfigsResult",
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=tuple(configs),
+            )
         )
     return ctx.respond(throttle_time=0, results=tuple(results))

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from odradek.broker.topic_configs import apply, current_overrides
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.topic_configs import apply, current_overrides
 
 
 @handles(33, 0, 2)
@@ -15,5 +15,13 @@ async def handle(ctx: RequestContext, req) -> object:
         if not code:
             new = {c.name: c.value for c in res.configs if c.value is not None}
             code, message = apply(ctx.broker, res.resource_type, res.resource_name, new, req.validate_only)
-        out.append(ctx.nested("AlterConfigsResourceResponse", error_code=code, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
+        out.append(
+            ctx.nested(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
     return ctx.respond(throttle_time=0, responses=tuple(out))

@@ -26,7 +26,13 @@ async def handle(ctx: RequestContext, req) -> object:
                 if wanted is not None and (lg.topic not in wanted or lg.partition not in wanted[lg.topic]):
                     continue
                 by_topic.setdefault(lg.topic, []).append(
-                    ctx.nested("DescribeLogDirsPartition", partition_index=lg.partition, partition_size=lg.size_bytes, offset_lag=0, is_future_key=False)
+                    ctx.nested(
+                        "DescribeLogDirsPartition",
+                        partition_index=lg.partition,
+                        partition_size=lg.size_bytes,
+                        offset_lag=0,
+                        is_future_key=False,
+                    )
                 )
         total = usable = -1
         try:
@@ -34,7 +40,10 @@ async def handle(ctx: RequestContext, req) -> object:
             total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
         except OSError:
             pass
-        topics = tuple(ctx.nested("DescribeLogDirsTopic", name=name, partitions=tuple(parts)) for name, parts in sorted(by_topic.items()))
+        topics = tuple(
+            ctx.nested("DescribeLogDirsTopic", name=name, partitions=tuple(parts))
+            for name, parts in sorted(by_topic.items())
+        )
         results.append(
             ctx.nested(
                 "DescribeLogDirsResult",

@@ -22,7 +22,11 @@ async def handle(ctx: RequestContext, req) -> object:
         if info is None:
             code, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
         elif t.count <= len(info.partitions):
-            code, message = ErrorCode.invalid_partitions, f"Topic currently has {len(info.partitions)} partitions, which is higher than or equal to the requested {t.count}."
+            code, message = (
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {len(info.partitions)} partitions, "
+                f"which is higher than or equal to the requested {t.count}.",
+            )
         elif t.assignments and any(b not in live for a in t.assignments for b in a.broker_ids):
             code, message = ErrorCode.invalid_replica_assignment, "assignment names unknown brokers"
         elif not req.validate_only:

@@ -4,9 +4,8 @@ SUBTRACT (3) on list configs, per key; the rest of the overrides stay."""
 from __future__ import annotations
 
 from odradek.broker.config import BY_NAME, BY_TOPIC_NAME
-from odradek.broker.topic_configs import apply, current_overrides
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.topic_configs import RESOURCE_TOPIC
+from odradek.broker.topic_configs import RESOURCE_TOPIC, apply, current_overrides
 from odradek.protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -28,7 +27,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 elif op in (APPEND, SUBTRACT):
                     setting = (BY_TOPIC_NAME if res.resource_type == RESOURCE_TOPIC else BY_NAME).get(c.name)
                     if setting is None or setting.type != "list":
-                        code, message = ErrorCode.invalid_config, f"Config value append/subtract is not allowed for config {c.name}"
+                        code, message = (
+                            ErrorCode.invalid_config,
+                            f"Config value append/subtract is not allowed for config {c.name}",
+                        )
                         break
                     current = [x for x in (new.get(c.name) or "").split(",") if x] if c.name in new else []
                     items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
@@ -42,5 +44,13 @@ async def handle(ctx: RequestContext, req) -> object:
                     break
             if not code:
                 code, message = apply(broker, res.resource_type, res.resource_name, new, req.validate_only)
-        out.append(ctx.nested("AlterConfigsResourceResponse", error_code=code, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
+        out.append(
+            ctx.nested(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
     return ctx.respond(throttle_time=0, responses=tuple(out))

@@ -23,8 +23,15 @@ async def handle(ctx: RequestContext, req) -> object:
     if err:
         return ctx.respond(error_code=err, throttle_time=0, topics=())
     topics = tuple(
-        nested(ctx, "OffsetDeleteResponseTopic", name=t, partitions=tuple(
-            nested(ctx, "OffsetDeleteResponsePartition", partition_index=p, error_code=errors.get((t, p), 0)) for p in parts))
+        nested(
+            ctx,
+            "OffsetDeleteResponseTopic",
+            name=t,
+            partitions=tuple(
+                nested(ctx, "OffsetDeleteResponsePartition", partition_index=p, error_code=errors.get((t, p), 0))
+                for p in parts
+            ),
+        )
         for t, parts in wanted
     )
     return ctx.respond(error_code=0, throttle_time=0, topics=topics)

@@ -13,8 +13,19 @@ async def handle(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     snap = broker.metadata.snapshot
     if getattr(req, "endpoint_type", 1) not in (1,):
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_endpoint_type, error_message="only broker endpoints are served", endpoint_type=req.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=())
-    brokers = tuple(ctx.nested("DescribeClusterBroker", broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False) for b in snap.brokers)
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="only broker endpoints are served",
+            endpoint_type=req.endpoint_type,
+            cluster_id=broker.cluster_id,
+            controller_id=-1,
+            brokers=(),
+        )
+    brokers = tuple(
+        ctx.nested("DescribeClusterBroker", broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+        for b in snap.brokers
+    )
     return ctx.respond(
         throttle_time=0,
         error_code=0,

@@ -7,5 +7,14 @@ from .admin import AIOAdmin, NewTopic
 from .consumer import AIOConsumer
 from .producer import AIOProducer
 
-__all__ = ["AIOProducer", "AIOConsumer", "AIOAdmin", "NewTopic", "ConsumerRecord", "RecordMetadata",
-           "TopicPartition", "OffsetAndMetadata", "OffsetAndTimestamp"]
+__all__ = [
+    "AIOProducer",
+    "AIOConsumer",
+    "AIOAdmin",
+    "NewTopic",
+    "ConsumerRecord",
+    "RecordMetadata",
+    "TopicPartition",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+]

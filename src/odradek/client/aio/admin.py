@@ -51,14 +51,14 @@ class AIOAdmin:
         self.cluster = Cluster(self.config)
         self.timeout_ms = int(self.config["request.timeout.ms"])
 
-    async def start(self) -> "AIOAdmin":
+    async def start(self) -> AIOAdmin:
         await self.cluster.start()
         return self
 
     async def close(self) -> None:
         await self.cluster.close()
 
-    async def __aenter__(self) -> "AIOAdmin":
+    async def __aenter__(self) -> AIOAdmin:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
@@ -91,20 +91,29 @@ class AIOAdmin:
                 t = NewTopic(t)
             elif isinstance(t, tuple):
                 t = NewTopic(*t)
-            items.append({
-                "name": t.name, "num_partitions": t.num_partitions, "replication_factor": t.replication_factor,
-                "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (t.replica_assignment or {}).items()],
-                "configs": [{"name": k, "value": str(v)} for k, v in t.configs.items()]})
-        resp = await self._to_controller(CREATE_TOPICS, {
-            "topics": items, "timeout": timeout_ms or self.timeout_ms, "validate_only": validate_only})
+            items.append(
+                {
+                    "name": t.name,
+                    "num_partitions": t.num_partitions,
+                    "replication_factor": t.replication_factor,
+                    "assignments": [
+                        {"partition_index": p, "broker_ids": b} for p, b in (t.replica_assignment or {}).items()
+                    ],
+                    "configs": [{"name": k, "value": str(v)} for k, v in t.configs.items()],
+                }
+            )
+        resp = await self._to_controller(
+            CREATE_TOPICS, {"topics": items, "timeout": timeout_ms or self.timeout_ms, "validate_only": validate_only}
+        )
         for r in resp.topics:
             self._check(r.error_code, getattr(r, "error_message", None), f"create topic {r.name}")
         if not validate_only:
             names = [t["name"] for t in items]
             await self._wait_topics(names, present=True)
 
-    async def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                           configs: dict | None = None) -> None:
+    async def create_topic(
+        self, name: str, num_partitions: int = -1, replication_factor: int = -1, configs: dict | None = None
+    ) -> None:
         await self.create_topics([NewTopic(name, num_partitions, replication_factor, configs or {})])
 
     async def _wait_topics(self, names, present: bool, timeout: float = 10) -> None:
@@ -112,16 +121,27 @@ class AIOAdmin:
         while asyncio.get_running_loop().time() < deadline:
             resp = await self.cluster.metadata_request(list(names), False)
             md = parse_metadata(resp)
-            ok = all(((n in md.topics and not md.topics[n].error and md.topics[n].partitions) if present
-                      else (n not in md.topics or md.topics[n].error == 3)) for n in names)
+            ok = all(
+                (
+                    (n in md.topics and not md.topics[n].error and md.topics[n].partitions)
+                    if present
+                    else (n not in md.topics or md.topics[n].error == 3)
+                )
+                for n in names
+            )
             if ok:
                 return
             await asyncio.sleep(0.05)
 
     async def delete_topics(self, names: list[str], *, timeout_ms: int | None = None) -> None:
-        resp = await self._to_controller(DELETE_TOPICS, {
-            "topic_names": list(names), "topics": [{"name": n, "topic_id": None} for n in names],
-            "timeout": timeout_ms or self.timeout_ms})
+        resp = await self._to_controller(
+            DELETE_TOPICS,
+            {
+                "topic_names": list(names),
+                "topics": [{"name": n, "topic_id": None} for n in names],
+                "timeout": timeout_ms or self.timeout_ms,
+            },
+        )
         for r in resp.responses:
             self._check(r.error_code, getattr(r, "error_message", None), f"delete topic {r.name}")
         await self._wait_topics(names, present=False)
@@ -138,9 +158,14 @@ class AIOAdmin:
         return md.topics
 
     async def create_partitions(self, new_counts: dict[str, int], *, validate_only: bool = False) -> None:
-        resp = await self._to_controller(CREATE_PARTITIONS, {
-            "topics": [{"name": t, "count": n, "assignments": None} for t, n in new_counts.items()],
-            "timeout": self.timeout_ms, "validate_only": validate_only})
+        resp = await self._to_controller(
+            CREATE_PARTITIONS,
+            {
+                "topics": [{"name": t, "count": n, "assignments": None} for t, n in new_counts.items()],
+                "timeout": self.timeout_ms,
+                "validate_only": validate_only,
+            },
+        )
         for r in resp.results:
             self._check(r.error_code, getattr(r, "error_message", None), f"create partitions {r.name}")
 
@@ -163,9 +188,15 @@ class AIOAdmin:
             node = await self._resource_node(rtype, name)
 
             async def attempt(node=node, rtype=rtype, name=name):
-                return await self.cluster.send(node, DESCRIBE_CONFIGS, {
-                    "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
-                    "include_synonyms": False, "include_documentation": False})
+                return await self.cluster.send(
+                    node,
+                    DESCRIBE_CONFIGS,
+                    {
+                        "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": keys}],
+                        "include_synonyms": False,
+                        "include_documentation": False,
+                    },
+                )
 
             resp = await self.cluster.retrying(attempt, what="DescribeConfigs")
             for r in resp.results:
@@ -179,12 +210,23 @@ class AIOAdmin:
             rtype, name = self._resource(res)
             if isinstance(ops, dict):
                 ops = [(k, "delete" if v is None else "set", v) for k, v in ops.items()]
-            configs = [{"name": k, "config_operation": OPS[op] if isinstance(op, str) else int(op),
-                        "value": None if v is None else str(v)} for k, op, v in ops]
+            configs = [
+                {
+                    "name": k,
+                    "config_operation": OPS[op] if isinstance(op, str) else int(op),
+                    "value": None if v is None else str(v),
+                }
+                for k, op, v in ops
+            ]
             node = await self._resource_node(rtype, name)
-            resp = await self.cluster.send(node, INCREMENTAL_ALTER_CONFIGS, {
-                "resources": [{"resource_type": rtype, "resource_name": name, "configs": configs}],
-                "validate_only": validate_only})
+            resp = await self.cluster.send(
+                node,
+                INCREMENTAL_ALTER_CONFIGS,
+                {
+                    "resources": [{"resource_type": rtype, "resource_name": name, "configs": configs}],
+                    "validate_only": validate_only,
+                },
+            )
             for r in resp.responses:
                 self._check(r.error_code, getattr(r, "error_message", None), f"alter configs {name}")
 
@@ -202,7 +244,9 @@ class AIOAdmin:
         out = {}
         for gid in group_ids:
             node = await self.cluster.find_coordinator(gid)
-            resp = await self.cluster.send(node, DESCRIBE_GROUPS, {"groups": [gid], "include_authorized_operations": False})
+            resp = await self.cluster.send(
+                node, DESCRIBE_GROUPS, {"groups": [gid], "include_authorized_operations": False}
+            )
             for g in resp.groups:
                 self._check(g.error_code, None, f"describe group {gid}")
                 members = []
@@ -211,13 +255,20 @@ class AIOAdmin:
                     if m.member_assignment and g.protocol_type == "consumer":
                         try:
                             a = _wire.decode_consumer_protocol("assignment", m.member_assignment)
-                            assigned = [TopicPartition(tp.topic, int(p)) for tp in a.assigned_partitions
-                                        for p in tp.partitions]
+                            assigned = [
+                                TopicPartition(tp.topic, int(p)) for tp in a.assigned_partitions for p in tp.partitions
+                            ]
                         except Exception:
                             assigned = []
-                    members.append({"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-                                    "group_instance_id": getattr(m, "group_instance_id", None),
-                                    "assignment": assigned})
+                    members.append(
+                        {
+                            "member_id": m.member_id,
+                            "client_id": m.client_id,
+                            "client_host": m.client_host,
+                            "group_instance_id": getattr(m, "group_instance_id", None),
+                            "assignment": assigned,
+                        }
+                    )
                 out[gid] = GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
         return out
 
@@ -241,8 +292,9 @@ class AIOAdmin:
             for tp in partitions:
                 by.setdefault(tp[0], []).append(tp[1])
             topics = [{"name": t, "partition_indexes": ps} for t, ps in by.items()]
-        resp = await self.cluster.send(node, OFFSET_FETCH, {"group_id": group_id, "topics": topics,
-                                                              "require_stable": False})
+        resp = await self.cluster.send(
+            node, OFFSET_FETCH, {"group_id": group_id, "topics": topics, "require_stable": False}
+        )
         self._check(getattr(resp, "error_code", 0), None, f"list offsets of group {group_id}")
         out = {}
         for t in resp.topics or ():
@@ -250,7 +302,8 @@ class AIOAdmin:
                 self._check(p.error_code, None, f"group offsets {t.name}-{p.partition_index}")
                 if int(p.committed_offset) >= 0:
                     out[TopicPartition(t.name, int(p.partition_index))] = OffsetAndMetadata(
-                        int(p.committed_offset), p.metadata or "")
+                        int(p.committed_offset), p.metadata or ""
+                    )
         return out
 
     async def alter_group_offsets(self, group_id: str, offsets: dict) -> None:
@@ -259,13 +312,28 @@ class AIOAdmin:
         by: dict[str, list] = {}
         for tp, off in offsets.items():
             off = off.offset if isinstance(off, OffsetAndMetadata) else int(off)
-            by.setdefault(tp[0], []).append({"partition_index": tp[1], "committed_offset": off,
-                                             "committed_leader_epoch": -1, "committed_metadata": "",
-                                             "commit_timestamp": -1})
-        resp = await self.cluster.send(node, OFFSET_COMMIT, {
-            "group_id": group_id, "generation_id_or_member_epoch": -1, "generation_id": -1, "member_id": "",
-            "group_instance_id": None, "retention_time": -1,
-            "topics": [{"name": t, "partitions": ps} for t, ps in by.items()]})
+            by.setdefault(tp[0], []).append(
+                {
+                    "partition_index": tp[1],
+                    "committed_offset": off,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": "",
+                    "commit_timestamp": -1,
+                }
+            )
+        resp = await self.cluster.send(
+            node,
+            OFFSET_COMMIT,
+            {
+                "group_id": group_id,
+                "generation_id_or_member_epoch": -1,
+                "generation_id": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "retention_time": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by.items()],
+            },
+        )
         for t in resp.topics:
             for p in t.partitions:
                 self._check(p.error_code, None, f"reset offset {t.name}-{p.partition_index}")
@@ -286,8 +354,11 @@ class AIOAdmin:
             by: dict[str, list] = {}
             for tp, off in tps.items():
                 by.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": off})
-            resp = await self.cluster.send(node, DELETE_RECORDS, {
-                "topics": [{"name": t, "partitions": ps} for t, ps in by.items()], "timeout": self.timeout_ms})
+            resp = await self.cluster.send(
+                node,
+                DELETE_RECORDS,
+                {"topics": [{"name": t, "partitions": ps} for t, ps in by.items()], "timeout": self.timeout_ms},
+            )
             for t in resp.topics:
                 for p in t.partitions:
                     self._check(p.error_code, None, f"delete records {t.name}-{p.partition_index}")
@@ -297,11 +368,15 @@ class AIOAdmin:
     async def describe_cluster(self) -> dict:
         conn = await self.cluster.any_connection()
         if conn.supports(DESCRIBE_CLUSTER):
-            resp = await conn.request(DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
-                                                         "endpoint_type": 1})
+            resp = await conn.request(
+                DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+            )
             self._check(resp.error_code, getattr(resp, "error_message", None), "DescribeCluster")
             brokers = [(int(b.broker_id), b.host, int(b.port), b.rack) for b in resp.brokers]
             return {"cluster_id": resp.cluster_id, "controller_id": int(resp.controller_id), "brokers": brokers}
         md = await self.cluster.refresh()
-        return {"cluster_id": md.cluster_id, "controller_id": md.controller_id,
-                "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()]}
+        return {
+            "cluster_id": md.cluster_id,
+            "controller_id": md.controller_id,
+            "brokers": [(b.node_id, b.host, b.port, b.rack) for b in md.brokers.values()],
+        }

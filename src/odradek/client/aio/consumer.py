@@ -42,7 +42,7 @@ class AIOConsumer:
         self._initial_topics = list(topics)
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> "AIOConsumer":
+    async def start(self) -> AIOConsumer:
         await self.cluster.start()
         await self.fetcher.start()
         self._started = True
@@ -57,7 +57,7 @@ class AIOConsumer:
             self._group_started = True
             asyncio.get_running_loop().create_task(self.group.start())
 
-    async def __aenter__(self) -> "AIOConsumer":
+    async def __aenter__(self) -> AIOConsumer:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
@@ -110,8 +110,13 @@ class AIOConsumer:
 
     def _init_manual(self, tps) -> None:
         async def init():
-            need = [tp for tp in tps if self.subs.assignment.get(tp) is not None
-                    and self.subs.assignment[tp].position is None and self.subs.assignment[tp].reset_to is None]
+            need = [
+                tp
+                for tp in tps
+                if self.subs.assignment.get(tp) is not None
+                and self.subs.assignment[tp].position is None
+                and self.subs.assignment[tp].reset_to is None
+            ]
             committed = {}
             if self.group is not None and need:
                 try:
@@ -257,7 +262,7 @@ class AIOConsumer:
             self.fetcher.wakeup()
             try:
                 await asyncio.wait_for(ready.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def poll_buffered(self, max_records: int | None = None) -> list[ConsumerRecord]:
@@ -295,8 +300,13 @@ class AIOConsumer:
         kd, vd = self._kdes, self._vdes
         if kd is None and vd is None:
             return recs
-        return [r._replace(key=kd(r.key) if kd and r.key is not None else r.key,
-                           value=vd(r.value) if vd and r.value is not None else r.value) for r in recs]
+        return [
+            r._replace(
+                key=kd(r.key) if kd and r.key is not None else r.key,
+                value=vd(r.value) if vd and r.value is not None else r.value,
+            )
+            for r in recs
+        ]
 
     def __aiter__(self):
         return self._iter()

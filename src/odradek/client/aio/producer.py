@@ -21,18 +21,26 @@ class AIOProducer:
         self._core = ProducerCore(config, kwargs)
         self.config = self._core.config
 
-    async def start(self) -> "AIOProducer":
+    async def start(self) -> AIOProducer:
         await self._core.start()
         return self
 
-    async def __aenter__(self) -> "AIOProducer":
+    async def __aenter__(self) -> AIOProducer:
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def send(self, topic: str, value=None, key=None, headers=None, partition: int | None = None,
-                   timestamp: int | None = None, callback=None) -> FutureRecordMetadata:
+    async def send(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        headers=None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        callback=None,
+    ) -> FutureRecordMetadata:
         core = self._core
         parts = core.partitions(topic)
         if parts is None or (partition is not None and partition >= len(parts[0])):
@@ -52,8 +60,9 @@ class AIOProducer:
             fut.add_callback(callback)
         return fut
 
-    async def send_and_wait(self, topic: str, value=None, key=None, headers=None, partition: int | None = None,
-                            timestamp: int | None = None) -> RecordMetadata:
+    async def send_and_wait(
+        self, topic: str, value=None, key=None, headers=None, partition: int | None = None, timestamp: int | None = None
+    ) -> RecordMetadata:
         fut = await self.send(topic, value, key, headers, partition, timestamp)
         return await fut
 

@@ -28,7 +28,9 @@ class Assignor:
     def user_data(self, assignment, generation: int) -> bytes | None:
         return None
 
-    def assign(self, partitions: dict[str, int], subs: dict[str, MemberSubscription]) -> dict[str, list[tuple[str, int]]]:
+    def assign(
+        self, partitions: dict[str, int], subs: dict[str, MemberSubscription]
+    ) -> dict[str, list[tuple[str, int]]]:
         raise NotImplementedError
 
 
@@ -95,8 +97,12 @@ class CooperativeStickyAssignor(Assignor):
         out: dict[str, list] = {m: [] for m in subs}
         if not subs:
             return out
-        all_tps = [(t, p) for t in sorted(partitions) for p in range(partitions[t])
-                   if any(t in s.topics for s in subs.values())]
+        all_tps = [
+            (t, p)
+            for t in sorted(partitions)
+            for p in range(partitions[t])
+            if any(t in s.topics for s in subs.values())
+        ]
         max_gen = max((s.generation for s in subs.values()), default=-1)
         prev_owner: dict[tuple, str] = {}
         for m, s in subs.items():
@@ -152,8 +158,11 @@ def make_assignors(spec) -> list[Assignor]:
             out.append(s())
         else:
             name = str(s).rsplit(".", 1)[-1]
-            java = {"RangeAssignor": "range", "RoundRobinAssignor": "roundrobin",
-                    "CooperativeStickyAssignor": "cooperative-sticky"}
+            java = {
+                "RangeAssignor": "range",
+                "RoundRobinAssignor": "roundrobin",
+                "CooperativeStickyAssignor": "cooperative-sticky",
+            }
             name = java.get(name, name)
             if name not in ASSIGNORS:
                 raise ValueError(f"unknown partition.assignment.strategy {s!r}")

@@ -93,7 +93,7 @@ class Fetcher:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), self.max_wait_ms / 1000 + 0.5)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             except asyncio.CancelledError:
                 raise
@@ -148,16 +148,29 @@ class Fetcher:
         released = False
         try:
             topics: dict[str, list] = {}
-            for tp, (st, _epoch, pos) in sent.items():
-                topics.setdefault(tp.topic, []).append({
-                    "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": pos,
-                    "log_start_offset": -1, "last_fetched_epoch": -1,
-                    "partition_max_bytes": self.partition_max_bytes})
-            data = {"replica_id": -1, "max_wait": self.max_wait_ms, "min_bytes": self.min_bytes,
-                    "max_bytes": self.max_bytes, "isolation_level": self.isolation, "session_id": 0,
-                    "session_epoch": -1, "rack_id": self.rack,
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": []}
+            for tp, (_st, _epoch, pos) in sent.items():
+                topics.setdefault(tp.topic, []).append(
+                    {
+                        "partition": tp.partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": pos,
+                        "log_start_offset": -1,
+                        "last_fetched_epoch": -1,
+                        "partition_max_bytes": self.partition_max_bytes,
+                    }
+                )
+            data = {
+                "replica_id": -1,
+                "max_wait": self.max_wait_ms,
+                "min_bytes": self.min_bytes,
+                "max_bytes": self.max_bytes,
+                "isolation_level": self.isolation,
+                "session_id": 0,
+                "session_epoch": -1,
+                "rack_id": self.rack,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [],
+            }
             try:
                 conn = await self.cluster.connection(node)
                 resp = await conn.request(FETCH, data, timeout=conn.request_timeout + self.max_wait_ms / 1000)
@@ -228,7 +241,8 @@ class Fetcher:
                         got = True
                 elif len(raw) >= self.partition_max_bytes:
                     st.error = E.RecordTooLargeError(
-                        f"{tp.topic}-{tp.partition}: a batch at {pos} is larger than max.partition.fetch.bytes")
+                        f"{tp.topic}-{tp.partition}: a batch at {pos} is larger than max.partition.fetch.bytes"
+                    )
                     got = True
             if got:
                 self.data_ready.set()
@@ -265,7 +279,7 @@ class Fetcher:
         """Buffered records in partition order, at most `max_records`; advances positions."""
         out: list = []
         errors = []
-        for tp, st in list(self.subs.assignment.items()):
+        for _tp, st in list(self.subs.assignment.items()):
             if st.error is not None:
                 errors.append(st)
                 continue
@@ -276,7 +290,7 @@ class Fetcher:
                 entry = buf[0]
                 recs, idx, nxt = entry
                 room = max_records - len(out)
-                chunk = recs[idx:idx + room]
+                chunk = recs[idx : idx + room]
                 out.extend(chunk)
                 idx += len(chunk)
                 if idx >= len(recs):
@@ -296,7 +310,7 @@ class Fetcher:
         """Every buffered `RecordColumns` (columnar mode), in partition order; advances positions."""
         out: list = []
         errors = []
-        for tp, st in list(self.subs.assignment.items()):
+        for _tp, st in list(self.subs.assignment.items()):
             if st.error is not None:
                 errors.append(st)
                 continue
@@ -314,7 +328,8 @@ class Fetcher:
 
     def has_buffered(self) -> bool:
         return any(st.buffer and not st.paused for st in self.subs.assignment.values()) or any(
-            st.error is not None for st in self.subs.assignment.values())
+            st.error is not None for st in self.subs.assignment.values()
+        )
 
     # ------------------------------------------------------------------ offsets
     async def list_offsets(self, timestamps: dict, timeout: float | None = None, partial: bool = False) -> dict:
@@ -350,10 +365,17 @@ class Fetcher:
                 topics: dict[str, list] = {}
                 for tp, ts in tps.items():
                     topics.setdefault(tp.topic, []).append(
-                        {"partition_index": tp.partition, "timestamp": ts, "current_leader_epoch": -1})
-                resp = await self.cluster.send(node, LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": self.isolation,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+                        {"partition_index": tp.partition, "timestamp": ts, "current_leader_epoch": -1}
+                    )
+                resp = await self.cluster.send(
+                    node,
+                    LIST_OFFSETS,
+                    {
+                        "replica_id": -1,
+                        "isolation_level": self.isolation,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    },
+                )
                 for t in resp.topics:
                     for p in t.partitions:
                         tp = TopicPartition(t.name, int(p.partition_index))

@@ -98,18 +98,25 @@ class GroupCoordinator:
                 conn = await self.cluster.connection(self.coordinator)
                 # v3+ (batched members) only for static members: librdkafka's mock mishandles it
                 version = conn.version(LEAVE_GROUP) if self.instance_id else min(conn.version(LEAVE_GROUP), 2)
-                await conn.request(LEAVE_GROUP, {
-                    "group_id": self.group_id, "member_id": self.member_id,
-                    "members": [{"member_id": self.member_id, "group_instance_id": self.instance_id}]},
-                    version=version, timeout=5)
+                await conn.request(
+                    LEAVE_GROUP,
+                    {
+                        "group_id": self.group_id,
+                        "member_id": self.member_id,
+                        "members": [{"member_id": self.member_id, "group_instance_id": self.instance_id}],
+                    },
+                    version=version,
+                    timeout=5,
+                )
             except Exception as e:
                 log.debug("LeaveGroup failed: %r", e)
         self.member_id = ""
         self.generation = -1
 
     def positions(self) -> dict:
-        return {tp: OffsetAndMetadata(st.position) for tp, st in self.subs.assignment.items()
-                if st.position is not None}
+        return {
+            tp: OffsetAndMetadata(st.position) for tp, st in self.subs.assignment.items() if st.position is not None
+        }
 
     # ------------------------------------------------------------------ membership loop
     async def _run(self) -> None:
@@ -150,19 +157,24 @@ class GroupCoordinator:
         """Rejoin when the partition count of a subscribed topic changed or a pattern matches new topics."""
         if not self.subs.subscribed or self.generation < 0:
             return
-        snap = {t: len(ti.partitions) for t, ti in md.topics.items()
-                if self.subs.matches(t) and not ti.error and not (ti.is_internal and self.subs.pattern)}
+        snap = {
+            t: len(ti.partitions)
+            for t, ti in md.topics.items()
+            if self.subs.matches(t) and not ti.error and not (ti.is_internal and self.subs.pattern)
+        }
         if self.subs.pattern is None:
             snap = {t: n for t, n in snap.items() if t in self.subs.topics}
         if snap != self._metadata_snapshot and self._metadata_snapshot is not None and self.generation >= 0:
             if set(snap) - set(self._metadata_snapshot) or any(
-                    self._metadata_snapshot.get(t) != n for t, n in snap.items()):
+                self._metadata_snapshot.get(t) != n for t, n in snap.items()
+            ):
                 self.need_rejoin = True
 
     def _subscribed_topics(self) -> list[str]:
         if self.subs.pattern is not None:
-            return sorted(t for t, ti in self.cluster.metadata.topics.items()
-                          if self.subs.matches(t) and not ti.is_internal)
+            return sorted(
+                t for t, ti in self.cluster.metadata.topics.items() if self.subs.matches(t) and not ti.is_internal
+            )
         return sorted(self.subs.topics)
 
     async def _rejoin(self) -> None:
@@ -190,15 +202,28 @@ class GroupCoordinator:
             by_topic: dict[str, list[int]] = {}
             for tp in owned:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
-            meta = _wire.encode_consumer_protocol("subscription", 3, {
-                "topics": topics, "user_data": a.user_data(owned, self.generation),
-                "owned_partitions": [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
-                "generation_id": self.generation, "rack_id": None})
+            meta = _wire.encode_consumer_protocol(
+                "subscription",
+                3,
+                {
+                    "topics": topics,
+                    "user_data": a.user_data(owned, self.generation),
+                    "owned_partitions": [{"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
+                    "generation_id": self.generation,
+                    "rack_id": None,
+                },
+            )
             protocols.append({"name": a.name, "metadata": meta})
-        join = {"group_id": self.group_id, "session_timeout": self.session_timeout_ms,
-                "rebalance_timeout": self.rebalance_timeout_ms, "member_id": self.member_id,
-                "group_instance_id": self.instance_id, "protocol_type": "consumer", "protocols": protocols,
-                "reason": None}
+        join = {
+            "group_id": self.group_id,
+            "session_timeout": self.session_timeout_ms,
+            "rebalance_timeout": self.rebalance_timeout_ms,
+            "member_id": self.member_id,
+            "group_instance_id": self.instance_id,
+            "protocol_type": "consumer",
+            "protocols": protocols,
+            "reason": None,
+        }
         timeout = self.rebalance_timeout_ms / 1000 + 5
         resp = await self.cluster.send(self.coordinator, JOIN_GROUP, join, timeout=timeout)
         code = int(resp.error_code)
@@ -218,10 +243,20 @@ class GroupCoordinator:
         assignments = []
         if self.leader:
             assignments = self._assign(resp.members)
-        sresp = await self.cluster.send(self.coordinator, SYNC_GROUP, {
-            "group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id,
-            "group_instance_id": self.instance_id, "protocol_type": "consumer", "protocol_name": self.protocol,
-            "assignments": assignments}, timeout=timeout)
+        sresp = await self.cluster.send(
+            self.coordinator,
+            SYNC_GROUP,
+            {
+                "group_id": self.group_id,
+                "generation_id": self.generation,
+                "member_id": self.member_id,
+                "group_instance_id": self.instance_id,
+                "protocol_type": "consumer",
+                "protocol_name": self.protocol,
+                "assignments": assignments,
+            },
+            timeout=timeout,
+        )
         code = int(sresp.error_code)
         if code:
             if code == 25:
@@ -232,8 +267,9 @@ class GroupCoordinator:
             a = _wire.decode_consumer_protocol("assignment", sresp.assignment)
             for tp in a.assigned_partitions:
                 assigned.extend(TopicPartition(tp.topic, int(p)) for p in tp.partitions)
-        self._metadata_snapshot = {t: len(self.cluster.metadata.topics[t].partitions)
-                                   for t in topics if t in self.cluster.metadata.topics}
+        self._metadata_snapshot = {
+            t: len(self.cluster.metadata.topics[t].partitions) for t in topics if t in self.cluster.metadata.topics
+        }
         self.need_rejoin = False
         await self._apply_assignment(assigned)
 
@@ -246,8 +282,9 @@ class GroupCoordinator:
             s = _wire.decode_consumer_protocol("subscription", m.metadata)
             owned = [(tp.topic, int(p)) for tp in (getattr(s, "owned_partitions", None) or ()) for p in tp.partitions]
             gen = int(getattr(s, "generation_id", -1))
-            subs[m.member_id] = MemberSubscription(m.member_id, list(s.topics), owned, gen, s.user_data,
-                                                   getattr(m, "group_instance_id", None))
+            subs[m.member_id] = MemberSubscription(
+                m.member_id, list(s.topics), owned, gen, s.user_data, getattr(m, "group_instance_id", None)
+            )
         all_topics = sorted({t for s in subs.values() for t in s.topics})
         md = self.cluster.metadata
         missing = [t for t in all_topics if t not in md.topics]
@@ -261,9 +298,14 @@ class GroupCoordinator:
             by_topic: dict[str, list[int]] = {}
             for t, p in sorted(tps):
                 by_topic.setdefault(t, []).append(p)
-            raw = _wire.encode_consumer_protocol("assignment", 3, {
-                "assigned_partitions": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                "user_data": None})
+            raw = _wire.encode_consumer_protocol(
+                "assignment",
+                3,
+                {
+                    "assigned_partitions": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                    "user_data": None,
+                },
+            )
             out.append({"member_id": member_id, "assignment": raw})
         return out
 
@@ -306,9 +348,16 @@ class GroupCoordinator:
     async def _heartbeat(self) -> None:
         if self.generation < 0 or self.coordinator is None:
             return
-        resp = await self.cluster.send(self.coordinator, HEARTBEAT, {
-            "group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id,
-            "group_instance_id": self.instance_id})
+        resp = await self.cluster.send(
+            self.coordinator,
+            HEARTBEAT,
+            {
+                "group_id": self.group_id,
+                "generation_id": self.generation,
+                "member_id": self.member_id,
+                "group_instance_id": self.instance_id,
+            },
+        )
         code = int(resp.error_code)
         if code in REJOIN_CODES:
             if code == 25:
@@ -327,26 +376,42 @@ class GroupCoordinator:
         return self.coordinator
 
     async def commit(self, offsets: dict, timeout: float | None = None) -> None:
-        offsets = {TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o)))
-                   for tp, o in offsets.items()}
+        offsets = {
+            TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o)))
+            for tp, o in offsets.items()
+        }
         if not offsets:
             return
         topics: dict[str, list] = {}
         for tp, om in offsets.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition_index": tp.partition, "committed_offset": om.offset,
-                "committed_leader_epoch": om.leader_epoch, "committed_metadata": om.metadata or "",
-                "commit_timestamp": -1})
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": om.offset,
+                    "committed_leader_epoch": om.leader_epoch,
+                    "committed_metadata": om.metadata or "",
+                    "commit_timestamp": -1,
+                }
+            )
         gen = self.generation if self.subs.subscribed else -1
         member = self.member_id if self.subs.subscribed else ""
 
         async def attempt():
             node = await self._coordinator_node()
             try:
-                resp = await self.cluster.send(node, OFFSET_COMMIT, {
-                    "group_id": self.group_id, "generation_id_or_member_epoch": gen, "generation_id": gen,
-                    "member_id": member, "group_instance_id": self.instance_id, "retention_time": -1,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+                resp = await self.cluster.send(
+                    node,
+                    OFFSET_COMMIT,
+                    {
+                        "group_id": self.group_id,
+                        "generation_id_or_member_epoch": gen,
+                        "generation_id": gen,
+                        "member_id": member,
+                        "group_instance_id": self.instance_id,
+                        "retention_time": -1,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    },
+                )
             except E.KafkaConnectionError:
                 self.coordinator = None
                 raise
@@ -357,8 +422,7 @@ class GroupCoordinator:
                         self.coordinator = None
                     if code in REJOIN_CODES:
                         self.need_rejoin = True
-                        raise E.CommitFailedError(
-                            f"commit failed: the group rebalanced ({E.error_class(code).name})")
+                        raise E.CommitFailedError(f"commit failed: the group rebalanced ({E.error_class(code).name})")
                     if code:
                         raise E.error_class(code)(f"OffsetCommit {t.name}-{p.partition_index}")
 
@@ -376,9 +440,15 @@ class GroupCoordinator:
         async def attempt():
             node = await self._coordinator_node()
             try:
-                resp = await self.cluster.send(node, OFFSET_FETCH, {
-                    "group_id": self.group_id, "require_stable": False,
-                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+                resp = await self.cluster.send(
+                    node,
+                    OFFSET_FETCH,
+                    {
+                        "group_id": self.group_id,
+                        "require_stable": False,
+                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+                    },
+                )
             except E.KafkaConnectionError:
                 self.coordinator = None
                 raise
@@ -396,7 +466,9 @@ class GroupCoordinator:
                     off = int(p.committed_offset)
                     out[TopicPartition(t.name, int(p.partition_index))] = (
                         OffsetAndMetadata(off, p.metadata or "", int(getattr(p, "committed_leader_epoch", -1)))
-                        if off >= 0 else None)
+                        if off >= 0
+                        else None
+                    )
             return out
 
         return await self.cluster.retrying(attempt, timeout=timeout, what="OffsetFetch")

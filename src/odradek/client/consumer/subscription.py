@@ -24,8 +24,19 @@ class OffsetAndTimestamp(NamedTuple):
 
 
 class PartitionState:
-    __slots__ = ("position", "paused", "reset_to", "epoch", "buffer", "high_watermark", "log_start_offset",
-                 "last_stable_offset", "fetching", "error", "ahead")
+    __slots__ = (
+        "position",
+        "paused",
+        "reset_to",
+        "epoch",
+        "buffer",
+        "high_watermark",
+        "log_start_offset",
+        "last_stable_offset",
+        "fetching",
+        "error",
+        "ahead",
+    )
 
     def __init__(self) -> None:
         self.position: int | None = None

@@ -12,7 +12,8 @@ import asyncio
 import collections
 import threading
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from .._records import BatchBuilder
 from ..errors import KafkaTimeoutError
@@ -26,9 +27,25 @@ class RecordMetadata(NamedTuple):
 
 
 class ProducerBatch:
-    __slots__ = ("topic", "partition", "builder", "created", "reserved", "done", "base_offset",
-                 "log_append_time", "error", "callbacks", "attempts", "sequence", "wire", "event",
-                 "waiters", "retry_at", "in_flight")
+    __slots__ = (
+        "topic",
+        "partition",
+        "builder",
+        "created",
+        "reserved",
+        "done",
+        "base_offset",
+        "log_append_time",
+        "error",
+        "callbacks",
+        "attempts",
+        "sequence",
+        "wire",
+        "event",
+        "waiters",
+        "retry_at",
+        "in_flight",
+    )
 
     def __init__(self, topic: str, partition: int, limit: int, now: float) -> None:
         self.topic = topic
@@ -63,7 +80,7 @@ class ProducerBatch:
         if ev is not None:
             ev.set()
         if self.waiters:
-            for fut, frm in self.waiters:
+            for fut, _frm in self.waiters:
                 if not fut.done():
                     fut.set_result(None)
             self.waiters = None
@@ -262,7 +279,7 @@ class Accumulator:
             self.space.clear()
             try:
                 await asyncio.wait_for(self.space.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             fut = self.try_append(topic, partition, ts, key, value, headers, size)
         return fut

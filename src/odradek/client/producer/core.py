@@ -46,8 +46,12 @@ class ProducerCore:
         self.partitioner = make_partitioner(cfg["partitioner"], self.batch_size)
         self.cluster = Cluster(cfg)
         # appends come from the loop's thread (asyncio API) until a blocking Producer says otherwise
-        self.acc = Accumulator(batch_size=self.batch_size, linger_ms=float(cfg["linger.ms"]),
-                               buffer_memory=int(cfg["buffer.memory"]), threaded=False)
+        self.acc = Accumulator(
+            batch_size=self.batch_size,
+            linger_ms=float(cfg["linger.ms"]),
+            buffer_memory=int(cfg["buffer.memory"]),
+            threaded=False,
+        )
         self.sender = Sender(self.cluster, self.acc, cfg, self.compression)
         self._parts_cache: dict[str, tuple[Any, tuple[list, list]]] = {}  # topic -> (metadata, parts)
         self.closed = False
@@ -119,7 +123,7 @@ class ProducerCore:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
                     await asyncio.wait_for(fut, remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise E.KafkaTimeoutError(f"flush did not complete within {timeout}s") from None
         finally:
             self.acc.flushing -= 1

@@ -21,7 +21,7 @@ def murmur2(data: bytes) -> int:
     i = 0
     frm = int.from_bytes
     while i < n4:
-        k = frm(data[i:i + 4], "little")
+        k = frm(data[i : i + 4], "little")
         k = (k * m) & 0xFFFFFFFF
         k ^= k >> 24
         k = (k * m) & 0xFFFFFFFF

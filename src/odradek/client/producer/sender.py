@@ -165,14 +165,21 @@ class Sender:
         self.acc.renumber_unsent()
         self.bump_pending = False
         self.epoch_bumps += 1
-        log.warning("idempotent producer %d: sequence gap, continuing with epoch %d",
-                    self.producer_id, self.producer_epoch)
+        log.warning(
+            "idempotent producer %d: sequence gap, continuing with epoch %d", self.producer_id, self.producer_epoch
+        )
 
     def _gap_at(self, b: ProducerBatch) -> bool:
         """Whether no batch of `b`'s partition with a lower sequence is still outstanding: the
         broker then lacks sequences that no retry will bring."""
-        return not any(x is not b and x.topic == b.topic and x.partition == b.partition and
-                       0 <= x.sequence < b.sequence and not x.done for x in list(self.acc.incomplete))
+        return not any(
+            x is not b
+            and x.topic == b.topic
+            and x.partition == b.partition
+            and 0 <= x.sequence < b.sequence
+            and not x.done
+            for x in list(self.acc.incomplete)
+        )
 
     async def _init_producer_id(self) -> None:
         async def attempt():
@@ -180,9 +187,10 @@ class Sender:
             if not conn.supports(INIT_PRODUCER_ID):
                 log.warning("broker lacks InitProducerId: idempotence disabled")
                 return None
-            resp = await conn.request(INIT_PRODUCER_ID, {
-                "transactional_id": None, "transaction_timeout": 60000,
-                "producer_id": -1, "producer_epoch": -1})
+            resp = await conn.request(
+                INIT_PRODUCER_ID,
+                {"transactional_id": None, "transaction_timeout": 60000, "producer_id": -1, "producer_epoch": -1},
+            )
             code = int(resp.error_code)
             if code:
                 raise E.error_class(code)("InitProducerId")
@@ -225,8 +233,12 @@ class Sender:
                     if batches:
                         self._send(node, batches)
                 for b in acc.expired(now, self.delivery_timeout):
-                    self._fail(b, E.KafkaTimeoutError(
-                        f"{b.topic}-{b.partition}: {b.builder.count} record(s) expired after delivery.timeout.ms"))
+                    self._fail(
+                        b,
+                        E.KafkaTimeoutError(
+                            f"{b.topic}-{b.partition}: {b.builder.count} record(s) expired after delivery.timeout.ms"
+                        ),
+                    )
                 cluster.maybe_refresh()
                 timeout = max(0.0, next_check - time.monotonic())
                 if unknown:
@@ -259,8 +271,12 @@ class Sender:
                     seq = self.next_seq.get(tp, 0)
                     b.sequence = seq
                     self.next_seq[tp] = (seq + b.builder.count) & 0x7FFFFFFF
-                b.wire = b.builder.build(compression=self.compression, producer_id=self.producer_id,
-                                         producer_epoch=self.producer_epoch, base_sequence=b.sequence)
+                b.wire = b.builder.build(
+                    compression=self.compression,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=b.sequence,
+                )
             b.attempts += 1
             topics.setdefault(b.topic, []).append((b.partition, b.wire))
         self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
@@ -273,9 +289,15 @@ class Sender:
         hand where `_wire.encode_produce` knows the version, else as fields for kio."""
         if 3 <= version <= 12:
             return _wire.encode_produce(version, self.acks, self.request_timeout_ms, topics)
-        return {"transactional_id": None, "acks": self.acks, "timeout": self.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": [{"index": i, "records": r} for i, r in parts]}
-                               for t, parts in topics.items()]}
+        return {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout": self.request_timeout_ms,
+            "topic_data": [
+                {"name": t, "partition_data": [{"index": i, "records": r} for i, r in parts]}
+                for t, parts in topics.items()
+            ],
+        }
 
     async def _produce(self, node: int, batches: list[ProducerBatch], topics: dict) -> None:
         try:

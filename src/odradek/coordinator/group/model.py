@@ -12,7 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey, OffsetCommitValue
+from odradek.coordinator.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
@@ -34,7 +40,13 @@ class GroupState(enum.Enum):
 
 # Kafka's GroupState.validPreviousStates: a transition to the key is legal from these.
 VALID_PREVIOUS = {
-    GroupState.DEAD: {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.DEAD},
+    GroupState.DEAD: {
+        GroupState.STABLE,
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+        GroupState.EMPTY,
+        GroupState.DEAD,
+    },
     GroupState.COMPLETING_REBALANCE: {GroupState.PREPARING_REBALANCE},
     GroupState.STABLE: {GroupState.COMPLETING_REBALANCE},
     GroupState.PREPARING_REBALANCE: {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY},
@@ -155,15 +167,27 @@ class Group:
         return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
 
     # ----------------------------------------------------------------- persistence view
-    def metadata_record(self, assignment: dict[str, bytes] | None = None) -> tuple[GroupMetadataKey, GroupMetadataValue]:
+    def metadata_record(
+        self, assignment: dict[str, bytes] | None = None
+    ) -> tuple[GroupMetadataKey, GroupMetadataValue]:
         """The GroupMetadata record of this group (with `assignment` instead of the
         members' current ones when given: the leader's, before it takes effect)."""
         members = tuple(
-            MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout, m.session_timeout,
-                           m.metadata(self.protocol_name), m.assignment if assignment is None else assignment.get(m.member_id, b""))
+            MemberMetadata(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout,
+                m.session_timeout,
+                m.metadata(self.protocol_name),
+                m.assignment if assignment is None else assignment.get(m.member_id, b""),
+            )
             for m in self.members.values()
         )
-        value = GroupMetadataValue(self.protocol_type or "", self.generation, self.protocol_name, self.leader, self.state_timestamp, members)
+        value = GroupMetadataValue(
+            self.protocol_type or "", self.generation, self.protocol_name, self.leader, self.state_timestamp, members
+        )
         return GroupMetadataKey(self.group_id), value
 
     def snapshot(self) -> dict:
@@ -177,7 +201,16 @@ class Group:
             "leader": self.leader,
             "state_timestamp": self.state_timestamp if self.state is GroupState.EMPTY else None,
             "members": [
-                (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout, m.session_timeout, m.metadata(self.protocol_name), m.assignment)
+                (
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout,
+                    m.session_timeout,
+                    m.metadata(self.protocol_name),
+                    m.assignment,
+                )
                 for m in sorted(self.members.values(), key=lambda m: m.member_id)
             ],
             "static_members": dict(sorted(self.static_members.items())),

@@ -38,7 +38,12 @@ CommitEntry = tuple[str, int, int, int, str | None]
 
 def store_error(code: int) -> int:
     """Kafka's mapping of a failed __consumer_offsets append to what clients see."""
-    if code in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append, E.request_timed_out):
+    if code in (
+        E.unknown_topic_or_partition,
+        E.not_enough_replicas,
+        E.not_enough_replicas_after_append,
+        E.request_timed_out,
+    ):
         return int(E.coordinator_not_available)
     if code in (E.not_leader_or_follower, E.kafka_storage_error):
         return int(E.not_coordinator)
@@ -52,8 +57,18 @@ class OffsetsMixin:
     config: Any
 
     # =================================================================== OffsetCommit
-    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                       offsets: list[CommitEntry], *, retention_ms: int = -1, token: Any, now: int) -> Result:
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation: int,
+        offsets: list[CommitEntry],
+        *,
+        retention_ms: int = -1,
+        token: Any,
+        now: int,
+    ) -> Result:
         """Answers `token` with {(topic, partition): error_code}."""
         res = Result(group_id)
 
@@ -133,7 +148,9 @@ class OffsetsMixin:
         return E.none
 
     # =================================================================== OffsetFetch
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    ) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
         """[(topic, [(partition, offset, leader_epoch, metadata, error)])]; all offsets when topics is None."""
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
@@ -157,13 +174,29 @@ class OffsetsMixin:
         if group is None or group.is_(S.DEAD):
             return GroupDescription(group_id, 0, "Dead", "", "", [])
         if group.is_(S.STABLE):
-            members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.metadata(group.protocol_name), m.assignment)
-                       for m in group.members.values()]
-            return GroupDescription(group_id, 0, group.state.value, group.protocol_type or "", group.protocol_name or "", members)
-        members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"") for m in group.members.values()]
+            members = [
+                MemberDescription(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(group.protocol_name),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ]
+            return GroupDescription(
+                group_id, 0, group.state.value, group.protocol_type or "", group.protocol_name or "", members
+            )
+        members = [
+            MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
+            for m in group.members.values()
+        ]
         return GroupDescription(group_id, 0, group.state.value, group.protocol_type or "", "", members)
 
-    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None) -> list[tuple[str, str, str]]:
+    def list_groups(
+        self, states: list[str] | None = None, types: list[str] | None = None
+    ) -> list[tuple[str, str, str]]:
         """[(group_id, protocol_type, state)]; filters are case-insensitive (KIP-518, KIP-848)."""
         want_states = {s.lower() for s in states} if states else None
         if types and "classic" not in {t.lower() for t in types}:

@@ -290,12 +290,16 @@ def decode_group_value(data: bytes) -> GroupMetadataValue:
         subscription = r.bytes_() or b""
         assignment = r.bytes_() or b""
         r.tagged_fields()
-        members.append(MemberMetadata(member_id, instance_id, client_id, client_host, rebalance, session, subscription, assignment))
+        members.append(
+            MemberMetadata(member_id, instance_id, client_id, client_host, rebalance, session, subscription, assignment)
+        )
     r.tagged_fields()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
-def decode_value(key: OffsetCommitKey | GroupMetadataKey, data: bytes | None) -> OffsetCommitValue | GroupMetadataValue | None:
+def decode_value(
+    key: OffsetCommitKey | GroupMetadataKey, data: bytes | None
+) -> OffsetCommitValue | GroupMetadataValue | None:
     if data is None:
         return None
     if isinstance(key, OffsetCommitKey):

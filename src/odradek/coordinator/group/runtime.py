@@ -111,7 +111,11 @@ class GroupCoordinator:
             await self.broker.ensure_internal_topic(
                 OFFSETS_TOPIC,
                 self.num_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(cfg["offsets.topic.segment.bytes"]), "compression.type": "producer"},
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+                    "compression.type": "producer",
+                },
             )
             self._topic_ready = True
 
@@ -150,7 +154,13 @@ class GroupCoordinator:
             self.state.loaded([g for g in self.state.groups if self.partition_for(g) == p], self.clock())
             self.loading.discard(p)
             if count:
-                log.info("loaded %d records of %s-%d in %.0f ms", count, OFFSETS_TOPIC, p, (time.monotonic() - started) * 1000)
+                log.info(
+                    "loaded %d records of %s-%d in %.0f ms",
+                    count,
+                    OFFSETS_TOPIC,
+                    p,
+                    (time.monotonic() - started) * 1000,
+                )
             await asyncio.sleep(0)
         self._rearm()
 
@@ -207,7 +217,9 @@ class GroupCoordinator:
             records.append(Record(i, now, encode_key(k), value, ()))
         try:
             await self.ensure_topic()
-            await self.broker.replica_manager.append_internal(OFFSETS_TOPIC, partition, build_batch(records, base_offset=0))
+            await self.broker.replica_manager.append_internal(
+                OFFSETS_TOPIC, partition, build_batch(records, base_offset=0)
+            )
             return 0
         except KafkaError as e:
             log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
@@ -264,21 +276,60 @@ class GroupCoordinator:
         self._submit(op(*args, token=fut, now=self.clock(), **kw))
         return await fut
 
-    async def join(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-                   session_timeout: int, rebalance_timeout: int, protocol_type: str, protocols: list[tuple[str, bytes]],
-                   *, require_known_member_id: bool) -> JoinResult:
+    async def join(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout: int,
+        rebalance_timeout: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        *,
+        require_known_member_id: bool,
+    ) -> JoinResult:
         err = self.group_error(group_id)
         if err:
             return JoinResult(err, member_id)
-        return await self._run(self.state.join, group_id, member_id, group_instance_id, client_id, client_host, session_timeout,
-                               rebalance_timeout, protocol_type, protocols, require_known_member_id=require_known_member_id)
+        return await self._run(
+            self.state.join,
+            group_id,
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout,
+            rebalance_timeout,
+            protocol_type,
+            protocols,
+            require_known_member_id=require_known_member_id,
+        )
 
-    async def sync(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes]) -> SyncResult:
+    async def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         err = self.group_error(group_id)
         if err:
             return SyncResult(err)
-        return await self._run(self.state.sync, group_id, generation, member_id, group_instance_id, protocol_type, protocol_name, assignments)
+        return await self._run(
+            self.state.sync,
+            group_id,
+            generation,
+            member_id,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+        )
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
         err = self.group_error(group_id)
@@ -292,12 +343,27 @@ class GroupCoordinator:
             return LeaveResult(err)
         return await self._run(self.state.leave, group_id, members)
 
-    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int,
-                             offsets: list[tuple[str, int, int, int, str | None]], retention_ms: int = -1) -> dict[tuple[str, int], int]:
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation: int,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        retention_ms: int = -1,
+    ) -> dict[tuple[str, int], int]:
         err = self.group_error(group_id)
         if err:
             return {(t, p): err for t, p, *_ in offsets}
-        return await self._run(self.state.commit_offsets, group_id, member_id, group_instance_id, generation, offsets, retention_ms=retention_ms)
+        return await self._run(
+            self.state.commit_offsets,
+            group_id,
+            member_id,
+            group_instance_id,
+            generation,
+            offsets,
+            retention_ms=retention_ms,
+        )
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> tuple[int, list]:
         err = self.group_error(group_id)
@@ -311,7 +377,9 @@ class GroupCoordinator:
             return GroupDescription(group_id, err, "", "", "", [])
         return self.state.describe_group(group_id)
 
-    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None) -> tuple[int, list[tuple[str, str, str]]]:
+    def list_groups(
+        self, states: list[str] | None = None, types: list[str] | None = None
+    ) -> tuple[int, list[tuple[str, str, str]]]:
         if not self.active:
             return int(E.coordinator_not_available), []
         err = int(E.coordinator_load_in_progress) if self.loading else 0
@@ -330,7 +398,9 @@ class GroupCoordinator:
             futs.append(fut)
         return [(gid, await f) for gid, f in zip(group_ids, futs)]
 
-    async def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[int, dict[tuple[str, int], int]]:
+    async def delete_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
         err = self.group_error(group_id)
         if err:
             return err, {}

@@ -75,7 +75,9 @@ def _default_member_id(client_id: str) -> str:
 class GroupCoordinatorState(OffsetsMixin):
     """All groups of this coordinator, their members, offsets and deadlines."""
 
-    def __init__(self, config: CoordinatorConfig | None = None, *, new_member_id: Callable[[str], str] = _default_member_id) -> None:
+    def __init__(
+        self, config: CoordinatorConfig | None = None, *, new_member_id: Callable[[str], str] = _default_member_id
+    ) -> None:
         self.config = config or CoordinatorConfig()
         self.groups: dict[str, Group] = {}
         self.new_member_id = new_member_id
@@ -128,12 +130,27 @@ class GroupCoordinatorState(OffsetsMixin):
         return out
 
     def _heartbeat(self, group: Group, member: Member, now: int, timeout: int | None = None) -> None:
-        self._set_deadline(("hb", group.group_id, member.member_id), now + (member.session_timeout if timeout is None else timeout))
+        self._set_deadline(
+            ("hb", group.group_id, member.member_id), now + (member.session_timeout if timeout is None else timeout)
+        )
 
     # =================================================================== JoinGroup
-    def join(self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-             session_timeout: int, rebalance_timeout: int, protocol_type: str, protocols: list[tuple[str, bytes]],
-             *, require_known_member_id: bool, token: Any, now: int) -> Result:
+    def join(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout: int,
+        rebalance_timeout: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        *,
+        require_known_member_id: bool,
+        token: Any,
+        now: int,
+    ) -> Result:
         res = Result(group_id)
 
         def fail(code: int) -> Result:
@@ -155,12 +172,30 @@ class GroupCoordinatorState(OffsetsMixin):
             if group.has(member_id):
                 self._remove_member_and_update(group, group.members[member_id], now, res)
             return fail(E.group_max_size_reached)
-        args = (group_instance_id, client_id, client_host, session_timeout, rebalance_timeout, protocol_type, protocols, token, now, res)
+        args = (
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout,
+            rebalance_timeout,
+            protocol_type,
+            protocols,
+            token,
+            now,
+            res,
+        )
         if member_id == UNKNOWN_MEMBER_ID:
             self._join_new_member(group, require_known_member_id, *args)
         else:
             self._join_current_member(group, member_id, *args)
-        if not group.members and not group.pending_members and group.state is S.EMPTY and not group.offsets and group.generation == 0 and group.pending_offset_writes == 0:
+        if (
+            not group.members
+            and not group.pending_members
+            and group.state is S.EMPTY
+            and not group.offsets
+            and group.generation == 0
+            and group.pending_offset_writes == 0
+        ):
             del self.groups[group_id]  # a rejected first join leaves nothing behind
         return res
 
@@ -168,11 +203,26 @@ class GroupCoordinatorState(OffsetsMixin):
         if group.state in (S.EMPTY, S.DEAD):
             return True
         if group.state is S.PREPARING_REBALANCE:
-            return (group.has(member_id) and group.members[member_id].awaiting_join) or group.awaiting_join_count < self.config.max_size
+            return (
+                group.has(member_id) and group.members[member_id].awaiting_join
+            ) or group.awaiting_join_count < self.config.max_size
         return group.has(member_id) or len(group.members) < self.config.max_size
 
-    def _join_new_member(self, group: Group, require_known: bool, instance_id, client_id, client_host, session_timeout,
-                         rebalance_timeout, protocol_type, protocols, token, now, res: Result) -> None:
+    def _join_new_member(
+        self,
+        group: Group,
+        require_known: bool,
+        instance_id,
+        client_id,
+        client_host,
+        session_timeout,
+        rebalance_timeout,
+        protocol_type,
+        protocols,
+        token,
+        now,
+        res: Result,
+    ) -> None:
         if group.is_(S.DEAD):
             res.reply(token, JoinResult(int(E.coordinator_not_available), UNKNOWN_MEMBER_ID))
             return
@@ -183,22 +233,60 @@ class GroupCoordinatorState(OffsetsMixin):
         if instance_id is not None:
             old_id = group.static_members.get(instance_id)
             if old_id is None or old_id not in group.members:
-                self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host, session_timeout,
-                                               rebalance_timeout, protocol_type, protocols, token, now, res)
+                self._add_member_and_rebalance(
+                    group,
+                    new_id,
+                    instance_id,
+                    client_id,
+                    client_host,
+                    session_timeout,
+                    rebalance_timeout,
+                    protocol_type,
+                    protocols,
+                    token,
+                    now,
+                    res,
+                )
             else:
-                self._update_static_member_and_rebalance(group, old_id, new_id, instance_id, session_timeout,
-                                                         rebalance_timeout, protocols, token, now, res)
+                self._update_static_member_and_rebalance(
+                    group, old_id, new_id, instance_id, session_timeout, rebalance_timeout, protocols, token, now, res
+                )
         elif require_known:
             # KIP-394: hand out an id and wait for the member to come back with it.
             group.pending_members.add(new_id)
             self._set_deadline(("pending", group.group_id, new_id), now + session_timeout)
             res.reply(token, JoinResult(int(E.member_id_required), new_id))
         else:
-            self._add_member_and_rebalance(group, new_id, None, client_id, client_host, session_timeout,
-                                           rebalance_timeout, protocol_type, protocols, token, now, res)
+            self._add_member_and_rebalance(
+                group,
+                new_id,
+                None,
+                client_id,
+                client_host,
+                session_timeout,
+                rebalance_timeout,
+                protocol_type,
+                protocols,
+                token,
+                now,
+                res,
+            )
 
-    def _join_current_member(self, group: Group, member_id: str, instance_id, client_id, client_host, session_timeout,
-                             rebalance_timeout, protocol_type, protocols, token, now, res: Result) -> None:
+    def _join_current_member(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id,
+        client_id,
+        client_host,
+        session_timeout,
+        rebalance_timeout,
+        protocol_type,
+        protocols,
+        token,
+        now,
+        res: Result,
+    ) -> None:
         def fail(code: int) -> None:
             res.reply(token, JoinResult(int(code), member_id))
 
@@ -207,8 +295,20 @@ class GroupCoordinatorState(OffsetsMixin):
         if not group.supports_protocols(protocol_type, protocols):
             return fail(E.inconsistent_group_protocol)
         if member_id in group.pending_members:
-            self._add_member_and_rebalance(group, member_id, instance_id, client_id, client_host, session_timeout,
-                                           rebalance_timeout, protocol_type, protocols, token, now, res)
+            self._add_member_and_rebalance(
+                group,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                session_timeout,
+                rebalance_timeout,
+                protocol_type,
+                protocols,
+                token,
+                now,
+                res,
+            )
             return None
         if group.is_static_member_fenced(instance_id, member_id):
             return fail(E.fenced_instance_id)
@@ -216,31 +316,80 @@ class GroupCoordinatorState(OffsetsMixin):
             return fail(E.unknown_member_id)
         member = group.members[member_id]
         if group.state is S.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, protocols, session_timeout, rebalance_timeout, token, now, res)
+            self._update_member_and_rebalance(
+                group, member, protocols, session_timeout, rebalance_timeout, token, now, res
+            )
         elif group.state is S.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # A retried join of the generation being completed: answer it again.
                 res.reply(token, self._join_result(group, member))
             else:
-                self._update_member_and_rebalance(group, member, protocols, session_timeout, rebalance_timeout, token, now, res)
+                self._update_member_and_rebalance(
+                    group, member, protocols, session_timeout, rebalance_timeout, token, now, res
+                )
         elif group.state is S.STABLE:
             if group.is_leader(member_id) or not member.matches(protocols):
-                self._update_member_and_rebalance(group, member, protocols, session_timeout, rebalance_timeout, token, now, res)
+                self._update_member_and_rebalance(
+                    group, member, protocols, session_timeout, rebalance_timeout, token, now, res
+                )
             else:
-                res.reply(token, JoinResult(0, member_id, group.generation, group.protocol_type, group.protocol_name, group.leader or "", False, []))
+                res.reply(
+                    token,
+                    JoinResult(
+                        0,
+                        member_id,
+                        group.generation,
+                        group.protocol_type,
+                        group.protocol_name,
+                        group.leader or "",
+                        False,
+                        [],
+                    ),
+                )
         else:
             fail(E.unknown_member_id)
         return None
 
     def _join_result(self, group: Group, member: Member, *, skip_assignment: bool = False) -> JoinResult:
         leader = group.is_leader(member.member_id)
-        return JoinResult(0, member.member_id, group.generation, group.protocol_type, group.protocol_name, group.leader or "",
-                          skip_assignment, group.current_member_metadata() if leader else [])
+        return JoinResult(
+            0,
+            member.member_id,
+            group.generation,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader or "",
+            skip_assignment,
+            group.current_member_metadata() if leader else [],
+        )
 
-    def _add_member_and_rebalance(self, group: Group, member_id: str, instance_id, client_id, client_host, session_timeout,
-                                  rebalance_timeout, protocol_type, protocols, token, now, res: Result) -> None:
-        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, protocol_type,
-                        list(protocols), join_token=token, is_new=True)
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id,
+        client_id,
+        client_host,
+        session_timeout,
+        rebalance_timeout,
+        protocol_type,
+        protocols,
+        token,
+        now,
+        res: Result,
+    ) -> None:
+        member = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout,
+            session_timeout,
+            protocol_type,
+            list(protocols),
+            join_token=token,
+            is_new=True,
+        )
         if group.is_(S.PREPARING_REBALANCE) and group.generation == 0:
             group.new_member_added = True
         if not group.members:
@@ -255,8 +404,9 @@ class GroupCoordinatorState(OffsetsMixin):
         self._heartbeat(group, member, now, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(group, now, res)
 
-    def _update_member_and_rebalance(self, group: Group, member: Member, protocols, session_timeout, rebalance_timeout,
-                                     token, now, res: Result) -> None:
+    def _update_member_and_rebalance(
+        self, group: Group, member: Member, protocols, session_timeout, rebalance_timeout, token, now, res: Result
+    ) -> None:
         self._update_member(member, protocols, session_timeout, rebalance_timeout, token, res)
         self._maybe_prepare_rebalance(group, now, res)
 
@@ -269,16 +419,32 @@ class GroupCoordinatorState(OffsetsMixin):
             res.reply(member.join_token, JoinResult(int(E.rebalance_in_progress), member.member_id))
         member.join_token = token
 
-    def _update_static_member_and_rebalance(self, group: Group, old_id: str, new_id: str, instance_id: str, session_timeout,
-                                            rebalance_timeout, protocols, token, now, res: Result) -> None:
+    def _update_static_member_and_rebalance(
+        self,
+        group: Group,
+        old_id: str,
+        new_id: str,
+        instance_id: str,
+        session_timeout,
+        rebalance_timeout,
+        protocols,
+        token,
+        now,
+        res: Result,
+    ) -> None:
         member = self._replace_static_member(group, instance_id, old_id, new_id, res)
         old = (list(member.protocols), member.session_timeout, member.rebalance_timeout)
         self._heartbeat(group, member, now)
         if group.state is S.STABLE:
             old_meta = member.metadata(group.protocol_name)
-            member.protocols, member.session_timeout, member.rebalance_timeout = list(protocols), session_timeout, rebalance_timeout
+            member.protocols, member.session_timeout, member.rebalance_timeout = (
+                list(protocols),
+                session_timeout,
+                rebalance_timeout,
+            )
             if group.select_protocol() == group.protocol_name and _same_subscription(
-                    group.protocol_type, member.metadata(group.protocol_name), old_meta):
+                group.protocol_type, member.metadata(group.protocol_name), old_meta
+            ):
                 # KIP-345: same protocol and subscription: no rebalance; persist the new
                 # member id, then give the member its generation (the leader is told to
                 # skip the assignment, KIP-814).
@@ -334,7 +500,14 @@ class GroupCoordinatorState(OffsetsMixin):
     def _transition(self, group: Group, state: GroupState, now: int) -> None:
         if group.state not in VALID_PREVIOUS[state]:
             raise AssertionError(f"group {group.group_id}: illegal transition {group.state} -> {state}")
-        log.info("group %s: %s -> %s (generation %d, %d members)", group.group_id, group.state, state, group.generation, len(group.members))
+        log.info(
+            "group %s: %s -> %s (generation %d, %d members)",
+            group.group_id,
+            group.state,
+            state,
+            group.generation,
+            len(group.members),
+        )
         group.state = state
         group.state_timestamp = now
 
@@ -443,9 +616,19 @@ class GroupCoordinatorState(OffsetsMixin):
                 self._heartbeat(group, m, now)
 
     # =================================================================== SyncGroup
-    def sync(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-             protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
-             *, token: Any, now: int) -> Result:
+    def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        *,
+        token: Any,
+        now: int,
+    ) -> Result:
         res = Result(group_id)
 
         def fail(code: int) -> Result:
@@ -465,7 +648,9 @@ class GroupCoordinatorState(OffsetsMixin):
             return fail(E.unknown_member_id)
         if generation != group.generation:
             return fail(E.illegal_generation)
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (protocol_name is not None and protocol_name != group.protocol_name):
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
             return fail(E.inconsistent_group_protocol)
         member = group.members[member_id]
         if group.is_(S.EMPTY):
@@ -493,9 +678,15 @@ class GroupCoordinatorState(OffsetsMixin):
         if not group.pending_sync:
             self._cancel(("sync", group.group_id))
 
-    def _assignment_stored(self, group: Group, generation: int, assignment: dict[str, bytes], error: int, now: int) -> Result:
+    def _assignment_stored(
+        self, group: Group, generation: int, assignment: dict[str, bytes], error: int, now: int
+    ) -> Result:
         res = Result(group.group_id)
-        if self.groups.get(group.group_id) is not group or not group.is_(S.COMPLETING_REBALANCE) or group.generation != generation:
+        if (
+            self.groups.get(group.group_id) is not group
+            or not group.is_(S.COMPLETING_REBALANCE)
+            or group.generation != generation
+        ):
             return res
         if error:
             self._reset_and_propagate_assignment_error(group, store_error(error), now, res)
@@ -512,7 +703,9 @@ class GroupCoordinatorState(OffsetsMixin):
         return res
 
     # =================================================================== Heartbeat
-    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int, *, token: Any, now: int) -> Result:
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation: int, *, token: Any, now: int
+    ) -> Result:
         res = Result(group_id)
         res.reply(token, int(self._heartbeat_error(group_id, member_id, group_instance_id, generation, now)))
         return res
@@ -596,7 +789,10 @@ class GroupCoordinatorState(OffsetsMixin):
             res.reply(member.sync_token, SyncResult(int(E.unknown_member_id)))
             member.sync_token = None
         del group.members[member.member_id]
-        if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member.member_id:
+        if (
+            member.group_instance_id is not None
+            and group.static_members.get(member.group_instance_id) == member.member_id
+        ):
             del group.static_members[member.group_instance_id]
         group.pending_sync.discard(member.member_id)
         self._cancel(("hb", group.group_id, member.member_id))
@@ -611,14 +807,21 @@ class GroupCoordinatorState(OffsetsMixin):
             self._check_join_complete(group, now, res)
 
     # =================================================================== replay
-    def replay(self, key: GroupMetadataKey | OffsetCommitKey, value: GroupMetadataValue | OffsetCommitValue | None) -> None:
+    def replay(
+        self, key: GroupMetadataKey | OffsetCommitKey, value: GroupMetadataValue | OffsetCommitValue | None
+    ) -> None:
         """Apply one record of __consumer_offsets (loading, and the replay tests)."""
         if isinstance(key, OffsetCommitKey):
             group = self.groups.get(key.group)
             if value is None:
                 if group is not None:
                     group.offsets.pop((key.topic, key.partition), None)
-                    if not group.offsets and not group.members and group.generation == 0 and group.protocol_type is None:
+                    if (
+                        not group.offsets
+                        and not group.members
+                        and group.generation == 0
+                        and group.protocol_type is None
+                    ):
                         del self.groups[key.group]
                 return
             if group is None:
@@ -639,8 +842,17 @@ class GroupCoordinatorState(OffsetsMixin):
         group.state_timestamp = value.current_state_timestamp
         for m in value.members:
             protocols = [(value.protocol, m.subscription)] if value.protocol is not None else []
-            group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
-                                                m.session_timeout, value.protocol_type, protocols, m.assignment)
+            group.members[m.member_id] = Member(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout,
+                m.session_timeout,
+                value.protocol_type,
+                protocols,
+                m.assignment,
+            )
             if m.group_instance_id is not None:
                 group.static_members[m.group_instance_id] = m.member_id
         group.state = S.STABLE if group.members else S.EMPTY
@@ -670,10 +882,10 @@ def _subscribed_topics(metadata: bytes) -> list[str] | None:
             return None
         pos, out = 6, []
         for _ in range(n):
-            ln = int.from_bytes(metadata[pos:pos + 2], "big", signed=True)
+            ln = int.from_bytes(metadata[pos : pos + 2], "big", signed=True)
             if ln < 0 or pos + 2 + ln > len(metadata):
                 return None
-            out.append(metadata[pos + 2:pos + 2 + ln].decode("utf-8"))
+            out.append(metadata[pos + 2 : pos + 2 + ln].decode("utf-8"))
             pos += 2 + ln
         return sorted(out)
     except (UnicodeDecodeError, ValueError):
