@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from odradek.broker.config import BrokerConfig  # noqa: E402
 from odradek.broker.connection import parse_frame  # noqa: E402
-from odradek.broker.registry import RawResponse, RequestContext, load_handlers  # noqa: E402
+from odradek.broker.connection_state import ConnectionState  # noqa: E402
+from odradek.broker.registry import RequestContext, load_handlers  # noqa: E402
 from odradek.broker.server import Broker  # noqa: E402
 from odradek.protocol import messages, records  # noqa: E402
 from odradek.protocol.headers import encode_request_header, response_header  # noqa: E402
@@ -46,9 +47,10 @@ async def main(n: int) -> None:
     tmp = tempfile.mkdtemp(prefix="odradek-micro-")
     cfg = BrokerConfig({"log.dirs": tmp, "listeners": "PLAINTEXT://127.0.0.1:0", "num.partitions": "1"})
     broker = Broker(cfg)
-    await broker.start()
+    services = await broker.start()
+    conn = ConnectionState(1, "peer")
     try:
-        info = broker.create_topic("micro", 1, {})
+        info = await services.topics.create_topic("micro", [(services.node_id,)], {})
         batch = make_batch()
         _h, _hd, preq, _ = parse_frame((FIX / "produce_v10.bin").read_bytes())
         preq = dataclasses.replace(
@@ -72,7 +74,7 @@ async def main(n: int) -> None:
         freq = dataclasses.replace(freq, topics=(ftopic,), max_wait=freq.max_wait, isolation_level=0)
         fframe = frame_for(1, 16, freq)
         at = fframe.index(SENTINEL.to_bytes(8, "big"))
-        log_ = broker.log_manager.get_log("micro", 0)
+        log_ = services.replica_manager.get_partition("micro", 0).log
 
         def fetch_frame_at(offset: int) -> bytes:
             return fframe[:at] + offset.to_bytes(8, "big") + fframe[at + 8 :]
@@ -80,13 +82,11 @@ async def main(n: int) -> None:
         async def run_frame(frame, fetch_offset=None):
             handler, header, request, flexible = parse_frame(frame)
             ctx = RequestContext(
-                broker, header.api_key, header.api_version, header.correlation_id, header.client_id, "peer", 1, {}
+                services, conn, header.api_key, header.api_version, header.correlation_id, header.client_id
             )
             resp = await handler.fn(ctx, request)
             response_header(header.correlation_id, flexible)
-            if isinstance(resp, RawResponse):
-                return resp
-            return messages.encode(resp)
+            return handler.encode_response(header.api_version, resp)
 
         # produce enough so each fetch finds a batch at its offset
         steps = {}

@@ -21,12 +21,16 @@ import socket
 import struct
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from odradek.broker.registry import NO_RESPONSE, REGISTRY, RawResponse, RequestContext
+from odradek.broker.connection_state import ConnectionState
+from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext
 from odradek.protocol import messages
 from odradek.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
 from odradek.protocol.headers import API_VERSIONS_KEY, InvalidHeader, parse_request_header, peek_header, response_header
+
+if TYPE_CHECKING:
+    from odradek.broker.services import BrokerServices
 
 log = logging.getLogger("odradek.broker.connection")
 _SIZE = struct.Struct(">i")
@@ -43,15 +47,16 @@ class CloseConnection(Exception):
 class Connection:
     _next_id = 0
 
-    def __init__(self, broker: Any, sock: socket.socket, peer: str) -> None:
+    def __init__(self, services: BrokerServices, sock: socket.socket, peer: str, listener_name: str) -> None:
         Connection._next_id += 1
         self.id = Connection._next_id
-        self.broker = broker
+        self.services = services
+        self.state = ConnectionState(self.id, peer, listener_name)
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
         self.loop = asyncio.get_running_loop()
-        cfg = broker.config
+        cfg = services.config
         self.decoder = FrameDecoder(cfg["socket.request.max.bytes"])
         self.max_queued = cfg["queued.max.requests"]
         self.queue: deque[bytes] = deque()
@@ -61,8 +66,7 @@ class Connection:
         self.eof = False
         self.in_flight = False
         self.last_active = time.monotonic()
-        self.client_software: tuple[str, str] | None = None
-        self.metrics = getattr(broker, "metrics", None)
+        self.metrics = services.metrics
 
     # ------------------------------------------------------------------ tasks
     async def run(self) -> None:
@@ -181,9 +185,7 @@ class Connection:
             return
         handler, header, request, flexible = parsed
         api_key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
-        ctx = RequestContext(
-            self.broker, api_key, version, correlation_id, header.client_id, self.peer, self.id, {"connection": self}
-        )
+        ctx = RequestContext(self.services, self.state, api_key, version, correlation_id, header.client_id)
         started = time.perf_counter()
         if _debug():
             log.debug("conn %d %s: %s v%d corr %d", self.id, header.client_id, handler.name, version, correlation_id)
@@ -201,11 +203,12 @@ class Connection:
         if response is NO_RESPONSE:
             return
         head = response_header(correlation_id, flexible and api_key != API_VERSIONS_KEY)
-        if isinstance(response, RawResponse):
-            chunks = [_SIZE.pack(len(head) + response.size) + head, *response.chunks]
+        body, size = handler.encode_response(version, response)
+        prefix = _SIZE.pack(len(head) + size) + head
+        if len(body) == 1 and isinstance(body[0], bytes):
+            chunks = [prefix + body[0]]
         else:
-            body = messages.encode(response)
-            chunks = [_SIZE.pack(len(head) + len(body)) + head + body]
+            chunks = [prefix, *body]
         await self._send(chunks)
         if _debug():
             log.debug(
@@ -326,8 +329,9 @@ def parse_frame(frame: bytes) -> tuple[Any, Any, Any, bool] | bytes:
     except InvalidHeader as e:
         raise CloseConnection(f"malformed {handler.name} v{version} header: {e}") from None
     try:
-        if handler.decoder is not None and legacy:
-            request = handler.decoder(version, frame, header.size)
+        decode = handler.request_decoder(version)
+        if decode is not None:
+            request = decode(version, frame, header.size)
         else:
             request = messages.decode_request(api_key, version, frame, header.size)
     except Exception as e:  # kio raises ValueError/IndexError/OverflowError... on malformed bodies

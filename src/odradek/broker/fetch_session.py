@@ -26,6 +26,7 @@ INITIAL_EPOCH = 0
 class CachedPartition:
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
     high_watermark: int = -2
     last_stable_offset: int = -2
     log_start_offset: int = -2
@@ -70,3 +71,45 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> None:
         self.sessions.pop(session_id, None)
+
+    def resolve(
+        self,
+        session_id: int,
+        epoch: int,
+        requested: list[tuple[object, int, CachedPartition]],
+        forgotten: list[tuple[object, int]],
+        *,
+        sessions_allowed: bool,
+    ) -> tuple[FetchSession | None, bool, int]:
+        """What a Fetch request means for its session: (the session to answer in, whether the
+        response is incremental, an error code for the whole request).
+
+        Session id 0 and epoch 0 open a session (when `sessions_allowed` and a slot is
+        free); an id with epoch 0 or -1 closes it (0 opens a new one too); an id with the
+        expected epoch updates its partitions with `requested` (new fetch positions) and
+        drops `forgotten`, and the next epoch is expected. Without a session every
+        requested partition is answered (a full response)."""
+        if session_id and epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+            self.remove(session_id)
+        if session_id and epoch not in (FINAL_EPOCH, INITIAL_EPOCH):
+            session, error = self.lookup(session_id, epoch)
+            if session is None:
+                return None, False, error
+            for key, part, cp in requested:
+                old = session.partitions.get((key, part))
+                if old is None:
+                    session.partitions[(key, part)] = cp
+                else:
+                    old.fetch_offset, old.max_bytes = cp.fetch_offset, cp.max_bytes
+                    old.current_leader_epoch = cp.current_leader_epoch
+            for key, part in forgotten:
+                session.partitions.pop((key, part), None)
+            session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
+            return session, True, 0
+        if epoch == INITIAL_EPOCH and sessions_allowed:
+            session = self.new_session()
+            if session is not None:
+                for key, part, cp in requested:
+                    session.partitions[(key, part)] = cp
+                return session, False, 0
+        return None, False, 0

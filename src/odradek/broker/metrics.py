@@ -10,15 +10,21 @@ purgatory sizes) are computed when scraped.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from bisect import bisect_left
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
+
+if TYPE_CHECKING:
+    from odradek.broker.services import BrokerServices
+    from odradek.storage import LogManager
 
 log = logging.getLogger("odradek.broker.metrics")
 
@@ -31,7 +37,7 @@ class BrokerMetrics:
     Histogram costs 3-7 µs per update: label lookup, locks, a bucket scan; these cost well
     under 1 µs); `_HotCollector` turns them into the same families when scraped."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         # topic -> [bytes, records, created]
         self.topics_in: dict[str, list] = {}
@@ -42,8 +48,11 @@ class BrokerMetrics:
         self.latency: dict[str, list] = {}
         self.accepted = [0, time.time()]
         self.registry.register(_HotCollector(self))
-        self.registry.register(_StateCollector(broker))
         self._server = None
+
+    def observe(self, services: BrokerServices, log_manager: LogManager, connections: Callable[[], int]) -> None:
+        """Add the gauges computed from broker state when scraped."""
+        self.registry.register(_StateCollector(services, log_manager, connections))
 
     # hot-path hooks (event loop only)
     def bytes_in(self, topic: str, nbytes: int, records: int) -> None:
@@ -146,47 +155,45 @@ class _HotCollector(Collector):
 
 
 class _StateCollector(Collector):
-    """Gauges computed at scrape time (from the scrape thread: reads only immutable
-    snapshots and plain attributes, never mutates broker state)."""
+    """Gauges computed at scrape time, from the scrape thread: they read only immutable
+    snapshots, plain attributes and copies of dicts (retried if the event loop changed one
+    meanwhile), and never mutate broker state (docs/architecture.md)."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices, log_manager: LogManager, connections: Callable[[], int]) -> None:
+        self.services = services
+        self.log_manager = log_manager
+        self.connections = connections
 
     def collect(self):
-        b = self.broker
+        s = self.services
         conns = GaugeMetricFamily("odradek_connections", "Open client connections.")
-        conns.add_metric([], len(b.connections))
+        conns.add_metric([], self.connections())
         yield conns
         purg = GaugeMetricFamily(
             "odradek_purgatory_size", "Delayed operations waiting, per purgatory.", labels=["purgatory"]
         )
-        purg.add_metric(["fetch"], len(b.replica_manager.fetch_purgatory))
+        purg.add_metric(["fetch"], len(s.replica_manager.fetch_purgatory))
+        purg.add_metric(["produce"], len(s.replica_manager.produce_purgatory))
         yield purg
-        lm = b.log_manager
-        if lm is not None:
-            parts = GaugeMetricFamily("odradek_log_dir_partitions", "Partitions per log directory.", labels=["dir"])
-            segs = GaugeMetricFamily("odradek_log_dir_segments", "Segments per log directory.", labels=["dir"])
-            size = GaugeMetricFamily(
-                "odradek_log_dir_bytes", "Bytes of log segments per log directory.", labels=["dir"]
-            )
-            offline = GaugeMetricFamily("odradek_log_dir_offline", "1 when a log directory is offline.", labels=["dir"])
-            per_dir: dict[str, list[int]] = {d: [0, 0, 0] for d in b.config["log.dirs"]}
-            for lg in list(lm.all_logs()):
-                import os
-
-                d = os.path.dirname(os.path.normpath(lg.dir))
-                acc = per_dir.setdefault(d, [0, 0, 0])
-                acc[0] += 1
-                acc[1] += lg.segment_count
-                acc[2] += lg.size_bytes
-            for d, (p, s, n) in per_dir.items():
-                parts.add_metric([d], p)
-                segs.add_metric([d], s)
-                size.add_metric([d], n)
-                offline.add_metric([d], 1 if d in lm.offline_dirs else 0)
-            yield from (parts, segs, size, offline)
-        gc = b.group_coordinator
-        snap = _group_snapshot(gc) if gc is not None else None
+        lm = self.log_manager
+        parts = GaugeMetricFamily("odradek_log_dir_partitions", "Partitions per log directory.", labels=["dir"])
+        segs = GaugeMetricFamily("odradek_log_dir_segments", "Segments per log directory.", labels=["dir"])
+        size = GaugeMetricFamily("odradek_log_dir_bytes", "Bytes of log segments per log directory.", labels=["dir"])
+        offline = GaugeMetricFamily("odradek_log_dir_offline", "1 when a log directory is offline.", labels=["dir"])
+        per_dir: dict[str, list[int]] = {d: [0, 0, 0] for d in s.config["log.dirs"]}
+        for lg in list(lm.all_logs()):
+            d = os.path.dirname(os.path.normpath(lg.dir))
+            acc = per_dir.setdefault(d, [0, 0, 0])
+            acc[0] += 1
+            acc[1] += lg.segment_count
+            acc[2] += lg.size_bytes
+        for d, (p, n_segs, n_bytes) in per_dir.items():
+            parts.add_metric([d], p)
+            segs.add_metric([d], n_segs)
+            size.add_metric([d], n_bytes)
+            offline.add_metric([d], 1 if d in lm.offline_dirs else 0)
+        yield from (parts, segs, size, offline)
+        snap = s.group_coordinator.metrics_snapshot()
         if snap is not None:
             groups, members = snap
             g = GaugeMetricFamily("odradek_groups", "Consumer groups, per state.", labels=["state"])
@@ -196,32 +203,3 @@ class _StateCollector(Collector):
             m = GaugeMetricFamily("odradek_group_members", "Members of all consumer groups.")
             m.add_metric([], members)
             yield m
-
-
-_GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-
-
-def _group_snapshot(gc: Any) -> tuple[dict[str, int], int] | None:
-    """({state: groups}, members) from the group coordinator: its own `metrics_snapshot()` when it
-    has one, else a read-only pass over `gc.state.groups` (copied first; retried if the event loop
-    changed the dict meanwhile). Every state is reported, 0 included, so the series always exist."""
-    if hasattr(gc, "metrics_snapshot"):
-        return gc.metrics_snapshot()
-    groups_map = getattr(getattr(gc, "state", None), "groups", None)
-    if groups_map is None:
-        return None
-    for _ in range(3):
-        try:
-            groups = list(groups_map.values())
-            break
-        except RuntimeError:  # dictionary changed size during iteration
-            continue
-    else:
-        return None
-    counts = dict.fromkeys(_GROUP_STATES, 0)
-    members = 0
-    for g in groups:
-        st = str(getattr(g, "state", "Unknown"))
-        counts[st] = counts.get(st, 0) + 1
-        members += len(getattr(g, "members", ()) or ())
-    return counts, members

@@ -8,16 +8,16 @@ past every id that may have been given out.
 from __future__ import annotations
 
 import os
-
-from odradek.cluster.local import atomic_write
+from collections.abc import Callable
 
 BLOCK = 1000
 FILE_NAME = "producer-id-block"
 
 
 class ProducerIdAllocator:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, write_atomic: Callable[[str, bytes], None]) -> None:
         self.path = os.path.join(directory, FILE_NAME)
+        self._write_atomic = write_atomic
         self._next = 0
         self._end = 0
         if os.path.exists(self.path):
@@ -27,7 +27,7 @@ class ProducerIdAllocator:
     def next_id(self) -> int:
         if self._next >= self._end:
             self._end = self._next + BLOCK
-            atomic_write(self.path, f"{self._end}\n".encode())
+            self._write_atomic(self.path, f"{self._end}\n".encode())
         pid = self._next
         self._next += 1
         return pid

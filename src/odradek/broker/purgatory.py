@@ -1,18 +1,29 @@
-"""Waiting is an object: delayed operations completed by events or by a timeout.
+"""Waiting is an object: delayed operations completed by events or by a timeout (Kafka's purgatory).
 
-A `DelayedOperation` watches some keys (topic-partitions). `notify(key, amount)`
-gives every operation watching that key the chance to complete; a timer completes
-it otherwise. Handlers `await op.wait()`; nobody sleeps or polls.
+A `DelayedOperation` watches some keys (topic-partitions). `notify(key, amount)` gives every
+operation watching that key the chance to complete; a timer completes it otherwise.
+Handlers `await op.wait()`; nobody sleeps or polls.
 
-Used for Fetch (max_wait_ms / min_bytes: completed when enough bytes were appended
-to watched partitions) and, in cluster mode, acks=all Produce (completed when the
-high watermark passes the produced offset).
+- **Delayed fetch** (max_wait_ms / min_bytes): completed when enough bytes became visible
+  to its partitions. The replica manager notifies it when a partition's high watermark
+  advances, with the bytes that became visible (not on append: with followers, appended is
+  not yet visible to consumers).
+- **Delayed produce** (acks=all): `DelayedProduce` completes when every partition's high
+  watermark has passed the last offset appended for this request, or when a partition
+  can never get there (it lost leadership; its ISR shrank below min.insync.replicas); on
+  timeout the partitions still waiting get REQUEST_TIMED_OUT. Notified on high-watermark
+  advances and leadership changes. While the ISR is this broker alone, the high watermark
+  has passed the append before the handler asks, so no operation is created at all.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from odradek.protocol.errors import ErrorCode
 
 
 class DelayedOperation:
@@ -110,3 +121,57 @@ class Purgatory:
         for ops in list(self._watchers.values()):
             for op in list(ops):
                 op.complete(False)
+
+
+# ------------------------------------------------------------------ delayed produce
+class AcksTarget(Protocol):
+    """What a delayed produce asks of a partition (broker/partition.py's Partition)."""
+
+    @property
+    def key(self) -> Hashable: ...
+
+    def acks_satisfied(self, required_offset: int) -> ErrorCode | None: ...
+
+
+@dataclass(slots=True)
+class ProduceWait:
+    """One partition of an acks=all produce: satisfied once the partition's high watermark
+    reaches `required_offset`; `error_code` is what the response says for it."""
+
+    partition: AcksTarget
+    required_offset: int
+    error_code: int = 0
+    pending: bool = True
+
+
+class DelayedProduce:
+    """acks=all for one Produce request (Kafka's DelayedProduce)."""
+
+    def __init__(self, purgatory: Purgatory, waits: Sequence[ProduceWait]) -> None:
+        self.purgatory = purgatory
+        self.waits = waits
+
+    def _check(self, _op: DelayedOperation | None = None) -> bool:
+        waiting = False
+        for w in self.waits:
+            if w.pending:
+                code = w.partition.acks_satisfied(w.required_offset)
+                if code is None:
+                    waiting = True
+                else:
+                    w.pending = False
+                    w.error_code = int(code)
+        return not waiting
+
+    async def complete(self, timeout_s: float) -> None:
+        """Return once every partition is satisfied or failed, or the timeout ends the wait
+        (partitions still waiting: REQUEST_TIMED_OUT)."""
+        if self._check():
+            return
+        keys = {w.partition.key for w in self.waits if w.pending}
+        op = self.purgatory.watch(keys, timeout_s, check=self._check)
+        await op.wait()
+        for w in self.waits:
+            if w.pending:
+                w.pending = False
+                w.error_code = int(ErrorCode.request_timed_out)

@@ -3,10 +3,13 @@
 Dispatch and the ApiVersions response both derive from this registry, so what we
 advertise cannot drift from what we serve. Registering a key twice fails loudly.
 
-A handler is `async def handle(ctx: RequestContext, request) -> response` where the
-response is a kio response entity of the request's version, `NO_RESPONSE` (Produce
-with acks=0), or a `RawResponse` whose body the handler encoded itself (Fetch, to
-send record bytes with sendfile).
+A handler is `async def handle(ctx: RequestContext, request) -> response`. The request is
+decoded and the response encoded by the handler's codec for that version: kio's entities
+by default (the response is then a kio response entity of the request's version), or a
+hand-written `VersionCodec` registered for some versions (Produce and Fetch responses on
+the hot path, legacy layouts older than kio's schemas), whose encoder takes whatever
+domain value the handler returns. A handler never builds bytes itself. `NO_RESPONSE`
+(Produce with acks=0) sends nothing.
 """
 
 from __future__ import annotations
@@ -14,13 +17,35 @@ from __future__ import annotations
 import datetime
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import messages
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.connection_state import ConnectionState
+    from odradek.broker.services import BrokerServices
+
+# (version, frame, offset of the body in the frame) -> request
+RequestDecoder = Callable[[int, Any, int], Any]
+# (version, the handler's response) -> (chunks: bytes and file regions with fd/position/length, total size)
+ResponseEncoder = Callable[[int, Any], "tuple[list[Any], int]"]
+
+
+@dataclass(frozen=True, slots=True)
+class VersionCodec:
+    """A hand-written codec for some versions of an API; None on either side means kio's."""
+
+    decode: RequestDecoder | None = None
+    encode: ResponseEncoder | None = None
+
+
+def _kio_encode(version: int, response: Any) -> tuple[list[Any], int]:
+    body = messages.encode(response)
+    return [body], len(body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,23 +55,29 @@ class Handler:
     max_version: int
     fn: Callable[..., Awaitable[Any]]
     # Lowest version advertised in ApiVersions (may be below min_version: Kafka 4
-    # advertises Produce from v0 and answers v0-v2 with UNSUPPORTED_VERSION).
+    # advertises Produce from v0; those versions are served by a legacy codec).
     advertised_min: int
-    # Versions served by a hand-written codec instead of kio (e.g. legacy layouts).
-    decoder: Callable[[int, bytes, int], Any] | None = None
+    # version -> codec, for the versions kio does not serve (or not fast enough)
+    codecs: Mapping[int, VersionCodec]
 
     @property
     def name(self) -> str:
         return messages.api_name(self.api_key)
 
+    def request_decoder(self, version: int) -> RequestDecoder | None:
+        """The hand-written decoder of this version, or None for kio's."""
+        codec = self.codecs.get(version)
+        return codec.decode if codec is not None else None
 
-@dataclass(frozen=True, slots=True)
-class RawResponse:
-    """A response body encoded by the handler: bytes chunks and file regions (objects
-    with fd, position, length) sent in order after the response header."""
+    @property
+    def decoder(self) -> RequestDecoder | None:
+        """The decoder of the legacy versions (below min_version), if any."""
+        return self.request_decoder(self.advertised_min) if self.advertised_min < self.min_version else None
 
-    chunks: list[Any]
-    size: int
+    def encode_response(self, version: int, response: Any) -> tuple[list[Any], int]:
+        codec = self.codecs.get(version)
+        encode = codec.encode if codec is not None and codec.encode is not None else _kio_encode
+        return encode(version, response)
 
 
 class _NoResponse:
@@ -59,22 +90,34 @@ NO_RESPONSE: Any = _NoResponse()
 REGISTRY: dict[int, Handler] = {}
 
 
-def handles(api_key: int, min_version: int, max_version: int, *, advertised_min: int | None = None, decoder=None):
-    """Decorator registering an API handler for versions [min_version, max_version]."""
+def handles(
+    api_key: int,
+    min_version: int,
+    max_version: int,
+    *,
+    advertised_min: int | None = None,
+    codecs: Mapping[range | int, VersionCodec] | None = None,
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """Decorator registering an API handler for versions [min_version, max_version] (and
+    [advertised_min, min_version) when codecs serve those)."""
+    lowest = min_version if advertised_min is None else advertised_min
+    per_version: dict[int, VersionCodec] = {}
+    for versions, codec in (codecs or {}).items():
+        for v in versions if isinstance(versions, range) else (versions,):
+            per_version[v] = codec
 
-    def register(fn):
+    def register(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         if api_key in REGISTRY:
             raise RuntimeError(
                 f"API key {api_key} registered twice ({REGISTRY[api_key].fn.__module__} and {fn.__module__})"
             )
         kio_range = messages.schema_versions(api_key)
-        if decoder is None and (kio_range is None or min_version < kio_range[0] or max_version > kio_range[1]):
-            raise RuntimeError(
-                f"API key {api_key} v{min_version}-{max_version} is outside the schemas kio has ({kio_range})"
-            )
-        REGISTRY[api_key] = Handler(
-            api_key, min_version, max_version, fn, min_version if advertised_min is None else advertised_min, decoder
-        )
+        for v in range(lowest, max_version + 1):
+            codec = per_version.get(v)
+            has_kio = kio_range is not None and kio_range[0] <= v <= kio_range[1]
+            if not has_kio and (codec is None or codec.decode is None or codec.encode is None):
+                raise RuntimeError(f"API key {api_key} v{v}: kio has no schema ({kio_range}) and no codec serves it")
+        REGISTRY[api_key] = Handler(api_key, min_version, max_version, fn, lowest, per_version)
         return fn
 
     return register
@@ -109,14 +152,12 @@ def preload_schemas() -> None:
 class RequestContext:
     """What a handler gets besides the request itself."""
 
-    broker: Any  # odradek.broker.server.Broker
+    services: BrokerServices
+    connection: ConnectionState
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    peer: str
-    connection_id: int
-    extras: dict = field(default_factory=dict)
 
     @property
     def response_class(self) -> type:

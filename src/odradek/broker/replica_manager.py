@@ -1,47 +1,75 @@
-"""Hosted partitions: appends with acks, reads for Fetch, and the fetch purgatory.
+"""Hosted partitions: appends with acks, reads for Fetch, offsets, and the purgatories.
 
-Handlers call this layer with domain values (topic, partition, bytes) and get
-domain results with Kafka error codes; storage exceptions are translated here and
-nowhere else. In single-node mode this broker leads every partition and the high
-watermark follows the log end offset; cluster mode (cluster/replication.py) adds
-followers, the ISR and the delayed-produce purgatory for acks=all.
+The replica manager is the only way from a request handler (or a coordinator) to a
+partition's log. Handlers call it with domain values (topic, partition, bytes, offsets)
+and get domain results with Kafka error codes; storage and partition exceptions are
+translated here and nowhere else (by class, `error_for`).
+
+It follows the metadata (`on_metadata`, a metadata-store listener): a partition with a
+replica on this broker gets a `Partition` and a log (created if missing), takes its role
+and leader epoch from the metadata, and is dropped (its log deleted) when its topic is
+deleted. Leadership changes go to the registered `LeadershipListener`s (the group
+coordinator loads and unloads its shards of `__consumer_offsets` from them).
+
+Produce: every partition of a request is appended first, then one `DelayedProduce` waits
+for acks=all (completed at once while the ISR is this broker). Fetch waits in the fetch
+purgatory, which a partition's high-watermark advance wakes.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from odradek.broker.purgatory import Purgatory
-from odradek.protocol.errors import ErrorCode, error_class
+from odradek.broker.partition import Isolation, Partition, PartitionError
+from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
+from odradek.cluster.metadata import MetadataDelta, PartitionInfo, TopicInfo
+from odradek.protocol.errors import ErrorCode, KafkaError, error_class
+from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 from odradek.storage import errors as serr
+
+if TYPE_CHECKING:
+    from odradek.broker.log_configs import TopicConfigs
+    from odradek.broker.metrics import BrokerMetrics
+    from odradek.storage import Log, LogManager
 
 log = logging.getLogger("odradek.broker.replica_manager")
 
-_STORAGE_ERRORS: tuple[tuple[type, ErrorCode], ...] = tuple(
-    (cls, code)
-    for name, code in (
-        ("OffsetOutOfRangeError", ErrorCode.offset_out_of_range),
-        ("CorruptRecordError", ErrorCode.corrupt_message),
-        ("InvalidRecordError", ErrorCode.invalid_record),
-        ("InvalidTimestampError", ErrorCode.invalid_timestamp),
-        ("RecordTooLargeError", ErrorCode.message_too_large),
-        ("OutOfOrderSequenceError", ErrorCode.out_of_order_sequence_number),
-        ("InvalidProducerEpochError", ErrorCode.invalid_producer_epoch),
-        ("KafkaStorageError", ErrorCode.kafka_storage_error),
-        ("StorageError", ErrorCode.kafka_storage_error),
-    )
-    if (cls := getattr(serr, name, None)) is not None
+# Most specific first: InvalidRecordError and CorruptRecordError are ValueErrors, the
+# others StorageErrors.
+_ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (serr.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (CorruptRecordError, ErrorCode.corrupt_message),
+    (InvalidRecordError, ErrorCode.invalid_record),
+    (serr.InvalidTimestampError, ErrorCode.invalid_timestamp),
+    (serr.RecordTooLargeError, ErrorCode.message_too_large),
+    (serr.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (serr.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (serr.KafkaStorageError, ErrorCode.kafka_storage_error),
+    (serr.StorageError, ErrorCode.kafka_storage_error),
 )
 
 
 def error_for(exc: BaseException) -> ErrorCode:
-    for cls, code in _STORAGE_ERRORS:
+    """The Kafka error code for a partition or storage exception (UNKNOWN_SERVER_ERROR for a bug)."""
+    if isinstance(exc, PartitionError):
+        return exc.code
+    for cls, code in _ERROR_CODES:
         if isinstance(exc, cls):
             return code
     return ErrorCode.unknown_server_error
+
+
+class LeadershipListener(Protocol):
+    """Told when this broker starts or stops leading a partition (Kafka's onElection / onResignation)."""
+
+    def on_elected(self, topic: str, partition: int, leader_epoch: int) -> None: ...
+
+    def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None: ...
 
 
 @dataclass(slots=True)
@@ -51,6 +79,7 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    last_offset: int = -1  # of the last record appended: acks=all waits for the high watermark to pass it
 
 
 @dataclass(slots=True)
@@ -59,7 +88,7 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    regions: list[Any] | None = None
+    regions: list | None = None
     size: int = 0
     first_offset: int = -1  # base offset of the first batch returned
     next_offset: int = -1  # the offset after the batches returned
@@ -72,53 +101,167 @@ class ReadResult:
         return self.next_offset - self.first_offset if self.first_offset >= 0 else 0
 
 
+@dataclass(slots=True)
+class LogDirDescription:
+    path: str
+    offline: bool
+    partitions: list[tuple[str, int, int]] = field(default_factory=list)  # (topic, partition, size in bytes)
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
 class ReplicaManager:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        topic_configs: TopicConfigs,
+        metrics: BrokerMetrics | None = None,
+        *,
+        log_dirs: Sequence[str] = (),
+    ) -> None:
+        self.node_id = node_id
+        self.logs = log_manager
+        self.topic_configs = topic_configs
+        self.metrics = metrics
+        self.log_dirs = list(log_dirs)
+        self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_purgatory = Purgatory("fetch")
+        self.produce_purgatory = Purgatory("produce")
+        self._leadership_listeners: list[LeadershipListener] = []
 
-    @property
-    def logs(self):
-        return self.broker.log_manager
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._leadership_listeners.append(listener)
 
-    def get_log(self, topic: str, partition: int):
-        return self.logs.get_log(topic, partition)
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
 
-    # ----------------------------------------------------------------- append
-    async def append(self, topic: str, partition: int, data: bytes, *, acks: int = -1) -> ProduceResult:
-        log_ = self.get_log(topic, partition)
-        if log_ is None:
-            return ProduceResult(ErrorCode.unknown_topic_or_partition)
+    def _on_high_watermark(self, partition: Partition, visible_bytes: int) -> None:
+        self.fetch_purgatory.notify(partition.key, visible_bytes)
+        self.produce_purgatory.notify(partition.key)
+
+    # ---------------------------------------------------------------- metadata
+    async def on_metadata(self, delta: MetadataDelta) -> None:
+        """Create, update or drop hosted partitions to match the new metadata."""
+        now = int(time.time() * 1000)
+        failure: BaseException | None = None
+        for topic in delta.deleted_topics():
+            for p in topic.partitions:
+                self._stop_replica(topic.name, p.partition, delete_log=True)
+        for topic, info in delta.changed_partitions():
+            try:
+                if self.node_id in info.replicas:
+                    self._apply_partition(topic, info, now)
+                else:
+                    self._stop_replica(topic.name, info.partition, delete_log=True)
+            except Exception as e:  # a log that cannot be created: the partition stays offline here
+                log.exception("cannot host %s-%d", topic.name, info.partition)
+                failure = failure or e
+        for topic in delta.changed_configs():
+            self._reconfigure(topic)
+        if failure is not None:
+            raise failure
+
+    def _apply_partition(self, topic: TopicInfo, info: PartitionInfo, now_ms: int) -> None:
+        key = (topic.name, info.partition)
+        part = self.partitions.get(key)
+        if part is None:
+            cfg = self.topic_configs.log_config(topic.configs)
+            lg = self.logs.get_log(topic.name, info.partition) or self.logs.create_log(topic.name, info.partition, cfg)
+            part = Partition(topic.name, info.partition, lg, self.node_id, self._on_high_watermark)
+            part.min_insync_replicas = self.topic_configs.min_insync_replicas(topic.configs)
+            self.partitions[key] = part
+        was_leader = part.is_leader
+        old_epoch = part.leader_epoch
+        if not part.update(info, now_ms):
+            return
+        # acks=all waits on this partition may now be satisfied or impossible
+        self.produce_purgatory.notify(key)
+        for listener in self._leadership_listeners:
+            if was_leader:
+                listener.on_resigned(topic.name, info.partition, old_epoch)
+            if part.is_leader:
+                listener.on_elected(topic.name, info.partition, part.leader_epoch)
+
+    def _stop_replica(self, topic: str, partition: int, *, delete_log: bool) -> None:
+        part = self.partitions.pop((topic, partition), None)
+        if part is None:
+            return
+        if part.is_leader:
+            for listener in self._leadership_listeners:
+                listener.on_resigned(topic, partition, part.leader_epoch)
+        # waiting fetches answer now (UNKNOWN_TOPIC_OR_PARTITION on their re-read), produces fail
+        self.fetch_purgatory.notify(part.key, 1 << 62)
+        part.role = part.role.FOLLOWER
+        self.produce_purgatory.notify(part.key)
+        if delete_log:
+            self.logs.delete_log(topic, partition)
+
+    def _reconfigure(self, topic: TopicInfo) -> None:
+        cfg = self.topic_configs.log_config(topic.configs)
+        min_isr = self.topic_configs.min_insync_replicas(topic.configs)
+        for p in topic.partitions:
+            part = self.partitions.get((topic.name, p.partition))
+            if part is not None:
+                part.log.update_config(cfg)
+                part.min_insync_replicas = min_isr
+
+    def reconfigure_all(self, topics: Iterable[TopicInfo]) -> None:
+        """Broker-level defaults changed: every hosted log takes its effective config again."""
+        for topic in topics:
+            self._reconfigure(topic)
+
+    # ------------------------------------------------------------------ append
+    async def append_records(
+        self,
+        entries: Sequence[tuple[str, int, bytes | memoryview]],
+        required_acks: int,
+        timeout_ms: int,
+    ) -> list[ProduceResult]:
+        """Append each (topic, partition, batches) as leader, then, for acks=all, wait until
+        the ISR has them all (or `timeout_ms` passes: REQUEST_TIMED_OUT)."""
+        now = int(time.time() * 1000)
+        results: list[ProduceResult] = []
+        waits: list[ProduceWait] = []
+        for topic, partition, data in entries:
+            part = self.partitions.get((topic, partition))
+            if part is None:
+                results.append(ProduceResult(ErrorCode.unknown_topic_or_partition))
+                continue
+            result = await self._append(part, data, now, required_acks)
+            results.append(result)
+            if required_acks == -1 and not result.error_code:
+                waits.append(ProduceWait(part, result.last_offset + 1))
+        if waits:
+            await DelayedProduce(self.produce_purgatory, waits).complete(timeout_ms / 1000)
+            by_result = iter(waits)
+            for result in results:
+                if not result.error_code:
+                    w = next(by_result)
+                    if w.error_code:
+                        result.error_code = w.error_code
+        return results
+
+    async def _append(self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int) -> ProduceResult:
         try:
-            info = log_.append(
-                data, leader_epoch=self.broker.leader_epoch(topic, partition), now_ms=int(time.time() * 1000)
-            )
-        except Exception as e:  # storage raises its documented errors only; anything else is a bug we report as a code
+            info = part.append_as_leader(data, now_ms, acks)
+        except Exception as e:  # storage and the partition raise their documented errors; anything else is a bug
             code = error_for(e)
             if code == ErrorCode.unknown_server_error:
-                log.exception("append to %s-%d failed", topic, partition)
+                log.exception("append to %s-%d failed", part.topic, part.partition)
             return ProduceResult(code, error_message=str(e) or None)
-        if not info.duplicate:
-            log_.high_watermark = log_.log_end_offset
-            self.fetch_purgatory.notify((topic, partition), len(data))
-            metrics = getattr(self.broker, "metrics", None)
-            if metrics is not None:
-                metrics.bytes_in(topic, len(data), info.record_count)
+        if not info.duplicate and self.metrics is not None:
+            self.metrics.bytes_in(part.topic, len(data), info.record_count)
         if info.needs_flush:
             try:
-                await self.logs.flush_log(log_)
+                await self.logs.flush_log(part.log)
             except Exception as e:
                 return ProduceResult(error_for(e), error_message=str(e) or None)
-        return ProduceResult(0, info.first_offset, info.log_append_time_ms, info.log_start_offset)
+        return ProduceResult(
+            0, info.first_offset, info.log_append_time_ms, info.log_start_offset, last_offset=info.last_offset
+        )
 
-    async def append_internal(self, topic: str, partition: int, batch: bytes) -> int:
-        """Append a batch built by a coordinator; returns its base offset once durable."""
-        result = await self.append(topic, partition, batch, acks=-1)
-        if result.error_code:
-            raise error_class(result.error_code)(result.error_message or f"append to {topic}-{partition} failed")
-        return result.base_offset
-
-    # ------------------------------------------------------------------- read
+    # -------------------------------------------------------------------- read
     def read(
         self,
         topic: str,
@@ -127,27 +270,38 @@ class ReplicaManager:
         max_bytes: int,
         *,
         min_one: bool,
-        replica: bool = False,
-        committed: bool = False,
+        isolation: Isolation = Isolation.HIGH_WATERMARK,
+        replica_id: int = -1,
+        current_leader_epoch: int = -1,
+        now_ms: int = 0,
     ) -> ReadResult:
-        """Read for a consumer (up to the high watermark; with `committed`, read_committed
-        isolation, up to the last stable offset) or a follower (`replica`: up to the log end)."""
-        log_ = self.get_log(topic, partition)
-        if log_ is None:
+        """Read for a consumer (up to the high watermark, or with TXN_COMMITTED up to the last
+        stable offset) or for a follower (`replica_id` >= 0: up to the log end, and the
+        fetch offset recorded as the follower's position)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
-        hw = log_.high_watermark
-        lso = log_.last_stable_offset
-        start = log_.log_start_offset
-        result = ReadResult(0, hw, lso, start)
-        limit = log_.log_end_offset if replica else lso if committed else hw
-        if offset < start or offset > log_.log_end_offset:
+        try:
+            part.check_leader(current_leader_epoch)
+        except PartitionError as e:
+            return ReadResult(e.code)
+        lg = part.log
+        result = ReadResult(0, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset)
+        if replica_id >= 0:
+            isolation = Isolation.LOG_END
+            if not part.record_follower_fetch(replica_id, offset, now_ms or int(time.time() * 1000)):
+                result.regions = []  # not one of its replicas: nothing for it
+                return result
+            result.high_watermark = lg.high_watermark
+        if offset < result.log_start_offset or offset > lg.log_end_offset:
             result.error_code = ErrorCode.offset_out_of_range
             return result
+        limit = part.read_limit(isolation)
         if offset >= limit:  # nothing visible to this reader yet
             result.regions = []
             return result
         try:
-            rr = log_.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one)
+            rr = lg.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one)
         except Exception as e:
             code = error_for(e)
             if code == ErrorCode.unknown_server_error:
@@ -159,3 +313,100 @@ class ReplicaManager:
         result.first_offset = rr.first_offset
         result.next_offset = rr.next_offset
         return result
+
+    # ----------------------------------------------------------------- offsets
+    def list_offset(
+        self, topic: str, partition: int, timestamp: int, isolation: Isolation, current_leader_epoch: int = -1
+    ) -> tuple[int, int, int, int]:
+        """ListOffsets: (error code, timestamp, offset, leader epoch)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+        try:
+            part.check_leader(current_leader_epoch)
+            ts, offset = part.offset_for_timestamp(timestamp, isolation)
+        except Exception as e:
+            return self._failed(e, "offset lookup", part), -1, -1, -1
+        return 0, ts, offset, part.leader_epoch
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch: (error code, epoch, end offset)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1
+        try:
+            part.check_leader(current_leader_epoch)
+            found_epoch, end = part.last_offset_for_leader_epoch(epoch)
+        except Exception as e:
+            return self._failed(e, "epoch lookup", part), -1, -1
+        return 0, found_epoch, end
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords: (error code, the new low watermark)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return ErrorCode.unknown_topic_or_partition, -1
+        try:
+            part.check_leader()
+            return 0, part.delete_records(offset)
+        except Exception as e:
+            return self._failed(e, "delete records", part), -1
+
+    @staticmethod
+    def _failed(e: BaseException, what: str, part: Partition) -> int:
+        code = error_for(e)
+        if code == ErrorCode.unknown_server_error:
+            log.exception("%s on %s-%d failed", what, part.topic, part.partition)
+        return int(code)
+
+    def describe_log_dirs(self, wanted: dict[str, set[int]] | None) -> list[LogDirDescription]:
+        """DescribeLogDirs: each log directory, the partitions in it (all, or those `wanted`)."""
+        offline = self.logs.offline_dirs
+        out = []
+        for d in self.log_dirs:
+            desc = LogDirDescription(os.path.abspath(d), d in offline)
+            if not desc.offline:
+                for part in self.partitions.values():
+                    lg: Log = part.log
+                    if os.path.dirname(os.path.normpath(lg.dir)) != os.path.normpath(d):
+                        continue
+                    if wanted is not None and part.partition not in wanted.get(part.topic, ()):
+                        continue
+                    desc.partitions.append((part.topic, part.partition, lg.size_bytes))
+                desc.partitions.sort()
+            try:
+                st = os.statvfs(d)
+                desc.total_bytes, desc.usable_bytes = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            except OSError:
+                pass
+            out.append(desc)
+        return out
+
+    # ----------------------------------------------------- coordinators' writer
+    async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:
+        """Append a batch built by a coordinator as leader with acks=all; returns its base
+        offset once the ISR has it (raises the KafkaError of the code otherwise)."""
+        (result,) = await self.append_records([(topic, partition, batch)], -1, timeout_ms)
+        if result.error_code:
+            raise error_class(result.error_code)(result.error_message or f"append to {topic}-{partition} failed")
+        return result.base_offset
+
+    def read_committed_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """Batches from `offset` below the high watermark (a coordinator loading its state):
+        (bytes, the high watermark). Raises KafkaError when this broker does not lead it."""
+        part = self.partitions.get((topic, partition))
+        if part is None or not part.is_leader:
+            raise error_class(ErrorCode.not_leader_or_follower)(f"not the leader of {topic}-{partition}")
+        hw = part.high_watermark
+        start = max(offset, part.log_start_offset)
+        if start >= hw:
+            return b"", hw
+        return part.log.read_bytes(start, max_bytes, max_offset=hw), hw
+
+    def log_start_offset(self, topic: str, partition: int) -> int:
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            raise KafkaError(f"{topic}-{partition} is not hosted here")
+        return part.log_start_offset

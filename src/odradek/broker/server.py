@@ -1,32 +1,43 @@
-"""The broker process: storage, metadata, coordinators, listeners, graceful shutdown.
+"""The broker process: construct and wire the services, listen, shut down gracefully.
 
-One asyncio event loop owns all broker state (docs/architecture.md). Startup
-order: log directories and meta.properties, storage recovery, metadata, the
-logs of every known partition, coordinators, then listeners (so nothing is
-served before recovery is done). Shutdown reverses it: stop accepting, let
-in-flight requests finish, stop coordinators, flush and checkpoint, write the
-clean-shutdown marker.
+One asyncio event loop owns all broker state (docs/architecture.md). Startup order: log
+directories and meta.properties, storage recovery, the metadata store, the replica manager
+and the group coordinator as listeners of the store; the store then publishes what it
+holds, so every hosted partition is opened and led, and every `__consumer_offsets` shard
+loaded, through the same path a later change takes; then the listeners are bound, the
+broker registers its endpoint, and connections are accepted (nothing is served before
+recovery is done). Shutdown reverses it: stop accepting, let in-flight requests finish,
+stop the coordinator, flush and checkpoint, write the clean-shutdown marker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import logging
 import os
 import signal
 import socket
+import time
 import uuid
-from typing import Any
 
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
+from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.log_configs import TopicConfigs
+from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.producer_ids import ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.cluster.local import LocalMetadataStore, atomic_write
-from odradek.cluster.metadata import BrokerInfo, TopicInfo
-from odradek.storage import LogConfig, LogManager
+from odradek.broker.services import BrokerServices
+from odradek.broker.topic_admin import TopicAdmin
+from odradek.cluster.local import LocalMetadataStore
+from odradek.cluster.metadata import BrokerInfo
+from odradek.coordinator.group import GroupCoordinator
+from odradek.coordinator.group.records import OFFSETS_TOPIC
+from odradek.coordinator.group.runtime import RuntimeConfig
+from odradek.storage import FileSystem, LogConfig, LogManager, OSFileSystem
 
 log = logging.getLogger("odradek.broker")
 
@@ -48,123 +59,135 @@ def read_meta_properties(directory: str) -> dict[str, str]:
     return out
 
 
+def prepare_log_dirs(config: BrokerConfig, fs: FileSystem) -> str:
+    """Create the log directories, check they belong to this node and one cluster, write
+    meta.properties where missing; returns the cluster id."""
+    node_id = config["node.id"]
+    dirs = config["log.dirs"]
+    cluster_ids = set()
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+        meta = read_meta_properties(d)
+        if meta.get("node.id") and int(meta["node.id"]) != node_id:
+            raise ConfigError(f"log directory {d} belongs to node {meta['node.id']}, not node.id={node_id}")
+        if meta.get("cluster.id"):
+            cluster_ids.add(meta["cluster.id"])
+    if len(cluster_ids) > 1:
+        raise ConfigError(f"log directories disagree on the cluster id: {sorted(cluster_ids)}")
+    configured = config["cluster.id"]
+    if configured and cluster_ids and configured not in cluster_ids:
+        raise ConfigError(f"cluster.id={configured} but the log directories belong to cluster {cluster_ids.pop()}")
+    cluster_id = configured or (cluster_ids.pop() if cluster_ids else new_cluster_id())
+    for d in dirs:
+        meta = read_meta_properties(d)
+        if meta.get("cluster.id") != cluster_id or not meta.get("directory.id"):
+            directory_id = meta.get("directory.id") or new_cluster_id()
+            body = f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory_id}\n"
+            fs.write_file_atomic(os.path.join(d, "meta.properties"), body.encode())
+    return cluster_id
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, fs: FileSystem | None = None) -> None:
         self.config = config
         self.node_id: int = config["node.id"]
-        self.cluster_id: str = ""
+        self.fs = fs or OSFileSystem()
+        self.cluster_id = ""
+        self.services: BrokerServices | None = None
         self.log_manager: LogManager | None = None
-        self.metadata: LocalMetadataStore | None = None
-        self.replica_manager = ReplicaManager(self)
-        self.group_coordinator: Any = None
-        self.metrics: Any = None
         self.connections: set[Connection] = set()
-        self._servers: list[socket.socket] = []
+        self.bound: list[tuple[str, int]] = []
+        self._servers: list[tuple[str, socket.socket]] = []
         self._tasks: list[asyncio.Task] = []
         self._conn_tasks: set[asyncio.Task] = set()
-        self.bound: list[tuple[str, int]] = []
-        self.default_log_config: LogConfig | None = None
         self._stopping = False
 
     # ------------------------------------------------------------- lifecycle
-    def _prepare_dirs(self) -> None:
-        dirs = self.config["log.dirs"]
-        cluster_ids = set()
-        for d in dirs:
-            os.makedirs(d, exist_ok=True)
-            meta = read_meta_properties(d)
-            if meta.get("node.id") and int(meta["node.id"]) != self.node_id:
-                raise ConfigError(f"log directory {d} belongs to node {meta['node.id']}, not node.id={self.node_id}")
-            if meta.get("cluster.id"):
-                cluster_ids.add(meta["cluster.id"])
-        if len(cluster_ids) > 1:
-            raise ConfigError(f"log directories disagree on the cluster id: {sorted(cluster_ids)}")
-        configured = self.config["cluster.id"]
-        if configured and cluster_ids and configured not in cluster_ids:
-            raise ConfigError(f"cluster.id={configured} but the log directories belong to cluster {cluster_ids.pop()}")
-        self.cluster_id = configured or (cluster_ids.pop() if cluster_ids else new_cluster_id())
-        for d in dirs:
-            meta = read_meta_properties(d)
-            if meta.get("cluster.id") != self.cluster_id or not meta.get("directory.id"):
-                directory_id = meta.get("directory.id") or new_cluster_id()
-                body = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\ndirectory.id={directory_id}\n"
-                atomic_write(os.path.join(d, "meta.properties"), body.encode())
-
-    def log_config_for(self, overrides: dict[str, str]) -> LogConfig:
-        assert self.default_log_config is not None
-        return LogConfig.from_props(overrides, self.default_log_config) if overrides else self.default_log_config
-
-    async def start(self) -> None:
+    async def start(self) -> BrokerServices:
         load_handlers()
-        self._prepare_dirs()
-        self.default_log_config = LogConfig.from_props(self.config.topic_defaults(), LogConfig())
-        _, host, port = self.config.advertised[0]
-        self.producer_ids = ProducerIdAllocator(self.config["log.dirs"][0])
-        self.metadata = LocalMetadataStore(
-            self.config["log.dirs"][0],
-            self.node_id,
-            self.cluster_id,
-            BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None),
+        config = self.config
+        self.cluster_id = prepare_log_dirs(config, self.fs)
+        first_dir = config["log.dirs"][0]
+        topic_configs = TopicConfigs(config)
+        store = LocalMetadataStore(first_dir, self.node_id, self.cluster_id, self.fs.write_file_atomic)
+
+        def log_config_of(topic: str) -> LogConfig | None:
+            info = store.snapshot.topics.get(topic)
+            return topic_configs.log_config(info.configs) if info is not None else None
+
+        lm = self.log_manager = LogManager(
+            list(config["log.dirs"]),
+            topic_configs.default_log_config,
+            fs=self.fs,
+            recovery_threads=config["num.recovery.threads.per.data.dir"],
+            topic_config=log_config_of,
         )
-        topics = self.metadata.snapshot.topics
+        lm.retention_check_interval_ms = config["log.retention.check.interval.ms"]
+        lm.checkpoint_interval_ms = config["log.flush.offset.checkpoint.interval.ms"]
+        lm.cleaner_backoff_ms = config["log.cleaner.backoff.ms"]
+        lm.cleaner_enabled = config["log.cleaner.enable"]
+        lm.cleaner_dedupe_buffer_size = config["log.cleaner.dedupe.buffer.size"]
+        lm.cleaner_io_buffer_load_factor = config["log.cleaner.io.buffer.load.factor"]
+        lm.producer_id_expiration_ms = config["producer.id.expiration.ms"]
+        await asyncio.to_thread(lm.load)
 
-        def topic_config(name: str) -> LogConfig | None:
-            info = topics.get(name)
-            return self.log_config_for(info.configs) if info is not None else None
+        metrics = BrokerMetrics() if config["metrics.listener"] else None
+        rm = ReplicaManager(self.node_id, lm, topic_configs, metrics, log_dirs=config["log.dirs"])
+        topics = TopicAdmin(store, topic_configs, config)
 
-        self.log_manager = LogManager(
-            list(self.config["log.dirs"]),
-            self.default_log_config,
-            recovery_threads=self.config["num.recovery.threads.per.data.dir"],
-            topic_config=topic_config,
+        async def ensure_offsets_topic() -> None:
+            await topics.ensure_internal_topic(
+                OFFSETS_TOPIC,
+                config["offsets.topic.num.partitions"],
+                config["offsets.topic.replication.factor"],
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                    "compression.type": "producer",
+                },
+            )
+
+        groups = GroupCoordinator(RuntimeConfig.from_broker(config), rm, ensure_offsets_topic)
+        rm.add_leadership_listener(groups)
+        store.add_listener(rm)
+        services = self.services = BrokerServices(
+            config=config,
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            metadata=store,
+            topics=topics,
+            topic_configs=topic_configs,
+            replica_manager=rm,
+            group_coordinator=groups,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+            producer_ids=ProducerIdAllocator(first_dir, self.fs.write_file_atomic),
+            metrics=metrics,
         )
-        lm, c = self.log_manager, self.config
-        lm.retention_check_interval_ms = c["log.retention.check.interval.ms"]
-        lm.checkpoint_interval_ms = c["log.flush.offset.checkpoint.interval.ms"]
-        lm.cleaner_backoff_ms = c["log.cleaner.backoff.ms"]
-        lm.cleaner_enabled = c["log.cleaner.enable"]
-        lm.cleaner_dedupe_buffer_size = c["log.cleaner.dedupe.buffer.size"]
-        lm.cleaner_io_buffer_load_factor = c["log.cleaner.io.buffer.load.factor"]
-        lm.producer_id_expiration_ms = c["producer.id.expiration.ms"]
-        await asyncio.to_thread(self.log_manager.load)
-        for topic in topics.values():
-            cfg = self.log_config_for(topic.configs)
-            for p in topic.partitions:
-                lg = self.log_manager.get_log(topic.name, p.partition)
-                if lg is None:
-                    lg = self.log_manager.create_log(topic.name, p.partition, cfg)
-                # Single node: this broker is the whole ISR, so everything in the log
-                # (all of it acknowledged, or recovered as whole batches) is committed.
-                lg.high_watermark = lg.log_end_offset
-        self._tasks.append(asyncio.ensure_future(self._run_log_manager()))
-        try:
-            from odradek.coordinator.group import GroupCoordinator
-        except ImportError:
-            GroupCoordinator = None  # noqa: N806
-        if GroupCoordinator is not None:
-            self.group_coordinator = GroupCoordinator(self)
-            await self.group_coordinator.start()
-        if self.config["metrics.listener"]:
-            from odradek.broker.metrics import BrokerMetrics
-
-            self.metrics = BrokerMetrics(self)
-            host, port = self.metrics.serve(self.config["metrics.listener"])
+        await groups.start()
+        await store.start()  # every hosted partition opened and led, every offsets shard loading
+        self._tasks.append(asyncio.ensure_future(self._run_log_manager(lm)))
+        if metrics is not None:
+            metrics.observe(services, lm, lambda: len(self.connections))
+            host, port = metrics.serve(config["metrics.listener"])
             log.info("metrics on http://%s:%d/metrics", host, port)
-        for name, lhost, lport in self.config.listeners:
-            self._listen(name, lhost, lport)
+        for name, lhost, lport in config.listeners:
+            self._bind(name, lhost, lport)
+        await store.register_broker(self._advertised_endpoint())
+        for name, sock in self._servers:
+            self._tasks.append(asyncio.ensure_future(self._accept_loop(name, sock, services)))
         self._tasks.append(asyncio.ensure_future(self._close_idle_connections()))
         self._tasks.append(asyncio.ensure_future(self._warm_up()))
-        self._advertise_bound_ports()
+        return services
 
-    async def _run_log_manager(self) -> None:
+    async def _run_log_manager(self, lm: LogManager) -> None:
         try:
-            await self.log_manager.run()
+            await lm.run()
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("log manager background loop failed")
 
-    def _listen(self, name: str, host: str, port: int) -> None:
+    def _bind(self, name: str, host: str, port: int) -> None:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -174,28 +197,17 @@ class Broker:
             raise ConfigError(f"cannot listen on {name}://{host}:{port}: {e.strerror}") from None
         sock.listen(512)
         sock.setblocking(False)
-        self._servers.append(sock)
+        self._servers.append((name, sock))
         self.bound.append(sock.getsockname()[:2])
-        self._tasks.append(asyncio.ensure_future(self._accept_loop(sock)))
 
-    def _advertise_bound_ports(self) -> None:
-        # With port 0 in listeners, advertise the port the OS chose.
-        adv = self.config.advertised
-        if adv and adv[0][2] == 0 and self.bound:
-            host = adv[0][1] or self.bound[0][0]
-            self._advertised = (host, self.bound[0][1])
-            self.metadata.snapshot = type(self.metadata.snapshot)(
-                self.metadata.snapshot.cluster_id,
-                self.node_id,
-                (BrokerInfo(self.node_id, host, self.bound[0][1], self.config["broker.rack"] or None),),
-                self.metadata.snapshot.topics,
-            )
+    def _advertised_endpoint(self) -> BrokerInfo:
+        """The first advertised listener; port 0 (a test's free port) means the port the OS chose."""
+        _name, host, port = self.config.advertised[0]
+        if port == 0 and self.bound:
+            host, port = host or self.bound[0][0], self.bound[0][1]
+        return BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None)
 
-    def advertised_endpoint(self) -> tuple[str, int]:
-        b = self.metadata.snapshot.brokers[0]
-        return b.host, b.port
-
-    async def _accept_loop(self, server: socket.socket) -> None:
+    async def _accept_loop(self, listener_name: str, server: socket.socket, services: BrokerServices) -> None:
         loop = asyncio.get_running_loop()
         rcv = self.config["socket.receive.buffer.bytes"]
         snd = self.config["socket.send.buffer.bytes"]
@@ -214,9 +226,9 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcv)
             if snd > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, snd)
-            conn = Connection(self, sock, f"{addr[0]}:{addr[1]}")
-            if self.metrics is not None:
-                self.metrics.connection_accepted()
+            conn = Connection(services, sock, f"{addr[0]}:{addr[1]}", listener_name)
+            if services.metrics is not None:
+                services.metrics.connection_accepted()
             self.connections.add(conn)
             task = asyncio.ensure_future(conn.run())
             self._conn_tasks.add(task)
@@ -226,28 +238,20 @@ class Broker:
         """Warm the schema caches in the background (not on the start-up path, not in a
         request), then move everything alive so far out of the cyclic GC's reach: the
         collector then only scans what requests allocate, which keeps its pauses short."""
-        import gc
-
         await asyncio.to_thread(preload_schemas)
         gc.collect()
         gc.freeze()
 
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms: close connections with no request for that long."""
-        import time
-
-        idle_s = self.config["connections.max.idle.ms"] / 1000
+        idle_ms = self.config["connections.max.idle.ms"]
+        idle_s = idle_ms / 1000
         while True:
             await asyncio.sleep(min(max(idle_s / 4, 0.05), 30))
             now = time.monotonic()
             for conn in list(self.connections):
                 if not conn.in_flight and now - conn.last_active > idle_s:
-                    log.info(
-                        "closing connection %d from %s: idle for more than %d ms",
-                        conn.id,
-                        conn.peer,
-                        self.config["connections.max.idle.ms"],
-                    )
+                    log.info("closing connection %d from %s: idle for more than %d ms", conn.id, conn.peer, idle_ms)
                     conn.stop()
                     conn.sock_shutdown()
 
@@ -256,19 +260,22 @@ class Broker:
             return
         self._stopping = True
         log.info("shutting down")
-        for s in self._servers:
+        for _name, s in self._servers:
             s.close()
         for conn in list(self.connections):
             conn.stop()
-        # Long-polling fetches answer now (with what they have) instead of at their max wait.
-        self.replica_manager.fetch_purgatory.cancel_all()
+        services = self.services
+        if services is not None:
+            # Long-polling fetches answer now (with what they have) instead of at their max wait.
+            services.replica_manager.fetch_purgatory.cancel_all()
         if self._conn_tasks:
             await asyncio.wait(list(self._conn_tasks), timeout=10)
-        if self.group_coordinator is not None:
+        if services is not None:
             try:
-                await self.group_coordinator.stop()
+                await services.group_coordinator.stop()
             except Exception:
                 log.exception("group coordinator failed to stop cleanly")
+            await services.metadata.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -276,64 +283,9 @@ class Broker:
             t.cancel()
         if self.log_manager is not None:
             await asyncio.to_thread(self.log_manager.shutdown)
-        if self.metrics is not None:
-            self.metrics.close()
+        if services is not None and services.metrics is not None:
+            services.metrics.close()
         log.info("shut down cleanly")
-
-    # ---------------------------------------------------------------- topics
-    def leader_epoch(self, topic: str, partition: int) -> int:
-        t = self.metadata.snapshot.topics.get(topic)
-        if t is None or partition >= len(t.partitions):
-            return 0
-        return t.partitions[partition].leader_epoch
-
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
-        cfg = self.log_config_for(configs)  # validates the configs before anything is written
-        info = self.metadata.create_topic(name, partitions, configs)
-        for p in range(partitions):
-            self.log_manager.create_log(name, p, cfg)
-        log.info(
-            "created topic %s with %d partitions%s", name, partitions, f" and configs {configs}" if configs else ""
-        )
-        return info
-
-    def delete_topic(self, name: str) -> TopicInfo:
-        info = self.metadata.delete_topic(name)
-        for p in info.partitions:
-            self.log_manager.delete_log(name, p.partition)
-        log.info("deleted topic %s", name)
-        return info
-
-    def add_partitions(self, name: str, total: int) -> TopicInfo:
-        info = self.metadata.add_partitions(name, total)
-        cfg = self.log_config_for(info.configs)
-        for p in info.partitions:
-            if self.log_manager.get_log(name, p.partition) is None:
-                self.log_manager.create_log(name, p.partition, cfg)
-        return info
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
-        cfg = self.log_config_for(configs)
-        info = self.metadata.set_topic_configs(name, configs)
-        for p in info.partitions:
-            lg = self.log_manager.get_log(name, p.partition)
-            if lg is not None:
-                lg.update_config(cfg)
-        return info
-
-    def broker_defaults_changed(self) -> None:
-        """A dynamic broker setting changed: recompute topic defaults for every log."""
-        self.default_log_config = LogConfig.from_props(self.config.topic_defaults(), LogConfig())
-        for topic in self.metadata.snapshot.topics.values():
-            cfg = self.log_config_for(topic.configs)
-            for p in topic.partitions:
-                lg = self.log_manager.get_log(topic.name, p.partition)
-                if lg is not None:
-                    lg.update_config(cfg)
-
-    async def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
-        if name not in self.metadata.snapshot.topics:
-            self.create_topic(name, partitions, configs)
 
 
 async def run_broker(config: BrokerConfig) -> int:

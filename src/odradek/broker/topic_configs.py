@@ -8,10 +8,14 @@ then by storage's LogConfig.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError
 from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.registry import RequestContext
+    from odradek.broker.services import BrokerServices
 
 # DescribeConfigs config sources and types (Kafka's enums).
 SOURCE_TOPIC = 1
@@ -25,7 +29,7 @@ RESOURCE_BROKER_LOGGER = 8
 SENSITIVE_TYPES = {"password"}
 
 
-def validate_topic_configs(broker: Any, configs: dict[str, str | None]) -> str | None:
+def validate_topic_configs(services: BrokerServices, configs: dict[str, str | None]) -> str | None:
     for name, value in configs.items():
         setting = BY_TOPIC_NAME.get(name)
         if setting is None:
@@ -37,7 +41,7 @@ def validate_topic_configs(broker: Any, configs: dict[str, str | None]) -> str |
         except ValueError as e:
             return str(e).replace(f"setting {setting.name}", f"topic config {name}")
     try:
-        broker.log_config_for({k: v for k, v in configs.items() if v is not None})
+        services.topic_configs.log_config({k: v for k, v in configs.items() if v is not None})
     except ValueError as e:
         return str(e)
     return None
@@ -51,10 +55,15 @@ def _render(value: Any) -> str:
     return str(value)
 
 
-def topic_config_entries(broker: Any, overrides: dict[str, str]) -> list[tuple[str, str, int, Any]]:
+def _source(src: str) -> int:
+    return SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
+
+
+def topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[tuple[str, str, int, Any]]:
     """(name, value, source, setting) for every topic-level config."""
+    config = services.config
+    defaults = config.topic_defaults()
     out = []
-    defaults = broker.config.topic_defaults()
     for setting in SETTINGS:
         name = setting.topic_name
         if not name:
@@ -62,63 +71,54 @@ def topic_config_entries(broker: Any, overrides: dict[str, str]) -> list[tuple[s
         if name in overrides:
             out.append((name, overrides[name], SOURCE_TOPIC, setting))
         else:
-            src = broker.config.sources.get(setting.name, "default")
-            source = (
-                SOURCE_DEFAULT
-                if src == "default"
-                else SOURCE_DYNAMIC_BROKER
-                if src == "dynamic"
-                else SOURCE_STATIC_BROKER
-            )
-            out.append((name, defaults[name], source, setting))
+            out.append((name, defaults[name], _source(config.sources.get(setting.name, "default")), setting))
     return sorted(out)
 
 
-def broker_config_entries(broker: Any) -> list[tuple[str, str, int, Any]]:
-    out = []
-    for name, value in broker.config.items():
-        setting = BY_NAME[name]
-        src = broker.config.sources.get(name, "default")
-        source = (
-            SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
-        )
-        out.append((name, _render(value), source, setting))
+def broker_config_entries(services: BrokerServices) -> list[tuple[str, str, int, Any]]:
+    config = services.config
+    out = [
+        (name, _render(v), _source(config.sources.get(name, "default")), BY_NAME[name]) for name, v in config.items()
+    ]
     return sorted(out)
 
 
-def describe_topic_configs(ctx: Any, broker: Any, overrides: dict[str, str], class_name: str) -> tuple:
+def describe_topic_configs(ctx: RequestContext, overrides: dict[str, str], class_name: str) -> tuple:
     return tuple(
         ctx.nested(class_name, name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-        for name, value, source, _setting in topic_config_entries(broker, overrides)
+        for name, value, source, _setting in topic_config_entries(ctx.services, overrides)
     )
 
 
 # --- AlterConfigs (33) and IncrementalAlterConfigs (44): apply a new set of topic
 # overrides or dynamic broker settings, or only validate them.
-def current_overrides(broker: Any, resource_type: int, name: str) -> tuple[int, str | None, dict[str, str]]:
+def current_overrides(
+    services: BrokerServices, resource_type: int, name: str
+) -> tuple[int, str | None, dict[str, str]]:
     if resource_type == RESOURCE_TOPIC:
-        info = broker.metadata.snapshot.topics.get(name)
+        info = services.snapshot.topics.get(name)
         if info is None:
             return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", {}
         return 0, None, dict(info.configs)
     if resource_type == RESOURCE_BROKER:
-        if name not in ("", str(broker.node_id)):
+        if name not in ("", str(services.node_id)):
             return ErrorCode.invalid_request, f"unexpected broker id {name}", {}
-        return 0, None, {k: str(v) for k, v in broker.config.items() if broker.config.sources.get(k) == "dynamic"}
+        config = services.config
+        return 0, None, {k: str(v) for k, v in config.items() if config.sources.get(k) == "dynamic"}
     if resource_type == RESOURCE_BROKER_LOGGER:
         return 0, None, {}
     return ErrorCode.invalid_request, f"unsupported resource type {resource_type}", {}
 
 
-def apply(
-    broker: Any, resource_type: int, name: str, new: dict[str, str], validate_only: bool
+async def apply(
+    services: BrokerServices, resource_type: int, name: str, new: dict[str, str], validate_only: bool
 ) -> tuple[int, str | None]:
     if resource_type == RESOURCE_TOPIC:
-        problem = validate_topic_configs(broker, new)
+        problem = validate_topic_configs(services, new)
         if problem:
             return ErrorCode.invalid_config, problem
         if not validate_only:
-            broker.set_topic_configs(name, new)
+            await services.topics.set_topic_configs(name, new)
         return 0, None
     if resource_type == RESOURCE_BROKER:
         for key, value in new.items():
@@ -131,7 +131,9 @@ def apply(
                 return ErrorCode.invalid_config, str(e)
         if not validate_only:
             for key, value in new.items():
-                broker.config.set_dynamic(key, value)
-            broker.broker_defaults_changed()
+                services.config.set_dynamic(key, value)
+            # Topic defaults may have changed: every topic without an override takes the new value.
+            services.topic_configs.refresh()
+            services.replica_manager.reconfigure_all(services.snapshot.topics.values())
         return 0, None
     return 0, None  # logger levels: accepted, nothing to keep

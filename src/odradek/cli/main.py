@@ -73,7 +73,7 @@ def main() -> None:
     help="Event loop implementation.",
 )
 def broker(config_path: str | None, overrides: tuple[str, ...], log_level: str, loop_impl: str) -> None:
-    """Run a broker (single node, embedded metadata, unless zookeeper.connect is set)."""
+    """Run a single-node broker (metadata kept in its first log directory)."""
     from odradek.broker.config import BrokerConfig, ConfigError
 
     _setup_logging(log_level)

@@ -1,96 +1,158 @@
 """The single-node metadata store: topics and their settings in one JSON file.
 
-Kept in the first log directory as `odradek-metadata.json`, written atomically
-(temp file, fsync, rename). Every change replaces the in-memory snapshot whole,
-so readers holding the old snapshot are never disturbed.
+Kept in the first log directory as `odradek-metadata.json`, written atomically through
+the writer the broker passes in (storage's FileSystem, where faults can be injected).
+Every change replaces the in-memory snapshot whole, so readers holding the old snapshot
+are never disturbed, and is then published to the listeners before the call returns.
+
+This broker is the only one: it is the controller, every partition's only replica, leader
+and ISR. Replica lists naming another broker are refused.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from odradek.cluster.metadata import BrokerInfo, ClusterSnapshot, PartitionInfo, TopicInfo
+from odradek.cluster.metadata import (
+    EMPTY_SNAPSHOT,
+    BrokerInfo,
+    ClusterSnapshot,
+    MetadataDelta,
+    PartitionInfo,
+    TopicInfo,
+)
+from odradek.cluster.store import MetadataError, MetadataListener, TopicExistsError, UnknownTopicError
+
+log = logging.getLogger("odradek.cluster.local")
 
 FILE_NAME = "odradek-metadata.json"
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+WriteAtomic = Callable[[str, bytes], None]
 
 
 class LocalMetadataStore:
-    def __init__(self, directory: str, node_id: int, cluster_id: str, broker: BrokerInfo) -> None:
+    def __init__(self, directory: str, node_id: int, cluster_id: str, write_atomic: WriteAtomic) -> None:
         self.path = os.path.join(directory, FILE_NAME)
         self.node_id = node_id
+        self._write_atomic = write_atomic
+        self._listeners: list[MetadataListener] = []
         topics: dict[str, TopicInfo] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             for t in doc.get("topics", []):
-                parts = tuple(
-                    PartitionInfo(p, node_id, (node_id,), (node_id,), t.get("leader_epoch", 0))
-                    for p in range(t["partitions"])
-                )
+                parts = tuple(self._partition(p, t.get("leader_epoch", 0)) for p in range(t["partitions"]))
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
-        self.snapshot = ClusterSnapshot(cluster_id, node_id, (broker,), topics)
+        self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics)
 
-    def _save(self) -> None:
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        await self._publish(
+            MetadataDelta(replace(EMPTY_SNAPSHOT, cluster_id=self._snapshot.cluster_id), self._snapshot)
+        )
+
+    async def stop(self) -> None:
+        self._listeners.clear()
+
+    async def register_broker(self, broker: BrokerInfo) -> None:
+        if broker.node_id != self.node_id:
+            raise MetadataError(f"this single-node store belongs to node {self.node_id}, not {broker.node_id}")
+        await self._replace(replace(self._snapshot, brokers=(broker,)), save=False)
+
+    # ------------------------------------------------------------------ topics
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Sequence[Sequence[int]],
+        configs: Mapping[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        if name in self._snapshot.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        self._check_assignment(assignment)
+        parts = tuple(self._partition(p) for p in range(len(assignment)))
+        info = TopicInfo(name, topic_id or uuid.uuid4(), parts, dict(configs))
+        await self._replace_topics({**self._snapshot.topics, name: info})
+        return info
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        topics = dict(self._snapshot.topics)
+        info = topics.pop(name, None)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        await self._replace_topics(topics)
+        return info
+
+    async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
+        old = self._topic(name)
+        self._check_assignment(new_assignment)
+        first = len(old.partitions)
+        parts = old.partitions + tuple(self._partition(first + i) for i in range(len(new_assignment)))
+        info = replace(old, partitions=parts)
+        await self._replace_topics({**self._snapshot.topics, name: info})
+        return info
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        info = replace(self._topic(name), configs=dict(configs))
+        await self._replace_topics({**self._snapshot.topics, name: info})
+        return info
+
+    # ---------------------------------------------------------------- internals
+    def _partition(self, p: int, leader_epoch: int = 0) -> PartitionInfo:
+        n = self.node_id
+        return PartitionInfo(p, n, (n,), (n,), leader_epoch)
+
+    def _topic(self, name: str) -> TopicInfo:
+        info = self._snapshot.topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        return info
+
+    def _check_assignment(self, assignment: Sequence[Sequence[int]]) -> None:
+        for replicas in assignment:
+            if tuple(replicas) != (self.node_id,):
+                raise MetadataError(f"a single node can only place replicas on itself, not on {list(replicas)}")
+
+    async def _replace_topics(self, topics: dict[str, TopicInfo]) -> None:
+        await self._replace(replace(self._snapshot, topics=topics), save=True)
+
+    async def _replace(self, snapshot: ClusterSnapshot, *, save: bool) -> None:
+        before = self._snapshot
+        if save:
+            self._save(snapshot)
+        self._snapshot = snapshot
+        await self._publish(MetadataDelta(before, snapshot))
+
+    def _save(self, snapshot: ClusterSnapshot) -> None:
         doc = {
             "version": 1,
             "topics": [
                 {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
-                for t in sorted(self.snapshot.topics.values(), key=lambda t: t.name)
+                for t in sorted(snapshot.topics.values(), key=lambda t: t.name)
             ],
         }
-        atomic_write(self.path, json.dumps(doc, indent=1).encode())
+        self._write_atomic(self.path, json.dumps(doc, indent=1).encode())
 
-    def _replace_topics(self, topics: dict[str, TopicInfo]) -> None:
-        self.snapshot = replace(self.snapshot, topics=topics)
-        self._save()
-
-    def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str], topic_id: uuid.UUID | None = None
-    ) -> TopicInfo:
-        n = self.node_id
-        info = TopicInfo(
-            name,
-            topic_id or uuid.uuid4(),
-            tuple(PartitionInfo(p, n, (n,), (n,)) for p in range(partitions)),
-            dict(configs),
-        )
-        self._replace_topics({**self.snapshot.topics, name: info})
-        return info
-
-    def delete_topic(self, name: str) -> TopicInfo:
-        topics = dict(self.snapshot.topics)
-        info = topics.pop(name)
-        self._replace_topics(topics)
-        return info
-
-    def add_partitions(self, name: str, total: int) -> TopicInfo:
-        old = self.snapshot.topics[name]
-        n = self.node_id
-        parts = old.partitions + tuple(PartitionInfo(p, n, (n,), (n,)) for p in range(len(old.partitions), total))
-        info = replace(old, partitions=parts)
-        self._replace_topics({**self.snapshot.topics, name: info})
-        return info
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
-        info = replace(self.snapshot.topics[name], configs=dict(configs))
-        self._replace_topics({**self.snapshot.topics, name: info})
-        return info
+    async def _publish(self, delta: MetadataDelta) -> None:
+        """Every listener sees the change; the first failure is raised to the writer afterwards
+        (the metadata is already changed: as in Kafka, a partition whose log could not be
+        created is there but offline)."""
+        failure: BaseException | None = None
+        for listener in list(self._listeners):
+            try:
+                await listener.on_metadata(delta)
+            except Exception as e:
+                log.exception("metadata listener %s failed", type(listener).__name__)
+                failure = failure or e
+        if failure is not None:
+            raise failure

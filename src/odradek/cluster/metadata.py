@@ -1,18 +1,22 @@
 """Cluster metadata: brokers, topics, partitions, leaders, ISR, topic ids.
 
-Immutable values; a store (local.py for the single node, zookeeper.py for a
-cluster) replaces the snapshot as a whole when anything changes.
+Immutable values. A metadata store (`store.py`: the protocol; `local.py` for the single
+node; a ZooKeeper store for a cluster) replaces the snapshot as a whole when anything
+changes and hands its listeners a `MetadataDelta` (the snapshot before and after), from
+which a broker derives what to do: create or delete logs, become leader or follower.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
+NO_LEADER = -1
 
 
 def topic_name_problem(name: str | None) -> str | None:
@@ -47,6 +51,9 @@ class PartitionInfo:
     isr: tuple[int, ...]
     leader_epoch: int = 0
     offline_replicas: tuple[int, ...] = ()
+    # Bumped on every change of the partition's state (ZooKeeper's znode version, KRaft's
+    # partition epoch); AlterPartition requests name the one they were based on.
+    partition_epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,10 @@ class TopicInfo:
     def internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
 
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
@@ -67,9 +78,75 @@ class ClusterSnapshot:
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
     topics: dict[str, TopicInfo]
+    _by_id: dict[uuid.UUID, TopicInfo] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {t.topic_id: t for t in self.topics.values()})
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
+        return self._by_id.get(topic_id)
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        for b in self.brokers:
+            if b.node_id == node_id:
+                return b
         return None
+
+    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition]
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        p = self.partition(topic, partition)
+        return p.leader_epoch if p is not None else 0
+
+
+EMPTY_SNAPSHOT = ClusterSnapshot("", NO_LEADER, (), {})
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDelta:
+    """What changed between two snapshots (Kafka's TopicsDelta, by comparison of values).
+
+    A topic deleted and re-created under the same name between two snapshots shows as
+    deleted and created (its id changed).
+    """
+
+    before: ClusterSnapshot
+    after: ClusterSnapshot
+
+    def deleted_topics(self) -> list[TopicInfo]:
+        after = self.after.topics
+        return [t for name, t in self.before.topics.items() if name not in after or after[name].topic_id != t.topic_id]
+
+    def created_topics(self) -> list[TopicInfo]:
+        before = self.before.topics
+        return [t for name, t in self.after.topics.items() if name not in before or before[name].topic_id != t.topic_id]
+
+    def changed_partitions(self) -> Iterator[tuple[TopicInfo, PartitionInfo]]:
+        """Every partition that is new or whose state differs from before (created topics included)."""
+        before = self.before.topics
+        for name, t in self.after.topics.items():
+            old = before.get(name)
+            if old is None or old.topic_id != t.topic_id:
+                for p in t.partitions:
+                    yield t, p
+                continue
+            for p in t.partitions:
+                if p.partition >= len(old.partitions) or old.partitions[p.partition] != p:
+                    yield t, p
+
+    def changed_configs(self) -> list[TopicInfo]:
+        """Topics that existed before (same id) whose overrides changed."""
+        before = self.before.topics
+        return [
+            t
+            for name, t in self.after.topics.items()
+            if (old := before.get(name)) is not None and old.topic_id == t.topic_id and old.configs != t.configs
+        ]
+
+    @property
+    def brokers_changed(self) -> bool:
+        return self.before.brokers != self.after.brokers

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.headers import write_uvarint
 
 MIN_VERSION = 3
@@ -61,7 +62,7 @@ def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], 
     out = bytearray(write_uvarint(len(topics) + 1) if flexible else _i32(len(topics)))
     for t in topics:
         if version >= 13:
-            out += (t.topic_id or _ZERO).bytes
+            out += (t.topic_id or ZERO_UUID).bytes
         else:
             out += _string(t.name or "", flexible)
         parts = t.partitions
@@ -83,6 +84,3 @@ def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], 
     if flexible:
         out += b"\x00"
     return bytes(out)
-
-
-_ZERO = uuid.UUID(int=0)

@@ -15,17 +15,16 @@ import uuid
 
 from odradek.broker.registry import RequestContext, handles
 from odradek.cluster.metadata import topic_name_problem
+from odradek.protocol.constants import UNKNOWN_OPERATIONS, ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.broker.metadata")
-ZERO_UUID = uuid.UUID(int=0)
-UNKNOWN_OPERATIONS = -2147483648
 
 
 @handles(3, 0, 13)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
-    snap = broker.metadata.snapshot
+    s = ctx.services
+    snap = s.snapshot
     v = ctx.api_version
     results = []
     if req.topics is None or (v == 0 and not req.topics):
@@ -33,7 +32,7 @@ async def handle(ctx: RequestContext, req) -> object:
         auto = False
     else:
         wanted = [(getattr(t, "name", None), getattr(t, "topic_id", None)) for t in req.topics]
-        auto = getattr(req, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+        auto = getattr(req, "allow_auto_topic_creation", True) and s.config["auto.create.topics.enable"]
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
             info = snap.topic_by_id(topic_id)
@@ -51,22 +50,23 @@ async def handle(ctx: RequestContext, req) -> object:
                 results.append(_topic_error(ctx, ErrorCode.unknown_topic_or_partition, name))
                 continue
             try:
-                broker.create_topic(name, broker.config["num.partitions"], {})
+                assignment = s.topics.assignment(s.config["num.partitions"], s.config["default.replication.factor"])
+                info = await s.topics.create_topic(name, assignment, {})
             except Exception:  # a storage failure (offline dir) must not break the request
                 log.exception("auto-creating topic %s failed", name)
                 results.append(_topic_error(ctx, ErrorCode.kafka_storage_error, name))
                 continue
             # Kafka answers the creating request with LEADER_NOT_AVAILABLE; a single node has the leader at once.
-            info = broker.metadata.snapshot.topics[name]
         results.append(_topic(ctx, info))
+    snap = s.snapshot
     brokers = tuple(
         ctx.nested("MetadataResponseBroker", node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-        for b in broker.metadata.snapshot.brokers
+        for b in snap.brokers
     )
     return ctx.respond(
         throttle_time=0,
         brokers=brokers,
-        cluster_id=broker.cluster_id,
+        cluster_id=s.cluster_id,
         controller_id=snap.controller_id,
         topics=tuple(results),
         cluster_authorized_operations=UNKNOWN_OPERATIONS,

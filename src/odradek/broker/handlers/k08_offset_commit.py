@@ -13,30 +13,27 @@ v10 (topic ids) is not served.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles, ms
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(8, 2, 9)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
+    gc = ctx.services.group_coordinator
     entries = [
         (t.name, p.partition_index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for t in req.topics
         for p in t.partitions
     ]
-    if gc is None:
-        errors = {(t, p): NOT_AVAILABLE for t, p, *_ in entries}
-    else:
-        retention = ms(req.retention_time) if hasattr(req, "retention_time") else -1
-        errors = await gc.commit_offsets(
-            req.group_id,
-            req.member_id,
-            getattr(req, "group_instance_id", None),
-            req.generation_id_or_member_epoch,
-            entries,
-            retention_ms=retention,
-        )
+    retention = ms(req.retention_time) if hasattr(req, "retention_time") else -1
+    errors = await gc.commit_offsets(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        req.generation_id_or_member_epoch,
+        entries,
+        retention_ms=retention,
+    )
     topics = tuple(
         nested(
             ctx,

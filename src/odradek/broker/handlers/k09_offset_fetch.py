@@ -11,14 +11,12 @@ v10 (topic ids) is not served.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics) -> tuple[int, list]:
-    gc = coordinator(ctx)
-    if gc is None:
-        return NOT_AVAILABLE, []
+    gc = ctx.services.group_coordinator
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     return gc.fetch_offsets(group_id, wanted)
 

@@ -1,9 +1,10 @@
 """FindCoordinator (key 10), v0-6.
 
-v0-3 ask for one key, v4+ for a batch (`coordinator_keys`). Key type 0 (group):
-this broker, after making sure `__consumer_offsets` exists (created on first use);
-key type 1 (transaction): this broker as well (single node). Other key types (2,
-share) get INVALID_REQUEST. When the group coordinator is not up yet the answer is
+v0-3 ask for one key, v4+ for a batch (`coordinator_keys`). Key type 0 (group): the
+leader of the group's partition of `__consumer_offsets`, from the metadata, after making
+sure the topic exists (created on first use). Key type 1 (transaction): this broker (no
+transaction coordinator yet). Other key types (2, share) get INVALID_REQUEST. When the
+group coordinator is not up or the partition has no leader, the answer is
 COORDINATOR_NOT_AVAILABLE, which clients retry.
 """
 
@@ -11,49 +12,68 @@ from __future__ import annotations
 
 import logging
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
+from odradek.cluster.metadata import BrokerInfo
+from odradek.coordinator.group.records import OFFSETS_TOPIC
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.broker.find_coordinator")
+NOT_AVAILABLE = int(ErrorCode.coordinator_not_available)
 
 
-async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None]:
+async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, BrokerInfo | None]:
+    """(error, message, the coordinator's broker)."""
+    s = ctx.services
     if key_type == 0:
-        gc = coordinator(ctx)
-        if gc is None or not gc.active:
-            return NOT_AVAILABLE, "the group coordinator is not available"
+        gc = s.group_coordinator
+        if not gc.active:
+            return NOT_AVAILABLE, "the group coordinator is not available", None
         try:
             await gc.ensure_topic()
         except Exception as e:  # creation failed: clients retry
-            log.warning("cannot create __consumer_offsets: %s", e)
-            return NOT_AVAILABLE, str(e) or None
-        return 0, None
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
+            return NOT_AVAILABLE, str(e) or None, None
+        snap = s.snapshot
+        part = snap.partition(OFFSETS_TOPIC, gc.partition_for(key))
+        leader = snap.broker(part.leader) if part is not None else None
+        if leader is None:
+            return NOT_AVAILABLE, f"{OFFSETS_TOPIC} has no leader for this group yet", None
+        return 0, None, leader
     if key_type == 1:
-        return 0, None
-    return int(ErrorCode.invalid_request), f"unsupported key type {key_type}"
+        # No transaction coordinator yet: this broker answers, and InitProducerId refuses
+        # transactional ids with a fatal error (k22), so transactional producers fail at once.
+        return 0, None, s.snapshot.broker(s.node_id)
+    return int(ErrorCode.invalid_request), f"unsupported key type {key_type}", None
 
 
 @handles(10, 0, 6)
 async def handle(ctx: RequestContext, req) -> object:
-    host, port = ctx.broker.advertised_endpoint()
-    node = ctx.broker.node_id
     if ctx.api_version < 4:
-        err, msg = await _lookup(ctx, getattr(req, "key_type", 0), req.key)
-        if err:
+        err, msg, b = await _lookup(ctx, getattr(req, "key_type", 0), req.key)
+        if b is None:
             return ctx.respond(throttle_time=0, error_code=err, error_message=msg, node_id=-1, host="", port=-1)
-        return ctx.respond(throttle_time=0, error_code=0, error_message=None, node_id=node, host=host, port=port)
+        return ctx.respond(
+            throttle_time=0, error_code=0, error_message=None, node_id=b.node_id, host=b.host, port=b.port
+        )
     out = []
     for key in req.coordinator_keys:
-        err, msg = await _lookup(ctx, req.key_type, key)
-        if err:
+        err, msg, b = await _lookup(ctx, req.key_type, key)
+        if b is None:
             out.append(
                 nested(ctx, "Coordinator", key=key, node_id=-1, host="", port=-1, error_code=err, error_message=msg)
             )
         else:
             out.append(
                 nested(
-                    ctx, "Coordinator", key=key, node_id=node, host=host, port=port, error_code=0, error_message=None
+                    ctx,
+                    "Coordinator",
+                    key=key,
+                    node_id=b.node_id,
+                    host=b.host,
+                    port=b.port,
+                    error_code=0,
+                    error_message=None,
                 )
             )
     return ctx.respond(throttle_time=0, coordinators=tuple(out))

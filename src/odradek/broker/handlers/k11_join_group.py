@@ -11,32 +11,21 @@ leader rejoining a stable group (KIP-814).
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles, ms
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, client_host, coordinator, nested
 
 
 @handles(11, 0, 9)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
+    gc = ctx.services.group_coordinator
     v = ctx.api_version
-    if gc is None:
-        return ctx.respond(
-            throttle_time=0,
-            error_code=NOT_AVAILABLE,
-            generation_id=-1,
-            protocol_type=None,
-            protocol_name=None if v >= 7 else "",
-            leader="",
-            member_id=req.member_id,
-            members=(),
-        )
     rebalance = ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else -1
     r = await gc.join(
         req.group_id,
         req.member_id,
         getattr(req, "group_instance_id", None),
         ctx.client_id or "",
-        client_host(ctx),
+        ctx.connection.client_host,
         ms(req.session_timeout),
         rebalance,
         req.protocol_type,

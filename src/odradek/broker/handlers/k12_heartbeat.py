@@ -8,13 +8,10 @@ FENCED_INSTANCE_ID (v3+, static members) as Kafka returns them.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
 
 
 @handles(12, 0, 4)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
-    if gc is None:
-        return ctx.respond(throttle_time=0, error_code=NOT_AVAILABLE)
+    gc = ctx.services.group_coordinator
     err = await gc.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id)
     return ctx.respond(throttle_time=0, error_code=err)

@@ -7,20 +7,18 @@ error is the member's. Leaving triggers a rebalance of the remaining members.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(13, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
+    gc = ctx.services.group_coordinator
     v = ctx.api_version
     if v < 3:
         members = [(req.member_id, None)]
     else:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
-    if gc is None:
-        return ctx.respond(throttle_time=0, error_code=NOT_AVAILABLE, members=())
     r = await gc.leave(req.group_id, members)
     if v < 3:
         err = r.error or (r.members[0][2] if r.members else 0)

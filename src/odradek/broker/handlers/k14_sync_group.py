@@ -11,16 +11,11 @@ and returns them.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator
 
 
 @handles(14, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
-    if gc is None:
-        return ctx.respond(
-            throttle_time=0, error_code=NOT_AVAILABLE, protocol_type=None, protocol_name=None, assignment=b""
-        )
+    gc = ctx.services.group_coordinator
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     r = await gc.sync(
         req.group_id,

@@ -9,30 +9,24 @@ else Integer.MIN_VALUE.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import GROUP_OPERATIONS, nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import (
-    GROUP_OPERATIONS,
-    NOT_AVAILABLE,
-    UNKNOWN_OPERATIONS,
-    coordinator,
-    nested,
-)
+from odradek.protocol.constants import UNKNOWN_OPERATIONS
 from odradek.protocol.errors import ErrorCode
 
 
 @handles(15, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
+    gc = ctx.services.group_coordinator
     ops = GROUP_OPERATIONS if getattr(req, "include_authorized_operations", False) else UNKNOWN_OPERATIONS
     out = []
     for gid in req.groups:
-        if gc is None or not gid:
-            err = NOT_AVAILABLE if gc is None else int(ErrorCode.invalid_group_id)
+        if not gid:
             out.append(
                 nested(
                     ctx,
                     "DescribedGroup",
-                    error_code=err,
+                    error_code=ErrorCode.invalid_group_id,
                     group_id=gid,
                     group_state="",
                     protocol_type="",

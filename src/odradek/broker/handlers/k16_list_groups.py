@@ -8,15 +8,13 @@ __consumer_offsets is loading.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(16, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
-    if gc is None:
-        return ctx.respond(throttle_time=0, error_code=NOT_AVAILABLE, groups=())
+    gc = ctx.services.group_coordinator
     states = list(getattr(req, "states_filter", ()) or ())
     types = list(getattr(req, "types_filter", ()) or ())
     err, groups = gc.list_groups(states or None, types or None)

@@ -34,9 +34,8 @@ async def handle(ctx: RequestContext, req) -> object:
         if not _SOFTWARE.fullmatch(name) or not _SOFTWARE.fullmatch(version):
             error = ErrorCode.invalid_request
         else:
-            conn = ctx.extras.get("connection")
-            if conn is not None:
-                conn.client_software = (name, version)
+            ctx.connection.client_software_name = name
+            ctx.connection.client_software_version = version
     keys = tuple(
         ctx.nested("ApiVersion", api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version)
         for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)

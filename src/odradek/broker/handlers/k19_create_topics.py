@@ -11,48 +11,59 @@ replication factor and the effective configs.
 
 from __future__ import annotations
 
-import uuid
-
 from odradek.broker.registry import RequestContext, handles
 from odradek.broker.topic_configs import describe_topic_configs, validate_topic_configs
 from odradek.cluster.metadata import topic_name_problem
+from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @handles(19, 2, 7)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
-    live = {b.node_id for b in broker.metadata.snapshot.brokers}
+    s = ctx.services
+    live = set(s.topics.live_brokers)
     results = []
     seen: set[str] = set()
     for t in req.topics:
         code, message = 0, None
-        partitions = t.num_partitions if t.num_partitions != -1 else broker.config["num.partitions"]
-        rf = t.replication_factor if t.replication_factor != -1 else broker.config["default.replication.factor"]
+        partitions = t.num_partitions if t.num_partitions != -1 else s.config["num.partitions"]
+        rf = t.replication_factor if t.replication_factor != -1 else s.config["default.replication.factor"]
         configs = {c.name: c.value for c in t.configs}
+        assignment: list[tuple[int, ...]] = []
         if t.name in seen:
             code, message = ErrorCode.invalid_request, f"topic {t.name} appears twice in the request"
         elif problem := topic_name_problem(t.name):
             code, message = ErrorCode.invalid_topic_exception, problem
-        elif t.name in broker.metadata.snapshot.topics:
+        elif t.name in s.snapshot.topics:
             code, message = ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists."
         elif t.assignments:
-            bad = [b for a in t.assignments for b in a.broker_ids if b not in live]
+            assignment = [tuple(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
+            bad = sorted({b for replicas in assignment for b in replicas if b not in live})
             if t.num_partitions != -1 or t.replication_factor != -1:
                 code, message = (
                     ErrorCode.invalid_request,
                     "both assignments and partitions/replication factor were given",
                 )
             elif bad:
+                code, message = ErrorCode.invalid_replica_assignment, f"unknown brokers in assignment: {bad}"
+            elif sorted(a.partition_index for a in t.assignments) != list(range(len(assignment))):
                 code, message = (
                     ErrorCode.invalid_replica_assignment,
-                    f"unknown brokers in assignment: {sorted(set(bad))}",
+                    "Partitions should be a consecutive 0-based integer sequence",
+                )
+            elif any(len(set(r)) != len(r) for r in assignment):
+                code, message = (
+                    ErrorCode.invalid_replica_assignment,
+                    "Duplicate brokers not allowed in replica assignment",
+                )
+            elif len({len(r) for r in assignment}) > 1 or not assignment[0]:
+                code, message = (
+                    ErrorCode.invalid_replica_assignment,
+                    "All partitions should have the same number of replicas",
                 )
             else:
-                partitions = len(t.assignments)
-                rf = len(t.assignments[0].broker_ids)
+                partitions = len(assignment)
+                rf = len(assignment[0])
         elif partitions < 1:
             code, message = ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
         elif rf < 1:
@@ -62,21 +73,21 @@ async def handle(ctx: RequestContext, req) -> object:
                 ErrorCode.invalid_replication_factor,
                 f"Replication factor: {rf} larger than available brokers: {len(live)}.",
             )
+        else:
+            assignment = s.topics.assignment(partitions, rf)
         if not code:
-            problem = validate_topic_configs(broker, configs)
+            problem = validate_topic_configs(s, configs)
             if problem:
                 code, message = ErrorCode.invalid_config, problem
         seen.add(t.name)
         topic_id = ZERO_UUID
         if not code and not req.validate_only:
             try:
-                topic_id = broker.create_topic(t.name, partitions, configs).topic_id
+                topic_id = (await s.topics.create_topic(t.name, assignment, configs)).topic_id
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code
-        described = (
-            describe_topic_configs(ctx, broker, configs, "CreatableTopicConfigs") if ok and ctx.api_version >= 5 else ()
-        )
+        described = describe_topic_configs(ctx, configs, "CreatableTopicConfigs") if ok and ctx.api_version >= 5 else ()
         results.append(
             ctx.nested(
                 "CreatableTopicResult",

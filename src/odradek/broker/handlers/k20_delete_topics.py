@@ -8,24 +8,21 @@ are renamed to `-delete` and removed in the background by storage.
 
 from __future__ import annotations
 
-import uuid
-
 from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @handles(20, 1, 6)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
+    s = ctx.services
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
     results = []
     for name, topic_id in wanted:
-        snap = broker.metadata.snapshot
+        snap = s.snapshot
         code, message = 0, None
         if name is None and topic_id not in (None, ZERO_UUID):
             info = snap.topic_by_id(topic_id)
@@ -37,13 +34,13 @@ async def handle(ctx: RequestContext, req) -> object:
                 code, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
         if info is not None:
             name, topic_id = info.name, info.topic_id
-            if not broker.config["delete.topic.enable"]:
+            if not s.config["delete.topic.enable"]:
                 code, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
             elif info.internal:
                 code, message = ErrorCode.invalid_topic_exception, f"Internal topic {name} can't be deleted"
             else:
                 try:
-                    broker.delete_topic(name)
+                    await s.topics.delete_topic(name)
                 except Exception as e:
                     code, message = ErrorCode.kafka_storage_error, f"deleting {name} failed: {e}"
         results.append(

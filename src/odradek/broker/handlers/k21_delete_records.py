@@ -8,30 +8,16 @@ OFFSET_OUT_OF_RANGE. The new low watermark is persisted by storage
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.replica_manager import error_for
-from odradek.protocol.errors import ErrorCode
 
 
 @handles(21, 0, 2)
 async def handle(ctx: RequestContext, req) -> object:
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            lg = rm.get_log(t.name, p.partition_index)
-            code, low = 0, -1
-            if lg is None:
-                code = ErrorCode.unknown_topic_or_partition
-            else:
-                target = lg.high_watermark if p.offset == -1 else p.offset
-                if target < 0 or target > lg.high_watermark:
-                    code = ErrorCode.offset_out_of_range
-                else:
-                    try:
-                        low = lg.delete_records(target) if target > lg.log_start_offset else lg.log_start_offset
-                    except Exception as e:
-                        code = error_for(e)
+            code, low = rm.delete_records(t.name, p.partition_index, p.offset)
             parts.append(
                 ctx.nested(
                     "DeleteRecordsPartitionResult",

@@ -10,7 +10,7 @@ a fatal error, so a transactional producer fails at once instead of retrying.
 
 from __future__ import annotations
 
-from odradek.broker.registry import RequestContext, handles
+from odradek.broker.registry import RequestContext, handles, ms
 from odradek.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
@@ -18,9 +18,9 @@ MAX_EPOCH = 32767
 
 @handles(22, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
+    s = ctx.services
     if req.transactional_id:
-        txn = getattr(broker, "txn_coordinator", None)
+        txn = s.txn_coordinator
         if txn is None:
             return ctx.respond(
                 throttle_time=0,
@@ -28,9 +28,14 @@ async def handle(ctx: RequestContext, req) -> object:
                 producer_id=-1,
                 producer_epoch=-1,
             )
-        return await txn.init_producer_id(ctx, req)
+        return await txn.init_producer_id(
+            req.transactional_id,
+            ms(req.transaction_timeout),
+            getattr(req, "producer_id", -1),
+            getattr(req, "producer_epoch", -1),
+        )
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return ctx.respond(throttle_time=0, error_code=0, producer_id=pid, producer_epoch=epoch + 1)
-    return ctx.respond(throttle_time=0, error_code=0, producer_id=broker.producer_ids.next_id(), producer_epoch=0)
+    return ctx.respond(throttle_time=0, error_code=0, producer_id=s.producer_ids.next_id(), producer_epoch=0)

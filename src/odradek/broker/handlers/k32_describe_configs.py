@@ -25,24 +25,24 @@ from odradek.protocol.errors import ErrorCode
 
 @handles(32, 1, 4)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
+    s = ctx.services
     results = []
     for res in req.resources:
         code, message, entries = 0, None, []
         if res.resource_type == RESOURCE_TOPIC:
-            info = broker.metadata.snapshot.topics.get(res.resource_name)
+            info = s.snapshot.topics.get(res.resource_name)
             if info is None:
                 code, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"
             else:
-                entries = topic_config_entries(broker, info.configs)
+                entries = topic_config_entries(s, info.configs)
         elif res.resource_type == RESOURCE_BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            if res.resource_name not in ("", str(s.node_id)):
                 code, message = (
                     ErrorCode.invalid_request,
-                    f"unexpected broker id {res.resource_name}, this is broker {broker.node_id}",
+                    f"unexpected broker id {res.resource_name}, this is broker {s.node_id}",
                 )
             else:
-                entries = broker_config_entries(broker)
+                entries = broker_config_entries(s)
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             entries = []
         else:

@@ -11,10 +11,10 @@ from odradek.broker.topic_configs import apply, current_overrides
 async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
-        code, message, _old = current_overrides(ctx.broker, res.resource_type, res.resource_name)
+        code, message, _old = current_overrides(ctx.services, res.resource_type, res.resource_name)
         if not code:
             new = {c.name: c.value for c in res.configs if c.value is not None}
-            code, message = apply(ctx.broker, res.resource_type, res.resource_name, new, req.validate_only)
+            code, message = await apply(ctx.services, res.resource_type, res.resource_name, new, req.validate_only)
         out.append(
             ctx.nested(
                 "AlterConfigsResourceResponse",

@@ -13,15 +13,16 @@ from odradek.protocol.errors import ErrorCode
 
 @handles(37, 0, 3)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
-    live = {b.node_id for b in broker.metadata.snapshot.brokers}
+    s = ctx.services
+    live = set(s.topics.live_brokers)
     results = []
     for t in req.topics:
-        info = broker.metadata.snapshot.topics.get(t.name)
+        info = s.snapshot.topics.get(t.name)
         code, message = 0, None
+        new = t.count - len(info.partitions) if info is not None else 0
         if info is None:
             code, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
-        elif t.count <= len(info.partitions):
+        elif new <= 0:
             code, message = (
                 ErrorCode.invalid_partitions,
                 f"Topic currently has {len(info.partitions)} partitions, "
@@ -29,9 +30,18 @@ async def handle(ctx: RequestContext, req) -> object:
             )
         elif t.assignments and any(b not in live for a in t.assignments for b in a.broker_ids):
             code, message = ErrorCode.invalid_replica_assignment, "assignment names unknown brokers"
+        elif t.assignments and len(t.assignments) != new:
+            code, message = (
+                ErrorCode.invalid_replica_assignment,
+                f"Increasing the number of partitions by {new} but {len(t.assignments)} assignments provided.",
+            )
         elif not req.validate_only:
             try:
-                broker.add_partitions(t.name, t.count)
+                if t.assignments:
+                    assignment = [tuple(a.broker_ids) for a in t.assignments]
+                else:
+                    assignment = s.topics.assignment(new, info.replication_factor, first_partition=len(info.partitions))
+                await s.topics.create_partitions(t.name, assignment)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, str(e)
         results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))

@@ -8,14 +8,13 @@ INVALID_GROUP_ID for an empty id.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(42, 0, 2)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
     names = list(req.groups_names)
-    results = [(g, NOT_AVAILABLE) for g in names] if gc is None else await gc.delete_groups(names)
+    results = await ctx.services.group_coordinator.delete_groups(names)
     out = tuple(nested(ctx, "DeletableGroupResult", group_id=g, error_code=e) for g, e in results)
     return ctx.respond(throttle_time=0, results=out)

@@ -13,10 +13,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 @handles(44, 0, 1)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
     out = []
     for res in req.resources:
-        code, message, new = current_overrides(broker, res.resource_type, res.resource_name)
+        code, message, new = current_overrides(ctx.services, res.resource_type, res.resource_name)
         if not code:
             for c in res.configs:
                 op = c.config_operation
@@ -43,7 +42,7 @@ async def handle(ctx: RequestContext, req) -> object:
                     code, message = ErrorCode.invalid_request, f"unknown config operation {op}"
                     break
             if not code:
-                code, message = apply(broker, res.resource_type, res.resource_name, new, req.validate_only)
+                code, message = await apply(ctx.services, res.resource_type, res.resource_name, new, req.validate_only)
         out.append(
             ctx.nested(
                 "AlterConfigsResourceResponse",

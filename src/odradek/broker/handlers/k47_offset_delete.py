@@ -8,18 +8,14 @@ NON_EMPTY_GROUP; unknown groups GROUP_ID_NOT_FOUND.
 
 from __future__ import annotations
 
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.coordinator.group.handler_support import NOT_AVAILABLE, coordinator, nested
 
 
 @handles(47, 0, 0)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = coordinator(ctx)
     wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
-    if gc is None:
-        err, errors = NOT_AVAILABLE, {}
-    else:
-        err, errors = await gc.delete_offsets(req.group_id, wanted)
+    err, errors = await ctx.services.group_coordinator.delete_offsets(req.group_id, wanted)
     if err:
         return ctx.respond(error_code=err, throttle_time=0, topics=())
     topics = tuple(

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.constants import UNKNOWN_OPERATIONS
 from odradek.protocol.errors import ErrorCode
-
-UNKNOWN_OPERATIONS = -2147483648
 
 
 @handles(60, 0, 2)
 async def handle(ctx: RequestContext, req) -> object:
-    broker = ctx.broker
-    snap = broker.metadata.snapshot
+    s = ctx.services
+    snap = s.snapshot
     if getattr(req, "endpoint_type", 1) not in (1,):
         return ctx.respond(
             throttle_time=0,
             error_code=ErrorCode.unsupported_endpoint_type,
             error_message="only broker endpoints are served",
             endpoint_type=req.endpoint_type,
-            cluster_id=broker.cluster_id,
+            cluster_id=s.cluster_id,
             controller_id=-1,
             brokers=(),
         )
@@ -31,7 +30,7 @@ async def handle(ctx: RequestContext, req) -> object:
         error_code=0,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.cluster_id,
+        cluster_id=s.cluster_id,
         controller_id=snap.controller_id,
         brokers=brokers,
         cluster_authorized_operations=UNKNOWN_OPERATIONS,

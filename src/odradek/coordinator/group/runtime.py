@@ -1,15 +1,24 @@
-"""The asyncio runtime around the group state machine.
+"""The asyncio runtime around the group state machine, one shard per `__consumer_offsets` partition.
 
-Owns: the GroupCoordinatorState, one event-loop timer armed for its earliest deadline,
-the periodic offset-expiry check, one writer task per __consumer_offsets partition, and
-the loading of partitions at start.
+Owns: one `GroupCoordinatorState` per partition of `__consumer_offsets` this broker leads
+(a shard, Kafka's CoordinatorShard), one event-loop timer armed for the earliest deadline of
+all shards, the periodic offset-expiry check, one writer task per partition, and the
+loading of shards.
 
-Concurrency: everything runs on the broker's event loop. A state-machine operation
-runs synchronously to completion; its records are queued, in operation order, on the
-writer of the group's partition, so the log order is the order of the transitions.
-Replies (futures the handlers await) are completed only after the records are durable
-(`replica_manager.append_internal` returns), then the operation's continuation runs.
-No handler sleeps: JoinGroup and SyncGroup await futures that later transitions complete.
+Shards follow leadership: the broker calls `on_elected(topic, partition, epoch)` when it
+becomes leader of a partition of `__consumer_offsets` (the shard is created and loaded by
+replaying the committed records; requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
+meanwhile) and `on_resigned(...)` when it stops (the shard is dropped; waiting joins and
+syncs get NOT_COORDINATOR, as do later requests for its groups). On a single node every
+partition is elected at start, through the same hooks.
+
+Concurrency: everything runs on the broker's event loop. A state-machine operation runs
+synchronously to completion; its records are queued, in operation order, on the writer of
+the group's partition, so the log order is the order of the transitions. Replies (futures
+the handlers await) are completed only after the records are committed
+(`CoordinatorPartitions.append_committed` returns), then the operation's continuation
+runs. No handler sleeps: JoinGroup and SyncGroup await futures that later transitions
+complete.
 """
 
 from __future__ import annotations
@@ -18,7 +27,8 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.coordinator.group.model import GroupDescription, JoinResult, LeaveResult, Result, SyncResult
@@ -34,41 +44,65 @@ from odradek.coordinator.group.records import (
 )
 from odradek.coordinator.group.records import GroupMetadataKey as _GMK
 from odradek.coordinator.group.state import CoordinatorConfig, GroupCoordinatorState
+from odradek.coordinator.partitions import CoordinatorPartitions
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.errors import KafkaError
+from odradek.protocol.records import Record, build_batch, decode_records, iter_batches
 
 log = logging.getLogger(__name__)
 
 LOAD_READ_BYTES = 1 << 20
+_GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    num_partitions: int = 50
+    retention_check_interval_ms: int = 600000
+    commit_timeout_ms: int = 5000
+    state: CoordinatorConfig = CoordinatorConfig()
+
+    @classmethod
+    def from_broker(cls, config: Mapping[str, Any]) -> RuntimeConfig:
+        return cls(
+            num_partitions=config["offsets.topic.num.partitions"],
+            retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            commit_timeout_ms=config["offsets.commit.timeout.ms"],
+            state=CoordinatorConfig.from_broker(config),
+        )
 
 
 class GroupCoordinator:
-    """The broker's group coordinator: `GroupCoordinator(broker)`, `await start()`, `await stop()`."""
+    """The broker's group coordinator: `await start()`, leadership hooks, the group operations, `await stop()`."""
 
-    def __init__(self, broker: Any, *, clock: Callable[[], int] | None = None) -> None:
-        self.broker = broker
-        cfg = broker.config
-        self.num_partitions: int = cfg["offsets.topic.num.partitions"]
-        self.state = GroupCoordinatorState(CoordinatorConfig.from_broker(cfg))
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        partitions: CoordinatorPartitions,
+        ensure_topic: Callable[[], Awaitable[None]],
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.config = config
+        self.num_partitions = config.num_partitions
+        self.partitions = partitions
+        self._ensure_topic = ensure_topic
         self.clock = clock or (lambda: int(time.time() * 1000))
+        self.shards: dict[int, GroupCoordinatorState] = {}
+        self.epochs: dict[int, int] = {}  # leader epoch each shard was elected at
         self.loading: set[int] = set()
         self.active = False
-        self._topic_ready = False
-        self._topic_lock = asyncio.Lock()
         self._queues: dict[int, collections.deque[Result]] = {}
         self._writers: dict[int, asyncio.Task] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._retention_timer: asyncio.TimerHandle | None = None
+        self._load_queue: collections.deque[tuple[int, int]] = collections.deque()
         self._load_task: asyncio.Task | None = None
 
     # =================================================================== lifecycle
     async def start(self) -> None:
         self.active = True
-        if self._offsets_log(0) is not None:
-            self._topic_ready = True
-            self.loading = set(range(self.num_partitions))
-            self._load_task = asyncio.ensure_future(self._load_all())
         self._schedule_retention()
 
     async def stop(self) -> None:
@@ -83,99 +117,121 @@ class GroupCoordinator:
         if writers:
             await asyncio.wait(writers, timeout=5)
         # Answer whatever still waits, so no handler hangs on shutdown.
-        for group in self.state.groups.values():
-            for m in group.members.values():
-                if m.join_token is not None and not m.join_token.done():
-                    m.join_token.set_result(JoinResult(int(E.not_coordinator), m.member_id))
-                if m.sync_token is not None and not m.sync_token.done():
-                    m.sync_token.set_result(SyncResult(int(E.not_coordinator)))
+        for shard in self.shards.values():
+            _answer_waiting(shard, E.not_coordinator)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
     def group_error(self, group_id: str) -> int:
-        """COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS, or 0 if we can serve the group."""
+        """COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, or 0 if we serve the group."""
         if not self.active:
             return int(E.coordinator_not_available)
-        if self.partition_for(group_id) in self.loading:
+        p = self.partition_for(group_id)
+        if p in self.loading:
             return int(E.coordinator_load_in_progress)
+        if p not in self.shards:
+            return int(E.not_coordinator)
         return 0
 
+    def _shard(self, group_id: str) -> tuple[int, GroupCoordinatorState | None]:
+        err = self.group_error(group_id)
+        return (err, None) if err else (0, self.shards[self.partition_for(group_id)])
+
     async def ensure_topic(self) -> None:
-        if self._topic_ready:
+        """Create `__consumer_offsets` if it does not exist yet (on the first FindCoordinator)."""
+        await self._ensure_topic()
+
+    # =================================================================== leadership
+    def on_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic != OFFSETS_TOPIC or not self.active:
             return
-        async with self._topic_lock:
-            if self._topic_ready:
-                return
-            cfg = self.broker.config
-            await self.broker.ensure_internal_topic(
-                OFFSETS_TOPIC,
-                self.num_partitions,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-                    "compression.type": "producer",
-                },
-            )
-            self._topic_ready = True
+        if self.epochs.get(partition) == leader_epoch and partition in self.shards:
+            return
+        self._unload(partition)
+        self.shards[partition] = GroupCoordinatorState(self.config.state)
+        self.epochs[partition] = leader_epoch
+        self.loading.add(partition)
+        self._load_queue.append((partition, leader_epoch))
+        if self._load_task is None or self._load_task.done():
+            self._load_task = asyncio.ensure_future(self._load_loop())
+
+    def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        self._unload(partition)
+        self._rearm()
+
+    def _unload(self, partition: int) -> None:
+        shard = self.shards.pop(partition, None)
+        self.epochs.pop(partition, None)
+        self.loading.discard(partition)
+        if shard is not None:
+            _answer_waiting(shard, E.not_coordinator)
+            log.info("unloaded %s-%d (%d groups)", OFFSETS_TOPIC, partition, len(shard.groups))
 
     # =================================================================== loading
-    def _offsets_log(self, partition: int) -> Any:
-        try:
-            return self.broker.log_manager.get_log(OFFSETS_TOPIC, partition)
-        except (KeyError, LookupError):
-            return None
-
-    async def _load_all(self) -> None:
-        from odradek.protocol.records import decode_records, iter_batches
-
-        for p in sorted(self.loading):
-            started = time.monotonic()
-            count = 0
-            try:
-                log_ = self._offsets_log(p)
-                offset = log_.log_start_offset if log_ is not None else 0
-                end = log_.log_end_offset if log_ is not None else 0
-                while log_ is not None and offset < end:
-                    data = await asyncio.to_thread(log_.read_bytes, offset, LOAD_READ_BYTES)
-                    if not data:
-                        break
-                    for h in iter_batches(data):
-                        if not h.is_control:
-                            for rec in decode_records(data, h.position):
-                                if rec.offset >= offset and rec.key is not None:
-                                    self._replay_bytes(rec.key, rec.value)
-                                    count += 1
-                        offset = max(offset, h.next_offset)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("loading %s-%d failed at offset %d", OFFSETS_TOPIC, p, offset)
-            self.state.loaded([g for g in self.state.groups if self.partition_for(g) == p], self.clock())
-            self.loading.discard(p)
-            if count:
-                log.info(
-                    "loaded %d records of %s-%d in %.0f ms",
-                    count,
-                    OFFSETS_TOPIC,
-                    p,
-                    (time.monotonic() - started) * 1000,
-                )
+    async def _load_loop(self) -> None:
+        while self._load_queue:
+            partition, epoch = self._load_queue.popleft()
+            if self.epochs.get(partition) != epoch:
+                continue  # resigned or re-elected since
+            await self._load(partition, epoch)
             await asyncio.sleep(0)
         self._rearm()
 
-    def _replay_bytes(self, key: bytes, value: bytes | None) -> None:
+    async def _load(self, partition: int, epoch: int) -> None:
+        shard = self.shards[partition]
+        started = time.monotonic()
+        count = 0
+        offset = 0
+        try:
+            offset = self.partitions.log_start_offset(OFFSETS_TOPIC, partition)
+            while True:
+                data, hw = await asyncio.to_thread(
+                    self.partitions.read_committed_bytes, OFFSETS_TOPIC, partition, offset, LOAD_READ_BYTES
+                )
+                if not data or self.epochs.get(partition) != epoch:
+                    break
+                for h in iter_batches(data):
+                    if not h.is_control:
+                        for rec in decode_records(data, h.position):
+                            if rec.offset >= offset and rec.key is not None:
+                                self._replay_bytes(shard, rec.key, rec.value)
+                                count += 1
+                    offset = max(offset, h.next_offset)
+                if offset >= hw:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading %s-%d failed at offset %d", OFFSETS_TOPIC, partition, offset)
+        if self.epochs.get(partition) != epoch:
+            return
+        shard.loaded(None, self.clock())
+        self.loading.discard(partition)
+        if count:
+            log.info(
+                "loaded %d records of %s-%d in %.0f ms",
+                count,
+                OFFSETS_TOPIC,
+                partition,
+                (time.monotonic() - started) * 1000,
+            )
+
+    @staticmethod
+    def _replay_bytes(shard: GroupCoordinatorState, key: bytes, value: bytes | None) -> None:
         try:
             k = decode_key(key)
             v = decode_value(k, value)
         except RecordFormatError as e:
             log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
             return
-        self.state.replay(k, v)
+        shard.replay(k, v)
 
     # =================================================================== writing
     def _submit(self, res: Result) -> None:
-        """Queue a Result's records on its partition's writer; deliver replies when durable."""
+        """Queue a Result's records on its partition's writer; deliver replies when committed."""
         if not res.records:
             self._deliver(res.replies)
             if res.then is not None:
@@ -203,8 +259,6 @@ class GroupCoordinator:
                 self._writers[partition] = asyncio.ensure_future(self._write_loop(partition))
 
     async def _append(self, partition: int, res: Result) -> int:
-        from odradek.protocol.records import Record, build_batch
-
         now = self.clock()
         records = []
         for i, (k, v) in enumerate(res.records):
@@ -216,9 +270,8 @@ class GroupCoordinator:
                 value = encode_offset_value(v)  # type: ignore[arg-type]
             records.append(Record(i, now, encode_key(k), value, ()))
         try:
-            await self.ensure_topic()
-            await self.broker.replica_manager.append_internal(
-                OFFSETS_TOPIC, partition, build_batch(records, base_offset=0)
+            await self.partitions.append_committed(
+                OFFSETS_TOPIC, partition, build_batch(records, base_offset=0), self.config.commit_timeout_ms
             )
             return 0
         except KafkaError as e:
@@ -235,10 +288,14 @@ class GroupCoordinator:
                 token.set_result(value)
 
     # =================================================================== timers
+    def _next_deadline(self) -> int | None:
+        ats = [at for shard in self.shards.values() if (at := shard.next_deadline()) is not None]
+        return min(ats) if ats else None
+
     def _rearm(self) -> None:
         if not self.active:
             return
-        at = self.state.next_deadline()
+        at = self._next_deadline()
         if at == self._timer_at:
             return
         if self._timer is not None:
@@ -252,21 +309,26 @@ class GroupCoordinator:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        for res in self.state.expire(self.clock()):
-            self._submit(res)
+        now = self.clock()
+        for p, shard in list(self.shards.items()):
+            if p not in self.loading:
+                for res in shard.expire(now):
+                    self._submit(res)
         self._rearm()
 
     def _schedule_retention(self) -> None:
         if not self.active:
             return
-        interval = self.broker.config["offsets.retention.check.interval.ms"] / 1000
+        interval = self.config.retention_check_interval_ms / 1000
         self._retention_timer = asyncio.get_running_loop().call_later(interval, self._on_retention)
 
     def _on_retention(self) -> None:
         try:
-            if not self.loading:  # never expire from a half-loaded state
-                for res in self.state.expire_offsets(self.clock()):
-                    self._submit(res)
+            now = self.clock()
+            for p, shard in list(self.shards.items()):
+                if p not in self.loading:  # never expire from a half-loaded state
+                    for res in shard.expire_offsets(now):
+                        self._submit(res)
         finally:
             self._schedule_retention()
 
@@ -290,11 +352,11 @@ class GroupCoordinator:
         *,
         require_known_member_id: bool,
     ) -> JoinResult:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return JoinResult(err, member_id)
         return await self._run(
-            self.state.join,
+            shard.join,
             group_id,
             member_id,
             group_instance_id,
@@ -317,31 +379,24 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return SyncResult(err)
         return await self._run(
-            self.state.sync,
-            group_id,
-            generation,
-            member_id,
-            group_instance_id,
-            protocol_type,
-            protocol_name,
-            assignments,
+            shard.sync, group_id, generation, member_id, group_instance_id, protocol_type, protocol_name, assignments
         )
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> int:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return err
-        return await self._run(self.state.heartbeat, group_id, member_id, group_instance_id, generation)
+        return await self._run(shard.heartbeat, group_id, member_id, group_instance_id, generation)
 
     async def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> LeaveResult:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return LeaveResult(err)
-        return await self._run(self.state.leave, group_id, members)
+        return await self._run(shard.leave, group_id, members)
 
     async def commit_offsets(
         self,
@@ -352,11 +407,11 @@ class GroupCoordinator:
         offsets: list[tuple[str, int, int, int, str | None]],
         retention_ms: int = -1,
     ) -> dict[tuple[str, int], int]:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return {(t, p): err for t, p, *_ in offsets}
         return await self._run(
-            self.state.commit_offsets,
+            shard.commit_offsets,
             group_id,
             member_id,
             group_instance_id,
@@ -366,16 +421,16 @@ class GroupCoordinator:
         )
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> tuple[int, list]:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return err, []
-        return 0, self.state.fetch_offsets(group_id, topics)
+        return 0, shard.fetch_offsets(group_id, topics)
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return GroupDescription(group_id, err, "", "", "", [])
-        return self.state.describe_group(group_id)
+        return shard.describe_group(group_id)
 
     def list_groups(
         self, states: list[str] | None = None, types: list[str] | None = None
@@ -383,25 +438,58 @@ class GroupCoordinator:
         if not self.active:
             return int(E.coordinator_not_available), []
         err = int(E.coordinator_load_in_progress) if self.loading else 0
-        return err, self.state.list_groups(states, types)
+        out = []
+        for shard in self.shards.values():
+            out.extend(shard.list_groups(states, types))
+        return err, out
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
         futs = []
         for gid in group_ids:
-            err = self.group_error(gid) if gid else 0
-            if err:
-                fut = asyncio.get_running_loop().create_future()
-                fut.set_result(err)
+            fut = asyncio.get_running_loop().create_future()
+            err, shard = self._shard(gid) if gid else (0, None)
+            if shard is None:
+                fut.set_result(err if gid else int(E.invalid_group_id))
             else:
-                fut = asyncio.get_running_loop().create_future()
-                self._submit(self.state.delete_group(gid, token=fut, now=self.clock()))
+                self._submit(shard.delete_group(gid, token=fut, now=self.clock()))
             futs.append(fut)
         return [(gid, await f) for gid, f in zip(group_ids, futs)]
 
     async def delete_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]]
     ) -> tuple[int, dict[tuple[str, int], int]]:
-        err = self.group_error(group_id)
-        if err:
+        err, shard = self._shard(group_id)
+        if shard is None:
             return err, {}
-        return await self._run(self.state.delete_offsets, group_id, topics)
+        return await self._run(shard.delete_offsets, group_id, topics)
+
+    # =================================================================== metrics
+    def metrics_snapshot(self) -> tuple[dict[str, int], int] | None:
+        """({state: groups}, members) for the metrics scrape thread: a read-only pass over copies
+        of the shards' groups, retried when the event loop changed a dict meanwhile. Every
+        state is reported, 0 included, so the series always exist."""
+        for _ in range(3):
+            try:
+                groups = [g for shard in list(self.shards.values()) for g in list(shard.groups.values())]
+                break
+            except RuntimeError:  # dictionary changed size during iteration
+                continue
+        else:
+            return None
+        counts = dict.fromkeys(_GROUP_STATES, 0)
+        members = 0
+        for g in groups:
+            st = str(g.state)
+            counts[st] = counts.get(st, 0) + 1
+            members += len(g.members)
+        return counts, members
+
+
+def _answer_waiting(shard: GroupCoordinatorState, code: int) -> None:
+    """Complete the joins and syncs waiting on a shard that is going away."""
+    for group in shard.groups.values():
+        for m in group.members.values():
+            if m.join_token is not None and not m.join_token.done():
+                m.join_token.set_result(JoinResult(int(code), m.member_id))
+            if m.sync_token is not None and not m.sync_token.done():
+                m.sync_token.set_result(SyncResult(int(code)))

@@ -1,0 +1,34 @@
+"""What the broker knows about one client connection, for the requests arriving on it.
+
+Created by the connection (broker/connection.py) when it is accepted and handed to every
+handler in its RequestContext. The listener name and security protocol say where the
+connection came in (Metadata answers with that listener's endpoints); the principal is
+who it is (PLAINTEXT: `User:ANONYMOUS`; SASL will set it when authentication completes,
+and the authorizer will decide on it); the client software is what ApiVersions v3+ said.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class ConnectionState:
+    id: int
+    peer: str  # host:port of the client
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: str = ANONYMOUS
+    client_software_name: str | None = None
+    client_software_version: str | None = None
+    # False only on a listener that authenticates (SASL) until authentication completes:
+    # then only ApiVersions, SaslHandshake and SaslAuthenticate are served.
+    authenticated: bool = True
+
+    @property
+    def client_host(self) -> str:
+        """Kafka's client host form: "/" + the peer address (DescribeGroups, ListGroups...)."""
+        host = self.peer.rsplit(":", 1)[0] if ":" in self.peer else self.peer
+        return "/" + host.strip("[]")

@@ -1,0 +1,15 @@
+"""What the group API handlers (k08-k16, k42, k47) share: constants and entity building."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.registry import RequestContext, make
+
+# READ(3), DELETE(6), DESCRIBE(8): what a group grants without an authorizer.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def nested(ctx: RequestContext, class_name: str, **fields: Any) -> Any:
+    """Like ctx.nested, but a field may be called `name` (topic entries)."""
+    return make(getattr(ctx.module, class_name), **fields)

@@ -1,0 +1,51 @@
+"""The broker's services, typed, as handlers see them (instead of one `Broker` object).
+
+`Broker.start()` (server.py) constructs and wires them once; every request's
+`RequestContext` carries the same `BrokerServices`. Who owns what is in
+docs/architecture.md. Later capabilities add a field here (the transaction coordinator,
+an authorizer) rather than attributes on a shared object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.fetch_session import FetchSessionCache
+    from odradek.broker.log_configs import TopicConfigs
+    from odradek.broker.metrics import BrokerMetrics
+    from odradek.broker.producer_ids import ProducerIdAllocator
+    from odradek.broker.replica_manager import ReplicaManager
+    from odradek.broker.topic_admin import TopicAdmin
+    from odradek.cluster.metadata import ClusterSnapshot
+    from odradek.cluster.store import MetadataStore
+    from odradek.coordinator.group import GroupCoordinator
+
+
+class TransactionCoordinator(Protocol):
+    """The transaction coordinator's face to handlers (none yet: transactional producers are refused)."""
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    metadata: MetadataStore
+    topics: TopicAdmin
+    topic_configs: TopicConfigs
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    fetch_sessions: FetchSessionCache
+    producer_ids: ProducerIdAllocator
+    metrics: BrokerMetrics | None = None
+    txn_coordinator: TransactionCoordinator | None = None
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        """The newest metadata snapshot (a handler reads one snapshot per request)."""
+        return self.metadata.snapshot

@@ -1,0 +1,83 @@
+"""Topic administration: create, delete, grow and reconfigure topics through the metadata store.
+
+Handlers (CreateTopics, DeleteTopics, CreatePartitions, the config APIs, Metadata's
+auto-creation) and the coordinators (their internal topics) come here; this validates what
+the store cannot (configs against storage's rules, replica assignments against the live
+brokers), computes assignments (cluster/assignment.py), and writes through the store. It
+creates no log: the replica manager does that when the store publishes the change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.log_configs import TopicConfigs
+from odradek.cluster.assignment import assign_replicas
+from odradek.cluster.metadata import TopicInfo
+from odradek.cluster.store import MetadataStore
+
+log = logging.getLogger("odradek.broker.topics")
+
+
+class TopicAdmin:
+    def __init__(self, store: MetadataStore, topic_configs: TopicConfigs, config: BrokerConfig) -> None:
+        self.store = store
+        self.topic_configs = topic_configs
+        self.config = config
+        self._internal_lock = asyncio.Lock()
+
+    @property
+    def live_brokers(self) -> list[int]:
+        return sorted(b.node_id for b in self.store.snapshot.brokers)
+
+    def assignment(
+        self, partitions: int, replication_factor: int, *, first_partition: int = 0
+    ) -> list[tuple[int, ...]]:
+        """Replica lists for new partitions over the live brokers (AssignmentError when impossible)."""
+        return assign_replicas(self.live_brokers, partitions, replication_factor, first_partition=first_partition)
+
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Sequence[Sequence[int]],
+        configs: Mapping[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        self.topic_configs.log_config(configs)  # ValueError before anything is written
+        info = await self.store.create_topic(name, assignment, configs, topic_id)
+        log.info(
+            "created topic %s with %d partitions%s",
+            name,
+            len(assignment),
+            f" and configs {dict(configs)}" if configs else "",
+        )
+        return info
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        info = await self.store.delete_topic(name)
+        log.info("deleted topic %s", name)
+        return info
+
+    async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
+        return await self.store.create_partitions(name, new_assignment)
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        self.topic_configs.log_config(configs)
+        return await self.store.set_topic_configs(name, configs)
+
+    async def ensure_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
+    ) -> TopicInfo:
+        """Create an internal topic unless it exists (concurrent callers create it once).
+        The replication factor is capped at the live brokers (documented for
+        `offsets.topic.replication.factor`), so the default of 3 works on a single node."""
+        async with self._internal_lock:
+            info = self.store.snapshot.topics.get(name)
+            if info is not None:
+                return info
+            rf = min(replication_factor, max(len(self.live_brokers), 1))
+            return await self.create_topic(name, self.assignment(partitions, rf), configs)

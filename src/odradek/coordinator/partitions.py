@@ -1,0 +1,29 @@
+"""What a coordinator needs of the partitions of its log, and nothing more (Kafka's PartitionWriter).
+
+A coordinator (groups over `__consumer_offsets`, later transactions over
+`__transaction_state`) appends the records of its state changes and must answer a request
+only once they are committed (the high watermark passed them: with replication, the whole
+ISR has them); it rebuilds its state by reading what is committed. The broker's replica
+manager implements this protocol; the coordinator never sees the broker.
+
+Which partitions a coordinator serves follows leadership: the broker calls the
+coordinator's `on_elected(topic, partition, leader_epoch)` / `on_resigned(...)` hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class CoordinatorPartitions(Protocol):
+    async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:
+        """Append one record batch as leader; return its base offset once committed.
+        Raises odradek.protocol.errors.KafkaError (of the Kafka code) when it is not."""
+        ...
+
+    def read_committed_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """Whole batches from `offset` below the high watermark, and the high watermark.
+        Plain file reads: safe to call from a worker thread."""
+        ...
+
+    def log_start_offset(self, topic: str, partition: int) -> int: ...
