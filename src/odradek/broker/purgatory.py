@@ -56,11 +56,11 @@ class DelayedOperation:
         return False
 
     def complete(self, satisfied: bool) -> None:
-        if self._future.done():
-            return
-        self._future.set_result(satisfied)
+        if not self._future.done():  # (a cancelled waiter's future is done, and it must leave too)
+            self._future.set_result(satisfied)
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
         self.purgatory._remove(self)
 
     async def wait(self) -> bool:

@@ -1,0 +1,128 @@
+"""A whole broker in this process: requests through handlers, codecs and the real services."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+
+from support.batches import batch
+
+from odradek.broker.registry import load_handlers
+from odradek.protocol import messages
+from odradek.protocol.errors import ErrorCode
+
+MS = datetime.timedelta(milliseconds=1)
+
+
+def nested(api_key: int, version: int, class_name: str, /, **fields):
+    return getattr(messages.module_of(messages.request_class(api_key, version)), class_name)(**fields)
+
+
+async def create(b, name: str, partitions: int = 1, configs: dict | None = None):
+    cfgs = tuple(nested(19, 7, "CreatableTopicConfig", name=k, value=v) for k, v in (configs or {}).items())
+    t = nested(
+        19,
+        7,
+        "CreatableTopic",
+        name=name,
+        num_partitions=partitions,
+        replication_factor=-1,
+        assignments=(),
+        configs=cfgs,
+    )
+    r = await b.call(19, 7, topics=(t,), timeout=1000 * MS, validate_only=False)
+    assert r.topics[0].error_code == 0, r.topics[0].error_message
+    return r.topics[0]
+
+
+async def produce(b, topic: str, records: bytes, acks: int = -1):
+    pd = nested(0, 9, "PartitionProduceData", index=0, records=records)
+    td = nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,))
+    return (await b.call(0, 9, transactional_id=None, acks=acks, timeout=1000 * MS, topic_data=(td,))).responses[0]
+
+
+def test_api_versions_come_from_the_registry_and_name_the_client(inprocess):
+    async def main():
+        async with inprocess() as b:
+            conn = b.connection()
+            r = await b.call(18, 3, connection=conn, client_software_name="odradek-test", client_software_version="1.0")
+            assert r.error_code == 0
+            served = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+            assert served == {h.api_key: (h.advertised_min, h.max_version) for h in load_handlers().values()}
+            assert (conn.client_software_name, conn.client_software_version) == ("odradek-test", "1.0")
+
+    asyncio.run(main())
+
+
+def test_topics_are_created_and_deleted_through_the_metadata_store(inprocess, tmp_path):
+    async def main():
+        async with inprocess() as b:
+            info = await create(b, "orders", 3)
+            rm = b.services.replica_manager
+            assert sorted(rm.partitions) == [("orders", 0), ("orders", 1), ("orders", 2)]
+            assert all(rm.partitions[k].is_leader for k in rm.partitions)
+            assert os.path.isdir(tmp_path / "data" / "orders-2")
+            r = await b.call(
+                20, 6, topics=(nested(20, 6, "DeleteTopicState", name=None, topic_id=info.topic_id),), timeout=1000 * MS
+            )
+            assert r.responses[0].error_code == 0 and r.responses[0].name == "orders"
+            assert not rm.partitions and "orders" not in b.services.snapshot.topics
+            assert not os.path.isdir(tmp_path / "data" / "orders-2")
+
+    asyncio.run(main())
+
+
+def test_a_waiting_fetch_is_answered_when_records_become_visible(inprocess):
+    async def main():
+        async with inprocess() as b:
+            info = await create(b, "events")
+            fp = nested(
+                1,
+                16,
+                "FetchPartition",
+                partition=0,
+                current_leader_epoch=0,
+                fetch_offset=0,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=1 << 20,
+            )
+            ft = nested(1, 16, "FetchTopic", topic_id=info.topic_id, partitions=(fp,))
+            fetch = asyncio.ensure_future(
+                b.call(
+                    1,
+                    16,
+                    max_wait=5000 * MS,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=(ft,),
+                    forgotten_topics_data=(),
+                    rack_id="",
+                )
+            )
+            await asyncio.sleep(0.05)
+            assert not fetch.done() and len(b.services.replica_manager.fetch_purgatory) == 1
+            records = batch(2)
+            p = await produce(b, "events", records)
+            assert (p.partition_responses[0].error_code, p.partition_responses[0].base_offset) == (0, 0)
+            r = await asyncio.wait_for(fetch, 1)
+            part = r.responses[0].partitions[0]
+            assert part.error_code == 0 and part.high_watermark == 2 and len(part.records) == len(records)
+
+    asyncio.run(main())
+
+
+def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(inprocess):
+    async def main():
+        async with inprocess() as b:
+            await create(b, "strict", configs={"min.insync.replicas": "2"})
+            r = await produce(b, "strict", batch(1), acks=-1)
+            assert r.partition_responses[0].error_code == ErrorCode.not_enough_replicas
+            r = await produce(b, "strict", batch(1), acks=1)
+            assert (r.partition_responses[0].error_code, r.partition_responses[0].base_offset) == (0, 0)
+
+    asyncio.run(main())

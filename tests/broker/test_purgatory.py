@@ -1,0 +1,109 @@
+"""The purgatory: delayed operations completed by events or timeouts, and DelayedProduce."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
+from odradek.protocol.errors import ErrorCode
+
+
+def test_an_operation_completes_when_enough_bytes_arrive():
+    async def main():
+        p = Purgatory("fetch")
+        op = p.watch([("t", 0), ("t", 1)], 5.0, target=100)
+        assert len(p) == 1
+        assert p.notify(("t", 0), 60) == 0 and not op.done
+        assert p.notify(("other", 0), 60) == 0
+        assert p.notify(("t", 1), 40) == 1
+        assert await op.wait() is True
+        assert len(p) == 0 and not p._watchers
+
+    asyncio.run(main())
+
+
+def test_an_operation_times_out_and_leaves_the_purgatory():
+    async def main():
+        p = Purgatory("fetch")
+        op = p.watch([("t", 0)], 0.02, target=1)
+        started = asyncio.get_running_loop().time()
+        assert await op.wait() is False
+        assert asyncio.get_running_loop().time() - started >= 0.015
+        assert len(p) == 0 and not p._watchers
+        assert p.notify(("t", 0), 10) == 0  # nothing watches any more
+
+    asyncio.run(main())
+
+
+def test_cancel_all_answers_every_waiter_and_a_cancelled_waiter_leaves():
+    async def main():
+        p = Purgatory("fetch")
+        ops = [p.watch([("t", i)], 10.0) for i in range(3)]
+        p.cancel_all()
+        assert [await op.wait() for op in ops] == [False, False, False]
+        op = p.watch([("t", 0)], 10.0)
+        task = asyncio.ensure_future(op.wait())
+        await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert len(p) == 0
+
+    asyncio.run(main())
+
+
+@dataclass
+class FakePartition:
+    """An AcksTarget: the high watermark and the answer a real Partition would give."""
+
+    key: tuple
+    high_watermark: int = 0
+    error: ErrorCode | None = None
+
+    def acks_satisfied(self, required_offset: int) -> ErrorCode | None:
+        if self.error is not None:
+            return self.error
+        return ErrorCode.none if self.high_watermark >= required_offset else None
+
+
+def test_delayed_produce_satisfied_at_once_creates_no_operation():
+    async def main():
+        p = Purgatory("produce")
+        waits = [ProduceWait(FakePartition(("t", 0), 10), 10), ProduceWait(FakePartition(("t", 1), 5), 3)]
+        await DelayedProduce(p, waits).complete(5.0)
+        assert [(w.pending, w.error_code) for w in waits] == [(False, 0), (False, 0)]
+        assert len(p) == 0
+
+    asyncio.run(main())
+
+
+def test_delayed_produce_waits_for_every_partition_then_answers():
+    async def main():
+        p = Purgatory("produce")
+        a, b = FakePartition(("t", 0)), FakePartition(("t", 1))
+        waits = [ProduceWait(a, 5), ProduceWait(b, 7)]
+        task = asyncio.ensure_future(DelayedProduce(p, waits).complete(5.0))
+        await asyncio.sleep(0.01)
+        assert not task.done() and len(p) == 1
+        a.high_watermark = 5
+        p.notify(a.key)
+        await asyncio.sleep(0.01)
+        assert not task.done() and not waits[0].pending and waits[1].pending
+        b.error = ErrorCode.not_leader_or_follower  # leadership lost while waiting
+        p.notify(b.key)
+        await task
+        assert [w.error_code for w in waits] == [0, ErrorCode.not_leader_or_follower]
+
+    asyncio.run(main())
+
+
+def test_delayed_produce_times_out_only_what_still_waits():
+    async def main():
+        p = Purgatory("produce")
+        done, stuck = FakePartition(("t", 0), 9), FakePartition(("t", 1), 0)
+        waits = [ProduceWait(done, 9), ProduceWait(stuck, 4)]
+        await DelayedProduce(p, waits).complete(0.02)
+        assert [w.error_code for w in waits] == [0, ErrorCode.request_timed_out]
+        assert len(p) == 0
+
+    asyncio.run(main())

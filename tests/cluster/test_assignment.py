@@ -1,0 +1,37 @@
+"""Replica assignment: Kafka's spread of leaders and followers over brokers."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from odradek.cluster.assignment import AssignmentError, assign_replicas
+
+
+def test_kafkas_documented_layout_for_five_brokers():
+    # AdminUtils' example: 5 brokers, 10 partitions, replication factor 3, start index 0
+    got = assign_replicas([0, 1, 2, 3, 4], 10, 3, start_index=0)
+    assert got[:5] == [(0, 1, 2), (1, 2, 3), (2, 3, 4), (3, 4, 0), (4, 0, 1)]
+    assert got[5:] == [(0, 2, 3), (1, 3, 4), (2, 4, 0), (3, 0, 1), (4, 1, 2)]
+
+
+@pytest.mark.parametrize("brokers,partitions,rf", [(3, 12, 3), (4, 50, 2), (6, 7, 3), (1, 5, 1)])
+def test_leaders_spread_evenly_and_no_partition_repeats_a_broker(brokers, partitions, rf):
+    got = assign_replicas(list(range(brokers)), partitions, rf, rng=random.Random(7))
+    assert len(got) == partitions and all(len(set(r)) == rf for r in got)
+    leaders = Counter(r[0] for r in got)
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in range(brokers)) <= 1
+
+
+def test_new_partitions_continue_the_pattern():
+    first = assign_replicas([0, 1, 2], 3, 2, start_index=0)
+    more = assign_replicas([0, 1, 2], 3, 2, start_index=0, first_partition=3)
+    assert first + more == assign_replicas([0, 1, 2], 6, 2, start_index=0)
+
+
+@pytest.mark.parametrize("partitions,rf,message", [(0, 1, "partitions"), (1, 0, "Replication"), (1, 3, "larger than")])
+def test_impossible_assignments_are_refused(partitions, rf, message):
+    with pytest.raises(AssignmentError, match=message):
+        assign_replicas([0, 1], partitions, rf)
