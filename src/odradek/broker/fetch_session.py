@@ -41,7 +41,7 @@ class CachedPartition:
 class FetchSession:
     id: int
     epoch: int  # the epoch the next request must carry
-    partitions: OrderedDict[tuple[str, int], CachedPartition] = field(default_factory=OrderedDict)
+    partitions: OrderedDict[tuple[object, int], CachedPartition] = field(default_factory=OrderedDict)
 
 
 class FetchSessionCache:

@@ -14,7 +14,7 @@ import os
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -48,7 +48,7 @@ class BrokerMetrics:
         self.latency: dict[str, list] = {}
         self.accepted = [0, time.time()]
         self.registry.register(_HotCollector(self))
-        self._server = None
+        self._server: Any = None
 
     def observe(self, services: BrokerServices, log_manager: LogManager, connections: Callable[[], int]) -> None:
         """Add the gauges computed from broker state when scraped."""
@@ -94,8 +94,10 @@ class BrokerMetrics:
         from prometheus_client import start_http_server
 
         host, _, port = listener.rpartition(":")
-        self._server, thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
-        return self._server.server_address[:2]
+        server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        self._server = server
+        bound_host, bound_port = server.server_address[:2]
+        return str(bound_host), int(bound_port)
 
     def close(self) -> None:
         if self._server is not None:
@@ -135,19 +137,18 @@ class _HotCollector(Collector):
             if r[1]:
                 fam.add_metric([api], r[1], created=r[2])
         yield fam
-        fam = HistogramMetricFamily(
+        hist = HistogramMetricFamily(
             "odradek_request_latency_seconds", "Time from dispatch to response written, per API.", labels=["api"]
         )
         for api, (counts, total, created) in dict(m.latency).items():
-            counts = list(counts)
             acc = 0
             buckets = []
-            for le, n in zip(_LE, counts):
+            for le, n in zip(_LE, list(counts)):
                 acc += n
-                buckets.append((le, acc))
-            fam.add_metric([api], buckets, total)
-            fam.samples.append(Sample("odradek_request_latency_seconds_created", {"api": api}, created))
-        yield fam
+                buckets.append((le, float(acc)))
+            hist.add_metric([api], buckets, total)
+            hist.samples.append(Sample("odradek_request_latency_seconds_created", {"api": api}, created))
+        yield hist
         n, created = m.accepted
         yield CounterMetricFamily(
             "odradek_connections_accepted", "Client connections accepted.", value=n, created=created

@@ -213,7 +213,12 @@ _CONVERTERS = {
 
 @cache
 def _converters(cls: type) -> dict[str, Any]:
-    return {name: _CONVERTERS.get(f.metadata.get("kafka_type")) for name, f in cls.__dataclass_fields__.items()}
+    return {name: _CONVERTERS.get(f.metadata.get("kafka_type")) for name, f in dataclasses_fields(cls).items()}
+
+
+def dataclasses_fields(cls: type) -> dict[str, Any]:
+    fields: dict[str, Any] = getattr(cls, "__dataclass_fields__")  # noqa: B009 - kio entities are dataclasses
+    return fields
 
 
 def ms(value: Any) -> int:

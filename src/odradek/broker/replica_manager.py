@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.partition import Isolation, Partition, PartitionError
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
@@ -88,7 +88,7 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    regions: list | None = None
+    regions: list[Any] | None = None
     size: int = 0
     first_offset: int = -1  # base offset of the first batch returned
     next_offset: int = -1  # the offset after the batches returned

@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Callable
 
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
@@ -232,7 +233,14 @@ class Broker:
             self.connections.add(conn)
             task = asyncio.ensure_future(conn.run())
             self._conn_tasks.add(task)
-            task.add_done_callback(lambda t, c=conn: (self._conn_tasks.discard(t), self.connections.discard(c)))
+            task.add_done_callback(self._connection_done(conn))
+
+    def _connection_done(self, conn: Connection) -> Callable[[asyncio.Task], None]:
+        def done(task: asyncio.Task) -> None:
+            self._conn_tasks.discard(task)
+            self.connections.discard(conn)
+
+        return done
 
     async def _warm_up(self) -> None:
         """Warm the schema caches in the background (not on the start-up path, not in a

@@ -8,6 +8,7 @@ then by storage's LogConfig.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError
@@ -29,7 +30,7 @@ RESOURCE_BROKER_LOGGER = 8
 SENSITIVE_TYPES = {"password"}
 
 
-def validate_topic_configs(services: BrokerServices, configs: dict[str, str | None]) -> str | None:
+def validate_topic_configs(services: BrokerServices, configs: Mapping[str, str | None]) -> str | None:
     for name, value in configs.items():
         setting = BY_TOPIC_NAME.get(name)
         if setting is None:

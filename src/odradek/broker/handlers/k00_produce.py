@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, req) -> object:
         if v >= 13:
             info = snap.topic_by_id(td.topic_id)
             name = info.name if info else None
-            missing = ErrorCode.unknown_topic_id
+            missing: int = ErrorCode.unknown_topic_id
         else:
             name = td.name
             info = snap.topics.get(name)

@@ -17,6 +17,7 @@ UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, the fencing error
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,13 +142,13 @@ async def handle(ctx: RequestContext, req) -> object:
             cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
         tr = by_topic.get(key)
         if tr is None:
-            tr = by_topic[key] = TopicResult(name or "", key if v >= 13 else ZERO_UUID, [])
+            tr = by_topic[key] = TopicResult(name or "", key if isinstance(key, uuid.UUID) else ZERO_UUID, [])
         tr.partitions.append(pr)
     if s.metrics is not None and total:
         # records out from offsets: no batch is decoded (docs/metrics.md)
         out: dict[str, list[int]] = {}
         for _key, name, _cp, pr, r in results:
-            if r is not None:
+            if r is not None and name is not None:
                 acc = out.setdefault(name, [0, 0])
                 acc[0] += pr.records_size
                 acc[1] += r.offsets_returned

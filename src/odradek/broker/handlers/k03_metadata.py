@@ -28,7 +28,9 @@ async def handle(ctx: RequestContext, req) -> object:
     v = ctx.api_version
     results = []
     if req.topics is None or (v == 0 and not req.topics):
-        wanted = [(t.name, None) for t in sorted(snap.topics.values(), key=lambda t: t.name)]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (t.name, None) for t in sorted(snap.topics.values(), key=lambda t: t.name)
+        ]
         auto = False
     else:
         wanted = [(getattr(t, "name", None), getattr(t, "topic_id", None)) for t in req.topics]
@@ -40,10 +42,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 results.append(_topic_error(ctx, ErrorCode.unknown_topic_id, None, topic_id))
                 continue
         else:
-            info = snap.topics.get(name)
+            info = snap.topics.get(name) if name is not None else None
         if info is None:
             problem = topic_name_problem(name)
-            if problem:
+            if problem or name is None:
                 results.append(_topic_error(ctx, ErrorCode.invalid_topic_exception, name))
                 continue
             if not auto or name.startswith("__"):

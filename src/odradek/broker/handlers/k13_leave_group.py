@@ -16,7 +16,7 @@ async def handle(ctx: RequestContext, req) -> object:
     gc = ctx.services.group_coordinator
     v = ctx.api_version
     if v < 3:
-        members = [(req.member_id, None)]
+        members: list[tuple[str, str | None]] = [(req.member_id, None)]
     else:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     r = await gc.leave(req.group_id, members)

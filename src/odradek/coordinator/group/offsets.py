@@ -163,8 +163,12 @@ class OffsetsMixin:
         for topic, partitions in topics:
             rows = []
             for p in partitions:
-                v = offsets.get((topic, p))
-                rows.append((p, v.offset, v.leader_epoch, v.metadata, 0) if v is not None else (p, -1, -1, "", 0))
+                found = offsets.get((topic, p))
+                rows.append(
+                    (p, found.offset, found.leader_epoch, found.metadata, 0)
+                    if found is not None
+                    else (p, -1, -1, "", 0)
+                )
             out.append((topic, rows))
         return out
 

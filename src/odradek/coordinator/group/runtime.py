@@ -27,9 +27,9 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.coordinator.group.model import GroupDescription, JoinResult, LeaveResult, Result, SyncResult
 from odradek.coordinator.group.records import (
@@ -55,6 +55,12 @@ LOAD_READ_BYTES = 1 << 20
 _GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
 
+class Settings(Protocol):
+    """The broker's settings by Kafka name (broker/config.py's BrokerConfig)."""
+
+    def __getitem__(self, name: str) -> Any: ...
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     num_partitions: int = 50
@@ -63,7 +69,7 @@ class RuntimeConfig:
     state: CoordinatorConfig = CoordinatorConfig()
 
     @classmethod
-    def from_broker(cls, config: Mapping[str, Any]) -> RuntimeConfig:
+    def from_broker(cls, config: Settings) -> RuntimeConfig:
         return cls(
             num_partitions=config["offsets.topic.num.partitions"],
             retention_check_interval_ms=config["offsets.retention.check.interval.ms"],

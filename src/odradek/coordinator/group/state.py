@@ -826,6 +826,7 @@ class GroupCoordinatorState(OffsetsMixin):
                 return
             if group is None:
                 group = self.groups[key.group] = Group(key.group)
+            assert isinstance(value, OffsetCommitValue)
             group.offsets[(key.topic, key.partition)] = value
             return
         old = self.groups.pop(key.group, None)
@@ -834,6 +835,7 @@ class GroupCoordinatorState(OffsetsMixin):
             if old is not None and old.offsets:
                 self.groups[key.group] = Group(key.group, offsets=old.offsets)
             return
+        assert isinstance(value, GroupMetadataValue)
         group = Group(key.group, offsets=old.offsets if old is not None else {})
         group.protocol_type = value.protocol_type or None
         group.generation = value.generation
