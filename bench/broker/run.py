@@ -696,7 +696,13 @@ def chart(runs: list[dict], brokers: list[str], path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="200k records, 5 s e2e, a reduced produce matrix")
-    ap.add_argument("--peers", default="mock,tansu", help="comma list of mock,tansu or 'none'")
+    ap.add_argument("--peers", default="mock,tansu", help="comma list of mock,tansu,baseline or 'none'")
+    ap.add_argument(
+        "--baseline-src",
+        default=None,
+        help="the src/ directory of another odradek checkout (e.g. a `git worktree` of an earlier commit): "
+        "peer 'baseline' runs that broker beside this one, for before/after figures from one run",
+    )
     ap.add_argument("--records", type=int, default=None, help="records per run, confluent driver (default 2,000,000)")
     ap.add_argument(
         "--records-python", type=int, default=None, help="records per run, odradek driver (default: --records / 4)"
@@ -760,6 +766,8 @@ def main(argv=None) -> int:
     if "tansu" in peers and not TansuBroker.available():
         log("tansu: not installed (.deps/bin/tansu), skipped")
         peers.remove("tansu")
+    if "baseline" in peers and not a.baseline_src:
+        raise SystemExit("peer 'baseline' needs --baseline-src")
     brokers = ["odradek", *peers]
     if a.brokers:
         brokers = [b for b in a.brokers.split(",") if b]
@@ -799,6 +807,12 @@ def main(argv=None) -> int:
                             "log.segment.delete.delay.ms": 0,
                             **dict(o.split("=", 1) for o in a.broker_override),
                         },
+                    )
+                elif name == "baseline":
+                    b = BrokerProcess(
+                        Path(tmp) / "baseline",
+                        {"num.partitions": 1, "log.segment.delete.delay.ms": 0},
+                        src=a.baseline_src,
                     )
                 elif name == "mock":
                     b = MockClusterBroker(Path(tmp) / "mock")

@@ -200,8 +200,10 @@ class BrokerProcess(_Process):
         overrides: dict | None = None,
         port: int | None = None,
         config_file: str | os.PathLike | None = None,
+        src: str | os.PathLike | None = None,
     ):
         super().__init__(tmpdir, port)
+        self.src = Path(src) if src is not None else REPO_ROOT / "src"
         self.overrides = dict(overrides or {})
         self.overrides.setdefault("listeners", f"PLAINTEXT://127.0.0.1:{self.port}")
         self.overrides.setdefault("log.dirs", str(self.workdir / "data"))
@@ -228,7 +230,7 @@ class BrokerProcess(_Process):
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        src = str(REPO_ROOT / "src")
+        src = str(self.src)
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
