@@ -181,7 +181,9 @@ class ProducerStateManager:
         return None
 
     def update(self, h: BatchHeader, control_type: int | None = None) -> None:
-        """Record an appended batch (with its final offsets)."""
+        """Record an appended batch (with its final offsets). ``control_type`` (see the module
+        function of that name) is not used yet: a commit and an abort both end the producer's
+        transaction here; the aborted-transaction index (.txnindex, not implemented) needs it."""
         if not h.is_control:
             self.record(
                 h.producer_id,
