@@ -48,6 +48,7 @@ from odradek.protocol.records import (
     decode_records,
     iter_batches,
     patch_batch,
+    validate_batch,
 )
 
 from .config import LONG_MAX, LogConfig
@@ -163,7 +164,17 @@ class BatchValidator:
         log append time applies), False for a leader's replicated batches. ``check=False``
         verifies framing only."""
         mv = batches if isinstance(batches, memoryview) else memoryview(batches)
-        headers = list(iter_batches(mv, validate=check, strict=check and assign_offsets))
+        if check:  # iter_batches(mv, validate=True) without a generator: this runs for every produce
+            headers = []
+            strict = assign_offsets
+            pos = 0
+            end = len(mv)
+            while pos < end:
+                h = validate_batch(mv, pos, strict=strict)
+                headers.append(h)
+                pos += LOG_OVERHEAD + h.batch_length
+        else:
+            headers = list(iter_batches(mv, validate=False))
         if not headers:
             raise InvalidRecordError("append of an empty record set")
         lat = now_ms if (self._log_append_time and assign_offsets) else -1
