@@ -12,10 +12,10 @@ from odradek.storage.loader import LogLoader, rebuild_producer_state
 from odradek.storage.producer_state import ProducerStateManager
 
 
-def load(directory, config=None, **kw):
+def load(directory, config=None, now_ms=1_700_000_000_000, **kw):
     fs = FaultyFileSystem(real_fsync=False)
     epochs, producers = LeaderEpochCache(fs, directory), ProducerStateManager(fs, directory)
-    loaded = LogLoader(fs, directory, config or LogConfig(), epochs, producers).load(**kw)
+    loaded = LogLoader(fs, directory, config or LogConfig(), epochs, producers).load(now_ms=now_ms, **kw)
     return loaded, epochs, producers
 
 

@@ -77,11 +77,11 @@ class LogLoader:
     def load(
         self,
         *,
+        now_ms: int,
         recovery_point: int = 0,
         log_start_offset: int = 0,
         high_watermark: int = 0,
         clean: bool = False,
-        now_ms: int = 0,
     ) -> LoadedLog:
         """Load the directory. ``clean``: the clean-shutdown marker was found (files trusted);
         the offsets come from the log directory's checkpoints; ``now_ms`` dates a new segment."""
