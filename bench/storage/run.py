@@ -7,9 +7,10 @@ Two comparisons, each made of ``--pairs`` pairs of rounds run back to back in th
 process (order alternating AB, BA, AB... so drift and page-cache state hit both sides alike):
 
 append   odradek: ``Log.append`` of ``--mib`` MiB in ``--batch-kib`` batches into a fresh log
-         (validation: framing, magic, counts, CRC32C; offsets and leader epoch patched into a
-         61-byte header copy; header + untouched body written with one ``pwritev``; index
-         bookkeeping; segment roll at ``segment.bytes``).
+         (storage/validator.py: framing, magic, counts, CRC32C, then base offset and leader
+         epoch written as a new 16-byte prefix (outside the CRC); producer-state check; prefix +
+         untouched rest of the batch written with one ``pwritev``; index bookkeeping; segment
+         roll at ``segment.bytes``).
          baseline: ``os.write`` of the same bytes into fresh plain files, starting a new file
          where odradek rolls a segment (same ``--segment-mib``).
          Neither side fsyncs unless ``--fsync``: then both fsync every file at the end of the

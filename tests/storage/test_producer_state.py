@@ -3,8 +3,9 @@ import os
 import pytest
 from support.batches import batch
 
-from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch
+from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, iter_batches
 from odradek.storage import InvalidProducerEpochError, LogConfig, LogManager, OutOfOrderSequenceError
+from odradek.storage.producer_state import control_type
 
 
 def pbatch(seq, n=1, pid=7, epoch=0, txn=False):
@@ -162,3 +163,11 @@ def test_snapshot_offsets_tracked_without_listing_the_directory(make_mgr, fs):
     lg.append(pbatch(8))
     lg.roll()
     assert ps.snapshot_offsets() == on_disk()
+
+
+def test_control_type_of_markers_and_data_batches():
+    buf = batch(2) + build_control_batch(CONTROL_COMMIT, producer_id=1, producer_epoch=0, timestamp=0)
+    buf += build_control_batch(CONTROL_ABORT, producer_id=1, producer_epoch=0, timestamp=0)
+    buf += build_batch([], producer_id=1, producer_epoch=0, is_transactional=True, is_control=True)  # no record
+    hs = list(iter_batches(buf))
+    assert [control_type(buf, h) for h in hs] == [None, CONTROL_COMMIT, CONTROL_ABORT, None]

@@ -21,7 +21,7 @@ One pass over a log:
    pass after it. Control batches are kept.
 4. Crash-safe swap: write <base>.log.cleaned (+ indexes), fsync, rename to .swap, rename the
    old segments to .deleted, rename .swap to the final name. Recovery deletes .cleaned,
-   and completes a .swap (see Log._load).
+   and completes a .swap (see loader.py).
 """
 
 from __future__ import annotations

@@ -57,10 +57,6 @@ class _Index:
     def __len__(self) -> int:
         return len(self._rel)
 
-    @property
-    def is_full(self) -> bool:
-        return len(self._rel) >= self.max_entries
-
     def open(self, *, load: bool, preallocate: bool) -> None:
         """Open (creating if needed). ``load`` reads existing entries (IndexCorruptError)."""
         exists = self.fs.exists(self.path)

@@ -1,4 +1,8 @@
-"""Log: one partition's segments; append, read, roll, truncate, recover, retention.
+"""Log: one partition's segments; append, read, roll, truncate, retention.
+
+Around it: validator.py decides what an append writes (checks, offset assignment), loader.py
+opens a log directory and recovers it after an unclean stop, producer_state.py keeps the
+idempotent/transactional producer state, checkpoint.py the leader-epoch cache.
 
 Threading: append/read/roll/retention run on the event-loop thread. ``flush`` and the
 cleaner run in worker threads; they never mutate the segment list except under
@@ -10,48 +14,29 @@ from __future__ import annotations
 
 import logging
 import os
-import random
-import struct
 import threading
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from odradek.protocol.records import (
-    CONTROL_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    BatchHeader,
-    CorruptRecordError,
-    InvalidRecordError,
-    decode_control_record,
-    decode_records,
-    iter_batches,
-    patch_batch,
-)
+from odradek.protocol.records import decode_records
 
 from .checkpoint import LeaderEpochCache
-from .config import LONG_MAX, LogConfig
-from .errors import (
-    InvalidTimestampError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    StorageError,
-)
+from .config import LogConfig
+from .errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from .fs import FileSystem
-from .producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
-from .segment import LogSegment, offset_from_name
+from .loader import LogLoader, rebuild_producer_state
+from .producer_state import ProducerStateManager
+from .segment import LogSegment, new_segment
+from .validator import BatchValidator, ValidatedBatches, WritePlan
 
-__all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo"]
+__all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo", "parse_log_dir_name"]
 
 log = logging.getLogger("odradek.storage")
 
 _SNAPSHOTS_KEPT = 4
 _INT32_MAX = 2**31 - 1
-_PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
-_PREFIX_SIZE = _PREFIX.size
 
 
 class FileRegion(NamedTuple):
@@ -154,8 +139,9 @@ class Log:
         self.cleaner_checkpoint = 0
         self.min_delete_horizon: int | None = None  # None: unknown (scan on next cleaning)
         self.closed = False
+        self.log_start_dirty = False  # the log start offset moved since the last checkpoint write
         self._dir_dirty = False
-        self._cfg: LogConfig | None = None  # the config the cached flags below were derived from
+        self._validator: BatchValidator | None = None  # built from self.config (rebuilt when it changes)
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, {self.log_start_offset}..{self._leo})"
@@ -182,28 +168,8 @@ class Log:
         self._bases = bases
 
     def _new_segment(self, base: int, now_ms: int) -> LogSegment:
-        seg = LogSegment.create(
-            self.fs,
-            self.dir,
-            base,
-            index_bytes=self.config.segment_index_bytes,
-            index_interval=self.config.index_interval_bytes,
-            now_ms=now_ms,
-        )
-        seg.roll_jitter = random.randrange(self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0
+        seg = new_segment(self.fs, self.dir, base, self.config, now_ms)
         self._dir_dirty = True
-        return seg
-
-    def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
-        seg = LogSegment.open(
-            self.fs,
-            self.dir,
-            base,
-            index_bytes=self.config.segment_index_bytes,
-            index_interval=self.config.index_interval_bytes,
-            suffix=suffix,
-        )
-        seg.roll_jitter = 0
         return seg
 
     # ------------------------------------------------------------------ properties
@@ -258,162 +224,27 @@ class Log:
         clean: bool = False,
         clock=time.time,
     ) -> Log:
+        """Open the log in ``directory`` (see loader.py); an empty directory gets its first segment."""
         parsed = parse_log_dir_name(os.path.basename(directory.rstrip("/")))
         if parsed is None:
             raise StorageError(f"not a log directory name: {directory}")
         self = cls(fs, directory, parsed[0], parsed[1], config, dir_state, clock)
-        self._load(recovery_point, log_start_offset, high_watermark, clean)
+        loaded = LogLoader(fs, directory, config, self.epoch_cache, self.producer_state).load(
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            clean=clean,
+            now_ms=self._now(),
+        )
+        self._set_segments(loaded.segments)
+        self._leo = loaded.log_end_offset
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self._hw = loaded.high_watermark
+        self._dir_dirty = loaded.created_segment
         return self
 
-    def _load(self, recovery_point: int, log_start_offset: int, hw: int, clean: bool) -> None:
-        fs = self.fs
-        names = fs.listdir(self.dir)
-        for name in names:
-            if name.endswith((".deleted", ".cleaned", ".tmp")):
-                fs.remove(os.path.join(self.dir, name))
-        names = fs.listdir(self.dir)
-        segs: dict[int, LogSegment] = {}
-        for name in sorted(names):
-            if name.endswith(".log"):
-                segs[offset_from_name(name)] = self._open_segment(offset_from_name(name))
-        # complete interrupted cleaner swaps (Kafka's rule: the .swap replaces every segment
-        # whose base offset falls in its offset range)
-        for name in sorted(n for n in names if n.endswith(".log.swap")):
-            base = offset_from_name(name)
-            swap = self._open_segment(base, ".swap")
-            end = max(swap.next_offset, base + 1)
-            for b in [b for b in segs if base <= b < end]:
-                segs.pop(b).delete_files()
-            swap.rename_suffix("")
-            segs[base] = swap
-            log.info("%s: completed interrupted segment swap at offset %d", self.dir, base)
-        for name in fs.listdir(self.dir):
-            if name.endswith(".swap") or (
-                name.endswith((".index", ".timeindex")) and offset_from_name(name) not in segs
-            ):
-                fs.remove(os.path.join(self.dir, name))
-        ordered = [segs[b] for b in sorted(segs)]
-        for seg in ordered:
-            if seg.rebuilt_index:
-                log.warning(
-                    "%s: rebuilt missing or corrupt index of %s%s",
-                    self.dir,
-                    seg.log_path,
-                    f", truncated {seg.truncated_bytes} bytes" if seg.truncated_bytes else "",
-                )
-        self.epoch_cache.load()
-        if not clean and ordered:
-            self._recover(ordered, recovery_point)
-        if not ordered:
-            ordered = [self._new_segment(max(log_start_offset, 0), self._now())]
-        self._set_segments(ordered)
-        self._leo = ordered[-1].next_offset
-        self.log_start_offset = min(max(log_start_offset, ordered[0].base_offset), self._leo)
-        self.recovery_point = self._leo if clean else min(max(recovery_point, 0), self._leo)
-        self._hw = min(max(hw, self.log_start_offset), self._leo)
-        self.epoch_cache.truncate_from_end(self._leo)
-        self.epoch_cache.truncate_from_start(self.log_start_offset)
-        active = ordered[-1]
-        active.offset_index.resize(active.offset_index.max_entries * active.offset_index.ENTRY)
-        active.time_index.resize(active.time_index.max_entries * active.time_index.ENTRY)
-        self._rebuild_producer_state(self._leo)
-        if not clean:
-            # make the recovered state durable, then everything up to LEO is recovered
-            for seg in self.segments:
-                if seg.flushed_size < seg.size or seg.rebuilt_index:
-                    seg.flush()
-            self.epoch_cache.dirty = True
-            self.epoch_cache.save()
-            self.recovery_point = self._leo
-
-    def _recover(self, ordered: list[LogSegment], recovery_point: int) -> None:
-        """Unclean shutdown: revalidate everything from the segment holding the recovery point."""
-        start = 0
-        for i, seg in enumerate(ordered):
-            if seg.base_offset <= recovery_point:
-                start = i
-        expected = ordered[start].base_offset
-        truncated_bytes = sum(s.truncated_bytes for s in ordered)
-        batches_seen = [0]
-
-        def on_batch(pos, h, mv):
-            batches_seen[0] += 1
-            if h.partition_leader_epoch >= 0:
-                self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-
-        self.epoch_cache.truncate_from_end(ordered[start].base_offset)
-        cut_at = None
-        for i in range(start, len(ordered)):
-            seg = ordered[i]
-            if seg.base_offset < expected:
-                cut_at = i
-                break
-            dropped = seg.recover(on_batch, start_offset=expected)
-            seg.rebuilt_index = True
-            expected = seg.next_offset
-            if dropped:
-                truncated_bytes += dropped
-                cut_at = i + 1
-                break
-        if cut_at is not None:
-            for seg in ordered[cut_at:]:
-                truncated_bytes += seg.size
-                log.warning("%s: deleting segment %s beyond the recovered log end", self.dir, seg.log_path)
-                seg.delete_files()
-            del ordered[cut_at:]
-            if not ordered:
-                return
-        if truncated_bytes:
-            log.warning(
-                "%s: recovery truncated %d bytes (log end offset now %d)",
-                self.dir,
-                truncated_bytes,
-                ordered[-1].next_offset,
-            )
-        else:
-            log.info(
-                "%s: recovered %d batches after offset %d, nothing truncated", self.dir, batches_seen[0], recovery_point
-            )
-
-    def _replay(self, from_offset: int, to_offset: int) -> None:
-        ps = self.producer_state
-        for seg in self.segments:
-            if seg.next_offset <= from_offset or seg.base_offset >= to_offset:
-                continue
-            start = seg.translate(from_offset, seg.size)
-            if start is None:
-                continue
-            for _pos, h, mv in seg.scan(start[0], seg.size, validate=False):
-                if h.base_offset >= to_offset:
-                    break
-                if h.producer_id < 0:
-                    continue
-                ctype = None
-                if h.is_control:
-                    try:
-                        c = decode_control_record(mv, h.position)
-                        ctype = None if c is None else c[1]
-                    except ValueError:
-                        pass
-                ps.update(h, ctype)
-
-    def _rebuild_producer_state(self, to_offset: int) -> None:
-        ps = self.producer_state
-        snap = ps.load_latest(to_offset)
-        ps.delete_snapshots(above=to_offset, keep_latest=False)
-        start = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
-        if start < to_offset:
-            self._replay(start, to_offset)
-
     # ------------------------------------------------------------------ append
-    def _cache_config(self, cfg: LogConfig) -> None:
-        self._cfg = cfg
-        self._compact = cfg.compact
-        self._lat = cfg.log_append_time
-        self._ts_bounds = (
-            cfg.message_timestamp_before_max_ms < LONG_MAX or cfg.message_timestamp_after_max_ms < LONG_MAX
-        )
-
     def append(
         self,
         batches,
@@ -423,153 +254,60 @@ class Log:
         validate: bool = True,
         assign_offsets: bool = True,
     ) -> AppendInfo:
-        """Append already-framed v2 batches.
+        """Append already-framed v2 batches: validate, check producer state, assign offsets, write.
 
         ``validate`` (every producer append): framing, magic, counts, CRC32C, size and
-        timestamp bounds, keys on compacted topics. ``assign_offsets=False`` (replication)
-        keeps the batches' offsets and epochs, which must start at or after the log end
-        offset."""
+        timestamp bounds, keys on compacted topics (validator.py). ``assign_offsets=False``
+        (replication) keeps the batches' offsets and epochs, which must start at or after the
+        log end offset."""
         if self.dir_state.offline or self.closed:
             self._check_online()
-        cfg = self.config
-        if cfg is not self._cfg:
-            self._cache_config(cfg)
+        validator = self._validator
+        if validator is None or validator.config is not self.config:
+            validator = self._validator = BatchValidator(self.config, f"{self.topic}-{self.partition}")
         now = int(self.clock() * 1000) if now_ms is None else now_ms
-        mv = batches if isinstance(batches, memoryview) else memoryview(batches)
-        headers = list(iter_batches(mv, validate=validate, strict=validate and assign_offsets))
-        if not headers:
-            raise InvalidRecordError("append of an empty record set")
-        lat = now if (self._lat and assign_offsets) else -1
-        max_size = cfg.max_message_bytes - LOG_OVERHEAD
-        check_ts = validate and lat < 0 and self._ts_bounds
-        check_keys = validate and self._compact
-        with_pids = False
-        for h in headers:
-            if h.batch_length > max_size:
-                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds max.message.bytes {cfg.max_message_bytes}")
-            if (
-                check_ts
-                and not h.is_control
-                and h.max_timestamp >= 0
-                and (
-                    now - h.max_timestamp > cfg.message_timestamp_before_max_ms
-                    or h.max_timestamp - now > cfg.message_timestamp_after_max_ms
-                )
-            ):
-                raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now})")
-            if check_keys and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
-                # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
-                raise InvalidRecordError(
-                    "Compacted topic cannot accept message without key in topic partition "
-                    f"{self.topic}-{self.partition}"
-                )
-            if h.producer_id >= 0:
-                with_pids = True
-        ps = self.producer_state
-        if with_pids:
-            pending: dict[int, tuple[int, int]] = {}
-            for h in headers:
-                if h.producer_id >= 0:
-                    dup = ps.check(h, pending)
-                    if dup is not None:
-                        return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
+        checked = validator.validate(batches, now, check=validate, assign_offsets=assign_offsets)
+        if checked.has_producer_ids:
+            dup = self.producer_state.find_duplicate(checked.headers)
+            if dup is not None:
+                return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
+        plan = checked.assign_offsets(self._leo, leader_epoch) if assign_offsets else checked.keep_offsets(self._leo)
+        self._write(plan, now)
+        self._record_append(checked, plan, leader_epoch if assign_offsets else None)
+        return AppendInfo(
+            plan.first_offset,
+            plan.next_offset - 1,
+            checked.log_append_time,
+            self.log_start_offset,
+            plan.record_count,
+            False,
+            plan.next_offset - self.recovery_point >= self.config.flush_messages,
+        )
 
-        # Scatter write: per batch a patched copy of its first bytes, then the untouched rest.
-        first = next_off = self._leo
-        bufs: list = []
-        infos: list[tuple[int, int, int, int]] = []  # (position in this write, last offset, max timestamp, size)
-        rel = 0
-        count = 0
-        if assign_offsets:
-            for h in headers:
-                p = h.position
-                size = h.batch_length + LOG_OVERHEAD
-                last = next_off + h.last_offset_delta
-                if lat >= 0:  # LogAppendTime: timestamp type, max timestamp and CRC change too
-                    hdr = bytearray(mv[p : p + HEADER_SIZE])
-                    body = mv[p + HEADER_SIZE : p + size]
-                    patch_batch(
-                        hdr, base_offset=next_off, partition_leader_epoch=leader_epoch, log_append_time=lat, body=body
-                    )
-                    bufs.append(hdr)
-                    bufs.append(body)
-                    infos.append((rel, last, lat, size))
-                else:  # base offset and leader epoch lie outside the CRC
-                    bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
-                    bufs.append(mv[p + _PREFIX_SIZE : p + size])
-                    infos.append((rel, last, h.max_timestamp, size))
-                rel += size
-                count += h.record_count
-                next_off = last + 1
-        else:
-            first = headers[0].base_offset
-            for h in headers:
-                if h.base_offset < next_off:
-                    raise InvalidRecordError(f"batch offset {h.base_offset} below log end offset {next_off}")
-                size = h.batch_length + LOG_OVERHEAD
-                infos.append((rel, h.last_offset, h.max_timestamp, size))
-                rel += size
-                count += h.record_count
-                next_off = h.last_offset + 1
-            bufs.append(mv)  # the batches are contiguous: one buffer
-
+    def _write(self, plan: WritePlan, now: int) -> None:
+        """Write ``plan`` at the end of the active segment, rolling first when it is due."""
         seg = self.segments[-1]
         try:
-            if self._should_roll(seg, rel, first, next_off - 1, now):
-                seg = self._roll(now, first)
-            seg.append(bufs, infos, rel)
+            if self._should_roll(seg, plan.size, plan.first_offset, plan.next_offset - 1, now):
+                seg = self._roll(now, plan.first_offset)
+            seg.append(plan.buffers, plan.batches, plan.size)
         except OSError as e:
             self._fail(e)
 
-        if with_pids:
-            for h, info in zip(headers, infos):
-                if h.producer_id < 0:
-                    continue
-                if not h.attributes & CONTROL_MASK:
-                    last = info[1]
-                    ps.record(
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.last_sequence,
-                        last - h.last_offset_delta,
-                        last,
-                        info[2],
-                        h.is_transactional,
-                    )
-                    continue
-                if assign_offsets:
-                    h = h._replace(
-                        base_offset=info[1] - h.last_offset_delta,
-                        max_timestamp=info[2],
-                        partition_leader_epoch=leader_epoch,
-                    )
-                ctype = None
-                if h.is_control:
-                    try:
-                        c = decode_control_record(mv, h.position)
-                        ctype = None if c is None else c[1]
-                    except ValueError:
-                        pass
-                ps.update(h, ctype)
+    def _record_append(self, checked: ValidatedBatches, plan: WritePlan, leader_epoch: int | None) -> None:
+        """After the write: producer state, leader-epoch cache, log end offset. ``leader_epoch``:
+        the epoch stamped on the batches, None when they kept their own (replication)."""
+        if checked.has_producer_ids:
+            self.producer_state.record_appended(checked.buffer, checked.headers, plan.batches, leader_epoch)
         ec = self.epoch_cache
-        if assign_offsets:
+        if leader_epoch is not None:
             if leader_epoch > ec.latest_epoch:
-                ec.assign(leader_epoch, first)
+                ec.assign(leader_epoch, plan.first_offset)
         else:
-            for h in headers:
+            for h in checked.headers:
                 if h.partition_leader_epoch > ec.latest_epoch:
                     ec.assign(h.partition_leader_epoch, h.base_offset)
-        self._leo = next_off
-        return AppendInfo(
-            first,
-            next_off - 1,
-            lat,
-            self.log_start_offset,
-            count,
-            False,
-            next_off - self.recovery_point >= cfg.flush_messages,
-        )
+        self._leo = plan.next_offset
 
     def _should_roll(self, seg: LogSegment, size: int, first_offset: int, last_offset: int, now: int) -> bool:
         if seg.size == 0:
@@ -840,8 +578,6 @@ class Log:
             self.delete_old_segments()
         return self.log_start_offset
 
-    log_start_dirty = False
-
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and above ``offset`` (follower truncation)."""
@@ -872,7 +608,7 @@ class Log:
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
                 self.epoch_cache.truncate_from_end(offset)
-                self._rebuild_producer_state(offset)
+                rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, offset)
         except OSError as e:
             self._fail(e)
 
@@ -922,10 +658,3 @@ class Log:
             for o in old:
                 self.dir_state.schedule_delete(now + self.config.file_delete_delay_ms, o)
             return True
-
-
-def snapshot_files(names: list[str]) -> list[str]:
-    return [n for n in names if n.endswith(SNAPSHOT_SUFFIX)]
-
-
-__all__ += ["parse_log_dir_name", "BatchHeader", "CorruptRecordError"]

@@ -19,12 +19,12 @@ import os
 import struct
 from bisect import insort
 
-from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c
+from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c, decode_control_record
 
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from .fs import FileSystem
 
-__all__ = ["ProducerStateManager", "ProducerEntry", "SNAPSHOT_SUFFIX"]
+__all__ = ["ProducerStateManager", "ProducerEntry", "SNAPSHOT_SUFFIX", "control_type"]
 
 log = logging.getLogger("odradek.storage")
 
@@ -62,6 +62,19 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
 
 
+def control_type(buffer, h: BatchHeader) -> int | None:
+    """The type of the control record in the control batch ``h`` (``h.position`` indexes
+    ``buffer``): 0 abort, 1 commit. None for a data batch, and for a control batch whose first
+    record is missing or unreadable."""
+    if not h.is_control:
+        return None
+    try:
+        c = decode_control_record(buffer, h.position)
+    except ValueError:
+        return None
+    return None if c is None else c[1]
+
+
 class ProducerStateManager:
     def __init__(self, fs: FileSystem, directory: str) -> None:
         self.fs = fs
@@ -71,6 +84,53 @@ class ProducerStateManager:
         self._snapshots: list[int] | None = None  # snapshot file offsets; None: list the directory
 
     # ------------------------------------------------------------------ append path
+    def find_duplicate(self, headers: list[BatchHeader]) -> tuple[int, int] | None:
+        """Check the batches of one append in order (`check`); the original (first offset, last
+        offset) of the first duplicate, or None. Raises InvalidProducerEpochError /
+        OutOfOrderSequenceError."""
+        pending: dict[int, tuple[int, int]] = {}
+        for h in headers:
+            if h.producer_id >= 0:
+                dup = self.check(h, pending)
+                if dup is not None:
+                    return dup
+        return None
+
+    def record_appended(
+        self,
+        buffer,
+        headers: list[BatchHeader],
+        written: list[tuple[int, int, int, int]],
+        leader_epoch: int | None,
+    ) -> None:
+        """Record the batches of one append as written. ``written``: per batch (position, last
+        offset, max timestamp, size), as the log wrote them; ``leader_epoch``: the epoch stamped on
+        them, None when they kept their own (replication)."""
+        for h, info in zip(headers, written):
+            if h.producer_id < 0:
+                continue
+            if not h.attributes & CONTROL_MASK:
+                last = info[1]
+                self.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.last_sequence,
+                    last - h.last_offset_delta,
+                    last,
+                    info[2],
+                    h.is_transactional,
+                )
+                continue
+            ctype = control_type(buffer, h)
+            if leader_epoch is not None:
+                h = h._replace(
+                    base_offset=info[1] - h.last_offset_delta,
+                    max_timestamp=info[2],
+                    partition_leader_epoch=leader_epoch,
+                )
+            self.update(h, ctype)
+
     def check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
         """Validate one batch of an append against the state (and earlier batches of the
         same append in ``pending``: pid -> (epoch, last seq)). Returns the original
@@ -121,7 +181,9 @@ class ProducerStateManager:
         return None
 
     def update(self, h: BatchHeader, control_type: int | None = None) -> None:
-        """Record an appended batch (with its final offsets)."""
+        """Record an appended batch (with its final offsets). ``control_type`` (see the module
+        function of that name) is not used yet: a commit and an abort both end the producer's
+        transaction here; the aborted-transaction index (.txnindex, not implemented) needs it."""
         if not h.is_control:
             self.record(
                 h.producer_id,

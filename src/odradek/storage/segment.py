@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -16,10 +17,11 @@ from odradek.protocol.records import (
     validate_batch,
 )
 
+from .config import LogConfig
 from .fs import FileSystem, OSFileSystem
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
 
-__all__ = ["LogSegment", "segment_name", "offset_from_name", "scan_buffer_size"]
+__all__ = ["LogSegment", "segment_name", "offset_from_name", "scan_buffer_size", "new_segment", "open_segment"]
 
 _LEN = struct.Struct(">i")
 _PEEK = struct.Struct(">qi11xi")  # base offset, batch length, (epoch, magic, crc, attributes), last offset delta
@@ -423,3 +425,31 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size}, next={self.next_offset})"
+
+
+def new_segment(fs: FileSystem, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    """A new empty segment of a log with ``config``, rolling ``segment.jitter.ms`` early at most."""
+    seg = LogSegment.create(
+        fs,
+        directory,
+        base_offset,
+        index_bytes=config.segment_index_bytes,
+        index_interval=config.index_interval_bytes,
+        now_ms=now_ms,
+    )
+    seg.roll_jitter = random.randrange(config.segment_jitter_ms) if config.segment_jitter_ms > 0 else 0
+    return seg
+
+
+def open_segment(fs: FileSystem, directory: str, base_offset: int, config: LogConfig, suffix: str = "") -> LogSegment:
+    """An existing segment of a log with ``config`` (see `LogSegment.open`)."""
+    seg = LogSegment.open(
+        fs,
+        directory,
+        base_offset,
+        index_bytes=config.segment_index_bytes,
+        index_interval=config.index_interval_bytes,
+        suffix=suffix,
+    )
+    seg.roll_jitter = 0
+    return seg

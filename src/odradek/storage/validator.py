@@ -1,0 +1,204 @@
+"""Validation of an incoming append, and offset assignment: what a log writes, decided from the
+bytes received and the topic's settings alone (Kafka's ``UnifiedLog.analyzeAndValidateRecords``
+and ``LogValidator``).
+
+A pure layer: nothing here touches files, the segment list, producer state or the leader-epoch
+cache. `BatchValidator.validate` checks a buffer of concatenated batches and returns them as
+`ValidatedBatches`; its `assign_offsets` (producer appends) or `keep_offsets` (replicated
+batches) returns a `WritePlan`: the buffers one ``pwritev`` writes and, per batch, what the
+segment indexes. The log then checks producer state, writes the plan and records it.
+
+Checks, in this order (the first failure raises; nothing is written):
+
+1. every batch: framing (length within the buffer), magic 2, non-negative counts, CRC32C
+   (``protocol.records.validate_batch``); for producer appends also record count ==
+   lastOffsetDelta + 1 (replicated batches may hold fewer, as compaction leaves them). An
+   empty buffer is an InvalidRecordError.
+2. then per batch, in order: size against ``max.message.bytes`` (RecordTooLargeError); with
+   ``message.timestamp.type=CreateTime`` and ``message.timestamp.before.max.ms`` /
+   ``after.max.ms`` set, the batch's max timestamp against now (InvalidTimestampError; control
+   batches and batches without a timestamp are not checked); on compacted topics, a record
+   without a key (InvalidRecordError, as Kafka). ``check=False`` skips the CRC and all of 2.
+
+Offset assignment rewrites only what lies outside the CRC when it can: each batch becomes a
+new 16-byte prefix (base offset, batch length, partition leader epoch) followed by the
+untouched rest of the received bytes, so the record bytes are never copied. With
+``message.timestamp.type=LogAppendTime`` the 61-byte header is copied and patched instead
+(timestamp-type bit, max timestamp = now, CRC recomputed over the patched header and the
+untouched body).
+
+Legacy formats. Only v2 RecordBatches are accepted: a v0/v1 MessageSet fails check 1
+(magic). Up-conversion belongs here and is **not implemented**: `validate` would recognise
+magic 0/1, decode the message set (``protocol.records.decode_message_set``), rebuild its
+records as v2 batches (``build_batch``) and validate those; the plan would then write the new
+bytes instead of the received ones (Kafka's ``convertAndAssignOffsetsNonCompressed``), and the
+record timestamps would follow ``message.timestamp.type``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from odradek.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    InvalidRecordError,
+    decode_records,
+    iter_batches,
+    patch_batch,
+    validate_batch,
+)
+
+from .config import LONG_MAX, LogConfig
+from .errors import InvalidTimestampError, RecordTooLargeError
+
+__all__ = ["BatchValidator", "ValidatedBatches", "WritePlan"]
+
+_PREFIX = struct.Struct(">qii")  # base offset, batch length, partition leader epoch: outside the CRC
+_PREFIX_SIZE = _PREFIX.size
+
+
+@dataclass(slots=True)
+class WritePlan:
+    """What one append writes, with offsets assigned."""
+
+    buffers: list  # written in order by one pwritev: header copies and untouched received bytes
+    batches: list[tuple[int, int, int, int]]  # per batch: (position in this write, last offset, max timestamp, size)
+    size: int  # bytes in ``buffers``
+    first_offset: int
+    next_offset: int  # last offset + 1
+    record_count: int
+
+
+@dataclass(slots=True)
+class ValidatedBatches:
+    """The batches of one append, checked; offsets not yet assigned."""
+
+    buffer: memoryview  # the received bytes
+    headers: list[BatchHeader]  # one per batch; ``position`` indexes ``buffer``
+    log_append_time: int  # the timestamp LogAppendTime stamps on these batches; -1: keep theirs
+    has_producer_ids: bool  # any idempotent or transactional batch (producer state to check)
+
+    def assign_offsets(self, next_offset: int, leader_epoch: int) -> WritePlan:
+        """Number the batches from ``next_offset`` (the log end offset) and stamp
+        ``leader_epoch`` (and the log append time) on them."""
+        mv = self.buffer
+        lat = self.log_append_time
+        first = next_off = next_offset
+        bufs: list = []
+        infos: list[tuple[int, int, int, int]] = []
+        rel = 0
+        count = 0
+        for h in self.headers:
+            p = h.position
+            size = h.batch_length + LOG_OVERHEAD
+            last = next_off + h.last_offset_delta
+            if lat >= 0:  # LogAppendTime: timestamp type, max timestamp and CRC change too
+                hdr = bytearray(mv[p : p + HEADER_SIZE])
+                body = mv[p + HEADER_SIZE : p + size]
+                patch_batch(
+                    hdr, base_offset=next_off, partition_leader_epoch=leader_epoch, log_append_time=lat, body=body
+                )
+                bufs.append(hdr)
+                bufs.append(body)
+                infos.append((rel, last, lat, size))
+            else:  # base offset and leader epoch lie outside the CRC
+                bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
+                bufs.append(mv[p + _PREFIX_SIZE : p + size])
+                infos.append((rel, last, h.max_timestamp, size))
+            rel += size
+            count += h.record_count
+            next_off = last + 1
+        return WritePlan(bufs, infos, rel, first, next_off, count)
+
+    def keep_offsets(self, log_end_offset: int) -> WritePlan:
+        """Replicated batches keep their offsets and leader epochs; each must start at or after
+        the end of what precedes it (InvalidRecordError otherwise)."""
+        first = self.headers[0].base_offset
+        next_off = log_end_offset
+        infos: list[tuple[int, int, int, int]] = []
+        rel = 0
+        count = 0
+        for h in self.headers:
+            if h.base_offset < next_off:
+                raise InvalidRecordError(f"batch offset {h.base_offset} below log end offset {next_off}")
+            size = h.batch_length + LOG_OVERHEAD
+            infos.append((rel, h.last_offset, h.max_timestamp, size))
+            rel += size
+            count += h.record_count
+            next_off = h.last_offset + 1
+        return WritePlan([self.buffer], infos, rel, first, next_off, count)  # contiguous: one buffer
+
+
+class BatchValidator:
+    """The checks one topic's settings ask for. Built from a `LogConfig` (the log builds a new
+    one when its config object changes); `validate` keeps no state between calls."""
+
+    __slots__ = (
+        "config",
+        "topic_partition",
+        "_max_batch_length",
+        "_log_append_time",
+        "_compacted",
+        "_before_max_ms",
+        "_after_max_ms",
+        "_check_timestamps",
+    )
+
+    def __init__(self, config: LogConfig, topic_partition: str) -> None:
+        self.config = config
+        self.topic_partition = topic_partition  # named in error messages, e.g. "orders-3"
+        self._max_batch_length = config.max_message_bytes - LOG_OVERHEAD
+        self._log_append_time = config.log_append_time
+        self._compacted = config.compact
+        self._before_max_ms = config.message_timestamp_before_max_ms
+        self._after_max_ms = config.message_timestamp_after_max_ms
+        self._check_timestamps = self._before_max_ms < LONG_MAX or self._after_max_ms < LONG_MAX
+
+    def validate(self, batches, now_ms: int, *, check: bool = True, assign_offsets: bool = True) -> ValidatedBatches:
+        """Check ``batches`` (bytes-like: concatenated v2 batches) received at ``now_ms``.
+
+        ``assign_offsets`` says who sent them: True for a producer (strict record counts; the
+        log append time applies), False for a leader's replicated batches. ``check=False``
+        verifies framing only."""
+        mv = batches if isinstance(batches, memoryview) else memoryview(batches)
+        if check:  # iter_batches(mv, validate=True) without a generator: this runs for every produce
+            headers = []
+            strict = assign_offsets
+            pos = 0
+            end = len(mv)
+            while pos < end:
+                h = validate_batch(mv, pos, strict=strict)
+                headers.append(h)
+                pos += LOG_OVERHEAD + h.batch_length
+        else:
+            headers = list(iter_batches(mv, validate=False))
+        if not headers:
+            raise InvalidRecordError("append of an empty record set")
+        lat = now_ms if (self._log_append_time and assign_offsets) else -1
+        max_length = self._max_batch_length
+        check_ts = check and lat < 0 and self._check_timestamps
+        check_keys = check and self._compacted
+        with_pids = False
+        for h in headers:
+            if h.batch_length > max_length:
+                raise RecordTooLargeError(
+                    f"batch of {h.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
+                )
+            if (
+                check_ts
+                and not h.is_control
+                and h.max_timestamp >= 0
+                and (now_ms - h.max_timestamp > self._before_max_ms or h.max_timestamp - now_ms > self._after_max_ms)
+            ):
+                raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now_ms})")
+            if check_keys and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
+                # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
+                raise InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition {self.topic_partition}"
+                )
+            if h.producer_id >= 0:
+                with_pids = True
+        return ValidatedBatches(mv, headers, lat, with_pids)
