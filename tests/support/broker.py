@@ -80,6 +80,7 @@ class _Process:
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir / f"{self.name}.log"
         self._log = None
+        self._log_offset = 0
 
     # -- to be provided by subclasses
     def command(self) -> list[str]:
@@ -105,11 +106,18 @@ class _Process:
         return _tail(self.log_path, lines)
 
     def start(self, timeout: float = 20) -> _Process:
+        self.spawn()
+        self.wait_ready(timeout)
+        return self
+
+    def spawn(self) -> None:
+        """Start the process and return at once; :meth:`wait_ready` waits for it to be listening.
+        (Separate so that several processes that need each other, a Raft quorum, can start together.)"""
         if self.running:
             raise RuntimeError(f"{self.name} already running")
         self._log = open(self.log_path, "ab", buffering=0)
         self._log.write(f"\n----- start {time.strftime('%H:%M:%S')}: {' '.join(self.command())}\n".encode())
-        offset = self.log_path.stat().st_size
+        self._log_offset = self.log_path.stat().st_size
         self.proc = subprocess.Popen(
             self.command(),
             cwd=self.workdir,
@@ -120,21 +128,28 @@ class _Process:
             start_new_session=True,  # a ^C to pytest does not hit the broker first
             preexec_fn=_die_with_parent,
         )
+
+    def wait_ready(self, timeout: float = 20) -> None:
+        """Until the ready marker is in the log (written since :meth:`spawn`) and the port answers;
+        on exit or timeout, kill and raise :class:`BrokerStartError` with the log's tail."""
         deadline = time.monotonic() + timeout
         marker = self.ready_marker()
+        seen = marker is None
+        pos = self._log_offset  # the log is read on from here, keeping len(marker) bytes of overlap
         while True:
             if self.proc.poll() is not None:
                 raise BrokerStartError(
                     f"{self.name} exited with {self.proc.returncode} during start-up; "
                     f"log {self.log_path}:\n{self.log_tail()}"
                 )
-            seen = True
-            if marker is not None:
+            if not seen:
                 with open(self.log_path, "rb") as f:
-                    f.seek(offset)
-                    seen = marker.encode() in f.read()
+                    f.seek(pos)
+                    chunk = f.read()
+                seen = marker.encode() in chunk
+                pos = max(pos, pos + len(chunk) - len(marker.encode()))
             if seen and wait_for_port(self.host, self.port, 0.2):
-                return self
+                return
             if time.monotonic() > deadline:
                 self.kill()
                 raise BrokerStartError(
