@@ -192,7 +192,7 @@ fi
 
 # --- 7. Apache Kafka brokers and tools ----------------------------------------------
 # Each is one directory of jars, run as `java -cp '<libs>/*' kafka.Kafka server.properties`
-# (tests/support/kafka.py). After a resolve, every tool the tests and benchmarks use must start.
+# (tests/support/apache_kafka.py). After a resolve, every tool the tests and benchmarks use must start.
 check_tool() {  # $1 = libs dir, $2 = main class, $3 = text its --help prints
     local out
     out="$(java -Xmx256m -cp "$1/*" "$2" --help 2>&1 || true)"

@@ -34,6 +34,9 @@ Tools: :func:`tool_command` (``ProducerPerformance``, ``ConsumerPerformance``,
 that runs one from a line's classpath with logging to stderr at WARN.
 
 :func:`unavailable_reason` says why a line cannot run here (None when it can).
+
+(Named ``apache_kafka``, not ``kafka``: pytest puts tests/support itself on sys.path when it
+collects the tests there, and a ``kafka.py`` would shadow the kafka-python package.)
 """
 
 from __future__ import annotations
