@@ -7,10 +7,16 @@
                       with the reason when that client is not installed here. Use it as
                       ``client(broker.bootstrap)`` -> adapter (see tests/support/clients.py).
 * ``tansu`` / ``mock_cluster``  third-party brokers, to validate harnesses.
+* Apache Kafka itself, the reference (tests/support/apache_kafka.py), started once per session and shared:
+  ``kafka39`` (3.9, KRaft), ``kafka4`` (4.x, KRaft), ``kafka39_zk`` (3.9 with a private ZooKeeper),
+  ``kafka_cluster`` (4.x, 3 KRaft nodes), ``kafka39_zk_cluster`` (3.9, 3 brokers + ZooKeeper).
+  Use unique topic names; never stop them. A test that stops, kills or reconfigures Kafka makes
+  its own with ``kafka_factory(line="4", brokers=1, zookeeper=False, overrides=None)``.
 
 Markers: ``interop`` (real broker process + real clients), ``harness`` (adapter self-tests against
-third-party brokers; run alone with ``pytest tests/support -m harness``).
-Run ``bash scripts/install-test-deps.sh`` first for the Java, kafkajs, kcat and Tansu parts.
+third-party brokers; run alone with ``pytest tests/support -m harness``), ``reference`` (given to
+every test that uses one of the Apache Kafka fixtures; ``-m "not reference"`` leaves them out).
+Run ``bash scripts/install-test-deps.sh`` first for the Java, kafkajs, kcat, Tansu and Kafka parts.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `support` importable
 
+from support import apache_kafka  # noqa: E402
 from support.broker import BrokerProcess, MockClusterBroker, TansuBroker  # noqa: E402
 from support.clients import CLIENTS, make_client, unavailable_reason  # noqa: E402
 
@@ -31,8 +38,18 @@ CLIENT_NAMES = list(CLIENTS)
 def pytest_configure(config):
     config.addinivalue_line("markers", "interop: tests that start a real broker process and use real clients")
     config.addinivalue_line("markers", "harness: self-tests of the client adapters against third-party brokers")
+    config.addinivalue_line("markers", "reference: tests that run Apache Kafka itself (tests/support/apache_kafka.py)")
     # kafka-python 3.0.12 loads its protocol schemas with deprecated importlib.resources calls.
     config.addinivalue_line("filterwarnings", "ignore:.*is deprecated. Use files:DeprecationWarning")
+
+
+KAFKA_FIXTURES = {"kafka39", "kafka4", "kafka39_zk", "kafka_cluster", "kafka39_zk_cluster", "kafka_factory"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.reference)
 
 
 @pytest.fixture
@@ -111,3 +128,65 @@ def impl(request):
     CR.set_implementation(request.param)
     yield request.param
     CR.set_implementation(before)
+
+
+# --------------------------------------------------------------------------- Apache Kafka (reference)
+
+
+def _apache_kafka(tmp_path_factory, name: str, line: str, **kw):
+    reason = apache_kafka.unavailable_reason(line)
+    if reason:
+        pytest.skip(reason)
+    k = apache_kafka.ApacheKafka(tmp_path_factory.mktemp(name), line=line, **kw).start()
+    yield k
+    k.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka39(tmp_path_factory):
+    """Apache Kafka 3.9, one KRaft node (broker+controller)."""
+    yield from _apache_kafka(tmp_path_factory, "kafka39", "3.9")
+
+
+@pytest.fixture(scope="session")
+def kafka4(tmp_path_factory):
+    """Apache Kafka 4.x, one KRaft node (broker+controller)."""
+    yield from _apache_kafka(tmp_path_factory, "kafka4", "4")
+
+
+@pytest.fixture(scope="session")
+def kafka39_zk(tmp_path_factory):
+    """Apache Kafka 3.9, one broker in ZooKeeper mode, with its private ZooKeeper."""
+    yield from _apache_kafka(tmp_path_factory, "kafka39zk", "3.9", zookeeper=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory):
+    """Apache Kafka 4.x, three KRaft nodes (each broker+controller; a 3-voter quorum)."""
+    yield from _apache_kafka(tmp_path_factory, "kafkacluster", "4", brokers=3)
+
+
+@pytest.fixture(scope="session")
+def kafka39_zk_cluster(tmp_path_factory):
+    """Apache Kafka 3.9, three brokers in ZooKeeper mode sharing a private ZooKeeper."""
+    yield from _apache_kafka(tmp_path_factory, "kafka39zkcluster", "3.9", brokers=3, zookeeper=True)
+
+
+@pytest.fixture
+def kafka_factory(tmp_path):
+    """``kafka_factory(line="4", brokers=1, zookeeper=False, overrides=None, start=True)`` -> a
+    started ApacheKafka of this test's own, stopped at its end (for tests that stop, kill or
+    reconfigure Kafka)."""
+    made: list[apache_kafka.ApacheKafka] = []
+
+    def make(line: str = "4", start: bool = True, **kw) -> apache_kafka.ApacheKafka:
+        reason = apache_kafka.unavailable_reason(line)
+        if reason:
+            pytest.skip(reason)
+        k = apache_kafka.ApacheKafka(tmp_path / f"kafka{len(made)}", line=line, **kw)
+        made.append(k)
+        return k.start() if start else k
+
+    yield make
+    for k in reversed(made):
+        k.stop()
