@@ -406,7 +406,13 @@ class ReplicaManager:
         return part.log.read_bytes(start, max_bytes, max_offset=hw), hw
 
     def log_start_offset(self, topic: str, partition: int) -> int:
+        return self._hosted(topic, partition).log_start_offset
+
+    def committed_offset(self, topic: str, partition: int) -> int:
+        return self._hosted(topic, partition).high_watermark
+
+    def _hosted(self, topic: str, partition: int) -> Partition:
         part = self.partitions.get((topic, partition))
         if part is None:
             raise KafkaError(f"{topic}-{partition} is not hosted here")
-        return part.log_start_offset
+        return part

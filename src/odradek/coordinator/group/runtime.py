@@ -155,8 +155,17 @@ class GroupCoordinator:
         if self.epochs.get(partition) == leader_epoch and partition in self.shards:
             return
         self._unload(partition)
-        self.shards[partition] = GroupCoordinatorState(self.config.state)
+        shard = self.shards[partition] = GroupCoordinatorState(self.config.state)
         self.epochs[partition] = leader_epoch
+        try:
+            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.committed_offset(
+                topic, partition
+            )
+        except KafkaError:
+            empty = False
+        if empty:  # nothing to replay (a new __consumer_offsets): serve at once
+            shard.loaded(None, self.clock())
+            return
         self.loading.add(partition)
         self._load_queue.append((partition, leader_epoch))
         if self._load_task is None or self._load_task.done():
