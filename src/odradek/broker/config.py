@@ -398,6 +398,33 @@ SETTINGS: tuple[Setting, ...] = (
     S("metrics.listener", "string", "", "host:port for Prometheus metrics over HTTP; empty disables them."),
     S("controlled.shutdown.enable", "bool", True, "Move leadership away before shutting down (cluster mode)."),
     S("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", at_least(1)),
+    S(
+        "zookeeper.connection.timeout.ms",
+        "int",
+        18000,
+        "How long a broker waits to connect to ZooKeeper at start.",
+        at_least(1),
+    ),
+    S(
+        "auto.leader.rebalance.enable",
+        "bool",
+        True,
+        "The controller moves leadership back to preferred replicas (cluster mode).",
+    ),
+    S(
+        "leader.imbalance.check.interval.seconds",
+        "long",
+        300,
+        "How often the controller checks for leaders away from their preferred replica.",
+        at_least(1),
+    ),
+    S(
+        "leader.imbalance.per.broker.percentage",
+        "int",
+        10,
+        "Share of a broker's preferred partitions led elsewhere that triggers a rebalance.",
+        between(0, 100),
+    ),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

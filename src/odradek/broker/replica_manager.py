@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.partition import Isolation, Partition, PartitionError
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
-from odradek.cluster.metadata import MetadataDelta, PartitionInfo, TopicInfo
+from odradek.cluster.metadata import EMPTY_SNAPSHOT, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError, error_class
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 from odradek.storage import errors as serr
@@ -126,6 +126,7 @@ class ReplicaManager:
         self.metrics = metrics
         self.log_dirs = list(log_dirs)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.snapshot = EMPTY_SNAPSHOT  # the metadata last applied
         self.fetch_purgatory = Purgatory("fetch")
         self.produce_purgatory = Purgatory("produce")
         self._leadership_listeners: list[LeadershipListener] = []
@@ -136,6 +137,13 @@ class ReplicaManager:
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
+    def missing(self, topic: str, partition: int) -> ErrorCode:
+        """The error for a partition with no replica here: NOT_LEADER_OR_FOLLOWER when the
+        metadata has it (on another broker), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.snapshot.partition(topic, partition) is not None:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
     def _on_high_watermark(self, partition: Partition, visible_bytes: int) -> None:
         self.fetch_purgatory.notify(partition.key, visible_bytes)
         self.produce_purgatory.notify(partition.key)
@@ -145,6 +153,7 @@ class ReplicaManager:
         """Create, update or drop hosted partitions to match the new metadata."""
         now = int(time.time() * 1000)
         failure: BaseException | None = None
+        self.snapshot = delta.after
         for topic in delta.deleted_topics():
             for p in topic.partitions:
                 self._stop_replica(topic.name, p.partition, delete_log=True)
@@ -167,7 +176,11 @@ class ReplicaManager:
         part = self.partitions.get(key)
         if part is None:
             cfg = self.topic_configs.log_config(topic.configs)
-            lg = self.logs.get_log(topic.name, info.partition) or self.logs.create_log(topic.name, info.partition, cfg)
+            lg = self.logs.get_log(topic.name, info.partition)
+            if lg is None:
+                lg = self.logs.create_log(topic.name, info.partition, cfg)
+            elif lg.config != cfg:
+                lg.update_config(cfg)  # loaded before the metadata said what its topic's configs are
             part = Partition(topic.name, info.partition, lg, self.node_id, self._on_high_watermark)
             part.min_insync_replicas = self.topic_configs.min_insync_replicas(topic.configs)
             self.partitions[key] = part
@@ -226,7 +239,7 @@ class ReplicaManager:
         for topic, partition, data in entries:
             part = self.partitions.get((topic, partition))
             if part is None:
-                results.append(ProduceResult(ErrorCode.unknown_topic_or_partition))
+                results.append(ProduceResult(self.missing(topic, partition)))
                 continue
             result = await self._append(part, data, now, required_acks)
             results.append(result)
@@ -280,7 +293,7 @@ class ReplicaManager:
         fetch offset recorded as the follower's position)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return ReadResult(ErrorCode.unknown_topic_or_partition)
+            return ReadResult(self.missing(topic, partition))
         try:
             part.check_leader(current_leader_epoch)
         except PartitionError as e:
@@ -321,7 +334,7 @@ class ReplicaManager:
         """ListOffsets: (error code, timestamp, offset, leader epoch)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+            return self.missing(topic, partition), -1, -1, -1
         try:
             part.check_leader(current_leader_epoch)
             ts, offset = part.offset_for_timestamp(timestamp, isolation)
@@ -335,7 +348,7 @@ class ReplicaManager:
         """OffsetForLeaderEpoch: (error code, epoch, end offset)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return ErrorCode.unknown_topic_or_partition, -1, -1
+            return self.missing(topic, partition), -1, -1
         try:
             part.check_leader(current_leader_epoch)
             found_epoch, end = part.last_offset_for_leader_epoch(epoch)
@@ -347,7 +360,7 @@ class ReplicaManager:
         """DeleteRecords: (error code, the new low watermark)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return ErrorCode.unknown_topic_or_partition, -1
+            return self.missing(topic, partition), -1
         try:
             part.check_leader()
             return 0, part.delete_records(offset)

@@ -23,18 +23,24 @@ import time
 import uuid
 from collections.abc import Callable
 
+from kazoo.client import KazooClient
+
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.metrics import BrokerMetrics
-from odradek.broker.producer_ids import ProducerIdAllocator
+from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.cluster import zk_client
+from odradek.cluster.controller import Controller, ControllerConfig
 from odradek.cluster.local import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo
+from odradek.cluster.store import MetadataStore
+from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC
 from odradek.coordinator.group.runtime import RuntimeConfig
@@ -60,9 +66,10 @@ def read_meta_properties(directory: str) -> dict[str, str]:
     return out
 
 
-def prepare_log_dirs(config: BrokerConfig, fs: FileSystem) -> str:
+def prepare_log_dirs(config: BrokerConfig, fs: FileSystem, cluster_id: str | None = None) -> str:
     """Create the log directories, check they belong to this node and one cluster, write
-    meta.properties where missing; returns the cluster id."""
+    meta.properties where missing; returns the cluster id (`cluster_id`: the one the
+    cluster's metadata holds, which the directories must belong to or be new for)."""
     node_id = config["node.id"]
     dirs = config["log.dirs"]
     cluster_ids = set()
@@ -78,7 +85,15 @@ def prepare_log_dirs(config: BrokerConfig, fs: FileSystem) -> str:
     configured = config["cluster.id"]
     if configured and cluster_ids and configured not in cluster_ids:
         raise ConfigError(f"cluster.id={configured} but the log directories belong to cluster {cluster_ids.pop()}")
-    cluster_id = configured or (cluster_ids.pop() if cluster_ids else new_cluster_id())
+    if cluster_id is not None:
+        if cluster_ids and cluster_id not in cluster_ids:
+            raise ConfigError(
+                f"the log directories ({', '.join(dirs)}) belong to cluster {cluster_ids.pop()}, but ZooKeeper at "
+                f"{config['zookeeper.connect']} holds cluster {cluster_id}: a data directory from single-node mode "
+                "or from another cluster cannot join this one (start this broker with empty log.dirs)"
+            )
+    else:
+        cluster_id = configured or (cluster_ids.pop() if cluster_ids else new_cluster_id())
     for d in dirs:
         meta = read_meta_properties(d)
         if meta.get("cluster.id") != cluster_id or not meta.get("directory.id"):
@@ -102,15 +117,41 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self._conn_tasks: set[asyncio.Task] = set()
         self._stopping = False
+        self.zk: KazooClient | None = None
+        self.controller: Controller | None = None
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
         load_handlers()
         config = self.config
-        self.cluster_id = prepare_log_dirs(config, self.fs)
+        cluster = await self._join_cluster() if config["zookeeper.connect"] else None
+        self.cluster_id = prepare_log_dirs(config, self.fs, cluster[1] if cluster else None)
         first_dir = config["log.dirs"][0]
         topic_configs = TopicConfigs(config)
-        store = LocalMetadataStore(first_dir, self.node_id, self.cluster_id, self.fs.write_file_atomic)
+        store: MetadataStore
+        if cluster is not None:
+            zk = cluster[0]
+            zk_store = ZooKeeperMetadataStore(
+                zk,
+                self.node_id,
+                listener=config.listeners[0][0],
+                session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            )
+            store, next_block = zk_store, zk_store.next_producer_id_block
+            self.controller = Controller(
+                zk,
+                zk_store,
+                self.node_id,
+                ControllerConfig(
+                    unclean_leader_election=config["unclean.leader.election.enable"],
+                    auto_leader_rebalance=config["auto.leader.rebalance.enable"],
+                    imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
+                    imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
+                ),
+            )
+        else:
+            local = LocalMetadataStore(first_dir, self.node_id, self.cluster_id, self.fs.write_file_atomic)
+            store, next_block = local, LocalBlocks(first_dir, self.fs.write_file_atomic)
 
         def log_config_of(topic: str) -> LogConfig | None:
             info = store.snapshot.topics.get(topic)
@@ -161,11 +202,13 @@ class Broker:
             replica_manager=rm,
             group_coordinator=groups,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
-            producer_ids=ProducerIdAllocator(first_dir, self.fs.write_file_atomic),
+            producer_ids=ProducerIdAllocator(next_block),
             metrics=metrics,
         )
         await groups.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
+        if self.controller is not None:
+            await self.controller.start()
         self._tasks.append(asyncio.ensure_future(self._run_log_manager(lm)))
         if metrics is not None:
             metrics.observe(services, lm, lambda: len(self.connections))
@@ -187,6 +230,32 @@ class Broker:
             raise
         except Exception:
             log.exception("log manager background loop failed")
+
+    async def _join_cluster(self) -> tuple[KazooClient, str]:
+        """Cluster mode: connect to ZooKeeper and learn (or, first, set) the cluster id."""
+        config = self.config
+        if config.sources.get("node.id") == "default" and config.sources.get("broker.id") == "default":
+            raise ConfigError("cluster mode (zookeeper.connect) needs broker.id (or node.id) set for each broker")
+        try:
+            zk = await asyncio.to_thread(
+                zk_client.connect,
+                config["zookeeper.connect"],
+                config["zookeeper.session.timeout.ms"],
+                config["zookeeper.connection.timeout.ms"],
+            )
+        except zk_client.ZooKeeperUnavailable as e:
+            raise ConfigError(str(e)) from None
+        self.zk = zk
+        existing = {read_meta_properties(d).get("cluster.id") for d in config["log.dirs"]} - {None, ""}
+        proposed = config["cluster.id"] or new_cluster_id()
+        cluster_id = await asyncio.to_thread(zk_client.cluster_id, zk, proposed)
+        log.info(
+            "joining cluster %s through ZooKeeper at %s%s",
+            cluster_id,
+            config["zookeeper.connect"],
+            f" (log directories of cluster {', '.join(existing)})" if existing else "",
+        )
+        return zk, cluster_id
 
     def _bind(self, name: str, host: str, port: int) -> None:
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
@@ -283,6 +352,8 @@ class Broker:
                 await services.group_coordinator.stop()
             except Exception:
                 log.exception("group coordinator failed to stop cleanly")
+            if self.controller is not None:
+                await self.controller.stop()
             await services.metadata.stop()
         for t in self._tasks:
             t.cancel()
@@ -293,7 +364,19 @@ class Broker:
             await asyncio.to_thread(self.log_manager.shutdown)
         if services is not None and services.metrics is not None:
             services.metrics.close()
+        if self.zk is not None:
+            zk, self.zk = self.zk, None
+            await asyncio.to_thread(_close_zookeeper, zk)
         log.info("shut down cleanly")
+
+
+def _close_zookeeper(zk: KazooClient) -> None:
+    """End the session now: the ephemeral registration goes at once, not at session expiry."""
+    try:
+        zk.stop()
+        zk.close()
+    except Exception:  # noqa: BLE001 - closing a session that is already lost
+        pass
 
 
 async def run_broker(config: BrokerConfig) -> int:

@@ -5,7 +5,8 @@ when the list is null; none when it is empty, v1+) its stable topic id and
 partitions with leader, replicas and ISR. Unknown topics are created when
 `auto.create.topics.enable` is on and the request allows it (v4+ flag; always
 for older versions), as Kafka does; invalid names get INVALID_TOPIC_EXCEPTION.
-v10+ may ask by topic id. Internal topics are listed with is_internal.
+v10+ may ask by topic id. Internal topics are listed with is_internal. A partition
+without a leader (in a cluster: its in-sync replicas are down) has LEADER_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _topic(ctx: RequestContext, info) -> object:
     parts = tuple(
         ctx.nested(
             "MetadataResponsePartition",
-            error_code=0,
+            error_code=ErrorCode.leader_not_available if p.leader < 0 else 0,
             partition_index=p.partition,
             leader_id=p.leader,
             leader_epoch=p.leader_epoch,

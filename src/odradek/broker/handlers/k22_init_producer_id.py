@@ -38,4 +38,4 @@ async def handle(ctx: RequestContext, req) -> object:
     epoch = getattr(req, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return ctx.respond(throttle_time=0, error_code=0, producer_id=pid, producer_epoch=epoch + 1)
-    return ctx.respond(throttle_time=0, error_code=0, producer_id=s.producer_ids.next_id(), producer_epoch=0)
+    return ctx.respond(throttle_time=0, error_code=0, producer_id=await s.producer_ids.next_id(), producer_epoch=0)

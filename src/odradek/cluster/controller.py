@@ -1,0 +1,377 @@
+"""The controller: one broker of the cluster decides every partition's leader and ISR.
+
+Every broker runs a `Controller`; the one holding the ephemeral /controller znode acts. On
+winning that election it increments /controller_epoch and from then on every write it makes
+is one ZooKeeper transaction that first checks that epoch's znode version: once another
+broker has become controller (and incremented the epoch), a deposed controller's writes all
+fail, and it stops.
+
+What it does is level-triggered: whenever the cluster changes (a broker registers, leaves
+or restarts; a topic or partition is added; a deletion is requested; its own election) it
+compares every partition's state with what it should be and writes the difference
+(`decide`), as Kafka's ZooKeeper-mode controller does event by event:
+- a partition without a state (new topic or partition) gets its first live replica as
+  leader and its live replicas as ISR, leader epoch 0;
+- a partition whose leader is gone (its registration deleted, or replaced by a new session:
+  the broker restarted) gets the first replica, in assignment order, that is alive and in
+  the ISR, with the leader epoch incremented; with none and
+  `unclean.leader.election.enable` false it has no leader (-1) and keeps its ISR, and the
+  first ISR member to come back becomes leader; with it true, the first live replica leads
+  alone (data it lacks is lost: docs/cluster.md);
+- dead brokers leave the ISR of partitions whose leader lives (the partition epoch, the
+  znode version, changes; the leader epoch does not);
+- a deletion requested under /admin/delete_topics removes the topic's znodes and config;
+- with `auto.leader.rebalance.enable`, every `leader.imbalance.check.interval.seconds` a
+  broker leading less than its preferred share (beyond
+  `leader.imbalance.per.broker.percentage`) gets its preferred partitions back.
+
+Brokers learn the new states from their own ZooKeeper watches (no LeaderAndIsr or
+UpdateMetadata requests: odradek has one wire-schema library, generated from Kafka 4, which
+has none; watches deliver a change to every broker within milliseconds; docs/cluster.md).
+
+All decisions run in one task on the broker's event loop; ZooKeeper calls run in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from odradek.cluster import zk_layout as L
+from odradek.cluster.zk_cache import CachedState, CacheView
+from odradek.cluster.zookeeper import ZooKeeperMetadataStore
+
+log = logging.getLogger("odradek.cluster.controller")
+
+MAX_OPS_PER_TRANSACTION = 500
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    unclean_leader_election: bool = False
+    auto_leader_rebalance: bool = True
+    imbalance_check_interval_s: float = 300.0
+    imbalance_per_broker_percentage: int = 10
+
+
+class Deposed(Exception):
+    """Another broker became controller: this one's writes are refused."""
+
+
+def decide(
+    state: L.PartitionState,
+    replicas: tuple[int, ...],
+    live: set[int],
+    restarted: set[int],
+    *,
+    unclean: bool,
+) -> tuple[int, tuple[int, ...], bool]:
+    """(leader, ISR, whether the leader epoch moves) a partition should have now."""
+    leader, isr = state.leader, state.isr
+    isr_live = tuple(b for b in isr if b in live)
+    if leader >= 0 and leader in live and leader not in restarted:
+        return leader, (isr_live or (leader,)), False
+    candidates = [r for r in replicas if r in live and r in isr]
+    if candidates:
+        new = candidates[0]
+        return new, isr_live, True
+    if unclean:
+        alive = [r for r in replicas if r in live]
+        if alive:
+            return alive[0], (alive[0],), True
+    return -1, isr, leader != -1
+
+
+def preferred_moves(view: CacheView, percentage: int) -> dict[tuple[str, int], int]:
+    """Partitions to hand back to their preferred (first) replica: for every broker whose share
+    of not-led preferred partitions exceeds `percentage`, those whose preferred replica is
+    alive and in sync."""
+    live = set(view.brokers)
+    preferred: dict[int, list[tuple[str, int]]] = {}
+    for topic, a in view.topics.items():
+        if topic in view.deleting:
+            continue
+        for p, replicas in a.partitions.items():
+            if replicas:
+                preferred.setdefault(replicas[0], []).append((topic, p))
+    moves: dict[tuple[str, int], int] = {}
+    for broker, parts in preferred.items():
+        if broker not in live:
+            continue
+        off = []
+        for key in parts:
+            cached = view.states.get(key)
+            if cached is not None and cached.state.leader != broker and broker in cached.state.isr:
+                off.append(key)
+        if parts and len(off) * 100 > percentage * len(parts):
+            for key in off:
+                moves[key] = broker
+    return moves
+
+
+class Controller:
+    def __init__(
+        self, zk: KazooClient, store: ZooKeeperMetadataStore, node_id: int, config: ControllerConfig | None = None
+    ) -> None:
+        self.zk = zk
+        self.store = store
+        self.node_id = node_id
+        self.config = config or ControllerConfig()
+        self.active = False
+        self.epoch = -1
+        self._epoch_version = -1  # /controller_epoch's znode version our writes check
+        self._sessions: dict[int, int] = {}  # broker -> czxid of the registration last acted on
+        # Partition states as this controller last wrote them: its watches may not have
+        # delivered its own writes yet, and it must never decide from an older state.
+        self._written: dict[tuple[str, int], CachedState] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._rebalance_at = 0.0
+        self._stopped = False
+        self._preferred_requests: dict[tuple[str, int], int] = {}
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        self.store.add_view_listener(self._view_changed)
+        self._task = asyncio.ensure_future(self._run())
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.active:
+            self.active = False
+            await asyncio.to_thread(self._release)
+
+    def _release(self) -> None:
+        """Give up /controller on a clean shutdown, so another broker takes over at once."""
+        try:
+            data, stat = self.zk.get(L.CONTROLLER)
+            if L.decode_controller(data) == self.node_id and stat.ephemeralOwner == self.zk.client_id[0]:
+                self.zk.delete(L.CONTROLLER, version=stat.version)
+        except Exception:  # noqa: BLE001 - best effort: the session's end removes it anyway
+            pass
+
+    def _view_changed(self, view: CacheView) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._stopped:
+                return
+            try:
+                await self._step()
+            except Deposed as e:
+                log.warning("broker %d is no longer the controller: %s", self.node_id, e)
+                self.active = False
+            except Exception:
+                log.exception("controller step failed; retrying")
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def _step(self) -> None:
+        view = self.store.view
+        if view.controller != self.node_id and self.active:
+            log.info("broker %d resigns as controller (now %d)", self.node_id, view.controller)
+            self.active = False
+        if view.controller == -1 and not self.active:
+            if await asyncio.to_thread(self._elect):
+                view = self.store.view
+        if not self.active:
+            return
+        await self._reconcile(view)
+        if self.config.auto_leader_rebalance:
+            now = time.monotonic()
+            if now >= self._rebalance_at:
+                self._rebalance_at = now + self.config.imbalance_check_interval_s
+                moves = preferred_moves(self.store.view, self.config.imbalance_per_broker_percentage)
+                if moves:
+                    log.info("preferred leader election for %d partitions", len(moves))
+                    await self._move_leaders(self.store.view, moves)
+            else:
+                asyncio.get_running_loop().call_later(self._rebalance_at - now, self._wake.set)
+
+    # -------------------------------------------------------------- election
+    def _elect(self) -> bool:
+        try:
+            self.zk.create(L.CONTROLLER, L.encode_controller(self.node_id), ephemeral=True)
+        except NodeExistsError:
+            return False
+        try:
+            data, stat = self.zk.get(L.CONTROLLER_EPOCH)
+            epoch = L.decode_controller_epoch(data) + 1
+            stat = self.zk.set(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch), version=stat.version)
+        except NoNodeError:
+            epoch = 1
+            try:
+                self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch))
+            except NodeExistsError:
+                self._release()
+                return False
+            _data, stat = self.zk.get(L.CONTROLLER_EPOCH)
+        except BadVersionError:
+            self._release()
+            return False
+        self.epoch, self._epoch_version = epoch, stat.version
+        self._sessions = {}
+        self._written = {}
+        self.active = True
+        log.info("broker %d is the controller (controller epoch %d)", self.node_id, epoch)
+        return True
+
+    # ------------------------------------------------------------- reconcile
+    def _states(self, view: CacheView) -> dict[tuple[str, int], CachedState]:
+        """The cache's partition states, each replaced by this controller's own write when that
+        is newer (a higher znode version, or created and not yet seen)."""
+        states = dict(view.states)
+        for key, mine in list(self._written.items()):
+            if key[0] not in view.topics:
+                del self._written[key]
+                continue
+            seen = states.get(key)
+            if seen is None or seen.version < mine.version:
+                states[key] = mine
+            else:
+                del self._written[key]  # the cache has caught up
+        return states
+
+    async def _reconcile(self, view: CacheView) -> None:
+        live = set(view.brokers)
+        states = self._states(view)
+        restarted = {b for b, czxid in view.broker_sessions.items() if self._sessions.get(b, czxid) != czxid}
+        for topic in sorted(view.deleting):
+            await asyncio.to_thread(self._delete_topic, topic)
+        creates: list[tuple[str, int, L.PartitionState]] = []
+        updates: list[tuple[str, int, L.PartitionState, int]] = []
+        for topic, a in view.topics.items():
+            if topic in view.deleting:
+                continue
+            for p, replicas in sorted(a.partitions.items()):
+                cached = states.get((topic, p))
+                if cached is None:
+                    alive = tuple(r for r in replicas if r in live)
+                    if alive:
+                        creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch)))
+                    continue
+                st = cached.state
+                leader, isr, bump = decide(st, replicas, live, restarted, unclean=self.config.unclean_leader_election)
+                if (leader, isr) != (st.leader, st.isr) or bump:
+                    epoch = st.leader_epoch + 1 if bump else st.leader_epoch
+                    updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
+        if creates or updates:
+            await asyncio.to_thread(self._write_states, creates, updates)
+            for topic, p, st, _v in updates:
+                log.info(
+                    "%s-%d: leader %d, leader epoch %d, isr %s", topic, p, st.leader, st.leader_epoch, list(st.isr)
+                )
+        self._sessions = dict(view.broker_sessions)
+
+    async def _move_leaders(self, view: CacheView, moves: dict[tuple[str, int], int]) -> None:
+        states = self._states(view)
+        updates = []
+        for (topic, p), leader in moves.items():
+            cached = states.get((topic, p))
+            if cached is None or cached.state.leader == leader or leader not in view.brokers:
+                continue
+            st = cached.state
+            updates.append(
+                (topic, p, L.PartitionState(leader, st.leader_epoch + 1, st.isr, self.epoch), cached.version)
+            )
+        if updates:
+            await asyncio.to_thread(self._write_states, [], updates)
+
+    async def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
+        """ElectLeaders (preferred) through this controller: None per partition moved or already led
+        by its preferred replica, else why not."""
+        if not self.active:
+            raise Deposed("not the controller")
+        view = self.store.view
+        out: dict[tuple[str, int], str | None] = {}
+        moves = {}
+        for topic, p in partitions:
+            a = view.topics.get(topic)
+            cached = view.states.get((topic, p))
+            if a is None or p not in a.partitions or cached is None:
+                out[(topic, p)] = "unknown partition"
+                continue
+            preferred = a.partitions[p][0]
+            if cached.state.leader == preferred:
+                out[(topic, p)] = "already led by its preferred replica"
+            elif preferred not in view.brokers or preferred not in cached.state.isr:
+                out[(topic, p)] = "preferred replica is not alive and in sync"
+            else:
+                moves[(topic, p)] = preferred
+                out[(topic, p)] = None
+        await self._move_leaders(view, moves)
+        return out
+
+    # --------------------------------------------------------- zookeeper ops
+    def _transaction(self, ops: list[tuple[str, tuple, dict]]) -> None:
+        """Commit `ops` behind the controller-epoch check, in chunks. Deposed when the check fails."""
+        for i in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
+            t = self.zk.transaction()
+            t.check(L.CONTROLLER_EPOCH, self._epoch_version)
+            for name, args, kwargs in ops[i : i + MAX_OPS_PER_TRANSACTION]:
+                getattr(t, name)(*args, **kwargs)
+            results = t.commit()
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                raise Deposed(f"controller epoch {self.epoch} was superseded") from None
+            failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if failed:
+                raise RuntimeError(f"controller transaction failed: {failed[0]!r} (will re-read and retry)")
+
+    def _write_states(
+        self,
+        creates: list[tuple[str, int, L.PartitionState]],
+        updates: list[tuple[str, int, L.PartitionState, int]],
+    ) -> None:
+        ops: list[tuple[str, tuple, dict]] = []
+        for topic, p, st in creates:
+            if not self.zk.exists(L.partitions_path(topic)):
+                try:
+                    self.zk.create(L.partitions_path(topic))
+                except NodeExistsError:
+                    pass
+            if not self.zk.exists(L.partition_path(topic, p)):
+                ops.append(("create", (L.partition_path(topic, p), b""), {}))
+            ops.append(("create", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {}))
+        for topic, p, st, version in updates:
+            ops.append(
+                ("set_data", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {"version": version})
+            )
+        self._transaction(ops)
+        for topic, p, st in creates:
+            self._written[(topic, p)] = CachedState(st, 0)
+        for topic, p, st, version in updates:
+            self._written[(topic, p)] = CachedState(st, version + 1)
+
+    def _delete_topic(self, topic: str) -> None:
+        ops: list[tuple[str, tuple, dict]] = []
+        if self.zk.exists(L.topic_path(topic)):
+            try:
+                partitions = self.zk.get_children(L.partitions_path(topic))
+            except NoNodeError:
+                partitions = []
+            for p in partitions:
+                base = f"{L.partitions_path(topic)}/{p}"
+                for child in self.zk.get_children(base):
+                    ops.append(("delete", (f"{base}/{child}",), {}))
+                ops.append(("delete", (base,), {}))
+            if self.zk.exists(L.partitions_path(topic)):
+                ops.append(("delete", (L.partitions_path(topic),), {}))
+            ops.append(("delete", (L.topic_path(topic),), {}))
+        if self.zk.exists(L.topic_config_path(topic)):
+            ops.append(("delete", (L.topic_config_path(topic),), {}))
+        ops.append(("delete", (L.delete_topic_path(topic),), {}))
+        self._transaction(ops)
+        log.info("deleted topic %s", topic)

@@ -1,0 +1,267 @@
+"""A watched copy of the cluster's znodes: brokers, controller, topics, partition states, configs.
+
+Every broker keeps one `ZkCache` (its metadata store and, when it is the controller, the
+controller read from it). kazoo's watch recipes call back on kazoo's own thread; the
+callbacks only record the znode's new contents under a lock and tell the event loop
+(`on_change`, through `call_soon_threadsafe`), which builds snapshots from `view()`.
+Nothing here blocks the event loop.
+
+Watched: the children of /brokers/ids and each registration (with the session that made
+it: a broker that restarted has a new `czxid`), /controller, /controller_epoch, the
+children of /brokers/topics and each topic's assignment, the state of each partition the
+assignment names, /config/topics/<topic>, /config/brokers/<default> and this broker's
+/config/brokers/<id>, the children of /admin/delete_topics, /admin/reassign_partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from odradek.cluster import zk_layout as L
+from odradek.cluster.metadata import BrokerInfo
+
+log = logging.getLogger("odradek.cluster.zk")
+
+
+@dataclass(frozen=True, slots=True)
+class CachedState:
+    state: L.PartitionState
+    version: int  # the znode's version: the partition epoch
+
+
+@dataclass(slots=True)
+class CacheView:
+    """A consistent copy of what the cache holds (taken under its lock)."""
+
+    cluster_id: str = ""
+    controller: int = -1
+    controller_epoch: int = 0
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    broker_sessions: dict[int, int] = field(default_factory=dict)  # broker id -> czxid of its registration
+    topics: dict[str, L.TopicAssignment] = field(default_factory=dict)
+    states: dict[tuple[str, int], CachedState] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "<default>" or the id
+    deleting: frozenset[str] = frozenset()
+    reassigning: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+
+
+class ZkCache:
+    def __init__(self, zk: KazooClient, node_id: int, listener: str, on_change: Callable[[], None]) -> None:
+        self.zk = zk
+        self.node_id = node_id
+        self.listener = listener
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._v = CacheView()
+        self._watched_brokers: set[int] = set()
+        self._watched_topics: set[str] = set()
+        self._watched_partitions: set[tuple[str, int]] = set()
+        self._stopped = False
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        """Set every watch (blocking: call from a worker thread). When it returns the cache
+        holds what ZooKeeper held at that moment."""
+        for path in L.PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+        data, _ = self.zk.get(L.CLUSTER_ID)
+        self._v.cluster_id = L.decode_cluster_id(data)
+        DataWatch(self.zk, L.CONTROLLER, self._controller_changed)
+        DataWatch(self.zk, L.CONTROLLER_EPOCH, self._controller_epoch_changed)
+        ChildrenWatch(self.zk, L.BROKER_IDS, self._brokers_changed)
+        ChildrenWatch(self.zk, L.TOPICS, self._topics_changed)
+        ChildrenWatch(self.zk, L.DELETE_TOPICS, self._deletions_changed)
+        DataWatch(self.zk, L.REASSIGN_PARTITIONS, self._reassignments_changed)
+        for entity in (L.DEFAULT_BROKER, str(self.node_id)):
+            DataWatch(self.zk, L.broker_config_path(entity), self._broker_config_watcher(entity))
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def view(self) -> CacheView:
+        with self._lock:
+            v = self._v
+            return CacheView(
+                v.cluster_id,
+                v.controller,
+                v.controller_epoch,
+                dict(v.brokers),
+                dict(v.broker_sessions),
+                dict(v.topics),
+                dict(v.states),
+                dict(v.topic_configs),
+                dict(v.broker_configs),
+                v.deleting,
+                dict(v.reassigning),
+            )
+
+    def _changed(self) -> None:
+        if not self._stopped:
+            self._on_change()
+
+    def _keep(self) -> bool | None:
+        """What a kazoo watch callback returns: None keeps watching, False ends the watch."""
+        return False if self._stopped else None
+
+    # -------------------------------------------------------------- callbacks
+    # Each runs on kazoo's callback thread; returning False ends that watch.
+    def _controller_changed(self, data: bytes | None, stat: Any) -> bool | None:
+        try:
+            controller = L.decode_controller(data) if data else -1
+        except L.LayoutError as e:
+            log.warning("%s", e)
+            controller = -1
+        with self._lock:
+            self._v.controller = controller
+        self._changed()
+        return self._keep()
+
+    def _controller_epoch_changed(self, data: bytes | None, stat: Any) -> bool | None:
+        try:
+            epoch = L.decode_controller_epoch(data) if data else 0
+        except L.LayoutError as e:
+            log.warning("%s", e)
+            epoch = 0
+        with self._lock:
+            self._v.controller_epoch = epoch
+        self._changed()
+        return self._keep()
+
+    def _brokers_changed(self, children: list[str]) -> bool | None:
+        ids = {int(c) for c in children if c.isdigit()}
+        for bid in ids - self._watched_brokers:
+            self._watched_brokers.add(bid)
+            DataWatch(self.zk, L.broker_path(bid), self._broker_watcher(bid))
+        return self._keep()
+
+    def _broker_watcher(self, bid: int) -> Callable[[bytes | None, Any], bool | None]:
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            with self._lock:
+                if data is None:
+                    self._v.brokers.pop(bid, None)
+                    self._v.broker_sessions.pop(bid, None)
+                else:
+                    try:
+                        self._v.brokers[bid] = L.decode_broker(bid, data, self.listener)
+                        self._v.broker_sessions[bid] = stat.czxid
+                    except L.LayoutError as e:
+                        log.warning("ignoring broker registration: %s", e)
+            self._changed()
+            return self._keep()  # keep watching: the broker may register again
+
+        return changed
+
+    def _topics_changed(self, children: list[str]) -> bool | None:
+        for topic in set(children) - self._watched_topics:
+            self._watched_topics.add(topic)
+            DataWatch(self.zk, L.topic_path(topic), self._topic_watcher(topic))
+            DataWatch(self.zk, L.topic_config_path(topic), self._topic_config_watcher(topic))
+        return self._keep()
+
+    def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            if data is None:
+                with self._lock:
+                    self._v.topics.pop(topic, None)
+                    for key in [k for k in self._v.states if k[0] == topic]:
+                        del self._v.states[key]
+                self._watched_topics.discard(topic)
+                self._changed()
+                return False
+            try:
+                assignment = L.decode_topic(topic, data)
+            except L.LayoutError as e:
+                log.warning("ignoring topic: %s", e)
+                return self._keep()
+            with self._lock:
+                self._v.topics[topic] = assignment
+            for p in assignment.partitions:
+                if (topic, p) not in self._watched_partitions:
+                    self._watched_partitions.add((topic, p))
+                    DataWatch(self.zk, L.partition_state_path(topic, p), self._state_watcher(topic, p))
+            self._changed()
+            return self._keep()
+
+        return changed
+
+    def _state_watcher(self, topic: str, partition: int) -> Callable[[bytes | None, Any], bool | None]:
+        key = (topic, partition)
+
+        # Kept while the broker runs: a topic re-created under the same name reuses it.
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            with self._lock:
+                if data is None:
+                    self._v.states.pop(key, None)
+                else:
+                    try:
+                        self._v.states[key] = CachedState(
+                            L.decode_partition_state(topic, partition, data), stat.version
+                        )
+                    except L.LayoutError as e:
+                        log.warning("ignoring partition state: %s", e)
+            self._changed()
+            return self._keep()
+
+        return changed
+
+    def _topic_config_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
+        path = L.topic_config_path(topic)
+
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            try:
+                config = L.decode_config(path, data)
+            except L.LayoutError as e:
+                log.warning("ignoring topic config: %s", e)
+                config = {}
+            with self._lock:
+                if data is None and topic not in self._watched_topics:
+                    self._v.topic_configs.pop(topic, None)
+                    stop = True
+                else:
+                    self._v.topic_configs[topic] = config
+                    stop = False
+            self._changed()
+            return False if stop else self._keep()
+
+        return changed
+
+    def _broker_config_watcher(self, entity: str) -> Callable[[bytes | None, Any], bool | None]:
+        path = L.broker_config_path(entity)
+
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            try:
+                config = L.decode_config(path, data)
+            except L.LayoutError as e:
+                log.warning("ignoring broker config: %s", e)
+                config = {}
+            with self._lock:
+                self._v.broker_configs[entity] = config
+            self._changed()
+            return self._keep()
+
+        return changed
+
+    def _deletions_changed(self, children: list[str]) -> bool | None:
+        with self._lock:
+            self._v.deleting = frozenset(children)
+        self._changed()
+        return self._keep()
+
+    def _reassignments_changed(self, data: bytes | None, stat: Any) -> bool | None:
+        try:
+            moves = L.decode_reassignment(data)
+        except L.LayoutError as e:
+            log.warning("%s", e)
+            moves = {}
+        with self._lock:
+            self._v.reassigning = moves
+        self._changed()
+        return self._keep()

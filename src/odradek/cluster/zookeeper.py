@@ -1,0 +1,370 @@
+"""The ZooKeeper metadata store: cluster mode's `MetadataStore`, in Kafka's ZooKeeper layout.
+
+Reads come from a watched cache (zk_cache.py); every change to it becomes one new
+snapshot, published as a `MetadataDelta` to the listeners (the replica manager: logs,
+leadership; the controller gets the raw view too). Writes are the admin side of Kafka's
+ZooKeeper mode: a new topic is its assignment znode (the controller then elects leaders and
+writes each partition's state), a deletion is a request under /admin/delete_topics (the
+controller removes the topic), configs are /config/topics/<topic> and
+/config/brokers/<id|<default>> with a change notification. A write returns once this
+broker's snapshot shows its effect (a new topic with a leader for every partition, a
+deleted topic gone), or raises `MetadataTimeout`.
+
+The broker's registration is the ephemeral /brokers/ids/<id>: registering waits for a
+registration left by a previous run of the same broker (killed, its session not yet
+expired) to go, and a registration lost with an expired session is made again when
+ZooKeeper is back.
+
+kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from odradek.cluster import zk_layout as L
+from odradek.cluster.metadata import (
+    EMPTY_SNAPSHOT,
+    BrokerInfo,
+    ClusterSnapshot,
+    MetadataDelta,
+    PartitionInfo,
+    TopicInfo,
+)
+from odradek.cluster.store import MetadataError, MetadataListener, TopicExistsError, UnknownTopicError
+from odradek.cluster.zk_cache import CacheView, ZkCache
+
+log = logging.getLogger("odradek.cluster.zk")
+
+
+class MetadataTimeout(MetadataError):
+    """The write was made but this broker did not see its effect in time."""
+
+
+def build_snapshot(view: CacheView) -> ClusterSnapshot:
+    """The cluster as the cache shows it. A partition the controller has not given a state yet
+    has no leader (-1)."""
+    live = set(view.brokers)
+    topics: dict[str, TopicInfo] = {}
+    for name, assignment in view.topics.items():
+        parts = []
+        for p in range(len(assignment.partitions)):
+            replicas = assignment.partitions.get(p, ())
+            offline = tuple(r for r in replicas if r not in live)
+            cached = view.states.get((name, p))
+            if cached is None:
+                parts.append(PartitionInfo(p, -1, replicas, (), -1, offline, -1))
+            else:
+                st = cached.state
+                parts.append(PartitionInfo(p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version))
+        topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
+    brokers = tuple(view.brokers[b] for b in sorted(view.brokers))
+    return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics)
+
+
+class ZooKeeperMetadataStore:
+    def __init__(
+        self,
+        zk: KazooClient,
+        node_id: int,
+        *,
+        listener: str = "PLAINTEXT",
+        session_timeout_ms: int = 18000,
+        wait_timeout_s: float = 30.0,
+    ) -> None:
+        self.zk = zk
+        self.node_id = node_id
+        self.listener = listener
+        self.session_timeout_ms = session_timeout_ms
+        self.wait_timeout_s = wait_timeout_s
+        self.cache = ZkCache(zk, node_id, listener, self._cache_changed)
+        self._snapshot = EMPTY_SNAPSHOT
+        self._view = CacheView()
+        self._listeners: list[MetadataListener] = []
+        self._view_listeners: list[Callable[[CacheView], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = False
+        self._dirty = False
+        self._publisher: asyncio.Task[None] | None = None
+        self._published = asyncio.Condition()
+        self._registration: BrokerInfo | None = None
+        self._session_lost = False
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self._snapshot
+
+    @property
+    def view(self) -> CacheView:
+        """The raw cache behind the newest snapshot (brokers' sessions, deletions, epochs)."""
+        return self._view
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def add_view_listener(self, callback: Callable[[CacheView], None]) -> None:
+        """Called on the loop with every new cache view, after the listeners (the controller)."""
+        self._view_listeners.append(callback)
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.zk.add_listener(self._session_state)
+        await asyncio.to_thread(self.cache.start)
+        self._started = True
+        await self._publish_once()
+
+    async def stop(self) -> None:
+        self._started = False
+        self.cache.stop()
+        self.zk.remove_listener(self._session_state)
+        if self._publisher is not None:
+            self._publisher.cancel()
+            await asyncio.gather(self._publisher, return_exceptions=True)
+        self._listeners.clear()
+        self._view_listeners.clear()
+
+    def _cache_changed(self) -> None:  # kazoo's thread
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._mark_dirty)
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+        if self._started and (self._publisher is None or self._publisher.done()):
+            self._publisher = asyncio.ensure_future(self._publish_loop())
+
+    async def _publish_loop(self) -> None:
+        while self._dirty and self._started:
+            await asyncio.sleep(0)  # let a burst of watch events coalesce into one snapshot
+            await self._publish_once()
+
+    async def _publish_once(self) -> None:
+        self._dirty = False
+        view = self.cache.view()
+        after = build_snapshot(view)
+        before = self._snapshot
+        self._view = view
+        if after != before:
+            self._snapshot = after
+            for listener in list(self._listeners):
+                try:
+                    await listener.on_metadata(MetadataDelta(before, after))
+                except Exception:
+                    log.exception("metadata listener %s failed", type(listener).__name__)
+        for callback in list(self._view_listeners):
+            try:
+                callback(view)
+            except Exception:
+                log.exception("metadata view listener failed")
+        async with self._published:
+            self._published.notify_all()
+
+    async def wait_for(self, condition: Callable[[ClusterSnapshot], bool], what: str) -> None:
+        """Until this broker's snapshot satisfies `condition` (MetadataTimeout after wait_timeout_s)."""
+        deadline = time.monotonic() + self.wait_timeout_s
+        async with self._published:
+            while not condition(self._snapshot):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise MetadataTimeout(f"timed out after {self.wait_timeout_s:.0f} s waiting for {what}")
+                try:
+                    await asyncio.wait_for(self._published.wait(), left)
+                except TimeoutError:
+                    pass
+
+    # ---------------------------------------------------------- registration
+    async def register_broker(self, broker: BrokerInfo) -> None:
+        if broker.node_id != self.node_id:
+            raise MetadataError(f"this store belongs to broker {self.node_id}, not {broker.node_id}")
+        self._registration = broker
+        await asyncio.to_thread(self._register, broker)
+        await self.wait_for(lambda s: s.broker(self.node_id) == broker, f"broker {self.node_id}'s registration")
+
+    def _register(self, broker: BrokerInfo) -> None:
+        path = L.broker_path(broker.node_id)
+        deadline = time.monotonic() + self.session_timeout_ms / 1000 + 10
+        while True:
+            try:
+                self.zk.create(path, L.encode_broker(broker, self.listener), ephemeral=True, makepath=True)
+                log.info("registered broker %d at %s:%d in ZooKeeper", broker.node_id, broker.host, broker.port)
+                return
+            except NodeExistsError:
+                try:
+                    _data, stat = self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.zk.set(path, L.encode_broker(broker, self.listener))
+                    return
+                if time.monotonic() > deadline:
+                    raise MetadataError(
+                        f"broker id {broker.node_id} is registered in ZooKeeper by another live broker "
+                        f"(session 0x{stat.ephemeralOwner:x}): two brokers cannot share broker.id"
+                    ) from None
+                log.info("waiting for the previous registration of broker %d to expire", broker.node_id)
+                time.sleep(0.5)
+
+    def _session_state(self, state: KazooState) -> None:  # kazoo's thread
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session expired: the ephemeral registration of broker %d is gone", self.node_id)
+        elif state == KazooState.CONNECTED and self._session_lost and self._registration is not None:
+            self._session_lost = False
+            broker = self._registration
+            self.zk.handler.spawn(self._reregister, broker)
+
+    def _reregister(self, broker: BrokerInfo) -> None:
+        try:
+            self._register(broker)
+        except Exception:
+            log.exception("re-registering broker %d failed", broker.node_id)
+
+    # ------------------------------------------------------------------ topics
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Sequence[Sequence[int]],
+        configs: Mapping[str, str],
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        tid = topic_id or uuid.uuid4()
+        replicas = {p: tuple(r) for p, r in enumerate(assignment)}
+        data = L.encode_topic(L.TopicAssignment(tid, replicas, {}, {}))
+        await asyncio.to_thread(self._create_topic, name, data, dict(configs))
+        await self.wait_for(
+            lambda s: (
+                (t := s.topics.get(name)) is not None and t.topic_id == tid and all(p.leader >= 0 for p in t.partitions)
+            ),
+            f"leaders of the new topic {name}",
+        )
+        return self._snapshot.topics[name]
+
+    def _create_topic(self, name: str, data: bytes, configs: dict[str, str]) -> None:
+        if self.zk.exists(L.topic_path(name)):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        self._set_or_create(L.topic_config_path(name), L.encode_config(configs))
+        try:
+            self.zk.create(L.topic_path(name), data, makepath=True)
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        info = self._snapshot.topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        try:
+            await asyncio.to_thread(self.zk.create, L.delete_topic_path(name), b"", makepath=True)
+        except NodeExistsError:
+            pass  # already requested
+        await self.wait_for(
+            lambda s: (t := s.topics.get(name)) is None or t.topic_id != info.topic_id, f"topic {name} to go"
+        )
+        return info
+
+    async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
+        total = await asyncio.to_thread(self._add_partitions, name, new_assignment)
+        await self.wait_for(
+            lambda s: (
+                (t := s.topics.get(name)) is not None
+                and len(t.partitions) >= total
+                and all(p.leader >= 0 for p in t.partitions)
+            ),
+            f"leaders of the new partitions of {name}",
+        )
+        return self._snapshot.topics[name]
+
+    def _add_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> int:
+        while True:
+            try:
+                data, stat = self.zk.get(L.topic_path(name))
+            except NoNodeError:
+                raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+            current = L.decode_topic(name, data)
+            partitions = dict(current.partitions)
+            for replicas in new_assignment:
+                partitions[len(partitions)] = tuple(replicas)
+            updated = L.TopicAssignment(current.topic_id, partitions, current.adding, current.removing)
+            try:
+                self.zk.set(L.topic_path(name), L.encode_topic(updated), version=stat.version)
+                return len(partitions)
+            except BadVersionError:
+                continue  # changed meanwhile: read again
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        if name not in self._snapshot.topics:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        wanted = dict(configs)
+        await asyncio.to_thread(self._write_config, L.topic_config_path(name), wanted, f"topics/{name}")
+        await self.wait_for(
+            lambda s: (t := s.topics.get(name)) is None or t.configs == wanted, f"the new configs of {name}"
+        )
+        return self._snapshot.topics[name]
+
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Dynamic broker settings of one broker (its id) or of all (`<default>`), persisted."""
+        await asyncio.to_thread(self._write_config, L.broker_config_path(entity), dict(configs), f"brokers/{entity}")
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict(self._view.broker_configs.get(entity, {}))
+
+    def _write_config(self, path: str, configs: dict[str, str], entity_path: str) -> None:
+        self._set_or_create(path, L.encode_config(configs))
+        self.zk.create(L.CONFIG_CHANGE_PREFIX, L.encode_config_change(entity_path), sequence=True, makepath=True)
+
+    # ------------------------------------------------------------ producer ids
+    async def next_producer_id_block(self, size: int) -> int:
+        """Claim the next block of producer ids for the whole cluster (Kafka's ZooKeeper-mode
+        ProducerIdManager): the first id of a block of `size` nobody else will get."""
+        return await asyncio.to_thread(self._claim_block, size)
+
+    def _claim_block(self, size: int) -> int:
+        while True:
+            try:
+                data, stat = self.zk.get(L.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    self.zk.create(L.PRODUCER_ID_BLOCK, b"", makepath=True)
+                except NodeExistsError:
+                    pass
+                continue
+            last = L.decode_producer_id_block(data)
+            start = last[1] + 1 if last is not None else 0
+            try:
+                self.zk.set(
+                    L.PRODUCER_ID_BLOCK,
+                    L.encode_producer_id_block(self.node_id, start, start + size - 1),
+                    version=stat.version,
+                )
+                return start
+            except BadVersionError:
+                continue  # another broker claimed one meanwhile
+
+    def _set_or_create(self, path: str, data: bytes) -> None:
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.set(path, data)
+
+
+def describe(view: CacheView) -> dict[str, Any]:
+    """A plain summary of a cache view (for logs and `odradek cluster status`)."""
+    return {
+        "cluster_id": view.cluster_id,
+        "controller": view.controller,
+        "controller_epoch": view.controller_epoch,
+        "brokers": sorted(view.brokers),
+        "topics": len(view.topics),
+    }
