@@ -31,6 +31,7 @@ class LazyGroup(click.Group):
         "perf": "odradek.cli.perf:perf",
         "groups": "odradek.cli.groups:groups",
         "pipeline": "odradek.cli.pipeline:pipeline",
+        "cluster": "odradek.cli.cluster:cluster",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -265,3 +265,46 @@ class ZkCache:
             self._v.reassigning = moves
         self._changed()
         return self._keep()
+
+
+def read_view(zk: KazooClient, listener: str = "PLAINTEXT") -> CacheView:
+    """One reading of the cluster's znodes, without watches (`odradek cluster status`)."""
+    from kazoo.exceptions import NoNodeError
+
+    def get(path: str) -> tuple[bytes | None, Any]:
+        try:
+            return zk.get(path)
+        except NoNodeError:
+            return None, None
+
+    def children(path: str) -> list[str]:
+        try:
+            return list(zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    v = CacheView()
+    data, _ = get(L.CLUSTER_ID)
+    v.cluster_id = L.decode_cluster_id(data) if data else ""
+    data, _ = get(L.CONTROLLER)
+    v.controller = L.decode_controller(data) if data else -1
+    data, _ = get(L.CONTROLLER_EPOCH)
+    v.controller_epoch = L.decode_controller_epoch(data) if data else 0
+    for c in children(L.BROKER_IDS):
+        data, stat = get(L.broker_path(int(c)))
+        if data is not None:
+            v.brokers[int(c)] = L.decode_broker(int(c), data, listener)
+            v.broker_sessions[int(c)] = stat.czxid
+    for topic in children(L.TOPICS):
+        data, _ = get(L.topic_path(topic))
+        if data is None:
+            continue
+        a = v.topics[topic] = L.decode_topic(topic, data)
+        for p in a.partitions:
+            data, stat = get(L.partition_state_path(topic, p))
+            if data is not None:
+                v.states[(topic, p)] = CachedState(L.decode_partition_state(topic, p, data), stat.version)
+        data, _ = get(L.topic_config_path(topic))
+        v.topic_configs[topic] = L.decode_config(L.topic_config_path(topic), data)
+    v.deleting = frozenset(children(L.DELETE_TOPICS))
+    return v
