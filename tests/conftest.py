@@ -38,6 +38,7 @@ CLIENT_NAMES = list(CLIENTS)
 def pytest_configure(config):
     config.addinivalue_line("markers", "interop: tests that start a real broker process and use real clients")
     config.addinivalue_line("markers", "harness: self-tests of the client adapters against third-party brokers")
+    config.addinivalue_line("markers", "cluster: several odradek brokers and a private ZooKeeper")
     config.addinivalue_line("markers", "reference: tests that run Apache Kafka itself (tests/support/apache_kafka.py)")
     # kafka-python 3.0.12 loads its protocol schemas with deprecated importlib.resources calls.
     config.addinivalue_line("filterwarnings", "ignore:.*is deprecated. Use files:DeprecationWarning")

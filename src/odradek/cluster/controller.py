@@ -181,7 +181,10 @@ class Controller:
 
     async def _step(self) -> None:
         view = self.store.view
-        if view.controller != self.node_id and self.active:
+        if self.active and view.controller not in (-1, self.node_id):
+            # (-1 while active: the watch has not shown our own /controller yet, or our session
+            # expired and nobody else has been elected: our epoch is still the newest, and once
+            # another broker is elected its epoch fences every write of ours.)
             log.info("broker %d resigns as controller (now %d)", self.node_id, view.controller)
             self.active = False
         if view.controller == -1 and not self.active:

@@ -1,0 +1,86 @@
+"""A deposed controller can change nothing: every controller write checks /controller_epoch.
+
+Two controllers against a real ZooKeeper, in this process: A is elected, loses /controller
+(as when its session expires), B is elected and increments the epoch; A's next write of a
+partition state is refused as a whole and leaves ZooKeeper unchanged.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+
+from odradek.cli.zookeeper_server import ZooKeeperServer
+from odradek.cluster import zk_layout as L
+from odradek.cluster.controller import Controller, Deposed, decide
+from odradek.cluster.zk_client import cluster_id
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def zk_server(tmp_path):
+    server = ZooKeeperServer(tmp_path / "zk", tick_ms=250).start()
+    yield server
+    server.stop()
+
+
+def client(server: ZooKeeperServer) -> KazooClient:
+    zk = KazooClient(hosts=server.connect)
+    zk.start()
+    return zk
+
+
+def test_a_deposed_controllers_writes_are_refused(zk_server):
+    a_zk, b_zk = client(zk_server), client(zk_server)
+    try:
+        cluster_id(a_zk, "cid")
+        for path in L.PERSISTENT_PATHS:
+            a_zk.ensure_path(path)
+        a_zk.create(L.topic_path("t"), L.encode_topic(L.TopicAssignment(uuid.uuid4(), {0: (1, 2)}, {}, {})))
+        a, b = Controller(a_zk, None, 1), Controller(b_zk, None, 2)  # type: ignore[arg-type]
+        assert a._elect() and a.epoch == 1
+        assert not b._elect()  # /controller is taken
+        st = L.PartitionState(1, 0, (1, 2), a.epoch)
+        a._write_states([("t", 0, st)], [])
+        data, stat = a_zk.get(L.partition_state_path("t", 0))
+        assert L.decode_partition_state("t", 0, data) == st
+
+        a_zk.delete(L.CONTROLLER)  # A's session is gone, as far as ZooKeeper knows
+        assert b._elect() and b.epoch == 2
+        with pytest.raises(Deposed):
+            a._write_states([], [("t", 0, L.PartitionState(2, 1, (2,), a.epoch), stat.version)])
+        assert a_zk.get(L.partition_state_path("t", 0))[0] == data  # nothing changed
+
+        b._write_states([], [("t", 0, L.PartitionState(2, 1, (2,), b.epoch), stat.version)])
+        new = L.decode_partition_state("t", 0, a_zk.get(L.partition_state_path("t", 0))[0])
+        assert (new.leader, new.leader_epoch, new.controller_epoch) == (2, 1, 2)
+    finally:
+        a_zk.stop()
+        b_zk.stop()
+
+
+@pytest.mark.parametrize(
+    "state,replicas,live,restarted,unclean,expected",
+    [
+        # leader alive: stays; a dead follower leaves the ISR without a new leader epoch
+        ((1, (1, 2, 3)), (1, 2, 3), {1, 2}, set(), False, (1, (1, 2), False)),
+        # leader dead: the first replica in assignment order that is alive and in sync
+        ((1, (1, 2, 3)), (1, 3, 2), {2, 3}, set(), False, (3, (2, 3), True)),
+        # a restarted leader is elected again, at a new epoch
+        ((1, (1, 2)), (1, 2), {1, 2}, {1}, False, (1, (1, 2), True)),
+        # no in-sync replica alive: no leader, the ISR remembered
+        ((1, (1,)), (1, 2), {2}, set(), False, (-1, (1,), True)),
+        # ... unless unclean election is allowed
+        ((1, (1,)), (1, 2), {2}, set(), True, (2, (2,), True)),
+        # already leaderless: nothing moves until an in-sync replica returns
+        ((-1, (1,)), (1, 2), {2}, set(), False, (-1, (1,), False)),
+        ((-1, (1,)), (1, 2), {1, 2}, set(), False, (1, (1,), True)),
+    ],
+)
+def test_leader_election_rules(state, replicas, live, restarted, unclean, expected):
+    leader, isr = state
+    got = decide(L.PartitionState(leader, 5, isr, 1), replicas, live, restarted, unclean=unclean)
+    assert got == expected
