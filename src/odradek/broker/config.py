@@ -150,6 +150,18 @@ SETTINGS: tuple[Setting, ...] = (
     S("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this long.", at_least(1)),
     S("queued.max.requests", "int", 500, "Requests buffered per connection before reading pauses.", at_least(1)),
     S("replica.lag.time.max.ms", "long", 30000, "Followers behind longer than this leave the ISR."),
+    S("num.replica.fetchers", "int", 1, "Fetchers per leader broker that copy its partitions.", at_least(1)),
+    S("replica.fetch.max.bytes", "int", 1048576, "Bytes a follower asks for per partition.", at_least(0)),
+    S(
+        "replica.fetch.response.max.bytes",
+        "int",
+        10485760,
+        "Bytes a follower asks for per Fetch response.",
+        at_least(0),
+    ),
+    S("replica.fetch.wait.max.ms", "int", 500, "How long a leader holds a follower's Fetch for data.", at_least(0)),
+    S("replica.fetch.min.bytes", "int", 1, "Bytes a follower's Fetch waits for.", at_least(1)),
+    S("replica.fetch.backoff.ms", "int", 1000, "Pause of a follower after a fetch error.", at_least(0)),
     S(
         "min.insync.replicas",
         "int",

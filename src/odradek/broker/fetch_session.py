@@ -27,6 +27,7 @@ class CachedPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
     high_watermark: int = -2
     last_stable_offset: int = -2
     log_start_offset: int = -2
@@ -102,6 +103,7 @@ class FetchSessionCache:
                 else:
                     old.fetch_offset, old.max_bytes = cp.fetch_offset, cp.max_bytes
                     old.current_leader_epoch = cp.current_leader_epoch
+                    old.last_fetched_epoch = cp.last_fetched_epoch
             for key, part in forgotten:
                 session.partitions.pop((key, part), None)
             session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1

@@ -63,6 +63,9 @@ class FollowerState:
     log_end_offset: int = -1  # unknown until its first fetch
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
+    # the leader's log end offset when this follower last fetched: a follower that fetches
+    # from at least there has caught up to where the leader was then (Kafka's rule)
+    last_fetch_leader_leo: int = -1
 
 
 OnAdvance = Callable[["Partition", int], None]
@@ -91,6 +94,8 @@ class Partition:
         "_appended_bytes",
         "_committed_bytes",
         "_uncommitted",
+        "pending_isr",
+        "_leader_epoch_start",
     )
 
     def __init__(self, topic: str, partition: int, log: Log, node_id: int, on_advance: OnAdvance) -> None:
@@ -114,6 +119,10 @@ class Partition:
         self._appended_bytes = 0
         self._committed_bytes = 0
         self._uncommitted: deque[tuple[int, int]] = deque()
+        # An ISR change sent to the controller and not yet confirmed: while it is pending the
+        # high watermark and acks=all count the larger of the two sets (Kafka's maximal ISR).
+        self.pending_isr: tuple[int, ...] | None = None
+        self._leader_epoch_start = 0  # the log end offset when this leader epoch began
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition} {self.role.value} epoch {self.leader_epoch} isr {self.isr})"
@@ -145,6 +154,8 @@ class Partition:
         was = (self.role, self.leader_epoch)
         self.replicas = info.replicas
         self.isr = info.isr
+        if self.pending_isr is not None and (info.isr == self.pending_isr or info.leader_epoch != self.leader_epoch):
+            self.pending_isr = None
         self.leader_id = info.leader
         self.leader_epoch = info.leader_epoch
         self.partition_epoch = info.partition_epoch
@@ -165,7 +176,10 @@ class Partition:
         self.followers = {
             r: known.get(r) or FollowerState(r, last_caught_up_ms=now_ms) for r in self.replicas if r != self.node_id
         }
-        self._solo = self.isr == (self.node_id,)
+        if changed:
+            self.pending_isr = None
+            self._leader_epoch_start = self.log.log_end_offset
+        self._solo = self.isr == (self.node_id,) and self.pending_isr is None
         self._uncommitted.clear()
         self._appended_bytes = self._committed_bytes = 0
         self._maybe_advance_high_watermark()
@@ -221,12 +235,94 @@ class Partition:
         st = self.followers.get(replica_id)
         if st is None or self.role is not Role.LEADER:
             return False
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            st.last_caught_up_ms = now_ms
+        elif fetch_offset >= st.last_fetch_leader_leo >= 0:
+            st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
         st.log_end_offset = fetch_offset
         st.last_fetch_ms = now_ms
-        if fetch_offset >= self.log.log_end_offset:
-            st.last_caught_up_ms = now_ms
+        st.last_fetch_leader_leo = leo
         self._maybe_advance_high_watermark()
         return True
+
+    # -------------------------------------------------------------- ISR changes
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR counting a pending change: its members and the pending ones."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
+    def isr_to_expand(self) -> tuple[int, ...] | None:
+        """The ISR with every follower that has caught up (fetched at or past the high watermark
+        and past the start of this leader epoch) added, or None when there is none."""
+        if self.role is not Role.LEADER or self.pending_isr is not None:
+            return None
+        hw = self.log.high_watermark
+        joining = [
+            r
+            for r, st in self.followers.items()
+            if r not in self.isr and st.log_end_offset >= max(hw, self._leader_epoch_start)
+        ]
+        return self.isr + tuple(joining) if joining else None
+
+    def isr_to_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...] | None:
+        """The ISR without the followers that have not caught up for `max_lag_ms`, or None."""
+        if self.role is not Role.LEADER or self.pending_isr is not None:
+            return None
+        lagging = [
+            r
+            for r in self.isr
+            if r != self.node_id
+            and (st := self.followers.get(r)) is not None
+            and now_ms - st.last_caught_up_ms > max_lag_ms
+        ]
+        return tuple(r for r in self.isr if r not in lagging) if lagging else None
+
+    def isr_changed(self, isr: tuple[int, ...], partition_epoch: int) -> None:
+        """The controller accepted an ISR change (AlterPartition's answer)."""
+        if partition_epoch < self.partition_epoch:
+            return  # the metadata already brought a newer state
+        self.isr, self.partition_epoch, self.pending_isr = isr, partition_epoch, None
+        self.refresh_solo()
+        self._maybe_advance_high_watermark()
+
+    def refresh_solo(self) -> None:
+        self._solo = self.role is Role.LEADER and self.isr == (self.node_id,) and self.pending_isr is None
+
+    # ------------------------------------------------------------------ follower
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """Leader side of KIP-320: where a fetcher's log diverges from this one. The epoch and end
+        offset here of its last fetched epoch when that epoch is unknown here or ends before
+        its fetch offset; None when the fetch can go on from `fetch_offset`."""
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0:
+            return (-1, -1)
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return (epoch, end)
+        return None
+
+    def append_as_follower(self, records: bytes | memoryview, leader_hw: int, leader_log_start: int) -> None:
+        """Append what the leader sent, offsets and epochs as they are; then take the leader's
+        high watermark (as far as this log reaches) and log start offset."""
+        if records:
+            self.log.append(records, validate=True, assign_offsets=False)
+        self.follow_leader_offsets(leader_hw, leader_log_start)
+
+    def follow_leader_offsets(self, leader_hw: int, leader_log_start: int) -> None:
+        log = self.log
+        if leader_hw >= 0:
+            log.high_watermark = min(leader_hw, log.log_end_offset)
+        if log.log_start_offset < leader_log_start <= log.high_watermark:
+            log.delete_records(leader_log_start)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop this replica's records at and above `offset` (divergence from the leader)."""
+        self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
 
     def acks_satisfied(self, required_offset: int) -> ErrorCode | None:
         """For a delayed acks=all produce: None while waiting, 0 once the high watermark passed
@@ -293,7 +389,7 @@ class Partition:
         if self.role is not Role.LEADER:
             return
         target = self.log.log_end_offset
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r != self.node_id:
                 st = self.followers.get(r)
                 target = min(target, st.log_end_offset if st is not None else -1)

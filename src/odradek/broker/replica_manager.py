@@ -18,6 +18,7 @@ purgatory, which a partition's high-watermark advance wakes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -25,16 +26,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.partition import Isolation, Partition, PartitionError
+from odradek.broker.partition import Isolation, Partition, PartitionError, Role
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
-from odradek.cluster.metadata import EMPTY_SNAPSHOT, MetadataDelta, PartitionInfo, TopicInfo
+from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError, error_class
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 from odradek.storage import errors as serr
 
 if TYPE_CHECKING:
+    from odradek.broker.alter_partition import AlterPartitionSender
     from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
+    from odradek.broker.replica_fetcher import ReplicaFetcherManager
     from odradek.storage import Log, LogManager
 
 log = logging.getLogger("odradek.broker.replica_manager")
@@ -92,6 +95,7 @@ class ReadResult:
     size: int = 0
     first_offset: int = -1  # base offset of the first batch returned
     next_offset: int = -1  # the offset after the batches returned
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): a follower must truncate
 
     @property
     def offsets_returned(self) -> int:
@@ -119,6 +123,9 @@ class ReplicaManager:
         metrics: BrokerMetrics | None = None,
         *,
         log_dirs: Sequence[str] = (),
+        fetchers: ReplicaFetcherManager | None = None,
+        alter_isr: AlterPartitionSender | None = None,
+        replica_lag_max_ms: int = 30000,
     ) -> None:
         self.node_id = node_id
         self.logs = log_manager
@@ -128,8 +135,39 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.snapshot = EMPTY_SNAPSHOT  # the metadata last applied
         self.fetch_purgatory = Purgatory("fetch")
+        # followers' fetches wait for appends, not for the high watermark (which their fetches move)
+        self.follower_fetch_purgatory = Purgatory("follower fetch")
         self.produce_purgatory = Purgatory("produce")
         self._leadership_listeners: list[LeadershipListener] = []
+        self.fetchers = fetchers
+        self.alter_isr = alter_isr
+        self.replica_lag_max_ms = replica_lag_max_ms
+        self._isr_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Cluster mode: check the ISR of the partitions led here every half replica.lag.time.max.ms."""
+        if self.alter_isr is not None:
+            self._isr_task = asyncio.ensure_future(self._isr_maintenance())
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            await asyncio.gather(self._isr_task, return_exceptions=True)
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.alter_isr is not None:
+            await self.alter_isr.stop()
+
+    async def _isr_maintenance(self) -> None:
+        interval = max(self.replica_lag_max_ms / 2000, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            now = int(time.time() * 1000)
+            for part in list(self.partitions.values()):
+                if part.is_leader and part.followers:
+                    shrunk = part.isr_to_shrink(now, self.replica_lag_max_ms)
+                    if shrunk is not None and self.alter_isr is not None:
+                        self.alter_isr.propose(part, shrunk)
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._leadership_listeners.append(listener)
@@ -168,8 +206,21 @@ class ReplicaManager:
                 failure = failure or e
         for topic in delta.changed_configs():
             self._reconfigure(topic)
+        if self.fetchers is not None:
+            self._assign_fetchers(delta.after)
         if failure is not None:
             raise failure
+
+    def _assign_fetchers(self, snap: ClusterSnapshot) -> None:
+        """Every follower fetches from its current leader (a leader's new endpoint, too)."""
+        fetchers = self.fetchers
+        assert fetchers is not None
+        for part in self.partitions.values():
+            leader = snap.broker(part.leader_id) if part.role is Role.FOLLOWER else None
+            if leader is None:
+                fetchers.unfollow(part.key)
+            else:
+                fetchers.follow(part, leader)
 
     def _apply_partition(self, topic: TopicInfo, info: PartitionInfo, now_ms: int) -> None:
         key = (topic.name, info.partition)
@@ -200,6 +251,8 @@ class ReplicaManager:
         part = self.partitions.pop((topic, partition), None)
         if part is None:
             return
+        if self.fetchers is not None:
+            self.fetchers.unfollow(part.key)
         if part.is_leader:
             for listener in self._leadership_listeners:
                 listener.on_resigned(topic, partition, part.leader_epoch)
@@ -263,8 +316,10 @@ class ReplicaManager:
             if code == ErrorCode.unknown_server_error:
                 log.exception("append to %s-%d failed", part.topic, part.partition)
             return ProduceResult(code, error_message=str(e) or None)
-        if not info.duplicate and self.metrics is not None:
-            self.metrics.bytes_in(part.topic, len(data), info.record_count)
+        if not info.duplicate:
+            self.follower_fetch_purgatory.notify(part.key, len(data))
+            if self.metrics is not None:
+                self.metrics.bytes_in(part.topic, len(data), info.record_count)
         if info.needs_flush:
             try:
                 await self.logs.flush_log(part.log)
@@ -286,6 +341,7 @@ class ReplicaManager:
         isolation: Isolation = Isolation.HIGH_WATERMARK,
         replica_id: int = -1,
         current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
         now_ms: int = 0,
     ) -> ReadResult:
         """Read for a consumer (up to the high watermark, or with TXN_COMMITTED up to the last
@@ -300,11 +356,24 @@ class ReplicaManager:
             return ReadResult(e.code)
         lg = part.log
         result = ReadResult(0, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset)
+        if last_fetched_epoch >= 0:
+            diverging = part.diverging_epoch(offset, last_fetched_epoch)
+            if diverging == (-1, -1):
+                result.error_code = ErrorCode.offset_out_of_range
+                return result
+            if diverging is not None:
+                result.diverging_epoch = diverging
+                result.regions = []
+                return result
         if replica_id >= 0:
             isolation = Isolation.LOG_END
             if not part.record_follower_fetch(replica_id, offset, now_ms or int(time.time() * 1000)):
                 result.regions = []  # not one of its replicas: nothing for it
                 return result
+            if self.alter_isr is not None:
+                grown = part.isr_to_expand()
+                if grown is not None:
+                    self.alter_isr.propose(part, grown)
             result.high_watermark = lg.high_watermark
         if offset < result.log_start_offset or offset > lg.log_end_offset:
             result.error_code = ErrorCode.offset_out_of_range

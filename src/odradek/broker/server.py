@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
+from odradek.broker.alter_partition import AlterPartitionSender
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
 from odradek.broker.fetch_session import FetchSessionCache
@@ -32,6 +33,7 @@ from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
+from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
@@ -174,7 +176,17 @@ class Broker:
         await asyncio.to_thread(lm.load)
 
         metrics = BrokerMetrics() if config["metrics.listener"] else None
-        rm = ReplicaManager(self.node_id, lm, topic_configs, metrics, log_dirs=config["log.dirs"])
+        replication = cluster is not None
+        rm = ReplicaManager(
+            self.node_id,
+            lm,
+            topic_configs,
+            metrics,
+            log_dirs=config["log.dirs"],
+            fetchers=ReplicaFetcherManager(self.node_id, FetcherConfig.from_broker(config)) if replication else None,
+            alter_isr=AlterPartitionSender(self.node_id, store) if replication else None,
+            replica_lag_max_ms=config["replica.lag.time.max.ms"],
+        )
         topics = TopicAdmin(store, topic_configs, config)
 
         async def ensure_offsets_topic() -> None:
@@ -204,8 +216,10 @@ class Broker:
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
             producer_ids=ProducerIdAllocator(next_block),
             metrics=metrics,
+            controller=self.controller,
         )
         await groups.start()
+        await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
         if self.controller is not None:
             await self.controller.start()
@@ -355,6 +369,7 @@ class Broker:
             if self.controller is not None:
                 await self.controller.stop()
             await services.metadata.stop()
+            await services.replica_manager.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.topic_admin import TopicAdmin
+    from odradek.cluster.controller import Controller
     from odradek.cluster.metadata import ClusterSnapshot
     from odradek.cluster.store import MetadataStore
     from odradek.coordinator.group import GroupCoordinator
@@ -44,6 +45,7 @@ class BrokerServices:
     producer_ids: ProducerIdAllocator
     metrics: BrokerMetrics | None = None
     txn_coordinator: TransactionCoordinator | None = None
+    controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
 
     @property
     def snapshot(self) -> ClusterSnapshot:

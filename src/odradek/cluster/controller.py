@@ -46,6 +46,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 from odradek.cluster import zk_layout as L
 from odradek.cluster.zk_cache import CachedState, CacheView
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.cluster.controller")
 
@@ -317,6 +318,39 @@ class Controller:
                 out[(topic, p)] = None
         await self._move_leaders(view, moves)
         return out
+
+    async def alter_partition(
+        self, topic: str, partition: int, leader: int, leader_epoch: int, new_isr: tuple[int, ...], partition_epoch: int
+    ) -> tuple[int, L.PartitionState | None, int]:
+        """AlterPartition from a leader: (error code, the partition's state after, its partition
+        epoch). Kafka's rules: the request must come from the current leader at the current
+        leader epoch and partition epoch (a change based on an older state is refused); the new
+        ISR holds the leader and only live replicas of the partition."""
+        if not self.active:
+            return ErrorCode.not_controller, None, -1
+        view = self.store.view
+        a = view.topics.get(topic)
+        cached = self._states(view).get((topic, partition))
+        if a is None or cached is None or partition not in a.partitions:
+            return ErrorCode.unknown_topic_or_partition, None, -1
+        st, version = cached.state, cached.version
+        if leader_epoch < st.leader_epoch:
+            return ErrorCode.fenced_leader_epoch, st, version
+        if leader_epoch > st.leader_epoch or leader != st.leader:
+            return ErrorCode.not_leader_or_follower, st, version
+        if partition_epoch != version:
+            return ErrorCode.invalid_update_version, st, version
+        replicas = a.partitions[partition]
+        if leader not in new_isr or any(r not in replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
+            return ErrorCode.invalid_request, st, version
+        if any(r not in view.brokers for r in new_isr if r not in st.isr):
+            return ErrorCode.ineligible_replica, st, version
+        if new_isr == st.isr:
+            return ErrorCode.none, st, version
+        new = L.PartitionState(st.leader, st.leader_epoch, new_isr, self.epoch)
+        await asyncio.to_thread(self._write_states, [], [(topic, partition, new, version)])
+        log.info("%s-%d: isr %s -> %s (by leader %d)", topic, partition, list(st.isr), list(new_isr), leader)
+        return ErrorCode.none, new, version + 1
 
     # --------------------------------------------------------- zookeeper ops
     def _transaction(self, ops: list[tuple[str, tuple, dict]]) -> None:

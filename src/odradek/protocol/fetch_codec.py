@@ -44,6 +44,9 @@ class PartitionResult:
     records: list[Any] = field(default_factory=list)  # bytes or region objects with .length
     # v12+ tagged: the current leader when answering NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
     current_leader: tuple[int, int] | None = None  # (leader id, leader epoch)
+    # v12+ tagged (KIP-320): where a follower's log diverges from the leader's, answered
+    # instead of records when its last fetched epoch ends before its fetch offset here
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset)
 
     @property
     def records_size(self) -> int:
@@ -111,12 +114,14 @@ def encode_fetch_response(
                 size += rsize
                 buf = bytearray()
             if flexible:
-                if p.current_leader is not None:
+                tags = []
+                if p.diverging_epoch is not None:  # tag 0: EpochEndOffset
+                    epoch, end_offset = p.diverging_epoch
+                    tags.append(uvarint(0) + uvarint(13) + _i32(epoch) + _i64(end_offset) + b"\x00")
+                if p.current_leader is not None:  # tag 1: LeaderIdAndEpoch
                     leader_id, leader_epoch = p.current_leader
-                    tag = _i32(leader_id) + _i32(leader_epoch) + b"\x00"
-                    buf += b"\x01" + uvarint(1) + uvarint(len(tag)) + tag
-                else:
-                    buf += b"\x00"
+                    tags.append(uvarint(1) + uvarint(9) + _i32(leader_id) + _i32(leader_epoch) + b"\x00")
+                buf += uvarint(len(tags)) + b"".join(tags)
         if flexible:
             buf += b"\x00"
     if flexible:
@@ -152,6 +157,7 @@ class FetchedPartition:
         "aborted_transactions",
         "preferred_read_replica",
         "records",
+        "diverging_epoch",
     )
 
     def __init__(
@@ -164,6 +170,7 @@ class FetchedPartition:
         aborted_transactions,
         preferred_read_replica,
         records,
+        diverging_epoch=None,
     ) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
@@ -173,6 +180,7 @@ class FetchedPartition:
         self.aborted_transactions = aborted_transactions  # [(producer id, first offset)] or None
         self.preferred_read_replica = preferred_read_replica
         self.records = records  # memoryview into the response frame, or None
+        self.diverging_epoch = diverging_epoch  # (epoch, end offset) from tag 0 (v12+), or None
 
 
 class FetchedTopic:
@@ -287,9 +295,18 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
                     raise ValueError("records past the end of the Fetch response")
                 records = mv[pos : pos + rl]
                 pos += rl
+            diverging = None
             if flexible:
-                pos = skip_tags(pos)
-            parts.append(FetchedPartition(index, code, hw, lso, log_start, aborted, preferred, records))
+                tags, pos = _uvarint(mv, pos)
+                for _ in range(tags):
+                    tag, pos = _uvarint(mv, pos)
+                    size, pos = _uvarint(mv, pos)
+                    if tag == 0 and size >= 12:
+                        diverging = (_u_i32(mv, pos)[0], _u_i64(mv, pos + 4)[0])
+                    pos += size
+                if pos > n:
+                    raise ValueError("tagged field past the end of the Fetch response")
+            parts.append(FetchedPartition(index, code, hw, lso, log_start, aborted, preferred, records, diverging))
         if flexible:
             pos = skip_tags(pos)
         topics.append(FetchedTopic(name, parts))

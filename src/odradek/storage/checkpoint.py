@@ -145,6 +145,11 @@ class LeaderEpochCache:
             return epoch, higher[1]
         return floor[0], higher[1]
 
+    def clear(self) -> None:
+        if self.entries:
+            self.entries = []
+            self.dirty = True
+
     def truncate_from_end(self, end_offset: int) -> None:
         keep = [e for e in self.entries if e[1] < end_offset]
         if keep != self.entries:

@@ -267,7 +267,9 @@ class Log:
             validator = self._validator = BatchValidator(self.config, f"{self.topic}-{self.partition}")
         now = int(self.clock() * 1000) if now_ms is None else now_ms
         checked = validator.validate(batches, now, check=validate, assign_offsets=assign_offsets)
-        if checked.has_producer_ids:
+        if checked.has_producer_ids and assign_offsets:
+            # (a follower's copy keeps what its leader accepted: no duplicate or sequence checks,
+            # only the producer state recorded below, as Kafka's replication origin does)
             dup = self.producer_state.find_duplicate(checked.headers)
             if dup is not None:
                 return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
@@ -609,6 +611,24 @@ class Log:
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
                 self.epoch_cache.truncate_from_end(offset)
                 rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, offset)
+        except OSError as e:
+            self._fail(e)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop everything and start empty at ``offset`` (a follower that fell below its
+        leader's log start offset: what it has is no longer anywhere else)."""
+        self._check_online()
+        now = self._now()
+        try:
+            with self.lock:
+                victims = list(self.segments)
+                self._set_segments([self._new_segment(offset, now)])
+                self._schedule_segment_delete(victims, now)
+                self.log_start_offset = self._leo = self.recovery_point = self._hw = offset
+                self.cleaner_checkpoint = offset
+                self.log_start_dirty = True
+                self.epoch_cache.clear()
+                rebuild_producer_state(self.producer_state, self.segments, offset, offset)
         except OSError as e:
             self._fail(e)
 

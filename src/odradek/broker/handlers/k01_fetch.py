@@ -61,7 +61,8 @@ async def handle(ctx: RequestContext, req) -> object:
         key = t.topic_id if v >= 13 else t.topic
         for p in t.partitions:
             epoch = getattr(p, "current_leader_epoch", -1)
-            requested.append((key, p.partition, CachedPartition(p.fetch_offset, p.partition_max_bytes, epoch)))
+            cp = CachedPartition(p.fetch_offset, p.partition_max_bytes, epoch, getattr(p, "last_fetched_epoch", -1))
+            requested.append((key, p.partition, cp))
     forgotten = [
         (ft.topic_id if v >= 13 else ft.topic, part)
         for ft in getattr(req, "forgotten_topics_data", ()) or ()
@@ -106,14 +107,18 @@ async def handle(ctx: RequestContext, req) -> object:
                     isolation=isolation,
                     replica_id=replica_id,
                     current_leader_epoch=cp.current_leader_epoch,
+                    last_fetched_epoch=cp.last_fetched_epoch,
                     now_ms=now_ms,
                 )
                 pr.error_code = r.error_code
                 pr.high_watermark = r.high_watermark
                 pr.last_stable_offset = r.last_stable_offset
                 pr.log_start_offset = r.log_start_offset
+                pr.diverging_epoch = r.diverging_epoch
                 if r.error_code:
                     errors = True
+                elif r.diverging_epoch is not None:
+                    errors = True  # the follower must truncate: answer now, not after max wait
                 elif r.regions:
                     pr.records = r.regions
                     total += r.size
@@ -124,7 +129,8 @@ async def handle(ctx: RequestContext, req) -> object:
     wait_ms = ms(req.max_wait)
     if total < min_bytes and wait_ms > 0 and not errors and targets:
         keys = [(name, part) for _k, name, part, _cp in targets if name is not None]
-        op = rm.fetch_purgatory.watch(keys, wait_ms / 1000.0, target=min_bytes - total)
+        purgatory = rm.follower_fetch_purgatory if replica_id >= 0 else rm.fetch_purgatory
+        op = purgatory.watch(keys, wait_ms / 1000.0, target=min_bytes - total)
         await op.wait()
         now_ms = int(time.time() * 1000)
         results, total, errors = read_all()

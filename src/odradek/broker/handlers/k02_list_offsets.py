@@ -4,7 +4,8 @@ Per partition, by the requested timestamp: -1 latest (high watermark; the last s
 offset under read_committed), -2 earliest (log start offset), -3 the record with the
 largest timestamp (v7+), -4 earliest local (v8+, = log start here: no tiered storage), -5
 earliest pending upload (v9+: none here, -1), or T >= 0: the first offset whose timestamp
-is >= T and that the reader may see (-1 when there is none). The lookup itself is the
+is >= T and that the reader may see (-1 when there is none). A follower (replica_id >= 0)
+sees the log end offset as latest. The lookup itself is the
 partition's (broker/partition.py); a current leader epoch (v4+) other than the
 partition's is fenced.
 """
@@ -18,7 +19,12 @@ from odradek.broker.registry import RequestContext, handles
 @handles(2, 1, 10)
 async def handle(ctx: RequestContext, req) -> object:
     rm = ctx.services.replica_manager
-    isolation = Isolation.TXN_COMMITTED if getattr(req, "isolation_level", 0) == 1 else Isolation.HIGH_WATERMARK
+    if getattr(req, "replica_id", -1) >= 0:
+        isolation = Isolation.LOG_END  # a follower asking for its leader's log end
+    elif getattr(req, "isolation_level", 0) == 1:
+        isolation = Isolation.TXN_COMMITTED
+    else:
+        isolation = Isolation.HIGH_WATERMARK
     topics = []
     for t in req.topics:
         parts = []
