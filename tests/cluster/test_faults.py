@@ -1,0 +1,212 @@
+"""Replication under faults: no acknowledged write lost, duplicated or reordered.
+
+Three brokers and a real ZooKeeper; a topic of 3 partitions with replication factor 3 and
+min.insync.replicas=2; idempotent producers with acks=all write numbered values while the
+test kills, pauses or restarts brokers and ZooKeeper; a reader follows along recording the
+high watermarks it sees; at the end every partition is read from the start and the history
+is checked (tests/support/checker.py). Short timeouts keep each test under a minute.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.checker import History, value
+from support.odradek_cluster import SESSION_MS, OdradekCluster
+
+pytestmark = pytest.mark.cluster
+
+TOPIC = "acked"
+PARTITIONS = 3
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = OdradekCluster(
+        tmp_path,
+        brokers=3,
+        overrides={"replica.lag.time.max.ms": 2000, "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200},
+    )
+    try:
+        c.start()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        new = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+        for f in admin.create_topics([new], operation_timeout=20).values():
+            f.result()
+    except Exception:
+        print(c.logs())
+        c.stop()
+        raise
+    yield c
+    c.stop()
+
+
+class Writer(threading.Thread):
+    """An idempotent producer writing <name>-<seq> round-robin over the partitions."""
+
+    def __init__(self, bootstrap: str, history: History, name: str) -> None:
+        super().__init__(daemon=True)
+        self.history = history
+        self.name_ = name
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 60000,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+
+    def run(self) -> None:
+        seq = 0
+        while not self.stop.is_set():
+            v = value(self.name_, seq)
+            self.history.attempt(v)
+            try:
+                self.producer.produce(TOPIC, v, partition=seq % PARTITIONS, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            seq += 1
+            self.producer.poll(0)
+            time.sleep(0.002)
+        self.producer.flush(60)
+
+    def _delivered(self, err, msg) -> None:  # noqa: ANN001 - confluent's callback
+        if err is None:
+            self.history.ack(msg.partition(), msg.offset(), msg.value())
+        else:
+            self.errors.append(str(err))
+
+
+class Reader(threading.Thread):
+    """Follows the topic from the start, recording every record and each high watermark it sees."""
+
+    def __init__(self, bootstrap: str, history: History, name: str = "reader") -> None:
+        super().__init__(daemon=True)
+        self.history = history
+        self.name_ = name
+        self.stop = threading.Event()
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"unused-{name}",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        self.consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for m in self.consumer.consume(500, 0.2):
+                if m.error() is None:
+                    self.history.read(m.partition(), m.offset(), m.value())
+            for p in range(PARTITIONS):
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(TOPIC, p), cached=True)
+                if high >= 0:
+                    self.history.high_watermark(self.name_, p, high)
+        self.consumer.close()
+
+
+def read_all(bootstrap: str, history: History, timeout: float = 60) -> None:
+    """Read every partition from the start up to its high watermark, into the history."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "final-read", "enable.auto.commit": False})
+    try:
+        ends = {}
+        for p in range(PARTITIONS):
+            _low, high = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)
+            ends[p] = high
+        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        pos = dict.fromkeys(range(PARTITIONS), 0)
+        deadline = time.monotonic() + timeout
+        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error() is None:
+                    history.read(m.partition(), m.offset(), m.value())
+                    pos[m.partition()] = max(pos[m.partition()], m.offset() + 1)
+        assert all(pos[p] >= ends[p] for p in ends), f"final read stopped at {pos}, high watermarks {ends}"
+    finally:
+        c.close()
+
+
+def run_with_fault(cluster: OdradekCluster, fault, *, writers: int = 2, before: float = 3, after: float = 5) -> History:
+    history = History()
+    ws = [Writer(cluster.bootstrap, history, f"w{i}") for i in range(writers)]
+    reader = Reader(cluster.bootstrap, history)
+    for t in (*ws, reader):
+        t.start()
+    try:
+        time.sleep(before)
+        fault()
+        time.sleep(after)
+    finally:
+        for w in ws:
+            w.stop.set()
+        for w in ws:
+            w.join(90)
+        reader.stop.set()
+        reader.join(30)
+    read_all(cluster.bootstrap, history)
+    report = history.check()
+    print(report)
+    assert report.acknowledged > 100, "too few writes acknowledged for the test to mean anything"
+    assert report.ok, f"{report}\n{cluster.logs(40)}"
+    return history
+
+
+def leader_of(cluster: OdradekCluster, partition: int) -> int:
+    return cluster.snapshot().topics[TOPIC].partitions[partition].leader
+
+
+def test_killing_a_leader_loses_no_acknowledged_write(cluster):
+    def fault():
+        victim = leader_of(cluster, 0)
+        cluster.brokers[victim].kill()
+        cluster.wait(lambda s: s.topics[TOPIC].partitions[0].leader not in (victim, -1), SESSION_MS / 1000 + 5)
+        time.sleep(2)
+        cluster.brokers[victim].start(timeout=40)
+
+    run_with_fault(cluster, fault)
+    # the restarted broker caught up and is in sync again
+    cluster.wait(lambda s: all(len(p.isr) == 3 for p in s.topics[TOPIC].partitions), 30, "the ISR whole again")
+
+
+def test_a_leader_paused_past_its_session_loses_no_acknowledged_write(cluster):
+    def fault():
+        victim = leader_of(cluster, 1)
+        cluster.pause(victim)
+        try:
+            cluster.wait(lambda s: s.topics[TOPIC].partitions[1].leader not in (victim, -1), SESSION_MS / 1000 + 5)
+            time.sleep(1)
+        finally:
+            cluster.resume(victim)  # a zombie leader: it must not acknowledge anything it cannot keep
+
+    run_with_fault(cluster, fault)
+
+
+def test_killing_the_controller_loses_no_acknowledged_write(cluster):
+    def fault():
+        controller = cluster.snapshot().controller_id
+        cluster.brokers[controller].kill()
+        cluster.wait(lambda s: s.controller_id not in (controller, -1), SESSION_MS / 1000 + 5)
+        cluster.brokers[controller].start(timeout=40)
+
+    run_with_fault(cluster, fault)
+
+
+def test_zookeeper_restarting_loses_no_acknowledged_write(cluster):
+    def fault():
+        cluster.zookeeper.kill()
+        time.sleep(1)
+        cluster.zookeeper.start()
+
+    run_with_fault(cluster, fault)

@@ -1,0 +1,137 @@
+"""A consistency checker for fault tests: what was acknowledged against what was read.
+
+Producers record every write they attempt and every acknowledgement (partition, offset);
+readers record every record they read (partition, offset, value) and the high watermark
+each fetch reported. Values are `<producer>-<sequence>`, so order is checkable per producer.
+`History.check()` reports, per partition:
+- lost: acknowledged, but not read at its acknowledged offset by a reader that read past it;
+- duplicated: one value read at two different offsets;
+- reordered: a producer's values read in an order other than the one it sent them in;
+- phantom: a value read that no producer ever attempted;
+- moved: a value read at another offset than the one acknowledged for it;
+- high watermark going backwards to a reader.
+A test asserts `check().ok` and prints the report on failure.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+def value(producer: str, seq: int) -> bytes:
+    return f"{producer}-{seq}".encode()
+
+
+def parse(v: bytes) -> tuple[str, int] | None:
+    try:
+        producer, _, seq = v.decode().rpartition("-")
+        return producer, int(seq)
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+@dataclass
+class Report:
+    lost: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
+    duplicated: dict[int, list[tuple[bytes, list[int]]]] = field(default_factory=dict)
+    reordered: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
+    phantom: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
+    moved: dict[int, list[tuple[bytes, int, int]]] = field(default_factory=dict)
+    hw_backwards: list[tuple[str, int, int, int]] = field(default_factory=list)
+    acknowledged: int = 0
+    read: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.reordered or self.phantom or self.moved or self.hw_backwards)
+
+    def __str__(self) -> str:
+        lines = [f"acknowledged {self.acknowledged}, read {self.read}"]
+        for name in ("lost", "duplicated", "reordered", "phantom", "moved"):
+            per = getattr(self, name)
+            for p, items in sorted(per.items()):
+                lines.append(f"  {name} in partition {p}: {len(items)}, e.g. {items[:5]}")
+        for r in self.hw_backwards[:5]:
+            lines.append(f"  high watermark backwards: reader {r[0]} partition {r[1]}: {r[2]} -> {r[3]}")
+        return "\n".join(lines)
+
+
+class History:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.attempted: set[bytes] = set()
+        self.acked: dict[int, dict[int, bytes]] = defaultdict(dict)  # partition -> offset -> value
+        self.reads: dict[int, list[tuple[int, bytes]]] = defaultdict(list)  # partition -> [(offset, value)]
+        self.hw: dict[tuple[str, int], int] = {}
+        self.hw_backwards: list[tuple[str, int, int, int]] = []
+
+    def attempt(self, v: bytes) -> None:
+        with self._lock:
+            self.attempted.add(v)
+
+    def ack(self, partition: int, offset: int, v: bytes) -> None:
+        with self._lock:
+            self.acked[partition][offset] = v
+
+    def read(self, partition: int, offset: int, v: bytes) -> None:
+        with self._lock:
+            self.reads[partition].append((offset, v))
+
+    def high_watermark(self, reader: str, partition: int, hw: int) -> None:
+        with self._lock:
+            before = self.hw.get((reader, partition), -1)
+            if hw < before:
+                self.hw_backwards.append((reader, partition, before, hw))
+            self.hw[(reader, partition)] = max(before, hw)
+
+    def check(self) -> Report:
+        with self._lock:
+            r = Report(acknowledged=sum(len(a) for a in self.acked.values()), hw_backwards=list(self.hw_backwards))
+            r.read = sum(len(x) for x in self.reads.values())
+            for p in set(self.acked) | set(self.reads):
+                reads = sorted(set(self.reads.get(p, [])))
+                at: dict[int, bytes] = {}
+                where: dict[bytes, set[int]] = defaultdict(set)
+                for off, v in reads:
+                    at[off] = v
+                    where[v].add(off)
+                furthest = max(at, default=-1)
+                lost = [
+                    (off, v) for off, v in sorted(self.acked.get(p, {}).items()) if off <= furthest and v not in where
+                ]
+                moved = [
+                    (v, off, min(where[v]))
+                    for off, v in sorted(self.acked.get(p, {}).items())
+                    if v in where and off not in where[v]
+                ]
+                dups = [(v, sorted(offs)) for v, offs in where.items() if len(offs) > 1]
+                phantom = [(off, v) for off, v in reads if v not in self.attempted]
+                last: dict[str, tuple[int, int]] = {}
+                reordered = []
+                for off in sorted(at):
+                    parsed = parse(at[off])
+                    if parsed is None:
+                        continue
+                    producer, seq = parsed
+                    prev = last.get(producer)
+                    if prev is not None and seq <= prev[0] and at[prev[1]] != at[off]:
+                        reordered.append((producer, prev[0], seq))
+                    last[producer] = (seq, off)
+                for name, items in (
+                    ("lost", lost),
+                    ("moved", moved),
+                    ("duplicated", dups),
+                    ("phantom", phantom),
+                    ("reordered", reordered),
+                ):
+                    if items:
+                        getattr(r, name)[p] = items
+            return r
+
+    def unread_acknowledged(self) -> int:
+        """Acknowledged values no reader has seen (to know when a reader has caught up)."""
+        with self._lock:
+            seen = {v for reads in self.reads.values() for _, v in reads}
+            return sum(1 for acks in self.acked.values() for v in acks.values() if v not in seen)
