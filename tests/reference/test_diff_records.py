@@ -33,7 +33,7 @@ def test_produce_errors_for_bad_input(pair):
             create_topic(c, name, 2, configs={"max.message.bytes": "2000"})
             small = batch((b"k", b"v"))
             return {
-                "ok": produce(c, name, [small]),
+                "ok": produce_ok(c, name, [small]),
                 "unknown_topic": produce(c, nope, [small]),
                 "unknown_partition": produce(c, name, [small], partition=7),
                 "negative_partition": produce(c, name, [small], partition=-1),

@@ -80,6 +80,7 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     last_offset: int = -1  # of the last record appended: acks=all waits for the high watermark to pass it
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, message) of each rejected record
 
 
 @dataclass(slots=True)
@@ -249,6 +250,11 @@ class ReplicaManager:
             code = error_for(e)
             if code == ErrorCode.unknown_server_error:
                 log.exception("append to %s-%d failed", part.topic, part.partition)
+            record_errors = getattr(e, "record_errors", ())
+            if record_errors:  # some records rejected: Kafka answers them one by one, with the log start offset
+                return ProduceResult(
+                    code, log_start_offset=part.log_start_offset, error_message=str(e), record_errors=record_errors
+                )
             return ProduceResult(code, error_message=str(e) or None)
         if not info.duplicate and self.metrics is not None:
             self.metrics.bytes_in(part.topic, len(data), info.record_count)
