@@ -100,12 +100,12 @@ def test_metadata_shape(pair):
 def test_metadata_topic_authorized_operations(pair):
     """Without an authorizer Kafka lists every topic operation when asked (DescribeTopics with
     includeAuthorizedOperations), and the cluster's."""
-    name = unique("mdops")
+    name, nope = unique("mdops"), unique("nope")
 
     def scenario(t):
         with t.raw() as c:
             create_topic(c, name)
-            asked = metadata(c, [name], topic_ops=True)
+            asked = metadata(c, [name, nope, "bad name!"], topic_ops=True)
             unasked = metadata(c, [name], topic_ops=False)
             return {"asked": asked.topics, "unasked": unasked.topics}
 
