@@ -24,7 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `diff` and `scenario
 from diff import Pair, Target  # noqa: E402
 from support.broker import BrokerProcess  # noqa: E402
 
+#: what tests/support/apache_kafka.py base_properties() sets on Kafka (the same values, so that
+#: DescribeConfigs sources compare), and a quick cleaner
 ODRADEK_OVERRIDES = {
+    "num.partitions": "1",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.replication.factor": "1",
     "log.cleaner.backoff.ms": "200",

@@ -9,9 +9,9 @@ then by storage's LogConfig.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError
+from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -60,34 +60,89 @@ def _source(src: str) -> int:
     return SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
 
 
-def topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[tuple[str, str, int, Any]]:
-    """(name, value, source, setting) for every topic-level config."""
+#: broker settings whose default is null in Kafka: unset, DescribeConfigs shows no value and no
+#: synonym (odradek derives a value for some: log.retention.ms from log.retention.hours, ...)
+NULL_DEFAULTS = frozenset(
+    {
+        "log.roll.ms",
+        "log.roll.jitter.ms",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.flush.interval.ms",
+        "broker.rack",
+        "log.dirs",
+    }
+)
+
+
+class ConfigEntry(NamedTuple):
+    """One config as DescribeConfigs shows it; ``synonyms`` are (name, value, source), most
+    specific first (topic override, then the broker setting's layers: dynamic or static, default)."""
+
+    name: str
+    value: str | None
+    source: int
+    setting: Setting
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+def _broker_layers(services: BrokerServices, setting: Setting) -> tuple[str | None, int, list]:
+    """A broker setting's value, source and synonyms: its own layer when set, then its default
+    when it has one (Kafka lists each layer that holds a value)."""
     config = services.config
-    defaults = config.topic_defaults()
+    source = _source(config.sources.get(setting.name, "default"))
+    if source == SOURCE_DEFAULT:
+        if setting.name in NULL_DEFAULTS:
+            return None, source, []
+        value = _render(config[setting.name])
+        return value, source, [(setting.name, value, source)]
+    value = _render(config[setting.name])
+    layers = [(setting.name, value, source)]
+    if setting.name not in NULL_DEFAULTS:
+        layers.append((setting.name, _render(setting.default), SOURCE_DEFAULT))
+    return value, source, layers
+
+
+def topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[ConfigEntry]:
+    """Every topic-level config: the override (source TOPIC_CONFIG) or the broker's value with its
+    source; synonyms the override, then the layers of its broker setting that hold a value."""
+    defaults = services.config.topic_defaults()
     out = []
     for setting in SETTINGS:
         name = setting.topic_name
         if not name:
             continue
+        broker_value, broker_source, layers = _broker_layers(services, setting)
         if name in overrides:
-            out.append((name, overrides[name], SOURCE_TOPIC, setting))
+            synonyms = [(name, overrides[name], SOURCE_TOPIC), *layers]
+            out.append(ConfigEntry(name, overrides[name], SOURCE_TOPIC, setting, tuple(synonyms)))
         else:
-            out.append((name, defaults[name], _source(config.sources.get(setting.name, "default")), setting))
+            value = broker_value if broker_value is not None else defaults[name]
+            out.append(ConfigEntry(name, value, broker_source, setting, tuple(layers)))
     return sorted(out)
 
 
-def broker_config_entries(services: BrokerServices) -> list[tuple[str, str, int, Any]]:
-    config = services.config
-    out = [
-        (name, _render(v), _source(config.sources.get(name, "default")), BY_NAME[name]) for name, v in config.items()
-    ]
+def broker_config_entries(services: BrokerServices) -> list[ConfigEntry]:
+    out = []
+    for name, _value in services.config.items():
+        setting = BY_NAME[name]
+        value, source, layers = _broker_layers(services, setting)
+        out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
     return sorted(out)
 
 
 def describe_topic_configs(ctx: RequestContext, overrides: dict[str, str], class_name: str) -> tuple:
     return tuple(
-        ctx.nested(class_name, name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-        for name, value, source, _setting in topic_config_entries(ctx.services, overrides)
+        ctx.nested(
+            class_name,
+            name=e.name,
+            value=e.value,
+            read_only=False,
+            config_source=e.source,
+            is_sensitive=False,
+            config_type=TYPE_IDS.get(e.setting.type, 0),
+        )
+        for e in topic_config_entries(ctx.services, overrides)
     )
 
 
