@@ -239,7 +239,14 @@ SETTINGS: tuple[Setting, ...] = (
     S("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1)),
     S("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.", _cleanup, "cleanup.policy", True),
     S("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
-    S("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when nothing is cleanable.", at_least(0)),
+    S(
+        "log.cleaner.backoff.ms",
+        "long",
+        15000,
+        "Sleep of the cleaner when nothing is cleanable.",
+        at_least(0),
+        dynamic=True,
+    ),
     S(
         "log.cleaner.dedupe.buffer.size",
         "long",
@@ -247,8 +254,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Memory budget of the cleaner's key map (24 bytes per key, as Kafka counts); "
         "dirty segments beyond it are cleaned in later passes.",
         at_least(1),
+        dynamic=True,
     ),
-    S("log.cleaner.io.buffer.load.factor", "double", 0.9, "Fill factor of the cleaner's key map.", between(0.01, 1)),
+    S(
+        "log.cleaner.io.buffer.load.factor",
+        "double",
+        0.9,
+        "Fill factor of the cleaner's key map.",
+        between(0.01, 1),
+        dynamic=True,
+    ),
     S(
         "log.cleaner.delete.retention.ms",
         "long",
@@ -355,7 +370,14 @@ SETTINGS: tuple[Setting, ...] = (
         True,
     ),
     S("log.preallocate", "bool", False, "Preallocate segment files.", None, "preallocate", True),
-    S("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", at_least(1)),
+    S(
+        "num.recovery.threads.per.data.dir",
+        "int",
+        1,
+        "Threads recovering logs at startup (a dynamic change applies to the next recovery).",
+        at_least(1),
+        dynamic=True,
+    ),
     # --- groups and offsets
     S("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
     S(

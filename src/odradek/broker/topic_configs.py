@@ -179,17 +179,37 @@ async def apply(
     if resource_type == RESOURCE_BROKER:
         for key, value in new.items():
             setting = BY_NAME.get(key)
-            if setting is None or not setting.dynamic:
-                return ErrorCode.invalid_config, f"Cannot update these configs dynamically: {key}"
+            if setting is None:  # Kafka stores any name; odradek keeps none it would not use
+                return ErrorCode.invalid_config, f"Unknown broker setting: {key}"
+            if not setting.dynamic:
+                return ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{key}]"
             try:
                 setting.parse(value)
-            except ConfigError as e:
-                return ErrorCode.invalid_config, str(e)
+            except ConfigError as e:  # Kafka answers a bad broker value INVALID_REQUEST (a topic's: INVALID_CONFIG)
+                return ErrorCode.invalid_request, str(e)
         if not validate_only:
             for key, value in new.items():
                 services.config.set_dynamic(key, value)
+            _apply_to_storage(services)
             # Topic defaults may have changed: every topic without an override takes the new value.
             services.topic_configs.refresh()
             services.replica_manager.reconfigure_all(services.snapshot.topics.values())
         return 0, None
     return 0, None  # logger levels: accepted, nothing to keep
+
+
+#: dynamic broker settings the log manager reads at run time (its attribute for each)
+_STORAGE_SETTINGS = {
+    "log.cleaner.backoff.ms": "cleaner_backoff_ms",
+    "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "cleaner_io_buffer_load_factor",
+    "num.recovery.threads.per.data.dir": "recovery_threads",
+}
+
+
+def _apply_to_storage(services: BrokerServices) -> None:
+    """The cleaner's and recovery's settings, as they now are, to the log manager (read on its
+    next pass)."""
+    logs = services.replica_manager.logs
+    for name, attr in _STORAGE_SETTINGS.items():
+        setattr(logs, attr, services.config[name])
