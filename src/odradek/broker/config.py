@@ -370,14 +370,7 @@ SETTINGS: tuple[Setting, ...] = (
         True,
     ),
     S("log.preallocate", "bool", False, "Preallocate segment files.", None, "preallocate", True),
-    S(
-        "num.recovery.threads.per.data.dir",
-        "int",
-        1,
-        "Threads recovering logs at startup (a dynamic change applies to the next recovery).",
-        at_least(1),
-        dynamic=True,
-    ),
+    S("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", at_least(1)),
     # --- groups and offsets
     S("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
     S(

@@ -203,13 +203,11 @@ _STORAGE_SETTINGS = {
     "log.cleaner.backoff.ms": "cleaner_backoff_ms",
     "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
     "log.cleaner.io.buffer.load.factor": "cleaner_io_buffer_load_factor",
-    "num.recovery.threads.per.data.dir": "recovery_threads",
 }
 
 
 def _apply_to_storage(services: BrokerServices) -> None:
-    """The cleaner's and recovery's settings, as they now are, to the log manager (read on its
-    next pass)."""
+    """The cleaner's settings, as they now are, to the log manager (read on its next pass)."""
     logs = services.replica_manager.logs
     for name, attr in _STORAGE_SETTINGS.items():
         setattr(logs, attr, services.config[name])
