@@ -300,8 +300,8 @@ class ReplicaManager:
                 return result
             result.high_watermark = lg.high_watermark
         if offset < result.log_start_offset or offset > lg.log_end_offset:
-            result.error_code = ErrorCode.offset_out_of_range
-            return result
+            # as Kafka: no high watermark or log start offset with the error (the client asks ListOffsets)
+            return ReadResult(ErrorCode.offset_out_of_range)
         limit = part.read_limit(isolation)
         if offset >= limit:  # nothing visible to this reader yet
             result.regions = []
@@ -333,6 +333,8 @@ class ReplicaManager:
             ts, offset = part.offset_for_timestamp(timestamp, isolation)
         except Exception as e:
             return self._failed(e, "offset lookup", part), -1, -1, -1
+        if offset < 0:  # nothing found (an empty log, a timestamp past the last record): no epoch either
+            return 0, ts, offset, -1
         return 0, ts, offset, part.leader_epoch
 
     def last_offset_for_leader_epoch(

@@ -6,26 +6,39 @@ largest timestamp (v7+), -4 earliest local (v8+, = log start here: no tiered sto
 earliest pending upload (v9+: none here, -1), or T >= 0: the first offset whose timestamp
 is >= T and that the reader may see (-1 when there is none). The lookup itself is the
 partition's (broker/partition.py); a current leader epoch (v4+) other than the
-partition's is fenced.
+partition's is fenced. No offset found: offset, timestamp and leader epoch -1. A partition
+named twice in one request gets a single INVALID_REQUEST answer, as in Kafka.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from odradek.broker.partition import Isolation
 from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(2, 1, 10)
 async def handle(ctx: RequestContext, req) -> object:
     rm = ctx.services.replica_manager
     isolation = Isolation.TXN_COMMITTED if getattr(req, "isolation_level", 0) == 1 else Isolation.HIGH_WATERMARK
+    asked = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    answered: set[tuple[str, int]] = set()
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, ts, offset, epoch = rm.list_offset(
-                t.name, p.partition_index, p.timestamp, isolation, getattr(p, "current_leader_epoch", -1)
-            )
+            key = (t.name, p.partition_index)
+            if asked[key] > 1:  # named twice: one INVALID_REQUEST answer for it, as Kafka
+                if key in answered:
+                    continue
+                answered.add(key)
+                code, ts, offset, epoch = ErrorCode.invalid_request, -1, -1, -1
+            else:
+                code, ts, offset, epoch = rm.list_offset(
+                    t.name, p.partition_index, p.timestamp, isolation, getattr(p, "current_leader_epoch", -1)
+                )
             parts.append(
                 ctx.nested(
                     "ListOffsetsPartitionResponse",
