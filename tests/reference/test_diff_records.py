@@ -225,7 +225,8 @@ def test_fetch_errors_and_out_of_range(pair):
 
 def test_fetch_size_limits(pair):
     """Per-partition and per-request maximum bytes, and a first batch larger than either: it is
-    returned whole (KIP-74) for the first partition, and nothing for the others."""
+    returned whole (KIP-74) for the first partition, and nothing for the others. Compared on the
+    whole batches returned."""
     name = unique("fs")
 
     def scenario(t):
@@ -247,4 +248,9 @@ def test_fetch_size_limits(pair):
                 "zero_partition_cap": _summary(fetch(c, [(name, 0, 0, 0)])),
             }
 
-    pair.same(scenario)
+    # Kafka fills a response up to the limit with the start of the next batch (clients drop it);
+    # odradek sends whole batches only (docs/compatibility.md): the whole batches must agree
+    kafka, odradek = pair.run(scenario)
+    pair.compare(kafka, odradek, ignore=("*.partial_bytes",))
+    assert any(p["partial_bytes"] for r in kafka.values() for t in r["topics"] for p in t["partitions"])
+    assert not any(p["partial_bytes"] for r in odradek.values() for t in r["topics"] for p in t["partitions"])
