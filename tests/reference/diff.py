@@ -50,7 +50,17 @@ IGNORED_FIELDS = frozenset(
 #: fields compared only as "set or not" (ids that each broker draws itself)
 MASKED_FIELDS = frozenset({"topic_id", "member_id", "leader_id_member"})
 #: keys that order a list of entities (the first a list's dicts all have)
-SORT_KEYS = ("name", "partition_index", "index", "node_id", "broker_id", "resource_name", "group_id", "member_id")
+SORT_KEYS = (
+    "name",
+    "partition_index",
+    "index",
+    "node_id",
+    "broker_id",
+    "resource_name",
+    "group_id",
+    "member_id",
+    "api_key",
+)
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -7,9 +7,13 @@ texts) is left out by the harness, anything else a test leaves out is named with
 
 from __future__ import annotations
 
+import socket
+import struct
+
 import pytest
 from conftest import unique
 from proto import (
+    API_VERSIONS,
     BROKER,
     CREATE_PARTITIONS,
     DELETE_TOPICS,
@@ -316,3 +320,80 @@ def test_unknown_broker_settings_refused_unlike_kafka(pair):
         "zookeeper.connect": 42,
         "num.recovery.threads.per.data.dir": 42,
     }
+
+
+#: topic configs Kafka 4.x declares and odradek does not, each for a feature odradek lacks
+#: (docs/compatibility.md): tiered storage, replication throttles, per-codec compression levels,
+#: share-group dead-letter queues, the decompressed-size guard
+KAFKA_ONLY_TOPIC_CONFIGS = {
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "errors.deadletterqueue.group.enable",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.decompressed.message.bytes",
+    "remote.copy.lag.bytes",
+    "remote.copy.lag.ms",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+}
+
+
+def test_topic_config_names(pair):
+    """Which topic configs each broker declares: odradek's are all Kafka's; Kafka's others are the
+    documented list above."""
+    name = unique("names")
+
+    def scenario(t):
+        with t.raw() as c:
+            create_topic(c, name)
+            return {x.name for x in describe_configs(c, TOPIC, name, synonyms=False).configs}
+
+    kafka, odradek = pair.run(scenario)
+    assert odradek - kafka == set()
+    assert kafka - odradek == KAFKA_ONLY_TOPIC_CONFIGS
+
+
+def test_api_versions_of_the_apis_odradek_serves(pair):
+    """The version ranges of every API odradek serves are Kafka's; an ApiVersions request of a
+    version neither knows is answered UNSUPPORTED_VERSION in the v0 layout (KIP-511)."""
+
+    def scenario(t):
+        with t.raw() as c:
+            r = c.call(API_VERSIONS, 3, client_software_name="diff", client_software_version="1")
+        with socket.create_connection(t.bootstrap.rsplit(":", 1), timeout=10) as s:
+            # a request header v2 (client id, no tagged fields) of ApiVersions v127, no body
+            header = struct.pack(">hhi", API_VERSIONS, 127, 7) + struct.pack(">h", 4) + b"diff" + b"\x00"
+            s.sendall(struct.pack(">i", len(header)) + header)
+            size = struct.unpack(">i", _read(s, 4))[0]
+            frame = _read(s, size)
+        correlation, code = struct.unpack_from(">ih", frame)
+        return {"api_keys": r.api_keys, "error_code": r.error_code, "unknown_version": (correlation, code)}
+
+    kafka, odradek = pair.run(scenario)
+    ours = {k.api_key: k for k in odradek["api_keys"]}
+    kafka["api_keys"] = [k for k in kafka["api_keys"] if k.api_key in ours]
+    # Kafka 4.4 serves a newer version of these APIs than odradek (docs/compatibility.md)
+    newer = {k.api_key: k.max_version for k in kafka["api_keys"] if k.max_version > ours[k.api_key].max_version}
+    assert newer == KAFKA_NEWER_VERSIONS
+    pair.compare(kafka, odradek, ignore=tuple(f"api_keys[{k}].max_version" for k in newer))
+
+
+#: api key -> the newest version Kafka 4.4 serves, one above odradek's: ApiVersions v5 and
+#: DeleteGroups v3 have no kio schema yet; ListOffsets v11, OffsetCommit v10 and OffsetFetch v10
+#: (topic ids), DescribeGroups v6 and DescribeLogDirs v5 have one and are not served yet
+KAFKA_NEWER_VERSIONS = {2: 11, 8: 10, 9: 10, 15: 6, 18: 5, 35: 5, 42: 3}
+
+
+def _read(s, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
