@@ -28,6 +28,7 @@ from proto import (
     describe_configs,
     incremental_alter,
     metadata,
+    wait_for_leaders,
 )
 from support.raw import nested
 
@@ -38,7 +39,8 @@ pytestmark = pytest.mark.reference
 CONFIGS = ("*.configs",)
 #: Kafka 4's KRaft bootstrap (StorageTool format) writes min.insync.replicas=1 as a cluster-wide
 #: dynamic default, so its source there is DYNAMIC_DEFAULT_BROKER_CONFIG (3); an artefact of how
-#: a KRaft cluster is formatted, with the same value
+#: a KRaft cluster is formatted, with the same value (Kafka 3.9 shows DEFAULT_CONFIG, as odradek:
+#: test_describe_topic_configs_against_kafka_39)
 MIN_ISR_SOURCE = ("*.configs[min.insync.replicas].config_source", "*.configs[min.insync.replicas].synonyms")
 
 
@@ -99,6 +101,24 @@ def test_metadata_shape(pair):
 
     got = pair.same(scenario, ignore=("topics[*].partitions[*].leader_epoch",))
     assert len(got["topics"]) == 4
+
+
+def test_metadata_auto_creation(pair):
+    """A documented difference (docs/compatibility.md): the Metadata request that auto-creates a
+    topic gets UNKNOWN_TOPIC_OR_PARTITION from Kafka 4 (the creation goes to its controller and
+    lands a moment later) and the topic with its leader from odradek (a single node creates it
+    with its leader at once); the next request agrees."""
+    name = unique("auto")
+
+    def scenario(t):
+        with t.raw() as c:
+            first = metadata(c, [name], auto=True).topics[0]
+            wait_for_leaders(c, name, 1)
+            return {"first": (int(first.error_code), len(first.partitions)), "then": metadata(c, [name]).topics}
+
+    kafka, odradek = pair.run(scenario)
+    assert (kafka["first"], odradek["first"]) == ((3, 0), (0, 1))
+    pair.compare(kafka["then"], odradek["then"], ignore=("*.leader_epoch",))
 
 
 def test_metadata_topic_authorized_operations(pair):
@@ -397,3 +417,20 @@ def _read(s, n: int) -> bytes:
             raise ConnectionError("closed")
         buf += chunk
     return buf
+
+
+def test_describe_topic_configs_against_kafka_39(pair39):
+    """Against Kafka 3.9 (KRaft), whose bootstrap writes no cluster-wide min.insync.replicas:
+    there its source is DEFAULT_CONFIG, as in odradek. Compared on the configs whose defaults did
+    not change between 3.9 and 4.x (4.0 changed message.timestamp.after.max.ms and
+    segment.bytes' bounds; odradek follows 4.x)."""
+    name = unique("dc39")
+    keys = ["min.insync.replicas", "cleanup.policy", "retention.ms", "max.message.bytes", "segment.ms"]
+
+    def scenario(t):
+        with t.raw() as c:
+            create_topic(c, name, configs={"retention.ms": "3600000"})
+            return describe_configs(c, TOPIC, name, keys=keys)
+
+    got = pair39.same(scenario)
+    assert {x["name"]: x["config_source"] for x in got["configs"]}["min.insync.replicas"] == 5

@@ -61,7 +61,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 log.exception("auto-creating topic %s failed", name)
                 results.append(_topic_error(ctx, ErrorCode.kafka_storage_error, name, ops))
                 continue
-            # Kafka answers the creating request with LEADER_NOT_AVAILABLE; a single node has the leader at once.
+            # Kafka 4 answers the creating request UNKNOWN_TOPIC_OR_PARTITION (its controller creates the
+            # topic a moment later); a single node has it and its leader at once (docs/compatibility.md).
         results.append(_topic(ctx, info, ops))
     snap = s.snapshot
     brokers = tuple(
