@@ -254,3 +254,33 @@ def test_fetch_size_limits(pair):
     pair.compare(kafka, odradek, ignore=("*.partial_bytes",))
     assert any(p["partial_bytes"] for r in kafka.values() for t in r["topics"] for p in t["partitions"])
     assert not any(p["partial_bytes"] for r in odradek.values() for t in r["topics"] for p in t["partitions"])
+
+
+def test_librdkafka_fails_only_the_keyless_records(pair):
+    """The client's view of record_errors: librdkafka sends four records in one batch to a
+    compacted topic, two without a key; each record's delivery report must be the same as with
+    Kafka."""
+    ck = pytest.importorskip("confluent_kafka")
+    name = unique("klrd")
+
+    def scenario(t):
+        with t.raw() as c:
+            create_topic(c, name, 1, configs={"cleanup.policy": "compact"})
+        reports: list = [None] * 4
+        p = ck.Producer({"bootstrap.servers": t.bootstrap, "linger.ms": 200, "enable.idempotence": False})
+        for i, key in enumerate([b"a", None, b"c", None]):
+
+            def done(err, msg, i=i):
+                reports[i] = err.name() if err is not None else "ok"
+
+            p.produce(name, value=str(i).encode(), key=key, partition=0, on_delivery=done)
+        assert p.flush(30) == 0
+        with t.raw() as c:
+            end = list_offsets(c, name, [(0, -1)]).partitions[0].offset
+        return {"reports": reports, "end_offset": end}
+
+    got = pair.same(scenario)
+    # librdkafka fails the keyless records INVALID_RECORD and the others with its own
+    # _INVALID_DIFFERENT_RECORD ("another record of the batch was invalid": the application may
+    # send them again); without record_errors every record came back INVALID_RECORD
+    assert got["reports"] == ["_INVALID_DIFFERENT_RECORD", "INVALID_RECORD"] * 2
