@@ -126,3 +126,29 @@ def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(inprocess):
             assert (r.partition_responses[0].error_code, r.partition_responses[0].base_offset) == (0, 0)
 
     asyncio.run(main())
+
+
+def test_dynamic_cleaner_settings_reach_the_log_manager(inprocess):
+    """The log.cleaner.* settings are dynamic, as in Kafka: an
+    IncrementalAlterConfigs on the broker changes what the log manager uses; a read-only
+    setting is refused with INVALID_REQUEST and changes nothing."""
+
+    async def main():
+        async with inprocess() as b:
+
+            async def alter(name: str, value: str) -> int:
+                cfg = nested(44, 1, "AlterableConfig", name=name, config_operation=0, value=value)
+                res = nested(44, 1, "AlterConfigsResource", resource_type=4, resource_name="", configs=(cfg,))
+                return (await b.call(44, 1, resources=(res,), validate_only=False)).responses[0].error_code
+
+            logs = b.services.replica_manager.logs
+            assert await alter("log.cleaner.backoff.ms", "250") == 0 and logs.cleaner_backoff_ms == 250
+            assert await alter("log.cleaner.dedupe.buffer.size", "1048576") == 0
+            assert await alter("log.cleaner.io.buffer.load.factor", "0.5") == 0
+            assert (logs.cleaner_dedupe_buffer_size, logs.cleaner_io_buffer_load_factor) == (1048576, 0.5)
+            # used only at start-up, and dynamic settings are not kept across a restart: never dynamic here
+            assert await alter("num.recovery.threads.per.data.dir", "3") == ErrorCode.invalid_request
+            assert await alter("num.partitions", "7") == ErrorCode.invalid_request
+            assert b.services.config["num.partitions"] != 7
+
+    asyncio.run(main())

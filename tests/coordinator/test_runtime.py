@@ -27,6 +27,14 @@ def broker(tmp_path, **overrides: str) -> InProcessBroker:
     return InProcessBroker(tmp_path / "data", {**CONFIG, **overrides})
 
 
+async def create_topic_t(b: InProcessBroker) -> None:
+    """The topic "t" (2 partitions) the tests commit offsets for: OffsetCommit refuses unknown topics."""
+    mod = messages.module_of(messages.request_class(19, 7))
+    t = mod.CreatableTopic(name="t", num_partitions=2, replication_factor=-1, assignments=(), configs=())
+    r = await b.call(19, 7, topics=(t,), timeout=datetime.timedelta(seconds=10), validate_only=False)
+    assert r.topics[0].error_code == 0, r.topics[0].error_message
+
+
 async def find_coordinator(b: InProcessBroker, group: str = "g") -> None:
     r = await b.call(10, 4, key_type=0, coordinator_keys=(group,))
     assert r.coordinators[0].error_code == E.none
@@ -87,6 +95,7 @@ def test_find_coordinator_creates_topic_and_answers_batches(tmp_path):
 def test_group_lifecycle_through_handlers_and_reload(tmp_path, join_v, sync_v, commit_v, fetch_v):
     async def main():
         b = await broker(tmp_path).start()
+        await create_topic_t(b)
         await find_coordinator(b, "grp")
         join = dict(
             group_id="grp",
@@ -246,6 +255,7 @@ def test_failed_append_maps_to_coordinator_not_available(tmp_path):
 
     async def main():
         b = await broker(tmp_path).start()
+        await create_topic_t(b)
         await find_coordinator(b, "s")
         configs = dict(b.services.snapshot.topics[OFFSETS_TOPIC].configs)
         await b.services.topics.set_topic_configs(OFFSETS_TOPIC, {**configs, "min.insync.replicas": "2"})
@@ -274,6 +284,7 @@ def test_failed_append_maps_to_coordinator_not_available(tmp_path):
 def test_load_in_progress(tmp_path):
     async def main():
         b = await broker(tmp_path).start()
+        await create_topic_t(b)
         await find_coordinator(b)
         gc = b.services.group_coordinator
         gc.loading.add(partition_for("g", 5))
@@ -291,6 +302,7 @@ def test_load_in_progress(tmp_path):
 def test_delete_groups_and_offset_delete_handlers(tmp_path):
     async def main():
         b = await broker(tmp_path).start()
+        await create_topic_t(b)
         await find_coordinator(b, "s")
         cm = messages.module_of(messages.request_class(8, 9))
         await b.call(

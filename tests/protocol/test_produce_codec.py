@@ -33,6 +33,7 @@ partitions = st.builds(
     log_append_time=st.one_of(st.just(-1), st.integers(0, 2**41)),
     log_start_offset=I64,
     error_message=st.one_of(st.none(), st.text(max_size=20)),
+    record_errors=st.lists(st.tuples(I32, st.one_of(st.none(), st.text(max_size=20))), max_size=3),
 )
 topics = st.lists(
     st.builds(
@@ -58,7 +59,12 @@ def kio_bytes(version: int, ts: list[TopicProduceResult], throttle: int) -> byte
                 base_offset=p.base_offset,
                 log_append_time=p.log_append_time,
                 log_start_offset=p.log_start_offset,
-                record_errors=(),
+                record_errors=tuple(
+                    make(mod.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=m)
+                    for i, m in p.record_errors
+                )
+                if hasattr(mod, "BatchIndexAndErrorMessage")
+                else (),
                 error_message=p.error_message if p.error_code else None,
             )
             for p in t.partitions
@@ -75,6 +81,14 @@ def test_same_bytes_as_kio_every_version(ts, throttle):
         assert ours == kio_bytes(v, ts, throttle), f"v{v}"
         back = messages.decode_response(0, v, ours)
         assert len(back.responses) == len(ts)
+
+
+def test_record_errors_read_back_by_kio():
+    errs = [(1, "Compacted topic cannot accept message without key"), (3, None)]
+    t = [TopicProduceResult("t", uuid.uuid4(), [PartitionProduceResult(0, 87, -1, -1, 0, "bad", errs)])]
+    for v in range(8, MAX_VERSION + 1):
+        p = messages.decode_response(0, v, encode_produce_response(v, t)).responses[0].partition_responses[0]
+        assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == errs, f"v{v}"
 
 
 def test_typical_single_partition():

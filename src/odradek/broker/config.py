@@ -251,7 +251,14 @@ SETTINGS: tuple[Setting, ...] = (
     S("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1)),
     S("log.cleanup.policy", "list", ["delete"], "delete, compact, or both.", _cleanup, "cleanup.policy", True),
     S("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
-    S("log.cleaner.backoff.ms", "long", 15000, "Sleep of the cleaner when nothing is cleanable.", at_least(0)),
+    S(
+        "log.cleaner.backoff.ms",
+        "long",
+        15000,
+        "Sleep of the cleaner when nothing is cleanable.",
+        at_least(0),
+        dynamic=True,
+    ),
     S(
         "log.cleaner.dedupe.buffer.size",
         "long",
@@ -259,8 +266,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Memory budget of the cleaner's key map (24 bytes per key, as Kafka counts); "
         "dirty segments beyond it are cleaned in later passes.",
         at_least(1),
+        dynamic=True,
     ),
-    S("log.cleaner.io.buffer.load.factor", "double", 0.9, "Fill factor of the cleaner's key map.", between(0.01, 1)),
+    S(
+        "log.cleaner.io.buffer.load.factor",
+        "double",
+        0.9,
+        "Fill factor of the cleaner's key map.",
+        between(0.01, 1),
+        dynamic=True,
+    ),
     S(
         "log.cleaner.delete.retention.ms",
         "long",

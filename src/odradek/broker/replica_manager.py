@@ -83,6 +83,7 @@ class ProduceResult:
     log_start_offset: int = -1
     error_message: str | None = None
     last_offset: int = -1  # of the last record appended: acks=all waits for the high watermark to pass it
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, message) of each rejected record
 
 
 @dataclass(slots=True)
@@ -315,6 +316,11 @@ class ReplicaManager:
             code = error_for(e)
             if code == ErrorCode.unknown_server_error:
                 log.exception("append to %s-%d failed", part.topic, part.partition)
+            record_errors = getattr(e, "record_errors", ())
+            if record_errors:  # some records rejected: Kafka answers them one by one, with the log start offset
+                return ProduceResult(
+                    code, log_start_offset=part.log_start_offset, error_message=str(e), record_errors=record_errors
+                )
             return ProduceResult(code, error_message=str(e) or None)
         if not info.duplicate:
             self.follower_fetch_purgatory.notify(part.key, len(data))
@@ -376,8 +382,8 @@ class ReplicaManager:
                     self.alter_isr.propose(part, grown)
             result.high_watermark = lg.high_watermark
         if offset < result.log_start_offset or offset > lg.log_end_offset:
-            result.error_code = ErrorCode.offset_out_of_range
-            return result
+            # as Kafka: no high watermark or log start offset with the error (the client asks ListOffsets)
+            return ReadResult(ErrorCode.offset_out_of_range)
         limit = part.read_limit(isolation)
         if offset >= limit:  # nothing visible to this reader yet
             result.regions = []
@@ -409,6 +415,8 @@ class ReplicaManager:
             ts, offset = part.offset_for_timestamp(timestamp, isolation)
         except Exception as e:
             return self._failed(e, "offset lookup", part), -1, -1, -1
+        if offset < 0:  # nothing found (an empty log, a timestamp past the last record): no epoch either
+            return 0, ts, offset, -1
         return 0, ts, offset, part.leader_epoch
 
     def last_offset_for_leader_epoch(

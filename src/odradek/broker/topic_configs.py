@@ -9,9 +9,9 @@ then by storage's LogConfig.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError
+from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -60,34 +60,89 @@ def _source(src: str) -> int:
     return SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
 
 
-def topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[tuple[str, str, int, Any]]:
-    """(name, value, source, setting) for every topic-level config."""
+#: broker settings whose default is null in Kafka: unset, DescribeConfigs shows no value and no
+#: synonym (odradek derives a value for some: log.retention.ms from log.retention.hours, ...)
+NULL_DEFAULTS = frozenset(
+    {
+        "log.roll.ms",
+        "log.roll.jitter.ms",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.flush.interval.ms",
+        "broker.rack",
+        "log.dirs",
+    }
+)
+
+
+class ConfigEntry(NamedTuple):
+    """One config as DescribeConfigs shows it; ``synonyms`` are (name, value, source), most
+    specific first (topic override, then the broker setting's layers: dynamic or static, default)."""
+
+    name: str
+    value: str | None
+    source: int
+    setting: Setting
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+def _broker_layers(services: BrokerServices, setting: Setting) -> tuple[str | None, int, list]:
+    """A broker setting's value, source and synonyms: its own layer when set, then its default
+    when it has one (Kafka lists each layer that holds a value)."""
     config = services.config
-    defaults = config.topic_defaults()
+    source = _source(config.sources.get(setting.name, "default"))
+    if source == SOURCE_DEFAULT:
+        if setting.name in NULL_DEFAULTS:
+            return None, source, []
+        value = _render(config[setting.name])
+        return value, source, [(setting.name, value, source)]
+    value = _render(config[setting.name])
+    layers = [(setting.name, value, source)]
+    if setting.name not in NULL_DEFAULTS:
+        layers.append((setting.name, _render(setting.default), SOURCE_DEFAULT))
+    return value, source, layers
+
+
+def topic_config_entries(services: BrokerServices, overrides: dict[str, str]) -> list[ConfigEntry]:
+    """Every topic-level config: the override (source TOPIC_CONFIG) or the broker's value with its
+    source; synonyms the override, then the layers of its broker setting that hold a value."""
+    defaults = services.config.topic_defaults()
     out = []
     for setting in SETTINGS:
         name = setting.topic_name
         if not name:
             continue
+        broker_value, broker_source, layers = _broker_layers(services, setting)
         if name in overrides:
-            out.append((name, overrides[name], SOURCE_TOPIC, setting))
+            synonyms = [(name, overrides[name], SOURCE_TOPIC), *layers]
+            out.append(ConfigEntry(name, overrides[name], SOURCE_TOPIC, setting, tuple(synonyms)))
         else:
-            out.append((name, defaults[name], _source(config.sources.get(setting.name, "default")), setting))
+            value = broker_value if broker_value is not None else defaults[name]
+            out.append(ConfigEntry(name, value, broker_source, setting, tuple(layers)))
     return sorted(out)
 
 
-def broker_config_entries(services: BrokerServices) -> list[tuple[str, str, int, Any]]:
-    config = services.config
-    out = [
-        (name, _render(v), _source(config.sources.get(name, "default")), BY_NAME[name]) for name, v in config.items()
-    ]
+def broker_config_entries(services: BrokerServices) -> list[ConfigEntry]:
+    out = []
+    for name, _value in services.config.items():
+        setting = BY_NAME[name]
+        value, source, layers = _broker_layers(services, setting)
+        out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
     return sorted(out)
 
 
 def describe_topic_configs(ctx: RequestContext, overrides: dict[str, str], class_name: str) -> tuple:
     return tuple(
-        ctx.nested(class_name, name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-        for name, value, source, _setting in topic_config_entries(ctx.services, overrides)
+        ctx.nested(
+            class_name,
+            name=e.name,
+            value=e.value,
+            read_only=False,
+            config_source=e.source,
+            is_sensitive=False,
+            config_type=TYPE_IDS.get(e.setting.type, 0),
+        )
+        for e in topic_config_entries(ctx.services, overrides)
     )
 
 
@@ -124,17 +179,35 @@ async def apply(
     if resource_type == RESOURCE_BROKER:
         for key, value in new.items():
             setting = BY_NAME.get(key)
-            if setting is None or not setting.dynamic:
-                return ErrorCode.invalid_config, f"Cannot update these configs dynamically: {key}"
+            if setting is None:  # Kafka stores any name; odradek keeps none it would not use
+                return ErrorCode.invalid_config, f"Unknown broker setting: {key}"
+            if not setting.dynamic:
+                return ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{key}]"
             try:
                 setting.parse(value)
-            except ConfigError as e:
-                return ErrorCode.invalid_config, str(e)
+            except ConfigError as e:  # Kafka answers a bad broker value INVALID_REQUEST (a topic's: INVALID_CONFIG)
+                return ErrorCode.invalid_request, str(e)
         if not validate_only:
             for key, value in new.items():
                 services.config.set_dynamic(key, value)
+            _apply_to_storage(services)
             # Topic defaults may have changed: every topic without an override takes the new value.
             services.topic_configs.refresh()
             services.replica_manager.reconfigure_all(services.snapshot.topics.values())
         return 0, None
     return 0, None  # logger levels: accepted, nothing to keep
+
+
+#: dynamic broker settings the log manager reads at run time (its attribute for each)
+_STORAGE_SETTINGS = {
+    "log.cleaner.backoff.ms": "cleaner_backoff_ms",
+    "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "cleaner_io_buffer_load_factor",
+}
+
+
+def _apply_to_storage(services: BrokerServices) -> None:
+    """The cleaner's settings, as they now are, to the log manager (read on its next pass)."""
+    logs = services.replica_manager.logs
+    for name, attr in _STORAGE_SETTINGS.items():
+        setattr(logs, attr, services.config[name])

@@ -7,10 +7,10 @@ single-record Produce. `encode_produce_response` writes the same bytes directly
 (versions 3-13; tests/protocol/test_produce_codec.py compares it with kio for every version).
 
 Layout (Kafka's ProduceResponse.json): per topic the name (v13: topic id), per partition
-index, error code, base offset, log append time, log start offset (v5+), record errors and
-error message (v8+); throttle time last. v9+ are flexible (compact lengths, tagged fields);
-the v10+ tagged fields (current leader, node endpoints) are left out, which is what they are
-when not answering NOT_LEADER_OR_FOLLOWER.
+index, error code, base offset, log append time, log start offset (v5+), record errors (batch
+index and message of each rejected record) and error message (v8+); throttle time last. v9+
+are flexible (compact lengths, tagged fields); the v10+ tagged fields (current leader, node
+endpoints) are left out, which is what they are when not answering NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class PartitionProduceResult(NamedTuple):
     log_append_time: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch index, message) of each rejected record (v8+)
 
 
 class TopicProduceResult(NamedTuple):
@@ -73,8 +74,13 @@ def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], 
             else:
                 out += _part(p.index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
-                # no per-record errors; the message only with an error
-                out += b"\x01" if flexible else b"\x00\x00\x00\x00"
+                errs = p.record_errors
+                out += write_uvarint(len(errs) + 1) if flexible else _i32(len(errs))
+                for index, message in errs:
+                    out += _i32(index) + _string(message, flexible)
+                    if flexible:
+                        out += b"\x00"
+                # the message only with an error
                 out += _string(p.error_message if p.error_code else None, flexible)
             if flexible:
                 out += b"\x00"

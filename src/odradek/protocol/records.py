@@ -104,7 +104,12 @@ class CorruptRecordError(ValueError):
 
 
 class InvalidRecordError(ValueError):
-    """The batch is well formed but not acceptable (e.g. count vs. offsets mismatch)."""
+    """The batch is well formed but not acceptable (e.g. count vs. offsets mismatch).
+
+    ``record_errors``: when only some records are at fault, (index in the batch, message) of
+    each (Kafka's RecordValidationException; Produce v8+ answers them per record)."""
+
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class BatchHeader(NamedTuple):

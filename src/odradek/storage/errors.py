@@ -40,4 +40,7 @@ class RecordTooLargeError(StorageError):
 
 
 class InvalidTimestampError(StorageError):
-    """INVALID_TIMESTAMP (32): outside message.timestamp.before/after.max.ms."""
+    """INVALID_TIMESTAMP (32): outside message.timestamp.before/after.max.ms. ``record_errors``:
+    (index in the batch, message) of each record out of range, as on InvalidRecordError."""
+
+    record_errors: tuple[tuple[int, str], ...] = ()

@@ -14,11 +14,15 @@ Checks, in this order (the first failure raises; nothing is written):
    (``protocol.records.validate_batch``); for producer appends also record count ==
    lastOffsetDelta + 1 (replicated batches may hold fewer, as compaction leaves them). An
    empty buffer is an InvalidRecordError.
-2. then per batch, in order: size against ``max.message.bytes`` (RecordTooLargeError); with
-   ``message.timestamp.type=CreateTime`` and ``message.timestamp.before.max.ms`` /
-   ``after.max.ms`` set, the batch's max timestamp against now (InvalidTimestampError; control
-   batches and batches without a timestamp are not checked); on compacted topics, a record
-   without a key (InvalidRecordError, as Kafka). ``check=False`` skips the CRC and all of 2.
+2. then per batch, in order: size against ``max.message.bytes`` (RecordTooLargeError); then per
+   record, as Kafka's LogValidator: on compacted topics a key (InvalidRecordError), and with
+   ``message.timestamp.type=CreateTime`` the timestamp within ``message.timestamp.before.max.ms``
+   / ``after.max.ms`` of now (InvalidTimestampError when every bad record is a timestamp). The
+   error's ``record_errors`` name the bad records by index (Produce v8+ answers them, so a client
+   fails only those). The records are decoded only when they must be: on compacted topics, with
+   ``before.max.ms`` set, or when the batch's max timestamp is already too far ahead. Control
+   batches and records without a timestamp are not checked. ``check=False`` skips the CRC and
+   all of 2.
 
 Offset assignment rewrites only what lies outside the CRC when it can: each batch becomes a
 new 16-byte prefix (base offset, batch length, partition leader epoch) followed by the
@@ -187,18 +191,51 @@ class BatchValidator:
                 raise RecordTooLargeError(
                     f"batch of {h.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
                 )
-            if (
-                check_ts
-                and not h.is_control
-                and h.max_timestamp >= 0
-                and (now_ms - h.max_timestamp > self._before_max_ms or h.max_timestamp - now_ms > self._after_max_ms)
+            if not h.is_control and (
+                check_keys or (check_ts and h.max_timestamp >= 0 and self._timestamps_need_records(h, now_ms))
             ):
-                raise InvalidTimestampError(f"timestamp {h.max_timestamp} out of range (now {now_ms})")
-            if check_keys and not h.is_control and any(r.key is None for r in decode_records(mv, h.position)):
-                # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
-                raise InvalidRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition {self.topic_partition}"
-                )
+                self._check_records(mv, h, now_ms, check_keys, check_ts)
             if h.producer_id >= 0:
                 with_pids = True
         return ValidatedBatches(mv, headers, lat, with_pids)
+
+    def _timestamps_need_records(self, h, now_ms: int) -> bool:
+        """Whether the batch's records must be read to check their timestamps: always when
+        ``before.max.ms`` is set (any record may be too old), else only when the batch's largest
+        timestamp is too far ahead (then the records say which)."""
+        return self._before_max_ms < LONG_MAX or h.max_timestamp - now_ms > self._after_max_ms
+
+    def _check_records(self, mv, h, now_ms: int, keys: bool, timestamps: bool) -> None:
+        """Per record, as Kafka's LogValidator: a key on a compacted topic, then the timestamp.
+        Raises with ``record_errors`` naming the bad records by their index in the batch:
+        InvalidTimestampError when every error is a timestamp, InvalidRecordError otherwise."""
+        errors: list[tuple[int, str]] = []
+        only_timestamps = True
+        lo, hi = now_ms - self._before_max_ms, now_ms + self._after_max_ms
+        for i, r in enumerate(decode_records(mv, h.position)):
+            if keys and r.key is None:
+                # Compaction keeps the latest record per key: a keyless record has no place (Kafka rejects it too).
+                errors.append(
+                    (i, f"Compacted topic cannot accept message without key in topic partition {self.topic_partition}")
+                )
+                only_timestamps = False
+            elif timestamps and r.timestamp >= 0 and not lo <= r.timestamp <= hi:
+                errors.append(
+                    (
+                        i,
+                        f"Timestamp {r.timestamp} of message with offset {i} is out of range. "
+                        f"The timestamp should be within [{lo}, {hi}]",
+                    )
+                )
+        if not errors:
+            return
+        if only_timestamps:
+            exc: Exception = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+        else:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+            exc = InvalidRecordError(
+                f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                f"and only showing the first three errors at most: [{shown}]"
+            )
+        exc.record_errors = tuple(errors)  # type: ignore[attr-defined]
+        raise exc

@@ -6,9 +6,6 @@ from typing import Any
 
 from odradek.broker.registry import RequestContext, make
 
-# READ(3), DELETE(6), DESCRIBE(8): what a group grants without an authorizer.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-
 
 def nested(ctx: RequestContext, class_name: str, **fields: Any) -> Any:
     """Like ctx.nested, but a field may be called `name` (topic entries)."""

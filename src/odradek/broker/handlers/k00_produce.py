@@ -3,10 +3,13 @@
 Kafka 4 still advertises Produce v0 (librdkafka's feature detection looks for it) but
 serves v3+; v0-v2 requests are read by the legacy codec (protocol/legacy/produce.py) and
 answered with UNSUPPORTED_VERSION per partition in their own layout. Per partition: the
-topic must exist (v13 addresses it by id), be a legal name and not internal; the replica
+topic must exist (v13 addresses it by id) and not be internal; the replica
 manager appends it as leader (storage validates size against `max.message.bytes`, magic,
 CRC32C and counts, assigns offsets and checks producer sequences; errors come back as
-codes). acks must be 0, 1 or -1; acks=0 gets no response. Every partition is appended
+codes; a batch with some bad records, keyless on a compacted topic or out of the timestamp bounds,
+fails with `record_errors` naming them, v8+). Only one batch per partition (INVALID_RECORD
+otherwise, as Kafka's LogValidator); a name that is not a topic, valid or not, is
+UNKNOWN_TOPIC_OR_PARTITION. acks must be 0, 1 or -1; acks=0 gets no response. Every partition is appended
 first, then acks=-1 waits once for the in-sync replicas (`timeout_ms`: REQUEST_TIMED_OUT
 for what they do not have by then); while the ISR is this broker alone that wait ends at
 once. An fsync demanded by `flush.messages` completes before the response. Responses are
@@ -18,11 +21,23 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.registry import NO_RESPONSE, RequestContext, VersionCodec, handles, ms
-from odradek.cluster.metadata import INTERNAL_TOPICS, topic_name_problem
+from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.legacy import produce as legacy
 from odradek.protocol.produce_codec import PartitionProduceResult as _Part
 from odradek.protocol.produce_codec import TopicProduceResult, encode_produce_response
+from odradek.protocol.records import LOG_OVERHEAD
+
+_ONE_BATCH = "a Produce request carries one record batch per partition (magic v2)"
+
+
+def _more_than_one_batch(records) -> bool:
+    """Whether the partition's records hold more than one batch: Kafka's LogValidator takes exactly
+    one from a client (INVALID_RECORD otherwise). Read from the first batch's length alone; the
+    framing itself is storage's to check."""
+    if len(records) < LOG_OVERHEAD:
+        return False
+    return LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True) < len(records)
 
 
 def _encode(version: int, topics: list[TopicProduceResult]) -> tuple[list[Any], int]:
@@ -67,13 +82,7 @@ async def handle(ctx: RequestContext, req) -> object:
         else:
             name = td.name
             info = snap.topics.get(name)
-            missing = (
-                0
-                if info is not None
-                else ErrorCode.invalid_topic_exception
-                if topic_name_problem(name)
-                else ErrorCode.unknown_topic_or_partition
-            )
+            missing = ErrorCode.unknown_topic_or_partition  # an invalid name is simply unknown, as in Kafka
         if info is not None and name in INTERNAL_TOPICS:
             info, missing = None, ErrorCode.invalid_topic_exception
         if acks not in (0, 1, -1):
@@ -84,6 +93,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 parts.append(_Part(pd.index, missing if info is None else ErrorCode.unknown_topic_or_partition))
             elif not pd.records:
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message="empty records"))
+            elif _more_than_one_batch(pd.records):
+                parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message=_ONE_BATCH))
             else:
                 parts.append(len(entries))
                 entries.append((info.name, pd.index, pd.records))
@@ -98,7 +109,13 @@ async def handle(ctx: RequestContext, req) -> object:
             if isinstance(slot, int):
                 r = results[slot]
                 slot = _Part(
-                    pd.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, r.error_message
+                    pd.index,
+                    r.error_code,
+                    r.base_offset,
+                    r.log_append_time,
+                    r.log_start_offset,
+                    r.error_message,
+                    r.record_errors,
                 )
             out.append(slot)
         topics.append(TopicProduceResult(td.name if v < 13 else None, getattr(td, "topic_id", None), out))

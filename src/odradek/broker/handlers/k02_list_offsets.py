@@ -7,13 +7,17 @@ earliest pending upload (v9+: none here, -1), or T >= 0: the first offset whose 
 is >= T and that the reader may see (-1 when there is none). A follower (replica_id >= 0)
 sees the log end offset as latest. The lookup itself is the
 partition's (broker/partition.py); a current leader epoch (v4+) other than the
-partition's is fenced.
+partition's is fenced. No offset found: offset, timestamp and leader epoch -1. A partition
+named twice in one request gets a single INVALID_REQUEST answer, as in Kafka.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from odradek.broker.partition import Isolation
 from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(2, 1, 10)
@@ -25,13 +29,22 @@ async def handle(ctx: RequestContext, req) -> object:
         isolation = Isolation.TXN_COMMITTED
     else:
         isolation = Isolation.HIGH_WATERMARK
+    asked = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    answered: set[tuple[str, int]] = set()
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, ts, offset, epoch = rm.list_offset(
-                t.name, p.partition_index, p.timestamp, isolation, getattr(p, "current_leader_epoch", -1)
-            )
+            key = (t.name, p.partition_index)
+            if asked[key] > 1:  # named twice: one INVALID_REQUEST answer for it, as Kafka
+                if key in answered:
+                    continue
+                answered.add(key)
+                code, ts, offset, epoch = ErrorCode.invalid_request, -1, -1, -1
+            else:
+                code, ts, offset, epoch = rm.list_offset(
+                    t.name, p.partition_index, p.timestamp, isolation, getattr(p, "current_leader_epoch", -1)
+                )
             parts.append(
                 ctx.nested(
                     "ListOffsetsPartitionResponse",

@@ -9,9 +9,9 @@ else Integer.MIN_VALUE.
 
 from __future__ import annotations
 
-from odradek.broker.handlers._groups import GROUP_OPERATIONS, nested
+from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.protocol.constants import UNKNOWN_OPERATIONS
+from odradek.protocol.constants import GROUP_OPERATIONS, UNKNOWN_OPERATIONS
 from odradek.protocol.errors import ErrorCode
 
 

@@ -11,6 +11,8 @@ replication factor and the effective configs.
 
 from __future__ import annotations
 
+import uuid
+
 from odradek.broker.registry import RequestContext, handles
 from odradek.broker.topic_configs import describe_topic_configs, validate_topic_configs
 from odradek.cluster.metadata import topic_name_problem
@@ -80,7 +82,8 @@ async def handle(ctx: RequestContext, req) -> object:
             if problem:
                 code, message = ErrorCode.invalid_config, problem
         seen.add(t.name)
-        topic_id = ZERO_UUID
+        # validate_only answers with an id as Kafka does (one drawn for the topic that was not created)
+        topic_id = uuid.uuid4() if not code and req.validate_only else ZERO_UUID
         if not code and not req.validate_only:
             try:
                 topic_id = (await s.topics.create_topic(t.name, assignment, configs)).topic_id

@@ -2,8 +2,10 @@
 
 Topic resources: every topic-level config, the override or the broker's value,
 with its source (TOPIC_CONFIG, STATIC_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG,
-DEFAULT_CONFIG), optionally only the named keys; synonyms (the broker-level
-twin) when asked; v3+ types and documentation. Broker resources: every broker
+DEFAULT_CONFIG), optionally only the named keys; synonyms when asked, as Kafka lists
+them: the topic override, then each layer of the broker setting that holds a value
+(dynamic or static, default; none for a setting whose Kafka default is null and that
+is not set); v3+ types and documentation. Broker resources: every broker
 setting. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; another broker's id or an
 unsupported resource type: INVALID_REQUEST.
 """
@@ -49,28 +51,27 @@ async def handle(ctx: RequestContext, req) -> object:
             code, message = ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}"
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
         configs = []
-        for name, value, source, setting in entries:
-            if keys is not None and name not in keys:
+        for e in entries:
+            if keys is not None and e.name not in keys:
                 continue
             synonyms = ()
             if req.include_synonyms:
                 synonyms = tuple(
-                    ctx.nested("DescribeConfigsSynonym", name=n, value=value, source=source)
-                    for n in ([name] if res.resource_type == RESOURCE_BROKER else [name, setting.name])
+                    ctx.nested("DescribeConfigsSynonym", name=n, value=v, source=src) for n, v, src in e.synonyms
                 )
-            sensitive = setting.type in SENSITIVE_TYPES
+            sensitive = e.setting.type in SENSITIVE_TYPES
             configs.append(
                 ctx.nested(
                     "DescribeConfigsResourceResult",
-                    name=name,
-                    value=None if sensitive else value,
-                    read_only=res.resource_type == RESOURCE_BROKER and not setting.dynamic,
-                    config_source=source,
-                    is_default=source == 5,
+                    name=e.name,
+                    value=None if sensitive else e.value,
+                    read_only=res.resource_type == RESOURCE_BROKER and not e.setting.dynamic,
+                    config_source=e.source,
+                    is_default=e.source == 5,
                     is_sensitive=sensitive,
                     synonyms=synonyms,
-                    config_type=TYPE_IDS.get(setting.type, 0),
-                    documentation=setting.doc if getattr(req, "include_documentation", False) else None,
+                    config_type=TYPE_IDS.get(e.setting.type, 0),
+                    documentation=e.setting.doc if getattr(req, "include_documentation", False) else None,
                 )
             )
         results.append(

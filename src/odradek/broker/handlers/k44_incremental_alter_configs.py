@@ -1,5 +1,9 @@
 """IncrementalAlterConfigs (key 44), v0-1: SET (0), DELETE (1), APPEND (2) and
-SUBTRACT (3) on list configs, per key; the rest of the overrides stay."""
+SUBTRACT (3) on list configs, per key; the rest of the overrides stay. APPEND and
+SUBTRACT on a config without an override start from its default; a key named twice
+in one resource is INVALID_REQUEST. Broker resources: dynamic settings only
+(INVALID_REQUEST for a read-only one, INVALID_CONFIG for a name odradek does not
+know, which Kafka would store)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
         code, message, new = current_overrides(ctx.services, res.resource_type, res.resource_name)
+        names = [c.name for c in res.configs]
+        if not code and len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            code, message = ErrorCode.invalid_request, f"Error due to duplicate config keys: {dup}"
         if not code:
             for c in res.configs:
                 op = c.config_operation
@@ -31,7 +39,9 @@ async def handle(ctx: RequestContext, req) -> object:
                             f"Config value append/subtract is not allowed for config {c.name}",
                         )
                         break
-                    current = [x for x in (new.get(c.name) or "").split(",") if x] if c.name in new else []
+                    # not overridden: start from the config's default, as Kafka does
+                    base = new[c.name] if c.name in new else ",".join(setting.default)
+                    current = [x for x in (base or "").split(",") if x]
                     items = [x.strip() for x in (c.value or "").split(",") if x.strip()]
                     if op == APPEND:
                         current += [x for x in items if x not in current]

@@ -1,9 +1,11 @@
-"""DescribeCluster (key 60), v0-2: brokers, cluster id and controller."""
+"""DescribeCluster (key 60), v0-2: brokers, cluster id and controller; when asked, the
+cluster's authorized operations (every one a cluster supports: no authorizer yet, as Kafka
+without one)."""
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.protocol.constants import UNKNOWN_OPERATIONS
+from odradek.protocol.constants import CLUSTER_OPERATIONS, UNKNOWN_OPERATIONS
 from odradek.protocol.errors import ErrorCode
 
 
@@ -33,5 +35,7 @@ async def handle(ctx: RequestContext, req) -> object:
         cluster_id=s.cluster_id,
         controller_id=snap.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=UNKNOWN_OPERATIONS,
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if req.include_cluster_authorized_operations
+        else UNKNOWN_OPERATIONS,
     )
