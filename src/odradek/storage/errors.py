@@ -12,6 +12,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "RecordTooLargeError",
     "InvalidTimestampError",
+    "InconsistentTopicIdError",
 ]
 
 
@@ -41,3 +42,7 @@ class RecordTooLargeError(StorageError):
 
 class InvalidTimestampError(StorageError):
     """INVALID_TIMESTAMP (32): outside message.timestamp.before/after.max.ms."""
+
+
+class InconsistentTopicIdError(StorageError):
+    """INCONSISTENT_TOPIC_ID (103): the partition directory's partition.metadata names another topic id."""
