@@ -78,8 +78,16 @@ def prepare_log_dirs(config: BrokerConfig, fs: FileSystem, cluster_id: str | Non
     for d in dirs:
         os.makedirs(d, exist_ok=True)
         meta = read_meta_properties(d)
-        if meta.get("node.id") and int(meta["node.id"]) != node_id:
-            raise ConfigError(f"log directory {d} belongs to node {meta['node.id']}, not node.id={node_id}")
+        # version 1: odradek's and Kafka's KRaft mode (node.id); 0: Kafka's ZooKeeper mode (broker.id)
+        owner_key = {"1": "node.id", "0": "broker.id"}.get(meta.get("version", "1"))
+        if meta and owner_key is None:
+            raise ConfigError(
+                f"log directory {d}: meta.properties version {meta.get('version')} is not one odradek "
+                "can open (0: Kafka's ZooKeeper mode, 1: Kafka's KRaft mode and odradek)"
+            )
+        owner = meta.get(owner_key or "node.id")
+        if owner and int(owner) != node_id:
+            raise ConfigError(f"log directory {d} belongs to node {owner}, not node.id={node_id}")
         if meta.get("cluster.id"):
             cluster_ids.add(meta["cluster.id"])
     if len(cluster_ids) > 1:

@@ -247,7 +247,9 @@ class Log:
         try:
             self.topic_id = read_partition_metadata(fs, directory)
         except (ValueError, UnicodeDecodeError) as e:
-            log.warning("%s: ignoring malformed partition.metadata (rewritten once the topic id is known): %s", directory, e)
+            log.warning(
+                "%s: ignoring malformed partition.metadata (rewritten once the topic id is known): %s", directory, e
+            )
         return self
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
