@@ -25,7 +25,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 from support.apache_kafka import SHORT_JVM, tool_command, unavailable_reason
 from support.broker import REPO_ROOT
 
@@ -150,6 +150,14 @@ def wait_served(bootstrap: str, timeout: float = 60) -> None:
             return
         assert time.monotonic() < deadline, f"partitions with a leader: {led}"
         time.sleep(0.2)
+
+
+def set_config(name: str, value: str) -> ConfigEntry:
+    return ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+
+
+def delete_config(name: str) -> ConfigEntry:
+    return ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
 
 
 def topic_ids(bootstrap: str) -> dict[str, str]:
@@ -298,6 +306,55 @@ def test_kafka_39_data_directory_is_served_by_odradek(kafka_factory, broker_fact
     b2 = broker_factory(overrides={"log.dirs": str(copy), "node.id": str(node.node_id)})
     assert "topics from the partition directories" not in b2.log_path.read_text()
     assert consume_all(b2.bootstrap, TOPICS) == kafka_served
+
+
+def test_kafka_39_kraft_directory_brings_its_topic_configs(kafka_factory, broker_factory, tmp_path):
+    """A KRaft-mode directory holds Kafka's metadata log: odradek reads the per-topic configs from
+    it (cluster/kafka_metadata_log.py), including a config changed and one deleted after creation,
+    and leaves out a deleted topic."""
+    _need("3.9")
+    k = kafka_factory(line="3.9", overrides={"log.cleaner.backoff.ms": "200"})
+    create_topics(k.bootstrap)
+    admin = AdminClient({"bootstrap.servers": k.bootstrap})
+    for f in admin.create_topics([NewTopic("gone", 1, 1, config={"retention.ms": "1000"})]).values():
+        f.result(30)
+    changes = [
+        ConfigResource("topic", "plain", incremental_configs=[set_config("retention.ms", "123456789")]),
+        ConfigResource("topic", "codecs", incremental_configs=[delete_config("index.interval.bytes")]),
+    ]
+    for f in admin.incremental_alter_configs(changes).values():
+        f.result(30)
+    for f in admin.delete_topics(["gone"]).values():
+        f.result(30)
+    acked = produce(k.bootstrap)
+    wait_cleaned(k.bootstrap, 200)
+    kafka_served = consume_all(k.bootstrap, TOPICS)
+    k.stop()
+    node = k.nodes[0]
+    assert (node.data_dir / "__cluster_metadata-0").is_dir()
+
+    copy = tmp_path / "copy"
+    shutil.copytree(node.data_dir, copy)
+    b = broker_factory(overrides={"log.dirs": str(copy), "node.id": str(node.node_id)})
+    assert "per-topic configs read from Kafka's metadata log" in b.log_path.read_text()
+    assert consume_all(b.bootstrap, TOPICS) == kafka_served
+    check_compacted(kafka_served, acked)
+    got = topic_overrides(b.bootstrap, [*TOPICS, "__consumer_offsets"])
+    assert got["compact"] == COMPACT
+    assert got["plain"] == {**SMALL, "retention.ms": "123456789"}
+    assert got["codecs"] == {"segment.bytes": SMALL["segment.bytes"]}
+    assert got["__consumer_offsets"]["cleanup.policy"] == "compact"
+    assert "gone" not in AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
+
+
+def topic_overrides(bootstrap: str, topics: list[str]) -> dict[str, dict[str, str]]:
+    """Each topic's per-topic configs (DescribeConfigs entries whose source is the topic)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    out = {}
+    for res, f in admin.describe_configs([ConfigResource("topic", t) for t in topics]).items():
+        entries = f.result(30).values()
+        out[res.name] = {e.name: e.value for e in entries if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+    return out
 
 
 def test_odradek_refuses_a_kafka_directory_of_another_node(broker_factory, tmp_path):

@@ -15,10 +15,12 @@ calls it when the first log directory has partition directories but no metadata 
   gets a new id, written into its directories when they are opened);
 * its leader epoch is one above the highest epoch in its partitions' leader-epoch
   checkpoints, so clients that saw Kafka's epochs accept odradek as a newer leader;
-* configs: Kafka's per-topic configs are not in the directory and are not carried over, except
-  that ``__consumer_offsets`` and ``__transaction_state`` are compacted, as Kafka creates them.
-  Set the configs again (kafka-configs / AlterConfigs) after adopting, before the retention
-  of a compacted topic could delete what compaction would have kept.
+* configs: a KRaft-mode directory holds Kafka's metadata log (``__cluster_metadata-0``), and the
+  per-topic configs are read from it (kafka_metadata_log.py). A ZooKeeper-mode directory has
+  them in ZooKeeper, not here: they are not carried over. Either way ``__consumer_offsets`` and
+  ``__transaction_state`` are compacted, as Kafka creates them. Without the metadata log, set the
+  configs again (AlterConfigs) after adopting, before the retention of a compacted topic could
+  delete what compaction would have kept.
 
 Refused (:class:`AdoptionError`): partitions of one topic naming different topic ids, an
 unreadable ``partition.metadata``. ``__cluster_metadata`` (KRaft's own metadata log) is not a
@@ -34,6 +36,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from odradek.cluster.kafka_metadata_log import topic_configs
 from odradek.cluster.metadata import topic_name_problem
 from odradek.cluster.store import MetadataError
 
@@ -110,8 +113,20 @@ def last_leader_epoch(partition_dir: str) -> int:
 
 def discover_topics(directory: str) -> list[FoundTopic]:
     """The topics of a log directory Kafka wrote (see the module docstring)."""
-    found = []
-    for name, parts in sorted(partition_dirs(directory).items()):
+    found: list[FoundTopic] = []
+    dirs = partition_dirs(directory)
+    if not dirs:
+        return found
+    from_metadata_log = topic_configs(directory)
+    if from_metadata_log is None:
+        log.warning(
+            "%s: no readable KRaft metadata log: per-topic configs are not carried over (a ZooKeeper-mode "
+            "broker keeps them in ZooKeeper); set them again (docs/storage.md)",
+            directory,
+        )
+    else:
+        log.info("%s: per-topic configs read from Kafka's metadata log (%s)", directory, METADATA_LOG)
+    for name, parts in sorted(dirs.items()):
         ids = {p: read_topic_id(path) for p, path in parts.items()}
         known = {i for i in ids.values() if i is not None}
         if len(known) > 1:
@@ -125,6 +140,6 @@ def discover_topics(directory: str) -> list[FoundTopic]:
             log.warning("%s: topic %s has no directory for partitions %s; they start empty", directory, name, missing)
         epoch = max(last_leader_epoch(path) for path in parts.values())
         topic_id = known.pop() if known else uuid.uuid4()
-        configs = dict(INTERNAL_CONFIGS.get(name, {}))
+        configs = dict(INTERNAL_CONFIGS.get(name, {})) | (from_metadata_log or {}).get(name, {})
         found.append(FoundTopic(name, topic_id, count, epoch + 1, configs))
     return found

@@ -58,8 +58,7 @@ class LocalMetadataStore:
         self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics)
         if topics and not os.path.exists(self.path):
             log.warning(
-                "%s: no %s; adopted %d topics from the partition directories (%s): per-topic configs "
-                "are not in a Kafka log directory and were not carried over (docs/storage.md)",
+                "%s: no %s; adopted %d topics from the partition directories (%s) (docs/storage.md)",
                 directory,
                 FILE_NAME,
                 len(topics),
