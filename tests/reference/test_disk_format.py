@@ -24,7 +24,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 from support.apache_kafka import SHORT_JVM, tool_command, unavailable_reason
 from support.broker import REPO_ROOT
@@ -54,10 +54,19 @@ def _need(line: str) -> None:
 # ----------------------------------------------------------------------------- a workload, on either broker
 
 
-def create_topics(bootstrap: str) -> None:
+def small_configs(line: str) -> tuple[dict[str, str], dict[str, str]]:
+    """SMALL and COMPACT as a Kafka line accepts them: 4.x refuses segment.bytes under 1 MiB
+    (KIP-1030; 3.9 and odradek take 14 bytes and up), so there the compacted topic rolls by time only."""
+    if line != "4":
+        return SMALL, COMPACT
+    return {**SMALL, "segment.bytes": "1048576"}, {**COMPACT, "segment.bytes": "1048576"}
+
+
+def create_topics(bootstrap: str, line: str = "3.9") -> None:
+    small, compact = small_configs(line)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = [NewTopic("plain", 3, 1, config=SMALL), NewTopic("codecs", len(CODECS), 1, config=SMALL)]
-    new.append(NewTopic("compact", 1, 1, config=COMPACT))
+    new = [NewTopic("plain", 3, 1, config=small), NewTopic("codecs", len(CODECS), 1, config=small)]
+    new.append(NewTopic("compact", 1, 1, config=compact))
     for f in admin.create_topics(new).values():
         f.result(30)
 
@@ -102,10 +111,23 @@ def produce(bootstrap: str) -> dict[tuple[str, int, int], tuple]:
     return acked
 
 
-def commit_group_offsets(bootstrap: str) -> None:
+def commit_group_offsets(bootstrap: str, timeout: float = 60) -> None:
+    """Commit GROUP_OFFSETS for group g1, retrying while the group coordinator is still coming up
+    (a new broker creates __consumer_offsets on the first FindCoordinator)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g1", "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in GROUP_OFFSETS.items()], asynchronous=False)
-    c.close()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in GROUP_OFFSETS.items()], asynchronous=False)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable() and e.args[0].code() != KafkaError.NOT_COORDINATOR:
+                    raise
+                assert time.monotonic() < deadline, e
+                time.sleep(0.5)
+    finally:
+        c.close()
 
 
 def committed(bootstrap: str) -> dict[tuple[str, int], int]:
@@ -308,13 +330,15 @@ def test_kafka_39_data_directory_is_served_by_odradek(kafka_factory, broker_fact
     assert consume_all(b2.bootstrap, TOPICS) == kafka_served
 
 
-def test_kafka_39_kraft_directory_brings_its_topic_configs(kafka_factory, broker_factory, tmp_path):
-    """A KRaft-mode directory holds Kafka's metadata log: odradek reads the per-topic configs from
-    it (cluster/kafka_metadata_log.py), including a config changed and one deleted after creation,
-    and leaves out a deleted topic."""
-    _need("3.9")
-    k = kafka_factory(line="3.9", overrides={"log.cleaner.backoff.ms": "200"})
-    create_topics(k.bootstrap)
+@pytest.mark.parametrize("line", ["3.9", "4"])
+def test_kraft_directory_brings_its_topic_configs(kafka_factory, broker_factory, tmp_path, line):
+    """A KRaft-mode directory (Kafka 3.9, and 4.x, KRaft only) holds Kafka's metadata log: odradek
+    reads the per-topic configs from it (cluster/kafka_metadata_log.py), including a config changed
+    and one deleted after creation, and leaves out a deleted topic; records and group offsets are
+    served as Kafka served them."""
+    _need(line)
+    k = kafka_factory(line=line, overrides={"log.cleaner.backoff.ms": "200"})
+    create_topics(k.bootstrap, line)
     admin = AdminClient({"bootstrap.servers": k.bootstrap})
     for f in admin.create_topics([NewTopic("gone", 1, 1, config={"retention.ms": "1000"})]).values():
         f.result(30)
@@ -328,7 +352,10 @@ def test_kafka_39_kraft_directory_brings_its_topic_configs(kafka_factory, broker
         f.result(30)
     acked = produce(k.bootstrap)
     wait_cleaned(k.bootstrap, 200)
+    commit_group_offsets(k.bootstrap)
+    assert committed(k.bootstrap) == GROUP_OFFSETS
     kafka_served = consume_all(k.bootstrap, TOPICS)
+    kafka_ids = topic_ids(k.bootstrap)
     k.stop()
     node = k.nodes[0]
     assert (node.data_dir / "__cluster_metadata-0").is_dir()
@@ -339,10 +366,13 @@ def test_kafka_39_kraft_directory_brings_its_topic_configs(kafka_factory, broker
     assert "per-topic configs read from Kafka's metadata log" in b.log_path.read_text()
     assert consume_all(b.bootstrap, TOPICS) == kafka_served
     check_compacted(kafka_served, acked)
+    assert committed(b.bootstrap) == GROUP_OFFSETS
+    assert topic_ids(b.bootstrap) == kafka_ids
     got = topic_overrides(b.bootstrap, [*TOPICS, "__consumer_offsets"])
-    assert got["compact"] == COMPACT
-    assert got["plain"] == {**SMALL, "retention.ms": "123456789"}
-    assert got["codecs"] == {"segment.bytes": SMALL["segment.bytes"]}
+    small, compact = small_configs(line)
+    assert got["compact"] == compact
+    assert got["plain"] == {**small, "retention.ms": "123456789"}
+    assert got["codecs"] == {"segment.bytes": small["segment.bytes"]}
     assert got["__consumer_offsets"]["cleanup.policy"] == "compact"
     assert "gone" not in AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
 
