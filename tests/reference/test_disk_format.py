@@ -399,6 +399,15 @@ def test_odradek_refuses_a_kafka_directory_of_another_node(broker_factory, tmp_p
     with pytest.raises(Exception, match="exited"):
         b.start(timeout=20)
     assert "meta.properties version 2 is not one odradek can open" in b.log_path.read_text()
+    # partitions of one topic naming two topic ids: not one topic odradek could serve
+    (d / "meta.properties").write_text("version=0\nbroker.id=1\ncluster.id=abc\n")
+    for p, tid in ((0, "AAAAAAAAAAAAAAAAAAAAAQ"), (1, "AAAAAAAAAAAAAAAAAAAAAg")):
+        (d / f"t-{p}").mkdir()
+        (d / f"t-{p}" / "partition.metadata").write_text(f"version: 0\ntopic_id: {tid}")
+    with pytest.raises(Exception, match="exited"):
+        b.start(timeout=20)
+    assert "the partitions of topic 't' name different topic ids" in b.log_path.read_text()
+    assert "Traceback" not in b.log_path.read_text()
 
 
 # ----------------------------------------------------------------------------- odradek's directory -> Kafka 3.9

@@ -39,6 +39,7 @@ from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
+from odradek.cluster.kafka_dir import AdoptionError
 from odradek.cluster.local import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataStore
@@ -410,7 +411,7 @@ async def run_broker(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except ConfigError as e:
+    except (ConfigError, AdoptionError) as e:
         log.error("%s", e)
         await broker.stop()
         return 2
