@@ -19,6 +19,8 @@
 #   - .deps/kafka-4/libs    : Apache Kafka 4.4.0 broker + tools (scripts/maven/kafka-4.xml)
 #   - .deps/java-old/<v>/   : older Java clients (kafka-clients 0.10.2.2, 1.1.1, 2.8.2 and
 #                             kafka_2.10 0.8.2.2), on no default classpath
+#   - .deps/spark-kafka     : Spark's own Kafka connector spark-sql-kafka-0-10_2.13 and the jars it
+#                             needs beside pyspark's (scripts/maven/spark-sql-kafka.xml), for spark.jars
 # Maven directories carry a stamp of the pom that made them and are re-resolved only when
 # it changes. See docs/reference.md for running the Kafka brokers by hand.
 #
@@ -237,6 +239,16 @@ if maven_fresh "$MAVEN_DIR/kafka_2.10-0.8.2.2.xml" "$DEPS/java-old/kafka_2.10-0.
     info "present: kafka_2.10 0.8.2.2"
 else
     maven_copy "$MAVEN_DIR/kafka_2.10-0.8.2.2.xml" "$DEPS/java-old/kafka_2.10-0.8.2.2"
+fi
+
+# --- 9. Spark's Kafka connector ------------------------------------------------------
+# format("kafka") beside our format("odradek"): the jars pyspark lacks, handed to the test SparkSession
+# and bench/spark/run.py as spark.jars (tests/spark/conftest.py).
+step "Spark's Kafka connector (.deps/spark-kafka, Maven)"
+if maven_fresh "$MAVEN_DIR/spark-sql-kafka.xml" "$DEPS/spark-kafka"; then
+    info "present: $(cd "$DEPS/spark-kafka" && ls *.jar | tr '\n' ' ')"
+else
+    maven_copy "$MAVEN_DIR/spark-sql-kafka.xml" "$DEPS/spark-kafka"
 fi
 
 step "done in $(( $(date +%s) - T0 ))s"

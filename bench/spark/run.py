@@ -7,6 +7,9 @@ then measures (each timed from action start to end, Spark session already warm):
   raw client read   one odradek Consumer per partition, sequentially, in this process
   spark read noop   spark.read.format("odradek")...write.format("noop")
   spark read parquet  ...write.parquet(tmp)
+  spark-sql-kafka read noop / parquet   the same with Spark's own connector, format("kafka")
+                    (.deps/spark-kafka, tests/support/spark_jars.py; skipped when not installed,
+                    or with --skip-kafka-connector), from the same broker and topic
   spark write       a DataFrame of N rows (key, value) -> format("odradek") into a new topic
 Prints records/s and the broker's CPU seconds per million records for each.
 """
@@ -36,9 +39,11 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--skip-write", action="store_true")
+    ap.add_argument("--skip-kafka-connector", action="store_true", help='leave out Spark\'s format("kafka") rows')
     a = ap.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from support.broker import BrokerProcess
+    from support.spark_jars import kafka_connector_version, spark_jars_conf
 
     from odradek.client import Admin, Consumer, Producer, TopicPartition
 
@@ -101,8 +106,12 @@ def main() -> None:
 
         import odradek.spark
 
+        builder = SparkSession.builder
+        jars = {} if a.skip_kafka_connector else spark_jars_conf()
+        for k, v in jars.items():
+            builder = builder.config(k, v)
         spark = (
-            SparkSession.builder.master(a.master)
+            builder.master(a.master)
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", str(parts))
             .config("spark.driver.memory", "2g")
@@ -111,16 +120,22 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         odradek.spark.register(spark)
 
-        def src():  # a fresh DataFrameReader each time (.option() mutates the reader)
-            return spark.read.format("odradek").option("kafka.bootstrap.servers", bs).option("subscribe", "bench")
+        def src(fmt="odradek"):  # a fresh DataFrameReader each time (.option() mutates the reader)
+            return spark.read.format(fmt).option("kafka.bootstrap.servers", bs).option("subscribe", "bench")
 
-        src().option(
-            "endingOffsets", '{{"bench":{{{}}}}}'.format(",".join(f'"{i}":1000' for i in range(parts)))
-        ).load().write.format("noop").mode("overwrite").save()  # warm up the Python workers
-        measure("spark read -> noop", lambda: src().load().write.format("noop").mode("overwrite").save(), n)
+        formats = [("odradek", "spark read")]
+        if jars:
+            formats.append(("kafka", f"spark-sql-kafka {kafka_connector_version()} read"))
+        elif not a.skip_kafka_connector:
+            print("Spark's Kafka connector not installed (.deps/spark-kafka): its rows are left out", flush=True)
+        first_1000 = '{{"bench":{{{}}}}}'.format(",".join(f'"{i}":1000' for i in range(parts)))
         out = tmp / "parquet"
-        measure("spark read -> parquet", lambda: src().load().write.mode("overwrite").parquet(str(out)), n)
-        shutil.rmtree(out, ignore_errors=True)
+        for fmt, label in formats:
+            # warm up: the Python workers (ours), the connector's classes and consumer pool (Spark's)
+            src(fmt).option("endingOffsets", first_1000).load().write.format("noop").mode("overwrite").save()
+            measure(f"{label} -> noop", lambda f=fmt: src(f).load().write.format("noop").mode("overwrite").save(), n)
+            measure(f"{label} -> parquet", lambda f=fmt: src(f).load().write.mode("overwrite").parquet(str(out)), n)
+            shutil.rmtree(out, ignore_errors=True)
         if not a.skip_write:
             wn = n
             # explicit partitions, like the raw produce above (keyed placement adds the client's

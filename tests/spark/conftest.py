@@ -1,5 +1,9 @@
 """Fixtures for the Spark connector and pipeline tests: one local[2] SparkSession and one
-odradek broker for the whole session (tests use their own topics)."""
+odradek broker for the whole session (tests use their own topics).
+
+The session is created with Spark's own Kafka connector on ``spark.jars`` when it is installed
+(tests/support/spark_jars.py), so ``format("kafka")`` runs beside ``format("odradek")``; jars can
+only be added when the session is created, hence here. ``kafka_format`` skips a test without it."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from support.broker import BrokerProcess  # noqa: E402
+from support.spark_jars import spark_jars_conf  # noqa: E402
 
 
 def pytest_configure(config):
@@ -35,8 +40,11 @@ def spark(tmp_path_factory):
 
     import odradek.spark
 
+    builder = SparkSession.builder
+    for k, v in spark_jars_conf().items():
+        builder = builder.config(k, v)
     s = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("odradek-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -49,6 +57,14 @@ def spark(tmp_path_factory):
     odradek.spark.register(s)
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_format(spark):
+    """Spark's own Kafka connector is on the session's classpath (else the test is skipped)."""
+    if not spark_jars_conf():
+        pytest.skip("Spark's Kafka connector not installed (.deps/spark-kafka): run scripts/install-test-deps.sh")
+    return "kafka"
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from sparkutil import make_topic
 
 pytestmark = pytest.mark.spark
 
@@ -31,6 +32,10 @@ def activity(spark_broker):
     from odradek.pipeline.events import generate
 
     topic = f"activity-{os.getpid()}"
+    # Event times start at START_MS, long past the broker's 7-day retention: without
+    # retention.ms=-1 the session broker's retention check (every 5 minutes) deletes them
+    # under a later test once the session has run that long.
+    make_topic(spark_broker.bootstrap, topic, 2, {"retention.ms": "-1"})
     # 4000 events, one every 2 s of event time: 2h13m over three hours of partitions
     generate(
         spark_broker.bootstrap, topic, count=4000, partitions=2, progress=False, start_ms=START_MS, spacing_ms=2000

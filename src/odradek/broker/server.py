@@ -39,6 +39,7 @@ from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
+from odradek.cluster.kafka_dir import AdoptionError
 from odradek.cluster.local import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataStore
@@ -78,8 +79,16 @@ def prepare_log_dirs(config: BrokerConfig, fs: FileSystem, cluster_id: str | Non
     for d in dirs:
         os.makedirs(d, exist_ok=True)
         meta = read_meta_properties(d)
-        if meta.get("node.id") and int(meta["node.id"]) != node_id:
-            raise ConfigError(f"log directory {d} belongs to node {meta['node.id']}, not node.id={node_id}")
+        # version 1: odradek's and Kafka's KRaft mode (node.id); 0: Kafka's ZooKeeper mode (broker.id)
+        owner_key = {"1": "node.id", "0": "broker.id"}.get(meta.get("version", "1"))
+        if meta and owner_key is None:
+            raise ConfigError(
+                f"log directory {d}: meta.properties version {meta.get('version')} is not one odradek "
+                "can open (0: Kafka's ZooKeeper mode, 1: Kafka's KRaft mode and odradek)"
+            )
+        owner = meta.get(owner_key or "node.id")
+        if owner and int(owner) != node_id:
+            raise ConfigError(f"log directory {d} belongs to node {owner}, not node.id={node_id}")
         if meta.get("cluster.id"):
             cluster_ids.add(meta["cluster.id"])
     if len(cluster_ids) > 1:
@@ -402,7 +411,7 @@ async def run_broker(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except ConfigError as e:
+    except (ConfigError, AdoptionError) as e:
         log.error("%s", e)
         await broker.stop()
         return 2

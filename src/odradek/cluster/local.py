@@ -7,6 +7,9 @@ are never disturbed, and is then published to the listeners before the call retu
 
 This broker is the only one: it is the controller, every partition's only replica, leader
 and ISR. Replica lists naming another broker are refused.
+
+A directory without the file but with partition directories was written by Apache Kafka (or
+lost its file): its topics are discovered from the directory (kafka_dir.py) and saved here.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from odradek.cluster.kafka_dir import discover_topics
 from odradek.cluster.metadata import (
     EMPTY_SNAPSHOT,
     BrokerInfo,
@@ -47,7 +51,20 @@ class LocalMetadataStore:
             for t in doc.get("topics", []):
                 parts = tuple(self._partition(p, t.get("leader_epoch", 0)) for p in range(t["partitions"]))
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
+        else:
+            for found in discover_topics(directory):
+                parts = tuple(self._partition(p, found.leader_epoch) for p in range(found.partitions))
+                topics[found.name] = TopicInfo(found.name, found.topic_id, parts, found.configs)
         self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics)
+        if topics and not os.path.exists(self.path):
+            log.warning(
+                "%s: no %s; adopted %d topics from the partition directories (%s) (docs/storage.md)",
+                directory,
+                FILE_NAME,
+                len(topics),
+                ", ".join(sorted(topics)),
+            )
+            self._save(self._snapshot)
 
     @property
     def snapshot(self) -> ClusterSnapshot:
@@ -137,7 +154,13 @@ class LocalMetadataStore:
         doc = {
             "version": 1,
             "topics": [
-                {"name": t.name, "id": str(t.topic_id), "partitions": len(t.partitions), "configs": t.configs}
+                {
+                    "name": t.name,
+                    "id": str(t.topic_id),
+                    "partitions": len(t.partitions),
+                    "configs": t.configs,
+                    "leader_epoch": max((p.leader_epoch for p in t.partitions), default=0),
+                }
                 for t in sorted(snapshot.topics.values(), key=lambda t: t.name)
             ],
         }

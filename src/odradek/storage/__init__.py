@@ -3,6 +3,7 @@
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
+    InconsistentTopicIdError,
     InvalidProducerEpochError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -31,4 +32,5 @@ __all__ = [
     "OutOfOrderSequenceError",
     "InvalidProducerEpochError",
     "RecordTooLargeError",
+    "InconsistentTopicIdError",
 ]

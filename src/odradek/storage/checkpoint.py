@@ -14,12 +14,19 @@ leader-epoch-checkpoint (per partition directory)::
     2
     0 0               <- "epoch startOffset"
     3 120
+
+partition.metadata (per partition directory; Kafka's PartitionMetadataFile, no final newline)::
+
+    version: 0
+    topic_id: <the topic id: 16 bytes, URL-safe base64 without padding>
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
+import uuid
 
 from .fs import FileSystem
 
@@ -29,6 +36,10 @@ __all__ = [
     "read_epochs",
     "write_epochs",
     "LeaderEpochCache",
+    "read_partition_metadata",
+    "write_partition_metadata",
+    "topic_id_text",
+    "parse_topic_id",
     "RECOVERY_POINT",
     "LOG_START",
     "REPLICATION",
@@ -44,6 +55,7 @@ REPLICATION = "replication-offset-checkpoint"
 CLEANER = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 LEADER_EPOCH = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
 
 
 def _read_lines(fs: FileSystem, path: str) -> list[str] | None:
@@ -92,6 +104,40 @@ def read_epochs(fs: FileSystem, path: str) -> list[tuple[int, int]]:
 def write_epochs(fs: FileSystem, path: str, entries: list[tuple[int, int]], *, sync: bool = True) -> None:
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
     fs.write_file_atomic(path, ("\n".join(lines) + "\n").encode(), sync=sync)
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka writes it (``Uuid.toString``): URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def parse_topic_id(text: str) -> uuid.UUID:
+    """The inverse of :func:`topic_id_text`; ValueError when it is not 16 bytes of base64."""
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"not a topic id: {text!r}")
+    return uuid.UUID(bytes=raw)
+
+
+def read_partition_metadata(fs: FileSystem, directory: str) -> uuid.UUID | None:
+    """The topic id in ``directory``'s partition.metadata; None when there is none. A malformed
+    file raises ValueError (Kafka refuses to load such a partition too)."""
+    path = os.path.join(directory, PARTITION_METADATA)
+    if not fs.exists(path):
+        return None
+    fields = {}
+    for line in fs.read_file(path).decode().splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        raise ValueError(f"{path}: unsupported partition.metadata (version {fields.get('version')!r})")
+    return parse_topic_id(fields["topic_id"])
+
+
+def write_partition_metadata(fs: FileSystem, directory: str, topic_id: uuid.UUID) -> None:
+    body = f"version: 0\ntopic_id: {topic_id_text(topic_id)}"
+    fs.write_file_atomic(os.path.join(directory, PARTITION_METADATA), body.encode())
 
 
 class LeaderEpochCache:

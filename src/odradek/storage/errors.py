@@ -12,6 +12,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "RecordTooLargeError",
     "InvalidTimestampError",
+    "InconsistentTopicIdError",
 ]
 
 
@@ -44,3 +45,7 @@ class InvalidTimestampError(StorageError):
     (index in the batch, message) of each record out of range, as on InvalidRecordError."""
 
     record_errors: tuple[tuple[int, str], ...] = ()
+
+
+class InconsistentTopicIdError(StorageError):
+    """INCONSISTENT_TOPIC_ID (103): the partition directory's partition.metadata names another topic id."""

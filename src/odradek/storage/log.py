@@ -16,15 +16,16 @@ import logging
 import os
 import threading
 import time
+import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from odradek.protocol.records import decode_records
 
-from .checkpoint import LeaderEpochCache
+from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
-from .errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from .errors import InconsistentTopicIdError, KafkaStorageError, OffsetOutOfRangeError, StorageError
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
 from .producer_state import ProducerStateManager
@@ -136,6 +137,7 @@ class Log:
         self.last_flush_ms = self._now()
         self.producer_state = ProducerStateManager(fs, directory)
         self.epoch_cache = LeaderEpochCache(fs, directory)
+        self.topic_id: uuid.UUID | None = None  # from partition.metadata; set by assign_topic_id
         self.cleaner_checkpoint = 0
         self.min_delete_horizon: int | None = None  # None: unknown (scan on next cleaning)
         self.closed = False
@@ -242,7 +244,30 @@ class Log:
         self.recovery_point = loaded.recovery_point
         self._hw = loaded.high_watermark
         self._dir_dirty = loaded.created_segment
+        try:
+            self.topic_id = read_partition_metadata(fs, directory)
+        except (ValueError, UnicodeDecodeError) as e:
+            log.warning(
+                "%s: ignoring malformed partition.metadata (rewritten once the topic id is known): %s", directory, e
+            )
         return self
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the partition's topic id in ``partition.metadata`` (Kafka's file, which Kafka
+        needs to open the directory) when it is not there yet. A directory that names another
+        topic id raises InconsistentTopicIdError, as in Kafka: it holds another topic's data."""
+        if self.topic_id == topic_id:
+            return
+        if self.topic_id is not None:
+            raise InconsistentTopicIdError(
+                f"{self.dir}: partition.metadata has topic id {self.topic_id}, the metadata says {topic_id}"
+            )
+        self._check_online()
+        try:
+            write_partition_metadata(self.fs, self.dir, topic_id)
+        except OSError as e:
+            self._fail(e)
+        self.topic_id = topic_id
 
     # ------------------------------------------------------------------ append
     def append(
