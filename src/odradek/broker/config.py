@@ -424,6 +424,14 @@ SETTINGS: tuple[Setting, ...] = (
     # --- operations
     S("metrics.listener", "string", "", "host:port for Prometheus metrics over HTTP; empty disables them."),
     S("controlled.shutdown.enable", "bool", True, "Move leadership away before shutting down (cluster mode)."),
+    S("controlled.shutdown.max.retries", "int", 3, "Attempts of a controlled shutdown before giving up.", at_least(0)),
+    S(
+        "controlled.shutdown.retry.backoff.ms",
+        "long",
+        1000,
+        "Pause between controlled-shutdown attempts (Kafka: 5000).",
+        at_least(0),
+    ),
     S("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", at_least(1)),
     S(
         "zookeeper.connection.timeout.ms",

@@ -28,6 +28,8 @@ from kazoo.client import KazooClient
 from odradek.broker.alter_partition import AlterPartitionSender
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
+from odradek.broker.controlled_shutdown import controlled_shutdown
+from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.metrics import BrokerMetrics
@@ -226,6 +228,7 @@ class Broker:
             producer_ids=ProducerIdAllocator(next_block),
             metrics=metrics,
             controller=self.controller,
+            controller_channel=ControllerChannel(self.node_id, store) if replication else None,
         )
         await groups.start()
         await rm.start()
@@ -360,11 +363,20 @@ class Broker:
             return
         self._stopping = True
         log.info("shutting down")
+        services = self.services
+        if services is not None and self.controller is not None and self.config["controlled.shutdown.enable"]:
+            try:
+                await controlled_shutdown(
+                    services,
+                    self.config["controlled.shutdown.max.retries"],
+                    self.config["controlled.shutdown.retry.backoff.ms"],
+                )
+            except Exception:
+                log.exception("controlled shutdown failed")
         for _name, s in self._servers:
             s.close()
         for conn in list(self.connections):
             conn.stop()
-        services = self.services
         if services is not None:
             # Long-polling fetches answer now (with what they have) instead of at their max wait.
             services.replica_manager.fetch_purgatory.cancel_all()
@@ -379,6 +391,8 @@ class Broker:
                 await self.controller.stop()
             await services.metadata.stop()
             await services.replica_manager.stop()
+            if services.controller_channel is not None:
+                services.controller_channel.close()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

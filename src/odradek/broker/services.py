@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
+    from odradek.broker.controller_channel import ControllerChannel
     from odradek.broker.fetch_session import FetchSessionCache
     from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
@@ -46,6 +47,7 @@ class BrokerServices:
     metrics: BrokerMetrics | None = None
     txn_coordinator: TransactionCoordinator | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
+    controller_channel: ControllerChannel | None = None  # cluster mode: requests passed on to the controller
 
     @property
     def snapshot(self) -> ClusterSnapshot:

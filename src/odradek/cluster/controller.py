@@ -135,7 +135,9 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._rebalance_at = 0.0
         self._stopped = False
-        self._preferred_requests: dict[tuple[str, int], int] = {}
+        # Brokers shutting down (ControlledShutdown): never chosen as leaders, until they
+        # register again (a new session).
+        self._shutting_down: dict[int, int] = {}  # broker -> czxid of the registration that asked
 
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -250,7 +252,10 @@ class Controller:
         return states
 
     async def _reconcile(self, view: CacheView) -> None:
-        live = set(view.brokers)
+        for b, czxid in list(self._shutting_down.items()):
+            if view.broker_sessions.get(b) != czxid:
+                del self._shutting_down[b]  # gone, or back with a new session
+        live = set(view.brokers) - set(self._shutting_down)
         states = self._states(view)
         restarted = {b for b, czxid in view.broker_sessions.items() if self._sessions.get(b, czxid) != czxid}
         for topic in sorted(view.deleting):
@@ -268,7 +273,11 @@ class Controller:
                         creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch)))
                     continue
                 st = cached.state
-                leader, isr, bump = decide(st, replicas, live, restarted, unclean=self.config.unclean_leader_election)
+                unclean = view.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+                unclean_ok = unclean == "true" if unclean is not None else self.config.unclean_leader_election
+                if st.leader in self._shutting_down and st.leader in view.brokers:
+                    continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
+                leader, isr, bump = decide(st, replicas, live, restarted, unclean=unclean_ok)
                 if (leader, isr) != (st.leader, st.isr) or bump:
                     epoch = st.leader_epoch + 1 if bump else st.leader_epoch
                     updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
@@ -294,30 +303,101 @@ class Controller:
         if updates:
             await asyncio.to_thread(self._write_states, [], updates)
 
-    async def elect_preferred(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], str | None]:
-        """ElectLeaders (preferred) through this controller: None per partition moved or already led
-        by its preferred replica, else why not."""
-        if not self.active:
-            raise Deposed("not the controller")
+    async def elect_leaders(
+        self, unclean: bool, partitions: Iterable[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """ElectLeaders: per partition (all when None), an error code and message. Preferred: the
+        first replica, when alive and in sync (ELECTION_NOT_NEEDED when it leads already,
+        PREFERRED_LEADER_NOT_AVAILABLE when it cannot); unclean: a leaderless partition gets its
+        first live replica even if out of sync (ELECTION_NOT_NEEDED when it has a leader,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica lives)."""
         view = self.store.view
-        out: dict[tuple[str, int], str | None] = {}
-        moves = {}
-        for topic, p in partitions:
+        states = self._states(view)
+        live = set(view.brokers) - set(self._shutting_down)
+        wanted = (
+            list(partitions)
+            if partitions is not None
+            else [(t, p) for t, a in view.topics.items() for p in a.partitions]
+        )
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        updates = []
+        for topic, p in wanted:
             a = view.topics.get(topic)
-            cached = view.states.get((topic, p))
-            if a is None or p not in a.partitions or cached is None:
-                out[(topic, p)] = "unknown partition"
+            cached = states.get((topic, p))
+            if a is None or p not in a.partitions or cached is None or topic in view.deleting:
+                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "unknown partition")
                 continue
-            preferred = a.partitions[p][0]
-            if cached.state.leader == preferred:
-                out[(topic, p)] = "already led by its preferred replica"
-            elif preferred not in view.brokers or preferred not in cached.state.isr:
-                out[(topic, p)] = "preferred replica is not alive and in sync"
-            else:
-                moves[(topic, p)] = preferred
-                out[(topic, p)] = None
-        await self._move_leaders(view, moves)
+            st, replicas = cached.state, a.partitions[p]
+            if not unclean:
+                preferred = replicas[0]
+                if st.leader == preferred:
+                    out[(topic, p)] = (ErrorCode.election_not_needed, "already led by its preferred replica")
+                elif preferred not in live or preferred not in st.isr:
+                    out[(topic, p)] = (
+                        ErrorCode.preferred_leader_not_available,
+                        "preferred replica not alive and in sync",
+                    )
+                else:
+                    updates.append(
+                        (topic, p, L.PartitionState(preferred, st.leader_epoch + 1, st.isr, self.epoch), cached.version)
+                    )
+                    out[(topic, p)] = (ErrorCode.none, None)
+                continue
+            if st.leader >= 0 and st.leader in live:
+                out[(topic, p)] = (ErrorCode.election_not_needed, "the partition has a leader")
+                continue
+            alive = [r for r in replicas if r in live]
+            if not alive:
+                out[(topic, p)] = (ErrorCode.eligible_leaders_not_available, "no replica is alive")
+                continue
+            in_sync = [r for r in alive if r in st.isr]
+            leader = (in_sync or alive)[0]
+            isr = tuple(r for r in st.isr if r in live) if in_sync else (leader,)
+            updates.append((topic, p, L.PartitionState(leader, st.leader_epoch + 1, isr, self.epoch), cached.version))
+            out[(topic, p)] = (ErrorCode.none, None)
+        if updates:
+            await asyncio.to_thread(self._write_states, [], updates)
         return out
+
+    async def controlled_shutdown(self, broker: int) -> list[tuple[str, int]]:
+        """Move leadership off a broker that is shutting down, to the next in-sync replica in
+        assignment order, and take it out of the ISR of partitions it follows; returns the
+        partitions it still leads (no other in-sync replica is alive)."""
+        view = self.store.view
+        if broker not in view.brokers:
+            return []
+        self._shutting_down[broker] = view.broker_sessions[broker]
+        live = set(view.brokers) - set(self._shutting_down)
+        states = self._states(view)
+        updates, remaining = [], []
+        for topic, a in view.topics.items():
+            if topic in view.deleting:
+                continue
+            for p, replicas in a.partitions.items():
+                cached = states.get((topic, p))
+                if cached is None or broker not in replicas:
+                    continue
+                st = cached.state
+                if st.leader == broker:
+                    others = [r for r in replicas if r != broker and r in live and r in st.isr]
+                    if not others:
+                        remaining.append((topic, p))
+                        continue
+                    isr = tuple(r for r in st.isr if r != broker)
+                    updates.append(
+                        (topic, p, L.PartitionState(others[0], st.leader_epoch + 1, isr, self.epoch), cached.version)
+                    )
+                elif broker in st.isr and len(st.isr) > 1:
+                    isr = tuple(r for r in st.isr if r != broker)
+                    updates.append(
+                        (topic, p, L.PartitionState(st.leader, st.leader_epoch, isr, self.epoch), cached.version)
+                    )
+        if updates:
+            await asyncio.to_thread(self._write_states, [], updates)
+        log.info(
+            "controlled shutdown of broker %d: %d partitions moved, %d remain", broker, len(updates), len(remaining)
+        )
+        return sorted(remaining)
 
     async def alter_partition(
         self, topic: str, partition: int, leader: int, leader_epoch: int, new_isr: tuple[int, ...], partition_epoch: int

@@ -1,0 +1,115 @@
+"""Leadership: preferred and unclean elections (ElectLeaders), the automatic return to
+preferred leaders, and unclean election's price measured."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import ElectionType, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from support.odradek_cluster import SESSION_MS, OdradekCluster
+
+pytestmark = pytest.mark.cluster
+
+
+def start(tmp_path, **overrides) -> OdradekCluster:
+    c = OdradekCluster(tmp_path, brokers=3, overrides={"replica.lag.time.max.ms": 1500, **overrides})
+    try:
+        return c.start()
+    except Exception:
+        print(c.logs())
+        c.stop()
+        raise
+
+
+def create(c: OdradekCluster, name: str, partitions: int, rf: int, **config: str) -> AdminClient:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, rf, config=config)], operation_timeout=20).values():
+        f.result()
+    return admin
+
+
+def test_preferred_leader_election_brings_leaders_back(tmp_path):
+    c = start(tmp_path, **{"auto.leader.rebalance.enable": "false"})
+    try:
+        admin = create(c, "pref", 3, 3)
+        c.brokers[1].stop()  # controlled: broker 1's leadership moves away
+        c.brokers[1].start(timeout=40)
+        snap = c.wait(lambda s: all(len(p.isr) == 3 for p in s.topics["pref"].partitions), 30, "broker 1 in sync")
+        away = [p.partition for p in snap.topics["pref"].partitions if p.replicas[0] == 1 and p.leader != 1]
+        assert away, "broker 1 should have lost its preferred leadership"
+        parts = [TopicPartition("pref", p) for p in range(3)]
+        result = admin.elect_leaders(ElectionType.PREFERRED, parts).result()
+        errors = {tp.partition: (e.code() if e else 0) for tp, e in result.items()}
+        assert all(errors[p] == 0 for p in away), errors
+        snap = c.wait(lambda s: all(p.leader == p.replicas[0] for p in s.topics["pref"].partitions), 10)
+        again = admin.elect_leaders(ElectionType.PREFERRED, parts).result()
+        assert all(e is not None and e.name() == "ELECTION_NOT_NEEDED" for e in again.values()), again
+    finally:
+        c.stop()
+
+
+def test_auto_rebalance_returns_leadership_to_a_restarted_broker(tmp_path):
+    c = start(tmp_path, **{"leader.imbalance.check.interval.seconds": 1, "leader.imbalance.per.broker.percentage": 0})
+    try:
+        create(c, "auto", 3, 3)
+        c.brokers[2].stop()
+        c.brokers[2].start(timeout=40)
+        c.wait(lambda s: all(p.leader == p.replicas[0] for p in s.topics["auto"].partitions), 20, "preferred leaders")
+    finally:
+        c.stop()
+
+
+def test_unclean_election_trades_acknowledged_records_for_availability(tmp_path):
+    """Replication factor 2, acks=1: the follower falls out of sync and dies, the leader takes
+    writes alone, then dies too; the stale follower comes back. Clean election keeps the
+    partition offline (nothing is lost, nothing is served); unclean election (ElectLeaders)
+    serves again and loses what only the dead leader had: the count is reported."""
+    c = start(tmp_path, **{"auto.leader.rebalance.enable": "false"})
+    try:
+        create(c, "unclean", 1, 2)
+        snap = c.snapshot().topics["unclean"].partitions[0]
+        leader, follower = snap.leader, next(r for r in snap.replicas if r != snap.leader)
+        acked = []
+
+        def send(n: int, tag: str, acks: str) -> None:
+            p = Producer({"bootstrap.servers": c.bootstrap, "acks": acks, "linger.ms": 1})
+            for i in range(n):
+                p.produce(
+                    "unclean", f"{tag}-{i}".encode(), on_delivery=lambda e, m: e is None and acked.append(m.value())
+                )
+            assert p.flush(30) == 0
+
+        send(100, "both", "all")  # on both replicas
+        c.brokers[follower].kill()
+        c.wait(lambda s: s.topics["unclean"].partitions[0].isr == (leader,), SESSION_MS / 1000 + 5, "ISR shrink")
+        send(100, "leader-only", "1")  # acks=1 with the ISR down to the leader
+        c.brokers[leader].kill()
+        c.brokers[follower].start(timeout=40)
+        time.sleep(SESSION_MS / 1000 + 1)
+        assert c.snapshot().topics["unclean"].partitions[0].leader == -1  # clean: stays offline
+        c.wait(lambda s: s.controller_id in {b.node_id for b in s.brokers}, 10, "a live controller")
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})  # (librdkafka waits on a cached dead controller)
+        result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("unclean", 0)]).result()
+        assert all(e is None for e in result.values()), result
+        c.wait(lambda s: s.topics["unclean"].partitions[0].leader == follower, 10, "the unclean leader")
+        from confluent_kafka import Consumer
+
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "u", "auto.offset.reset": "earliest"})
+        cons.assign([TopicPartition("unclean", 0, 0)])
+        got = set()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            m = cons.poll(0.5)
+            if m is not None and m.error() is None:
+                got.add(m.value())
+            elif m is None and len(got) >= 100:
+                break
+        cons.close()
+        lost = [v for v in acked if v not in got]
+        print(f"unclean election: {len(acked)} acknowledged, {len(lost)} lost (those written with acks=1 alone)")
+        assert all(v.startswith(b"leader-only") for v in lost) and len(lost) == 100
+        assert all(v in got for v in acked if v.startswith(b"both"))
+    finally:
+        c.stop()
