@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.odradek_cluster import SESSION_MS, OdradekCluster
+from support.prometheus import scrape, val
 
 pytestmark = pytest.mark.cluster
 
@@ -111,5 +112,32 @@ def test_unclean_election_trades_acknowledged_records_for_availability(tmp_path)
         print(f"unclean election: {len(acked)} acknowledged, {len(lost)} lost (those written with acks=1 alone)")
         assert all(v.startswith(b"leader-only") for v in lost) and len(lost) == 100
         assert all(v in got for v in acked if v.startswith(b"both"))
+    finally:
+        c.stop()
+
+
+def test_replication_metrics_follow_a_follower_leaving_and_returning(tmp_path):
+    c = OdradekCluster(tmp_path, brokers=3, overrides={"replica.lag.time.max.ms": 1500}, metrics=True)
+    c.start()
+    try:
+        create(c, "watched", 3, 3)
+        snap = c.snapshot()
+        controller = snap.controller_id
+        victim = next(b for b in (1, 2, 3) if b != controller)
+        c.brokers[victim].kill()
+        c.wait(lambda s: all(victim not in p.isr for p in s.topics["watched"].partitions), SESSION_MS / 1000 + 5)
+        leaders = {p.leader for p in c.snapshot().topics["watched"].partitions}
+        total_under = sum(val(scrape(c.metrics_ports[b]), "odradek_under_replicated_partitions") for b in leaders)
+        assert total_under == 3
+        m = scrape(c.metrics_ports[controller])
+        assert val(m, "odradek_active_controller") == 1 and val(m, "odradek_offline_partitions") == 0
+        assert sum(val(scrape(c.metrics_ports[b]), "odradek_isr_shrinks_total") for b in leaders) >= 1
+        c.brokers[victim].start(timeout=40)
+        c.wait(lambda s: all(len(p.isr) == 3 for p in s.topics["watched"].partitions), 30, "the ISR whole")
+        leaders = {p.leader for p in c.snapshot().topics["watched"].partitions}
+        assert sum(val(scrape(c.metrics_ports[b]), "odradek_isr_expands_total") for b in leaders) >= 1
+        assert sum(val(scrape(c.metrics_ports[b]), "odradek_under_replicated_partitions") for b in leaders) == 0
+        lags = [k for b in leaders for k in scrape(c.metrics_ports[b]) if k[0] == "odradek_replica_lag_records"]
+        assert len(lags) == 6  # two followers of each of the three partitions
     finally:
         c.stop()

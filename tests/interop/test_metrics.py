@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 import uuid
 
 import pytest
@@ -16,30 +15,7 @@ pytestmark = pytest.mark.interop
 confluent_kafka = pytest.importorskip("confluent_kafka")
 pytest.importorskip("prometheus_client")
 
-
-def scrape(port: int) -> dict[tuple[str, tuple], float]:
-    """{(sample name, sorted label items): value}."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def val(m: dict, name: str, **labels) -> float:
-    return m.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def wait_for(port: int, pred, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        m = scrape(port)
-        if pred(m) or time.monotonic() > deadline:
-            return m
-        time.sleep(0.1)
+from support.prometheus import scrape, val, wait_for  # noqa: E402
 
 
 @pytest.fixture

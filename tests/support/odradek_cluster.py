@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from support.broker import BrokerProcess
+from support.broker import BrokerProcess, free_port
 
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster.metadata import ClusterSnapshot
@@ -30,7 +30,9 @@ SESSION_MS = 2000
 
 
 class OdradekCluster:
-    def __init__(self, directory: str | os.PathLike, brokers: int = 3, overrides: dict | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike, brokers: int = 3, overrides: dict | None = None, *, metrics: bool = False
+    ) -> None:
         self.directory = Path(directory)
         self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=250)
         self.overrides = {
@@ -41,6 +43,7 @@ class OdradekCluster:
         }
         self.brokers: dict[int, BrokerProcess] = {}
         self.count = brokers
+        self.metrics_ports: dict[int, int] = {i: free_port() for i in range(1, brokers + 1)} if metrics else {}
         self._zk = None
 
     @property
@@ -52,7 +55,12 @@ class OdradekCluster:
         for i in range(1, self.count + 1):
             b = self.brokers[i] = BrokerProcess(
                 self.directory / f"broker-{i}",
-                {"zookeeper.connect": self.zookeeper.connect, "broker.id": i, **self.overrides},
+                {
+                    "zookeeper.connect": self.zookeeper.connect,
+                    "broker.id": i,
+                    **({"metrics.listener": f"127.0.0.1:{self.metrics_ports[i]}"} if self.metrics_ports else {}),
+                    **self.overrides,
+                },
             )
             b.spawn()
         for b in self.brokers.values():

@@ -47,6 +47,8 @@ class BrokerMetrics:
         # api -> [bucket counts (len(LATENCY_BUCKETS) + 1, the last one +Inf only), sum, created]
         self.latency: dict[str, list] = {}
         self.accepted = [0, time.time()]
+        self.isr_shrinks = [0, time.time()]
+        self.isr_expands = [0, time.time()]
         self.registry.register(_HotCollector(self))
         self._server: Any = None
 
@@ -89,6 +91,9 @@ class BrokerMetrics:
 
     def connection_accepted(self) -> None:
         self.accepted[0] += 1
+
+    def isr_changed(self, *, shrunk: bool) -> None:
+        (self.isr_shrinks if shrunk else self.isr_expands)[0] += 1
 
     def serve(self, listener: str) -> tuple[str, int]:
         from prometheus_client import start_http_server
@@ -153,6 +158,14 @@ class _HotCollector(Collector):
         yield CounterMetricFamily(
             "odradek_connections_accepted", "Client connections accepted.", value=n, created=created
         )
+        n, created = m.isr_shrinks
+        yield CounterMetricFamily(
+            "odradek_isr_shrinks", "ISR shrinks of partitions led here.", value=n, created=created
+        )
+        n, created = m.isr_expands
+        yield CounterMetricFamily(
+            "odradek_isr_expands", "ISR expansions of partitions led here.", value=n, created=created
+        )
 
 
 class _StateCollector(Collector):
@@ -194,6 +207,7 @@ class _StateCollector(Collector):
             size.add_metric([d], n_bytes)
             offline.add_metric([d], 1 if d in lm.offline_dirs else 0)
         yield from (parts, segs, size, offline)
+        yield from _replication_gauges(s)
         snap = s.group_coordinator.metrics_snapshot()
         if snap is not None:
             groups, members = snap
@@ -204,3 +218,36 @@ class _StateCollector(Collector):
             m = GaugeMetricFamily("odradek_group_members", "Members of all consumer groups.")
             m.add_metric([], members)
             yield m
+
+
+def _replication_gauges(s: BrokerServices):
+    """Under-replicated partitions led here, each follower's lag behind the leader (records),
+    and, on the active controller, partitions without a leader (Kafka reports offline
+    partitions from the controller only)."""
+    under = GaugeMetricFamily("odradek_under_replicated_partitions", "Partitions led here with an incomplete ISR.")
+    lag = GaugeMetricFamily(
+        "odradek_replica_lag_records",
+        "How many records a follower is behind the leader (partitions led here).",
+        labels=["topic", "partition", "replica"],
+    )
+    n = 0
+    for part in list(s.replica_manager.partitions.values()):
+        if not part.is_leader:
+            continue
+        if len(part.isr) < len(part.replicas):
+            n += 1
+        leo = part.log_end_offset
+        for r, st in list(part.followers.items()):
+            if st.log_end_offset >= 0:
+                lag.add_metric([part.topic, str(part.partition), str(r)], max(leo - st.log_end_offset, 0))
+    under.add_metric([], n)
+    yield under
+    yield lag
+    controller = s.controller
+    active = GaugeMetricFamily("odradek_active_controller", "1 on the broker that is the controller.")
+    active.add_metric([], 1 if controller is not None and controller.active else 0)
+    yield active
+    if controller is not None and controller.active:
+        offline = GaugeMetricFamily("odradek_offline_partitions", "Partitions without a leader (controller only).")
+        offline.add_metric([], sum(1 for t in s.snapshot.topics.values() for p in t.partitions if p.leader < 0))
+        yield offline

@@ -69,6 +69,7 @@ class FollowerState:
 
 
 OnAdvance = Callable[["Partition", int], None]
+OnIsrChange = Callable[["Partition", tuple[int, ...], tuple[int, ...]], None]
 
 # ListOffsets' special timestamps
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
@@ -96,9 +97,18 @@ class Partition:
         "_uncommitted",
         "pending_isr",
         "_leader_epoch_start",
+        "_on_isr_change",
     )
 
-    def __init__(self, topic: str, partition: int, log: Log, node_id: int, on_advance: OnAdvance) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        log: Log,
+        node_id: int,
+        on_advance: OnAdvance,
+        on_isr_change: OnIsrChange | None = None,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.key = (topic, partition)
@@ -123,6 +133,7 @@ class Partition:
         # high watermark and acks=all count the larger of the two sets (Kafka's maximal ISR).
         self.pending_isr: tuple[int, ...] | None = None
         self._leader_epoch_start = 0  # the log end offset when this leader epoch began
+        self._on_isr_change = on_isr_change
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition} {self.role.value} epoch {self.leader_epoch} isr {self.isr})"
@@ -153,7 +164,7 @@ class Partition:
         the role or the leader epoch changed (what coordinators' load/unload hooks follow)."""
         was = (self.role, self.leader_epoch)
         self.replicas = info.replicas
-        self.isr = info.isr
+        self._set_isr(info.isr)
         if self.pending_isr is not None and (info.isr == self.pending_isr or info.leader_epoch != self.leader_epoch):
             self.pending_isr = None
         self.leader_id = info.leader
@@ -284,9 +295,15 @@ class Partition:
         """The controller accepted an ISR change (AlterPartition's answer)."""
         if partition_epoch < self.partition_epoch:
             return  # the metadata already brought a newer state
-        self.isr, self.partition_epoch, self.pending_isr = isr, partition_epoch, None
+        self._set_isr(isr)
+        self.partition_epoch, self.pending_isr = partition_epoch, None
         self.refresh_solo()
         self._maybe_advance_high_watermark()
+
+    def _set_isr(self, isr: tuple[int, ...]) -> None:
+        old, self.isr = self.isr, isr
+        if old != isr and old and self.role is Role.LEADER and self._on_isr_change is not None:
+            self._on_isr_change(self, old, isr)
 
     def refresh_solo(self) -> None:
         self._solo = self.role is Role.LEADER and self.isr == (self.node_id,) and self.pending_isr is None

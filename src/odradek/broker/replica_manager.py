@@ -183,6 +183,10 @@ class ReplicaManager:
             return ErrorCode.not_leader_or_follower
         return ErrorCode.unknown_topic_or_partition
 
+    def _on_isr_change(self, partition: Partition, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        if self.metrics is not None:
+            self.metrics.isr_changed(shrunk=len(new) < len(old))
+
     def _on_high_watermark(self, partition: Partition, visible_bytes: int) -> None:
         self.fetch_purgatory.notify(partition.key, visible_bytes)
         self.produce_purgatory.notify(partition.key)
@@ -234,7 +238,9 @@ class ReplicaManager:
             elif lg.config != cfg:
                 lg.update_config(cfg)  # loaded before the metadata said what its topic's configs are
             lg.assign_topic_id(topic.topic_id)  # partition.metadata, as Kafka keeps it
-            part = Partition(topic.name, info.partition, lg, self.node_id, self._on_high_watermark)
+            part = Partition(
+                topic.name, info.partition, lg, self.node_id, self._on_high_watermark, self._on_isr_change
+            )
             part.min_insync_replicas = self.topic_configs.min_insync_replicas(topic.configs)
             self.partitions[key] = part
         was_leader = part.is_leader
