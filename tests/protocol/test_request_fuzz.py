@@ -34,7 +34,7 @@ def _sample_request(api_key: int, version: int) -> bytes | None:
 def _frames() -> list[bytes]:
     out = []
     for h in REGISTRY.values():
-        for v in range(h.min_version, h.max_version + 1):
+        for v in h.kio_versions:
             body = _sample_request(h.api_key, v)
             if body is None:
                 continue
@@ -103,7 +103,7 @@ def test_unknown_api_key_closes():
         parse_frame(encode_request_header(999, 0, 1, "x", False))
 
 
-VERSIONS = [(h.api_key, v) for h in REGISTRY.values() for v in range(h.min_version, h.max_version + 1)]
+VERSIONS = [(h.api_key, v) for h in REGISTRY.values() for v in h.kio_versions]
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])

@@ -64,6 +64,14 @@ class Handler:
     def name(self) -> str:
         return messages.api_name(self.api_key)
 
+    @property
+    def kio_versions(self) -> range:
+        """The served versions kio has schemas for (none for an API only hand-written codecs serve)."""
+        have = messages.schema_versions(self.api_key)
+        if have is None:
+            return range(0)
+        return range(max(self.min_version, have[0]), min(self.max_version, have[1]) + 1)
+
     def request_decoder(self, version: int) -> RequestDecoder | None:
         """The hand-written decoder of this version, or None for kio's."""
         codec = self.codecs.get(version)
@@ -143,7 +151,7 @@ def preload_schemas() -> None:
     the first request of each version doesn't pay for it (measured: ~10% of an early
     consume profile)."""
     for h in load_handlers().values():
-        for v in range(h.min_version, h.max_version + 1):
+        for v in h.kio_versions:
             messages.request_class(h.api_key, v)
             messages.warm(h.api_key, v)
 

@@ -238,9 +238,7 @@ class ReplicaManager:
             elif lg.config != cfg:
                 lg.update_config(cfg)  # loaded before the metadata said what its topic's configs are
             lg.assign_topic_id(topic.topic_id)  # partition.metadata, as Kafka keeps it
-            part = Partition(
-                topic.name, info.partition, lg, self.node_id, self._on_high_watermark, self._on_isr_change
-            )
+            part = Partition(topic.name, info.partition, lg, self.node_id, self._on_high_watermark, self._on_isr_change)
             part.min_insync_replicas = self.topic_configs.min_insync_replicas(topic.configs)
             self.partitions[key] = part
         was_leader = part.is_leader
