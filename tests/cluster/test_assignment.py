@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from odradek.cluster.assignment import AssignmentError, assign_replicas
+from odradek.cluster.assignment import AssignmentError, assign_replicas, assign_replicas_rack_aware, rack_alternated
 
 
 def test_kafkas_documented_layout_for_five_brokers():
@@ -35,3 +35,35 @@ def test_new_partitions_continue_the_pattern():
 def test_impossible_assignments_are_refused(partitions, rf, message):
     with pytest.raises(AssignmentError, match=message):
         assign_replicas([0, 1], partitions, rf)
+
+
+RACKS = {0: "r1", 1: "r1", 2: "r1", 3: "r2", 4: "r2", 5: "r2", 6: "r3", 7: "r3", 8: "r3"}
+
+
+def test_brokers_alternate_by_rack():
+    assert rack_alternated(RACKS) == [0, 3, 6, 1, 4, 7, 2, 5, 8]
+
+
+@pytest.mark.parametrize("rf", [1, 2, 3])
+def test_rack_aware_replicas_span_distinct_racks_and_leaders_spread(rf):
+    got = assign_replicas_rack_aware(RACKS, 18, rf, rng=random.Random(3))
+    for replicas in got:
+        assert len({RACKS[b] for b in replicas}) == rf and len(set(replicas)) == rf
+    assert set(Counter(r[0] for r in got).values()) == {2}
+
+
+def test_more_replicas_than_racks_still_spread_over_brokers():
+    got = assign_replicas_rack_aware({1: "a", 2: "a", 3: "b", 4: "b"}, 8, 3, rng=random.Random(5))
+    for replicas in got:
+        assert len(set(replicas)) == 3 and {"a", "b"} <= {RACKS2[b] for b in replicas}
+
+
+RACKS2 = {1: "a", 2: "a", 3: "b", 4: "b"}
+
+
+def test_mixed_rack_information_is_refused_and_none_means_rack_unaware():
+    with pytest.raises(AssignmentError, match="rack information"):
+        assign_replicas_rack_aware({1: "a", 2: None}, 1, 1)
+    assert assign_replicas_rack_aware({1: None, 2: None}, 2, 2, start_index=0) == assign_replicas(
+        [1, 2], 2, 2, start_index=0
+    )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.client.conn import Connection
 
 if TYPE_CHECKING:
+    from odradek.broker.registry import RequestContext
     from odradek.cluster.store import MetadataStore
 
 
@@ -22,7 +23,7 @@ class ControllerChannel:
         self._conn: Connection | None = None
         self._to = -1
 
-    async def request(self, api_key: int, data: dict[str, Any], version: int, timeout_s: float = 30) -> Any:
+    async def request(self, api_key: int, data: Any, version: int, timeout_s: float = 30) -> Any:
         snap = self.metadata.snapshot
         controller = snap.broker(snap.controller_id)
         if controller is None or controller.node_id == self.node_id:
@@ -40,3 +41,15 @@ class ControllerChannel:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+async def forward_to_controller(ctx: RequestContext, request: Any) -> Any | None:
+    """The controller's answer to `request` (the same entity, passed on), or None when no
+    other controller can be reached (the caller answers NOT_CONTROLLER; clients retry)."""
+    channel = ctx.services.controller_channel
+    if channel is None:
+        return None
+    try:
+        return await channel.request(ctx.api_key, request, ctx.api_version)
+    except Exception:  # noqa: BLE001 - the controller moved again, or is gone
+        return None

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.log_configs import TopicConfigs
-from odradek.cluster.assignment import assign_replicas
+from odradek.cluster.assignment import assign_replicas_rack_aware
 from odradek.cluster.metadata import TopicInfo
 from odradek.cluster.store import MetadataStore
 
@@ -37,8 +37,10 @@ class TopicAdmin:
     def assignment(
         self, partitions: int, replication_factor: int, *, first_partition: int = 0
     ) -> list[tuple[int, ...]]:
-        """Replica lists for new partitions over the live brokers (AssignmentError when impossible)."""
-        return assign_replicas(self.live_brokers, partitions, replication_factor, first_partition=first_partition)
+        """Replica lists for new partitions over the live brokers, rack-aware when they have racks
+        (AssignmentError when impossible)."""
+        racks = {b.node_id: b.rack for b in self.store.snapshot.brokers}
+        return assign_replicas_rack_aware(racks, partitions, replication_factor, first_partition=first_partition)
 
     async def create_topic(
         self,

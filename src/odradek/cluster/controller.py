@@ -260,6 +260,10 @@ class Controller:
         restarted = {b for b, czxid in view.broker_sessions.items() if self._sessions.get(b, czxid) != czxid}
         for topic in sorted(view.deleting):
             await asyncio.to_thread(self._delete_topic, topic)
+        if view.reassigning:  # /admin/reassign_partitions, as Kafka's ZooKeeper tools write it
+            await self.alter_reassignments(dict(view.reassigning), view)
+            await asyncio.to_thread(self._delete_if_exists, L.REASSIGN_PARTITIONS)
+        await self._complete_reassignments(view, states)
         creates: list[tuple[str, int, L.PartitionState]] = []
         updates: list[tuple[str, int, L.PartitionState, int]] = []
         for topic, a in view.topics.items():
@@ -431,6 +435,105 @@ class Controller:
         await asyncio.to_thread(self._write_states, [], [(topic, partition, new, version)])
         log.info("%s-%d: isr %s -> %s (by leader %d)", topic, partition, list(st.isr), list(new_isr), leader)
         return ErrorCode.none, new, version + 1
+
+    # --------------------------------------------------------- reassignment
+    async def alter_reassignments(
+        self, moves: dict[tuple[str, int], tuple[int, ...] | None], view: CacheView | None = None
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None cancels a
+        reassignment in progress). The assignment becomes target + old (the new replicas start
+        copying the log as followers); once every target replica is in the ISR, the reassignment
+        completes (`_complete_reassignments`): a target replica leads, the others go."""
+        view = view or self.store.view
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+        for (topic, p), target in moves.items():
+            a = view.topics.get(topic)
+            if a is None or p not in a.partitions or topic in view.deleting:
+                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "unknown partition")
+            elif target is not None and (not target or len(set(target)) != len(target)):
+                out[(topic, p)] = (ErrorCode.invalid_replica_assignment, "replicas must be distinct and not empty")
+            elif target is not None and any(b not in view.brokers for b in target):
+                out[(topic, p)] = (ErrorCode.invalid_replica_assignment, "a target replica is not a live broker")
+            elif target is None and p not in a.adding and p not in a.removing:
+                out[(topic, p)] = (ErrorCode.no_reassignment_in_progress, "no reassignment in progress")
+            else:
+                by_topic.setdefault(topic, {})[p] = target
+                out[(topic, p)] = (ErrorCode.none, None)
+        for topic, changes in by_topic.items():
+            a = view.topics[topic]
+            parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
+            for p, target in changes.items():
+                current = parts[p]
+                original = tuple(r for r in current if r not in adding.get(p, ())) if p in adding else current
+                if target is None:  # cancel: back to the replicas before the reassignment
+                    parts[p] = original
+                    adding.pop(p, None)
+                    removing.pop(p, None)
+                    continue
+                parts[p] = tuple(target) + tuple(r for r in original if r not in target)
+                add = tuple(r for r in target if r not in original)
+                rem = tuple(r for r in original if r not in target)
+                if add or rem:
+                    adding[p], removing[p] = add, rem
+                else:
+                    adding.pop(p, None)
+                    removing.pop(p, None)
+            updated = L.TopicAssignment(a.topic_id, parts, adding, removing)
+            await asyncio.to_thread(self._write_topic, topic, updated, view.topic_versions.get(topic, -1), [])
+        return out
+
+    async def _complete_reassignments(self, view: CacheView, states: dict[tuple[str, int], CachedState]) -> None:
+        for topic, a in view.topics.items():
+            if topic in view.deleting or not (a.adding or a.removing):
+                continue
+            parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
+            state_updates = []
+            for p in sorted(set(adding) | set(removing)):
+                cached = states.get((topic, p))
+                if cached is None:
+                    continue
+                st = cached.state
+                target = tuple(r for r in parts[p] if r not in removing.get(p, ()))
+                if any(r not in st.isr for r in target):
+                    continue  # new replicas still catching up
+                leader, epoch = st.leader, st.leader_epoch
+                if leader not in target:
+                    leader = next(r for r in target if r in st.isr and r in view.brokers)
+                    epoch += 1
+                isr = tuple(r for r in st.isr if r in target)
+                state_updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
+                parts[p] = target
+                adding.pop(p, None)
+                removing.pop(p, None)
+            if state_updates:
+                updated = L.TopicAssignment(a.topic_id, parts, adding, removing)
+                await asyncio.to_thread(
+                    self._write_topic, topic, updated, view.topic_versions.get(topic, -1), state_updates
+                )
+                log.info("%s: reassignment of %d partitions completed", topic, len(state_updates))
+
+    def _write_topic(
+        self,
+        topic: str,
+        assignment: L.TopicAssignment,
+        version: int,
+        state_updates: list[tuple[str, int, L.PartitionState, int]],
+    ) -> None:
+        ops: list[tuple[str, tuple, dict]] = [
+            ("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})
+        ]
+        for t, p, st, v in state_updates:
+            ops.append(("set_data", (L.partition_state_path(t, p), L.encode_partition_state(st)), {"version": v}))
+        self._transaction(ops)
+        for t, p, st, v in state_updates:
+            self._written[(t, p)] = CachedState(st, v + 1)
+
+    def _delete_if_exists(self, path: str) -> None:
+        try:
+            self.zk.delete(path)
+        except NoNodeError:
+            pass
 
     # --------------------------------------------------------- zookeeper ops
     def _transaction(self, ops: list[tuple[str, tuple, dict]]) -> None:

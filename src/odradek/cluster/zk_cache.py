@@ -51,6 +51,7 @@ class CacheView:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # "<default>" or the id
     deleting: frozenset[str] = frozenset()
     reassigning: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    topic_versions: dict[str, int] = field(default_factory=dict)  # znode version of each assignment
 
 
 class ZkCache:
@@ -101,6 +102,7 @@ class ZkCache:
                 dict(v.broker_configs),
                 v.deleting,
                 dict(v.reassigning),
+                dict(v.topic_versions),
             )
 
     def _changed(self) -> None:
@@ -171,6 +173,7 @@ class ZkCache:
             if data is None:
                 with self._lock:
                     self._v.topics.pop(topic, None)
+                    self._v.topic_versions.pop(topic, None)
                     for key in [k for k in self._v.states if k[0] == topic]:
                         del self._v.states[key]
                 self._watched_topics.discard(topic)
@@ -183,6 +186,7 @@ class ZkCache:
                 return self._keep()
             with self._lock:
                 self._v.topics[topic] = assignment
+                self._v.topic_versions[topic] = stat.version
             for p in assignment.partitions:
                 if (topic, p) not in self._watched_partitions:
                     self._watched_partitions.add((topic, p))
@@ -296,10 +300,11 @@ def read_view(zk: KazooClient, listener: str = "PLAINTEXT") -> CacheView:
             v.brokers[int(c)] = L.decode_broker(int(c), data, listener)
             v.broker_sessions[int(c)] = stat.czxid
     for topic in children(L.TOPICS):
-        data, _ = get(L.topic_path(topic))
+        data, stat = get(L.topic_path(topic))
         if data is None:
             continue
         a = v.topics[topic] = L.decode_topic(topic, data)
+        v.topic_versions[topic] = stat.version
         for p in a.partitions:
             data, stat = get(L.partition_state_path(topic, p))
             if data is not None:

@@ -8,6 +8,7 @@ A single node has no controller (nobody else could lead): NOT_CONTROLLER.
 
 from __future__ import annotations
 
+from odradek.broker.controller_channel import forward_to_controller
 from odradek.broker.registry import RequestContext, handles
 from odradek.protocol.errors import ErrorCode
 
@@ -39,17 +40,7 @@ async def handle(ctx: RequestContext, req) -> object:
 
 
 async def _forward(ctx: RequestContext, req) -> object:
-    channel = ctx.services.controller_channel
-    assert channel is not None
-    data = {
-        "election_type": getattr(req, "election_type", 0),
-        "topic_partitions": None
-        if req.topic_partitions is None
-        else [{"topic": t.topic, "partitions": list(t.partitions)} for t in req.topic_partitions],
-        "timeout": req.timeout,
-    }
-    try:
-        resp = await channel.request(43, data, ctx.api_version)
-    except Exception:  # noqa: BLE001 - the controller moved again: the client retries
+    resp = await forward_to_controller(ctx, req)
+    if resp is None:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller, replica_election_results=())
     return resp

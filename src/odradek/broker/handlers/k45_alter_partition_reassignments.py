@@ -1,0 +1,46 @@
+"""AlterPartitionReassignments (key 45), v0-1: move partitions to new replicas, or cancel a move
+(null replicas). Served by the controller (another broker passes the request on to it): the
+new replicas copy the log as followers while the old ones keep serving, and once they are
+all in the ISR the move completes (cluster/controller.py). Per partition:
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (duplicates, no replicas, a broker
+that is not alive), NO_REASSIGNMENT_IN_PROGRESS (cancelling nothing).
+"""
+
+from __future__ import annotations
+
+from odradek.broker.controller_channel import forward_to_controller
+from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.errors import ErrorCode
+
+
+@handles(45, 0, 1)
+async def handle(ctx: RequestContext, req) -> object:
+    controller = ctx.services.controller
+    if controller is not None and not controller.active:
+        forwarded = await forward_to_controller(ctx, req)
+        if forwarded is not None:
+            return forwarded
+    moves = {
+        (t.name, p.partition_index): (tuple(int(b) for b in p.replicas) if p.replicas is not None else None)
+        for t in req.topics
+        for p in t.partitions
+    }
+    if controller is None or not controller.active:
+        results = dict.fromkeys(moves, (ErrorCode.not_controller, "not the controller"))
+        top = ErrorCode.not_controller
+    else:
+        results = await controller.alter_reassignments(moves)
+        top = ErrorCode.none
+    by_topic: dict[str, list] = {}
+    for (topic, p), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            ctx.nested("ReassignablePartitionResponse", partition_index=p, error_code=code, error_message=message)
+        )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=top,
+        error_message=None,
+        responses=tuple(
+            ctx.nested("ReassignableTopicResponse", name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+        ),
+    )
