@@ -9,7 +9,7 @@ Unknown or invalid settings stop startup with a message naming them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -503,6 +503,12 @@ class BrokerConfig:
             self._values[k] = BY_NAME[k].parse(v)
             self.sources[k] = (sources or {}).get(k, "override")
         self._derive(raw)
+        # What the file and overrides made, under the dynamic layers (kept in the metadata:
+        # every broker's, then this broker's own; `apply_dynamic` lays them over this).
+        self._static: dict[str, Any] = dict(self._values)
+        self._static_sources: dict[str, str] = dict(self.sources)
+        self.dynamic_default: dict[str, Any] = {}
+        self.dynamic_own: dict[str, Any] = {}
 
     def _derive(self, raw: dict[str, str]) -> None:
         v = self._values
@@ -552,14 +558,51 @@ class BrokerConfig:
     def items(self):
         return self._values.items()
 
-    def set_dynamic(self, name: str, raw: str) -> None:
-        setting = BY_NAME.get(name)
-        if setting is None:
-            raise ConfigError(f"unknown setting: {name}")
-        if not setting.dynamic:
-            raise ConfigError(f"setting {name} cannot be changed at runtime")
-        self._values[name] = setting.parse(raw)
-        self.sources[name] = "dynamic"
+    def apply_dynamic(self, default: Mapping[str, str], own: Mapping[str, str]) -> list[str]:
+        """Lay the dynamic settings kept in the metadata over the static ones: this broker's own
+        (source "dynamic"), else every broker's (source "dynamic-default"), else the static
+        value again. Names that are not dynamic settings or values that do not parse are
+        skipped (another broker's version may know them). Returns the names that changed."""
+
+        def parsed(layer: Mapping[str, str]) -> dict[str, Any]:
+            out = {}
+            for name, raw in layer.items():
+                setting = BY_NAME.get(name)
+                if setting is None or not setting.dynamic:
+                    continue
+                try:
+                    out[name] = setting.parse(raw)
+                except ConfigError:
+                    continue
+            return out
+
+        new_default, new_own = parsed(default), parsed(own)
+        changed = []
+        for name in set(self.dynamic_default) | set(self.dynamic_own) | set(new_default) | set(new_own):
+            if name in new_own:
+                value, source = new_own[name], "dynamic"
+            elif name in new_default:
+                value, source = new_default[name], "dynamic-default"
+            else:
+                value, source = self._static[name], self._static_sources[name]
+            if self._values[name] != value or self.sources[name] != source:
+                changed.append(name)
+            self._values[name], self.sources[name] = value, source
+        self.dynamic_default, self.dynamic_own = new_default, new_own
+        return sorted(changed)
+
+    def layers(self, name: str) -> list[tuple[Any, str]]:
+        """The values a setting has in each layer that holds one, most specific first: this
+        broker's dynamic, every broker's dynamic, static (file or override), default."""
+        out: list[tuple[Any, str]] = []
+        if name in self.dynamic_own:
+            out.append((self.dynamic_own[name], "dynamic"))
+        if name in self.dynamic_default:
+            out.append((self.dynamic_default[name], "dynamic-default"))
+        if self._static_sources[name] != "default":
+            out.append((self._static[name], self._static_sources[name]))
+        out.append((BY_NAME[name].default, "default"))
+        return out
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level values of every topic-level setting, as topic config strings."""

@@ -30,6 +30,7 @@ from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.controller_channel import ControllerChannel
+from odradek.broker.dynamic_config import DynamicConfigListener
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.metrics import BrokerMetrics
@@ -214,7 +215,6 @@ class Broker:
 
         groups = GroupCoordinator(RuntimeConfig.from_broker(config), rm, ensure_offsets_topic)
         rm.add_leadership_listener(groups)
-        store.add_listener(rm)
         services = self.services = BrokerServices(
             config=config,
             node_id=self.node_id,
@@ -230,6 +230,9 @@ class Broker:
             controller=self.controller,
             controller_channel=ControllerChannel(self.node_id, store) if replication else None,
         )
+        # The dynamic settings first (a partition's log is opened with the configs in effect).
+        store.add_listener(DynamicConfigListener(services))
+        store.add_listener(rm)
         await groups.start()
         await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading

@@ -71,6 +71,10 @@ class TopicAdmin:
         self.topic_configs.log_config(configs)
         return await self.store.set_topic_configs(name, configs)
 
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Dynamic broker settings of one broker (its id) or of every broker ("<default>")."""
+        await self.store.set_broker_configs(entity, configs)
+
     async def ensure_internal_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> TopicInfo:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
+from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 # DescribeConfigs config sources and types (Kafka's enums).
 SOURCE_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 TYPE_IDS = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
@@ -57,7 +59,13 @@ def _render(value: Any) -> str:
 
 
 def _source(src: str) -> int:
-    return SOURCE_DEFAULT if src == "default" else SOURCE_DYNAMIC_BROKER if src == "dynamic" else SOURCE_STATIC_BROKER
+    if src == "default":
+        return SOURCE_DEFAULT
+    if src == "dynamic":
+        return SOURCE_DYNAMIC_BROKER
+    if src == "dynamic-default":
+        return SOURCE_DYNAMIC_DEFAULT_BROKER
+    return SOURCE_STATIC_BROKER
 
 
 #: broker settings whose default is null in Kafka: unset, DescribeConfigs shows no value and no
@@ -87,19 +95,21 @@ class ConfigEntry(NamedTuple):
 
 
 def _broker_layers(services: BrokerServices, setting: Setting) -> tuple[str | None, int, list]:
-    """A broker setting's value, source and synonyms: its own layer when set, then its default
-    when it has one (Kafka lists each layer that holds a value)."""
+    """A broker setting's value, source and synonyms: every layer that holds a value, most
+    specific first (this broker's dynamic setting, every broker's, the static one, the
+    default), as Kafka lists them."""
     config = services.config
     source = _source(config.sources.get(setting.name, "default"))
-    if source == SOURCE_DEFAULT:
-        if setting.name in NULL_DEFAULTS:
-            return None, source, []
-        value = _render(config[setting.name])
-        return value, source, [(setting.name, value, source)]
+    if source == SOURCE_DEFAULT and setting.name in NULL_DEFAULTS:
+        return None, source, []
     value = _render(config[setting.name])
-    layers = [(setting.name, value, source)]
-    if setting.name not in NULL_DEFAULTS:
-        layers.append((setting.name, _render(setting.default), SOURCE_DEFAULT))
+    layers = [
+        (setting.name, _render(v), _source(src))
+        for v, src in config.layers(setting.name)
+        if not (src == "default" and setting.name in NULL_DEFAULTS)
+    ]
+    if source != SOURCE_DEFAULT and layers and layers[0][2] == SOURCE_DEFAULT:
+        layers.insert(0, (setting.name, value, source))  # a value derived from another setting
     return value, source, layers
 
 
@@ -159,8 +169,8 @@ def current_overrides(
     if resource_type == RESOURCE_BROKER:
         if name not in ("", str(services.node_id)):
             return ErrorCode.invalid_request, f"unexpected broker id {name}", {}
-        config = services.config
-        return 0, None, {k: str(v) for k, v in config.items() if config.sources.get(k) == "dynamic"}
+        layer = services.config.dynamic_default if name == "" else services.config.dynamic_own
+        return 0, None, {k: _render(v) for k, v in layer.items()}
     if resource_type == RESOURCE_BROKER_LOGGER:
         return 0, None, {}
     return ErrorCode.invalid_request, f"unsupported resource type {resource_type}", {}
@@ -188,12 +198,9 @@ async def apply(
             except ConfigError as e:  # Kafka answers a bad broker value INVALID_REQUEST (a topic's: INVALID_CONFIG)
                 return ErrorCode.invalid_request, str(e)
         if not validate_only:
-            for key, value in new.items():
-                services.config.set_dynamic(key, value)
-            _apply_to_storage(services)
-            # Topic defaults may have changed: every topic without an override takes the new value.
-            services.topic_configs.refresh()
-            services.replica_manager.reconfigure_all(services.snapshot.topics.values())
+            # Kept in the metadata (ZooKeeper's /config/brokers/<entity>, or the single node's
+            # metadata file): every broker applies it from there (broker/dynamic_config.py).
+            await services.topics.set_broker_configs(DEFAULT_BROKER_ENTITY if name == "" else name, new)
         return 0, None
     return 0, None  # logger levels: accepted, nothing to keep
 
@@ -206,7 +213,7 @@ _STORAGE_SETTINGS = {
 }
 
 
-def _apply_to_storage(services: BrokerServices) -> None:
+def apply_to_storage(services: BrokerServices) -> None:
     """The cleaner's settings, as they now are, to the log manager (read on its next pass)."""
     logs = services.replica_manager.logs
     for name, attr in _STORAGE_SETTINGS.items():

@@ -45,9 +45,11 @@ class LocalMetadataStore:
         self._write_atomic = write_atomic
         self._listeners: list[MetadataListener] = []
         topics: dict[str, TopicInfo] = {}
+        broker_configs: dict[str, dict[str, str]] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
+            broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
             for t in doc.get("topics", []):
                 parts = tuple(self._partition(p, t.get("leader_epoch", 0)) for p in range(t["partitions"]))
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
@@ -55,7 +57,7 @@ class LocalMetadataStore:
             for found in discover_topics(directory):
                 parts = tuple(self._partition(p, found.leader_epoch) for p in range(found.partitions))
                 topics[found.name] = TopicInfo(found.name, found.topic_id, parts, found.configs)
-        self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics)
+        self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics, broker_configs)
         if topics and not os.path.exists(self.path):
             log.warning(
                 "%s: no %s; adopted %d topics from the partition directories (%s) (docs/storage.md)",
@@ -124,6 +126,12 @@ class LocalMetadataStore:
         await self._replace_topics({**self._snapshot.topics, name: info})
         return info
 
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        merged = {**self._snapshot.broker_configs, entity: dict(configs)}
+        if not configs:
+            del merged[entity]
+        await self._replace(replace(self._snapshot, broker_configs=merged), save=True)
+
     # ---------------------------------------------------------------- internals
     def _partition(self, p: int, leader_epoch: int = 0) -> PartitionInfo:
         n = self.node_id
@@ -153,6 +161,7 @@ class LocalMetadataStore:
     def _save(self, snapshot: ClusterSnapshot) -> None:
         doc = {
             "version": 1,
+            "broker_configs": snapshot.broker_configs,
             "topics": [
                 {
                     "name": t.name,

@@ -17,6 +17,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
 NO_LEADER = -1
+DEFAULT_BROKER_ENTITY = "<default>"  # Kafka's name for the dynamic settings of every broker
 
 
 def topic_name_problem(name: str | None) -> str | None:
@@ -78,6 +79,8 @@ class ClusterSnapshot:
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
     topics: dict[str, TopicInfo]
+    # dynamic broker settings by entity: DEFAULT_BROKER_ENTITY (every broker) or a broker id
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     _by_id: dict[uuid.UUID, TopicInfo] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

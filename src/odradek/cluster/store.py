@@ -78,3 +78,8 @@ class MetadataStore(Protocol):
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         """Replace a topic's overrides."""
         ...
+
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        """Replace the dynamic settings of one broker (its id) or of every broker ("<default>"),
+        kept across restarts; the snapshot's `broker_configs` carries them to every broker."""
+        ...

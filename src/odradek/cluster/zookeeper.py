@@ -67,7 +67,8 @@ def build_snapshot(view: CacheView) -> ClusterSnapshot:
                 parts.append(PartitionInfo(p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version))
         topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
     brokers = tuple(view.brokers[b] for b in sorted(view.brokers))
-    return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics)
+    broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}
+    return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs)
 
 
 class ZooKeeperMetadataStore:
@@ -312,10 +313,12 @@ class ZooKeeperMetadataStore:
 
     async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Dynamic broker settings of one broker (its id) or of all (`<default>`), persisted."""
-        await asyncio.to_thread(self._write_config, L.broker_config_path(entity), dict(configs), f"brokers/{entity}")
-
-    def broker_configs(self, entity: str) -> dict[str, str]:
-        return dict(self._view.broker_configs.get(entity, {}))
+        wanted = dict(configs)
+        await asyncio.to_thread(self._write_config, L.broker_config_path(entity), wanted, f"brokers/{entity}")
+        if entity in (L.DEFAULT_BROKER, str(self.node_id)):  # the ones this broker watches
+            await self.wait_for(
+                lambda s: s.broker_configs.get(entity, {}) == wanted, f"the new dynamic settings of {entity}"
+            )
 
     def _write_config(self, path: str, configs: dict[str, str], entity_path: str) -> None:
         self._set_or_create(path, L.encode_config(configs))

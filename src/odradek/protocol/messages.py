@@ -18,6 +18,8 @@ from kio.static.constants import EntityType
 from odradek.protocol import guard
 
 API_NAMES: dict[int, str] = dict(api_key_map)
+# APIs Kafka 4 removed (so kio has no schema), served by hand-written codecs (protocol/legacy)
+LEGACY_API_NAMES = {7: "controlled_shutdown"}
 
 
 class UnknownApi(LookupError):
@@ -25,7 +27,7 @@ class UnknownApi(LookupError):
 
 
 def api_name(api_key: int) -> str:
-    return API_NAMES.get(api_key, f"unknown({api_key})")
+    return API_NAMES.get(api_key) or LEGACY_API_NAMES.get(api_key) or f"unknown({api_key})"
 
 
 def schema_versions(api_key: int) -> tuple[int, int] | None:
