@@ -152,3 +152,44 @@ def test_dynamic_cleaner_settings_reach_the_log_manager(inprocess):
             assert b.services.config["num.partitions"] != 7
 
     asyncio.run(main())
+
+
+def _alter_broker(b, entity: str, **settings: str):
+    mod = messages.module_of(messages.request_class(44, 1))
+    configs = tuple(mod.AlterableConfig(name=k, config_operation=0, value=v) for k, v in settings.items())
+    res = mod.AlterConfigsResource(resource_type=4, resource_name=entity, configs=configs)
+    return b.call(44, 1, resources=(res,), validate_only=False)
+
+
+async def _describe_broker(b, name: str):
+    mod = messages.module_of(messages.request_class(32, 4))
+    res = mod.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=(name,))
+    r = await b.call(32, 4, resources=(res,), include_synonyms=True, include_documentation=False)
+    (entry,) = r.results[0].configs
+    return entry
+
+
+def test_dynamic_broker_settings_are_kept_across_restarts(inprocess):
+    async def main():
+        async with inprocess(**{"node.id": "1"}) as b:
+            r = await _alter_broker(b, "", **{"log.retention.ms": "3600000"})
+            assert r.responses[0].error_code == 0
+            r = await _alter_broker(b, "1", **{"log.cleaner.backoff.ms": "777"})
+            assert r.responses[0].error_code == 0
+            assert b.services.replica_manager.logs.cleaner_backoff_ms == 777
+        async with inprocess(**{"node.id": "1"}) as b:  # restarted on the same directory
+            e = await _describe_broker(b, "log.retention.ms")
+            assert (e.value, e.config_source) == ("3600000", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+            e = await _describe_broker(b, "log.cleaner.backoff.ms")
+            assert (e.value, e.config_source) == ("777", 2)  # DYNAMIC_BROKER_CONFIG
+            assert [(s.value, s.source) for s in e.synonyms] == [("777", 2), ("15000", 5)]
+            assert b.services.replica_manager.logs.cleaner_backoff_ms == 777
+            # removing the per-broker value falls back to the default layer
+            mod = messages.module_of(messages.request_class(44, 1))
+            op = mod.AlterableConfig(name="log.cleaner.backoff.ms", config_operation=1, value=None)
+            res = mod.AlterConfigsResource(resource_type=4, resource_name="1", configs=(op,))
+            await b.call(44, 1, resources=(res,), validate_only=False)
+            e = await _describe_broker(b, "log.cleaner.backoff.ms")
+            assert (e.value, e.config_source) == ("15000", 5)
+
+    asyncio.run(main())

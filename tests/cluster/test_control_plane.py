@@ -228,3 +228,43 @@ def test_a_single_node_data_directory_refuses_to_join_a_cluster(cluster, tmp_pat
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "cannot join this one" in out.stderr and "belong to cluster" in out.stderr
+
+
+def test_dynamic_broker_settings_persist_in_zookeeper_and_reach_every_broker(cluster):
+    from support.raw import RawConnection
+
+    from odradek.protocol import messages
+
+    mod = messages.module_of(messages.request_class(44, 1))
+    op = mod.AlterableConfig(name="log.retention.ms", config_operation=0, value="7200000")
+    res = mod.AlterConfigsResource(resource_type=4, resource_name="", configs=(op,))
+    with RawConnection(cluster.brokers[1].bootstrap) as c:
+        r = c.call(44, 1, resources=(res,), validate_only=False)
+    assert int(r.responses[0].error_code) == 0
+    zk = KazooClient(hosts=cluster.zookeeper.connect)
+    zk.start()
+    try:
+        assert json.loads(zk.get("/config/brokers/<default>")[0]) == {
+            "version": 1,
+            "config": {"log.retention.ms": "7200000"},
+        }
+        changes = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+        assert {"version": 2, "entity_path": "brokers/<default>"} in changes
+    finally:
+        zk.stop()
+    cluster.brokers[3].stop()
+    cluster.brokers[3].start(timeout=40)
+
+    def described(broker: int) -> tuple[str, int]:
+        dm = messages.module_of(messages.request_class(32, 4))
+        q = dm.DescribeConfigsResource(
+            resource_type=4, resource_name=str(broker), configuration_keys=("log.retention.ms",)
+        )
+        with RawConnection(cluster.brokers[broker].bootstrap) as c:
+            e = c.call(32, 4, resources=(q,), include_synonyms=False, include_documentation=False).results[0].configs[0]
+        return e.value, int(e.config_source)
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(described(b) != ("7200000", 3) for b in (1, 2, 3)):
+        time.sleep(0.2)
+    assert [described(b) for b in (1, 2, 3)] == [("7200000", 3)] * 3
