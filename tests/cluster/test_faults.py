@@ -9,6 +9,7 @@ is checked (tests/support/checker.py). Short timeouts keep each test under a min
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -22,6 +23,8 @@ pytestmark = pytest.mark.cluster
 
 TOPIC = "acked"
 PARTITIONS = 3
+# Fault rounds per test: a few in CI; bench/cluster/soak.sh runs them with 10 and more.
+ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
 
 
 @pytest.fixture
@@ -174,47 +177,62 @@ def leader_of(cluster: OdradekCluster, partition: int) -> int:
     return cluster.snapshot().topics[TOPIC].partitions[partition].leader
 
 
+def whole(cluster: OdradekCluster) -> None:
+    cluster.wait(lambda s: all(len(p.isr) == 3 for p in s.topics[TOPIC].partitions), 30, "the ISR whole again")
+
+
 def test_killing_a_leader_loses_no_acknowledged_write(cluster):
     def fault():
-        victim = leader_of(cluster, 0)
-        cluster.brokers[victim].kill()
-        cluster.wait(lambda s: s.topics[TOPIC].partitions[0].leader not in (victim, -1), SESSION_MS / 1000 + 5)
-        time.sleep(2)
-        cluster.brokers[victim].start(timeout=40)
+        for r in range(ROUNDS):
+            p = r % PARTITIONS
+            victim = leader_of(cluster, p)
+            cluster.brokers[victim].kill()
+            cluster.wait(
+                lambda s, p=p, v=victim: s.topics[TOPIC].partitions[p].leader not in (v, -1), SESSION_MS / 1000 + 5
+            )
+            cluster.brokers[victim].start(timeout=40)
+            whole(cluster)
 
     run_with_fault(cluster, fault)
-    # the restarted broker caught up and is in sync again
-    cluster.wait(lambda s: all(len(p.isr) == 3 for p in s.topics[TOPIC].partitions), 30, "the ISR whole again")
 
 
 def test_a_leader_paused_past_its_session_loses_no_acknowledged_write(cluster):
     def fault():
-        victim = leader_of(cluster, 1)
-        cluster.pause(victim)
-        try:
-            cluster.wait(lambda s: s.topics[TOPIC].partitions[1].leader not in (victim, -1), SESSION_MS / 1000 + 5)
-            time.sleep(1)
-        finally:
-            cluster.resume(victim)  # a zombie leader: it must not acknowledge anything it cannot keep
+        for r in range(ROUNDS):
+            p = r % PARTITIONS
+            victim = leader_of(cluster, p)
+            cluster.pause(victim)
+            try:
+                cluster.wait(
+                    lambda s, p=p, v=victim: s.topics[TOPIC].partitions[p].leader not in (v, -1), SESSION_MS / 1000 + 5
+                )
+                time.sleep(1)
+            finally:
+                cluster.resume(victim)  # a zombie leader: it must not acknowledge anything it cannot keep
+            whole(cluster)
 
     run_with_fault(cluster, fault)
 
 
 def test_killing_the_controller_loses_no_acknowledged_write(cluster):
     def fault():
-        controller = cluster.snapshot().controller_id
-        cluster.brokers[controller].kill()
-        cluster.wait(lambda s: s.controller_id not in (controller, -1), SESSION_MS / 1000 + 5)
-        cluster.brokers[controller].start(timeout=40)
+        for _ in range(ROUNDS):
+            controller = cluster.snapshot().controller_id
+            cluster.brokers[controller].kill()
+            cluster.wait(lambda s, c=controller: s.controller_id not in (c, -1), SESSION_MS / 1000 + 5)
+            cluster.brokers[controller].start(timeout=40)
+            whole(cluster)
 
     run_with_fault(cluster, fault)
 
 
 def test_zookeeper_restarting_loses_no_acknowledged_write(cluster):
     def fault():
-        cluster.zookeeper.kill()
-        time.sleep(1)
-        cluster.zookeeper.start()
+        for _ in range(ROUNDS):
+            cluster.zookeeper.kill()
+            time.sleep(1)
+            cluster.zookeeper.start()
+            cluster.wait(lambda s: len(s.brokers) == 3, 20, "every broker registered again")
 
     run_with_fault(cluster, fault)
 
@@ -224,7 +242,7 @@ def test_sigterm_bounces_of_every_broker_lose_nothing_and_fail_no_write(cluster)
     leadership moves before it stops, so writers see no failed delivery at all."""
 
     def fault():
-        for b in (1, 2, 3):
+        for b in [1, 2, 3] * max(1, ROUNDS // 3):
             led = {p.partition for p in cluster.snapshot().topics[TOPIC].partitions if p.leader == b}
             cluster.brokers[b].stop()
             snap = cluster.snapshot()
@@ -234,3 +252,70 @@ def test_sigterm_bounces_of_every_broker_lose_nothing_and_fail_no_write(cluster)
 
     history = run_with_fault_and_writers(cluster, fault)
     assert not history.writer_errors, history.writer_errors[:5]
+
+
+def test_a_leader_cut_off_from_its_followers_acknowledges_nothing_it_could_lose(tmp_path):
+    """The network between the leader and its followers is cut (a proxy in front of the
+    leader's replication listener) while clients still reach the leader: its high watermark
+    stops, it shrinks the ISR to itself through the controller, min.insync.replicas=2 then
+    refuses acks=all; when the link heals the followers catch up and nothing acknowledged is
+    lost. Each round cuts a partition's leader for a few seconds."""
+    c = OdradekCluster(
+        tmp_path,
+        brokers=3,
+        overrides={"replica.lag.time.max.ms": 1500, "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200},
+        replication_proxies=True,
+    )
+    try:
+        c.start()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        new = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+        for f in admin.create_topics([new], operation_timeout=20).values():
+            f.result()
+
+        def fault():
+            for round_ in range(ROUNDS):
+                victim = leader_of(c, round_ % PARTITIONS)
+                if victim == c.snapshot().controller_id:
+                    victim = leader_of(c, (round_ + 1) % PARTITIONS)  # (the controller itself: also fine)
+                c.proxies[victim].cut()
+                try:
+                    c.wait(
+                        lambda s, v=victim: any(p.isr == (v,) for p in s.topics[TOPIC].partitions if p.leader == v),
+                        15,
+                        "the cut-off leader's ISR to shrink to itself",
+                    )
+                    time.sleep(1)
+                finally:
+                    c.proxies[victim].heal()
+                c.wait(lambda s: all(len(p.isr) == 3 for p in s.topics[TOPIC].partitions), 30, "the ISR whole again")
+
+        run_with_fault(c, fault, after=3)
+    except Exception:
+        print(c.logs(60))
+        raise
+    finally:
+        c.stop()
+
+
+def test_two_brokers_down_refuses_acks_all_with_not_enough_replicas(cluster):
+    """min.insync.replicas=2 with the ISR down to the leader: acks=all is refused, not accepted."""
+    from support.raw import RawConnection
+
+    from odradek.protocol import messages
+    from odradek.protocol.records import Record, build_batch
+
+    leader = leader_of(cluster, 0)
+    for b in (1, 2, 3):
+        if b != leader:
+            cluster.brokers[b].kill()
+    cluster.wait(lambda s: s.topics[TOPIC].partitions[0].isr == (leader,), SESSION_MS / 1000 + 10, "ISR = leader")
+    mod = messages.module_of(messages.request_class(0, 9))
+    batch = build_batch([Record(-1, int(time.time() * 1000), None, b"v")])
+    pd = mod.PartitionProduceData(index=0, records=batch)
+    td = mod.TopicProduceData(name=TOPIC, partition_data=(pd,))
+    with RawConnection(cluster.brokers[leader].bootstrap) as conn:
+        r = conn.call(0, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=(td,))
+        assert int(r.responses[0].partition_responses[0].error_code) == 19  # NOT_ENOUGH_REPLICAS
+        r = conn.call(0, 9, transactional_id=None, acks=1, timeout=5000, topic_data=(td,))
+        assert int(r.responses[0].partition_responses[0].error_code) == 0  # acks=1 does not need the ISR

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from support.broker import BrokerProcess, free_port
+from support.proxy import TcpProxy
 
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster.metadata import ClusterSnapshot
@@ -31,7 +32,13 @@ SESSION_MS = 2000
 
 class OdradekCluster:
     def __init__(
-        self, directory: str | os.PathLike, brokers: int = 3, overrides: dict | None = None, *, metrics: bool = False
+        self,
+        directory: str | os.PathLike,
+        brokers: int = 3,
+        overrides: dict | None = None,
+        *,
+        metrics: bool = False,
+        replication_proxies: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=250)
@@ -44,6 +51,15 @@ class OdradekCluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.count = brokers
         self.metrics_ports: dict[int, int] = {i: free_port() for i in range(1, brokers + 1)} if metrics else {}
+        # With replication_proxies, brokers reach each other on a REPLICATION listener behind a
+        # TcpProxy per broker (proxies[b]: cut it and nobody reaches b's replication listener,
+        # while clients still reach b on its CLIENT listener).
+        self.proxies: dict[int, TcpProxy] = {}
+        self._replication_ports: dict[int, int] = {}
+        if replication_proxies:
+            for i in range(1, brokers + 1):
+                self._replication_ports[i] = free_port()
+                self.proxies[i] = TcpProxy(("127.0.0.1", self._replication_ports[i])).start()
         self._zk = None
 
     @property
@@ -53,20 +69,54 @@ class OdradekCluster:
     def start(self, timeout: float = 40) -> OdradekCluster:
         self.zookeeper.start()
         for i in range(1, self.count + 1):
+            client_port = free_port()
             b = self.brokers[i] = BrokerProcess(
                 self.directory / f"broker-{i}",
                 {
+                    **self._listeners(i, client_port),
                     "zookeeper.connect": self.zookeeper.connect,
                     "broker.id": i,
                     **({"metrics.listener": f"127.0.0.1:{self.metrics_ports[i]}"} if self.metrics_ports else {}),
                     **self.overrides,
                 },
+                port=client_port,
             )
             b.spawn()
         for b in self.brokers.values():
             b.wait_ready(timeout)
         self.wait(lambda s: len(s.brokers) == self.count and s.controller_id > 0, timeout, "every broker registered")
+        self.wait_brokers_see_each_other(timeout)
         return self
+
+    def wait_brokers_see_each_other(self, timeout: float = 20) -> None:
+        """Until every broker's own Metadata lists every broker (each learns of the others
+        through its ZooKeeper watches, a moment after they register)."""
+        from support.raw import RawConnection
+
+        deadline = time.monotonic() + timeout
+        for b in self.brokers.values():
+            while True:
+                with RawConnection(b.bootstrap) as conn:
+                    n = len(
+                        conn.call(
+                            3, 12, topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                        ).brokers
+                    )
+                if n == self.count:
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"broker {b.bootstrap} sees {n} brokers, not {self.count}")
+                time.sleep(0.05)
+
+    def _listeners(self, i: int, client: int) -> dict[str, str]:
+        if not self.proxies:
+            return {}
+        return {
+            "listeners": f"CLIENT://127.0.0.1:{client},REPLICATION://127.0.0.1:{self._replication_ports[i]}",
+            "advertised.listeners": f"CLIENT://127.0.0.1:{client},REPLICATION://127.0.0.1:{self.proxies[i].port}",
+            "inter.broker.listener.name": "REPLICATION",
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+        }
 
     def stop(self) -> None:
         for b in self.brokers.values():
@@ -79,6 +129,8 @@ class OdradekCluster:
             self._zk.close()
             self._zk = None
         self.zookeeper.stop()
+        for proxy in self.proxies.values():
+            proxy.stop()
 
     def __enter__(self) -> OdradekCluster:
         return self.start()

@@ -115,6 +115,18 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     S("advertised.listeners", "list", [], "Addresses given to clients in Metadata; defaults to listeners.", _listeners),
     S(
+        "listener.security.protocol.map",
+        "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Security protocol of each listener name, NAME:PROTOCOL (only PLAINTEXT is served yet).",
+    ),
+    S(
+        "inter.broker.listener.name",
+        "string",
+        "",
+        "The listener brokers reach each other on (replication, the controller); empty: the first.",
+    ),
+    S(
         "log.dirs",
         "list",
         ["/tmp/odradek-logs"],
@@ -614,6 +626,18 @@ class BrokerConfig:
                     ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else str(v))
                 )
         return out
+
+    def security_protocol(self, listener: str) -> str:
+        """A listener's security protocol (listener.security.protocol.map)."""
+        for item in self._values["listener.security.protocol.map"]:
+            name, _, protocol = item.partition(":")
+            if name.strip() == listener:
+                return protocol.strip()
+        raise ConfigError(f"listener {listener} has no entry in listener.security.protocol.map")
+
+    @property
+    def inter_broker_listener(self) -> str:
+        return self._values["inter.broker.listener.name"] or self.listeners[0][0]
 
     @property
     def listeners(self) -> list[tuple[str, str, int]]:

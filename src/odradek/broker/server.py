@@ -138,6 +138,7 @@ class Broker:
     async def start(self) -> BrokerServices:
         load_handlers()
         config = self.config
+        self._check_listeners()
         cluster = await self._join_cluster() if config["zookeeper.connect"] else None
         self.cluster_id = prepare_log_dirs(config, self.fs, cluster[1] if cluster else None)
         first_dir = config["log.dirs"][0]
@@ -148,7 +149,7 @@ class Broker:
             zk_store = ZooKeeperMetadataStore(
                 zk,
                 self.node_id,
-                listener=config.listeners[0][0],
+                listener=config.inter_broker_listener,
                 session_timeout_ms=config["zookeeper.session.timeout.ms"],
             )
             store, next_block = zk_store, zk_store.next_producer_id_block
@@ -260,6 +261,25 @@ class Broker:
         except Exception:
             log.exception("log manager background loop failed")
 
+    def _check_listeners(self) -> None:
+        config = self.config
+        names = [n for n, _h, _p in config.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"listeners repeat a name: {names}")
+        for name in names:
+            protocol = config.security_protocol(name)
+            if protocol != "PLAINTEXT":
+                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT listeners are served yet")
+        advertised = {n for n, _h, _p in config.advertised}
+        if advertised - set(names):
+            raise ConfigError(
+                f"advertised.listeners names listeners that do not exist: {sorted(advertised - set(names))}"
+            )
+        if config.inter_broker_listener not in names:
+            raise ConfigError(
+                f"inter.broker.listener.name={config.inter_broker_listener} is not one of the listeners {names}"
+            )
+
     async def _join_cluster(self) -> tuple[KazooClient, str]:
         """Cluster mode: connect to ZooKeeper and learn (or, first, set) the cluster id."""
         config = self.config
@@ -300,11 +320,17 @@ class Broker:
         self.bound.append(sock.getsockname()[:2])
 
     def _advertised_endpoint(self) -> BrokerInfo:
-        """The first advertised listener; port 0 (a test's free port) means the port the OS chose."""
-        _name, host, port = self.config.advertised[0]
-        if port == 0 and self.bound:
-            host, port = host or self.bound[0][0], self.bound[0][1]
-        return BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None)
+        """Every advertised listener (port 0, a test's free port: the port the OS chose for the
+        listener of that name); host and port those of the inter-broker listener."""
+        bound = {name: sock.getsockname()[:2] for name, sock in self._servers}
+        endpoints = []
+        for name, host, port in self.config.advertised:
+            if port == 0 and name in bound:
+                host, port = host or bound[name][0], bound[name][1]
+            endpoints.append((name, host, port))
+        inter = self.config.inter_broker_listener
+        _n, host, port = next((e for e in endpoints if e[0] == inter), endpoints[0])
+        return BrokerInfo(self.node_id, host, port, self.config["broker.rack"] or None, tuple(endpoints))
 
     async def _accept_loop(self, listener_name: str, server: socket.socket, services: BrokerServices) -> None:
         loop = asyncio.get_running_loop()

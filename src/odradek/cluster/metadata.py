@@ -38,10 +38,25 @@ def topic_name_problem(name: str | None) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A broker's registration. `host`/`port`: the endpoint brokers reach each other on (the
+    inter-broker listener); `endpoints`: (listener name, host, port) of every advertised
+    listener, so each client is answered with the listener it came in on."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def at(self, listener: str) -> BrokerInfo | None:
+        """This broker as reached through `listener` (None: it has no such listener). A
+        registration without listener names (a single endpoint) serves every listener."""
+        if not self.endpoints:
+            return self
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return BrokerInfo(self.node_id, host, port, self.rack, self.endpoints)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

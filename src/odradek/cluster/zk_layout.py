@@ -176,11 +176,14 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 
 # ------------------------------------------------------------------- brokers
-def encode_broker(info: BrokerInfo, listener: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT") -> bytes:
+def encode_broker(info: BrokerInfo, listener: str = "PLAINTEXT", protocols: dict[str, str] | None = None) -> bytes:
+    """`listener`: the listener of `info.host`/`port` (the inter-broker one); every endpoint of
+    `info.endpoints` is listed, with its security protocol (`protocols`, PLAINTEXT by default)."""
+    endpoints = list(info.endpoints) or [(listener, info.host, info.port)]
     doc: dict[str, Any] = {
         "features": {},
-        "listener_security_protocol_map": {listener: security_protocol},
-        "endpoints": [f"{listener}://{info.host}:{info.port}"],
+        "listener_security_protocol_map": {n: (protocols or {}).get(n, "PLAINTEXT") for n, _h, _p in endpoints},
+        "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
         "jmx_port": -1,
         "port": info.port,
         "host": info.host,
@@ -195,18 +198,23 @@ def encode_broker(info: BrokerInfo, listener: str = "PLAINTEXT", security_protoc
 def decode_broker(broker_id: int, data: bytes | None, listener: str = "PLAINTEXT") -> BrokerInfo:
     """A registration's endpoint on `listener` (the first endpoint if it has none by that name)."""
     doc = _load(data, broker_path(broker_id))
-    endpoints = doc.get("endpoints") or []
-    chosen = next((e for e in endpoints if e.startswith(f"{listener}://")), endpoints[0] if endpoints else None)
-    if chosen is not None:
-        rest = chosen.split("://", 1)[1]
+    parsed = []
+    for e in doc.get("endpoints") or []:
+        name, _, rest = str(e).partition("://")
         host, _, port = rest.rpartition(":")
-        host = host.strip("[]")
+        try:
+            parsed.append((name, host.strip("[]"), int(port)))
+        except ValueError:
+            raise LayoutError(f"{broker_path(broker_id)}: bad endpoint {e!r}") from None
+    chosen = next((x for x in parsed if x[0] == listener), parsed[0] if parsed else None)
+    if chosen is not None:
+        host, port = chosen[1], chosen[2]
     else:
         host, port = doc.get("host"), doc.get("port")
     if not host or port in (None, ""):
         raise LayoutError(f"{broker_path(broker_id)}: no endpoint")
     rack = doc.get("rack")
-    return BrokerInfo(broker_id, str(host), int(port), rack if isinstance(rack, str) else None)
+    return BrokerInfo(broker_id, str(host), int(port), rack if isinstance(rack, str) else None, tuple(parsed))
 
 
 # -------------------------------------------------------------------- topics

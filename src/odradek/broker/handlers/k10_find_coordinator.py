@@ -37,13 +37,15 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, st
         snap = s.snapshot
         part = snap.partition(OFFSETS_TOPIC, gc.partition_for(key))
         leader = snap.broker(part.leader) if part is not None else None
+        leader = leader.at(ctx.connection.listener_name) if leader is not None else None
         if leader is None:
             return NOT_AVAILABLE, f"{OFFSETS_TOPIC} has no leader for this group yet", None
         return 0, None, leader
     if key_type == 1:
         # No transaction coordinator yet: this broker answers, and InitProducerId refuses
         # transactional ids with a fatal error (k22), so transactional producers fail at once.
-        return 0, None, s.snapshot.broker(s.node_id)
+        me = s.snapshot.broker(s.node_id)
+        return 0, None, me.at(ctx.connection.listener_name) if me is not None else None
     return int(ErrorCode.invalid_request), f"unsupported key type {key_type}", None
 
 

@@ -25,7 +25,8 @@ async def handle(ctx: RequestContext, req) -> object:
         )
     brokers = tuple(
         ctx.nested("DescribeClusterBroker", broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-        for b in snap.brokers
+        for b in (x.at(ctx.connection.listener_name) for x in snap.brokers)
+        if b is not None
     )
     return ctx.respond(
         throttle_time=0,
