@@ -157,6 +157,18 @@ def test_bad_frame_sizes_are_refused_as_soon_as_seen(data, error, match):
         conn.next_event()
 
 
+def test_a_bad_size_in_the_lent_buffer_drops_the_connection_with_what_came_before():
+    conn = ServerConnection(APIS, 1000)
+    data = api_versions(1) + (5000).to_bytes(4, "big")
+    conn.get_buffer()[: len(data)] = data
+    with pytest.raises(FrameTooLarge):
+        conn.buffer_updated(len(data))
+    with pytest.raises(FrameTooLarge):
+        conn.next_event()
+    with pytest.raises(FrameTooLarge):
+        conn.receive_data(api_versions(2))
+
+
 @pytest.mark.parametrize(
     "frame, match",
     [

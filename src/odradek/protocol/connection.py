@@ -156,11 +156,7 @@ class ServerConnection:
         """Bytes from the peer (a copy; `get_buffer`/`buffer_updated` avoid it)."""
         if self._error is not None:
             raise self._error
-        try:
-            self._reader.feed(data)
-        except ProtocolError as e:
-            self._error = e
-            raise
+        self._reader.feed(data)
 
     @property
     def frames_waiting(self) -> int:
@@ -175,6 +171,8 @@ class ServerConnection:
         """The next request, an immediate response, or NEED_DATA. Raises ProtocolError."""
         if self._error is not None:
             raise self._error
+        if self._reader.error is not None:  # a bad frame size: what came before it is dropped too
+            raise self._reader.error
         if not self._frames:
             return NEED_DATA
         try:

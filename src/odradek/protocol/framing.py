@@ -70,7 +70,7 @@ class FrameReader:
         "_spares",
         "_spare_count",
         "_spare_max",
-        "_error",
+        "error",
     )
 
     def __init__(
@@ -94,7 +94,7 @@ class FrameReader:
         self._spares: list[bytearray] = []
         self._spare_count = spare_count
         self._spare_max = spare_max_size
-        self._error: FrameError | None = None
+        self.error: FrameError | None = None  # once set, raised by every later buffer_updated
 
     @property
     def buffered(self) -> int:
@@ -109,8 +109,8 @@ class FrameReader:
 
     def buffer_updated(self, nbytes: int) -> None:
         """`nbytes` were written at the start of the last `get_buffer()`."""
-        if self._error is not None:
-            raise self._error
+        if self.error is not None:
+            raise self.error
         if self._frame is not None:
             self._fpos += nbytes
             fview = self._fview
@@ -130,14 +130,14 @@ class FrameReader:
             size = _I32.unpack_from(buf, pos)[0]
             if size < self._min or size > self._max:
                 self._have = 0
-                self._error = (
+                self.error = (
                     FrameTooLarge(size, self._max)
                     if size > self._max
                     else InvalidFrame(
                         f"negative frame size {size}" if size < 0 else f"frame size {size} below {self._min}", size
                     )
                 )
-                raise self._error
+                raise self.error
             end = pos + 4 + size
             if end > have:
                 if end - pos > len(buf):  # too big for scratch: its own buffer, filled from here on
