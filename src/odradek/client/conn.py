@@ -249,14 +249,9 @@ class Connection:
             await self._write_ok.wait()
 
     # ------------------------------------------------------------------ reading
-    def _buffer_updated(self, nbytes: int) -> None:
-        reader = self._reader
-        try:
-            reader.buffer_updated(nbytes)
-            bad = None
-        except FrameError as e:  # the frames before it are still answered
-            bad = e
-        frames = reader.frames
+    def _frames_received(self, bad: FrameError | None = None) -> None:
+        """Answer the whole frames the reader holds, in order; then, after a bad frame size, close."""
+        frames = self._reader.frames
         while frames:
             frame = frames.popleft()
             try:
@@ -371,7 +366,15 @@ class _Protocol(asyncio.BufferedProtocol):
         return self.conn._reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.conn._buffer_updated(nbytes)
+        conn = self.conn
+        reader = conn._reader
+        try:
+            reader.buffer_updated(nbytes)
+        except FrameError as e:  # the frames before it are still answered
+            conn._frames_received(e)
+            return
+        if reader.frames:  # most reads of a large frame complete none
+            conn._frames_received()
 
     def connection_lost(self, exc) -> None:
         self.conn.close(

@@ -109,9 +109,7 @@ class FrameReader:
 
     def buffer_updated(self, nbytes: int) -> None:
         """`nbytes` were written at the start of the last `get_buffer()`."""
-        if self.error is not None:
-            raise self.error
-        if self._frame is not None:
+        if self._frame is not None:  # (never set after an error)
             self._fpos += nbytes
             fview = self._fview
             if self._fpos == len(fview):
@@ -122,6 +120,8 @@ class FrameReader:
                 if len(self._spares) < self._spare_count and len(frame) <= self._spare_max:
                     self._spares.append(frame)  # reused only once nothing refers to it (_buffer_for)
             return
+        if self.error is not None:
+            raise self.error
         have = self._have + nbytes
         buf, view = self._scratch, self._sview
         frames = self.frames
