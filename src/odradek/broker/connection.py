@@ -209,7 +209,7 @@ class Connection:
         )
 
     async def _handle(self, event: RequestReceived | ImmediateResponse) -> None:
-        if type(event) is ImmediateResponse:  # answered by the protocol itself (ApiVersions fallback)
+        if isinstance(event, ImmediateResponse):  # answered by the protocol itself (ApiVersions fallback)
             await self.transport.write([event.data])
             return
         handler = REGISTRY[event.api_key]

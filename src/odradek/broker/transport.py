@@ -97,7 +97,7 @@ class PlaintextTransport:
         if small is not None:
             await self._sendall(small)
             return
-        pending: list[bytes] = []
+        pending: list[bytes | bytearray | memoryview] = []
         for chunk in chunks:
             if isinstance(chunk, _BYTES):
                 pending.append(chunk)
@@ -109,7 +109,7 @@ class PlaintextTransport:
         if pending:
             await self._sendall(pending[0] if len(pending) == 1 else b"".join(pending))
 
-    async def _sendall(self, data: bytes | memoryview) -> None:
+    async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
         while view:
             try:

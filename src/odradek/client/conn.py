@@ -346,10 +346,11 @@ def _copy_exc(exc: BaseException) -> BaseException:
 
 
 class _Protocol(asyncio.BufferedProtocol):
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "reader")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.reader = conn._reader
 
     def connection_made(self, transport) -> None:
         self.conn._transport = transport
@@ -363,18 +364,17 @@ class _Protocol(asyncio.BufferedProtocol):
                 pass
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.conn._reader.get_buffer(sizehint)
+        return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        conn = self.conn
-        reader = conn._reader
+        reader = self.reader
         try:
             reader.buffer_updated(nbytes)
         except FrameError as e:  # the frames before it are still answered
-            conn._frames_received(e)
+            self.conn._frames_received(e)
             return
         if reader.frames:  # most reads of a large frame complete none
-            conn._frames_received()
+            self.conn._frames_received()
 
     def connection_lost(self, exc) -> None:
         self.conn.close(

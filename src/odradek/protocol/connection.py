@@ -143,11 +143,10 @@ class ServerConnection:
         # buffer_updated raises ProtocolError (a FrameError) on a bad frame size.
         self.get_buffer: Callable[..., memoryview] = reader.get_buffer
         self.buffer_updated: Callable[[int], None] = reader.buffer_updated
-        ours = apis.get(API_VERSIONS_KEY)
-        self._api_versions_fallback = (
-            None
-            if ours is None
-            else struct.pack(">hihhh", _UNSUPPORTED_VERSION, 1, API_VERSIONS_KEY, ours.advertised_min, ours.max_version)
+        # (without ApiVersions in the table, its key is unknown and this is never sent)
+        ours = apis.get(API_VERSIONS_KEY, ServedApi(0, 0, 0))
+        self._api_versions_fallback = struct.pack(
+            ">hihhh", _UNSUPPORTED_VERSION, 1, API_VERSIONS_KEY, ours.advertised_min, ours.max_version
         )
         self._error: ProtocolError | None = None
 

@@ -99,21 +99,23 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         """Bytes received that are not yet part of a whole frame."""
-        return self._fpos if self._frame is not None else self._have
+        return self._fpos if self._fview is not None else self._have
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the next bytes go: the rest of the large frame's buffer, or the scratch buffer's free space."""
-        if self._frame is not None:
-            return self._fview[self._fpos :]
+        fview = self._fview
+        if fview is not None:
+            return fview[self._fpos :]
         return self._sview[self._have :]
 
     def buffer_updated(self, nbytes: int) -> None:
         """`nbytes` were written at the start of the last `get_buffer()`."""
-        if self._frame is not None:  # (never set after an error)
+        fview = self._fview
+        if fview is not None:  # a large frame in its own buffer (never after an error)
             self._fpos += nbytes
-            fview = self._fview
             if self._fpos == len(fview):
                 frame = self._frame
+                assert frame is not None
                 self.frames.append(fview.toreadonly())
                 fview.release()
                 self._frame = self._fview = None
