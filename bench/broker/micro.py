@@ -1,9 +1,10 @@
 """Per-request broker CPU, in process: the e2e workload's two requests without a network.
 
 A broker is started in this process (temp dir, uvloop, no listener traffic); each step runs the
-exact code a connection runs for one frame: parse (header + body), the handler, the response
-encoding. Requests are the ones librdkafka 2.16 sends (Produce v10 with one 100-byte record,
-acks=1; Fetch v16 of one partition, session-less) rebuilt from tests/protocol/fixtures/confluent.
+exact code a connection runs for one frame: framing and parsing (the protocol connection's
+receive_data + next_event: header + body), the handler, the response framing. Requests are
+the ones librdkafka 2.16 sends (Produce v10 with one 100-byte record, acks=1; Fetch v16 of one
+partition, session-less) rebuilt from tests/protocol/fixtures/confluent.
 
     .venv/bin/python bench/broker/micro.py [-n 20000]
 
@@ -26,20 +27,23 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from odradek.broker.config import BrokerConfig  # noqa: E402
-from odradek.broker.connection import parse_frame  # noqa: E402
+from odradek.broker.connection import served_apis  # noqa: E402
 from odradek.broker.connection_state import ConnectionState  # noqa: E402
-from odradek.broker.registry import RequestContext, load_handlers  # noqa: E402
+from odradek.broker.registry import REGISTRY, RequestContext, load_handlers  # noqa: E402
 from odradek.broker.server import Broker  # noqa: E402
 from odradek.protocol import messages, records  # noqa: E402
-from odradek.protocol.headers import encode_request_header, response_header  # noqa: E402
+from odradek.protocol.connection import ServerConnection  # noqa: E402
+from odradek.protocol.framing import encode_frame  # noqa: E402
+from odradek.protocol.headers import encode_request_header  # noqa: E402
 
 SENTINEL = 0x0123456789ABCDEF
 FIX = ROOT / "tests" / "protocol" / "fixtures" / "confluent"
 
 
 def frame_for(api_key: int, version: int, req, corr: int = 1) -> bytes:
+    """A whole request frame, size prefix included."""
     head = encode_request_header(api_key, version, corr, "rdkafka", messages.is_flexible(api_key, version))
-    return head + messages.encode(req)
+    return encode_frame(head + messages.encode(req))
 
 
 async def main(n: int) -> None:
@@ -48,11 +52,19 @@ async def main(n: int) -> None:
     cfg = BrokerConfig({"log.dirs": tmp, "listeners": "PLAINTEXT://127.0.0.1:0", "num.partitions": "1"})
     broker = Broker(cfg)
     services = await broker.start()
+    # the broker warms its schema caches in a thread after starting: let it finish first
+    await asyncio.gather(*(t for t in broker._tasks if t.get_coro().__name__ == "_warm_up"))
     conn = ConnectionState(1, "peer")
     try:
         info = await services.topics.create_topic("micro", [(services.node_id,)], {})
         batch = make_batch()
-        _h, _hd, preq, _ = parse_frame((FIX / "produce_v10.bin").read_bytes())
+        proto = ServerConnection(served_apis(), cfg["socket.request.max.bytes"])
+
+        def parse_frame(framed: bytes):
+            proto.receive_data(framed)
+            return proto.next_event()
+
+        preq = parse_frame(encode_frame((FIX / "produce_v10.bin").read_bytes())).request
         preq = dataclasses.replace(
             preq,
             acks=1,
@@ -65,7 +77,7 @@ async def main(n: int) -> None:
             ),
         )
         pframe = frame_for(0, 10, preq)
-        _h, _hd, freq, _ = parse_frame((FIX / "fetch_v16.bin").read_bytes())
+        freq = parse_frame(encode_frame((FIX / "fetch_v16.bin").read_bytes())).request
         ftopic = dataclasses.replace(
             freq.topics[0],
             topic_id=info.topic_id,
@@ -80,13 +92,14 @@ async def main(n: int) -> None:
             return fframe[:at] + offset.to_bytes(8, "big") + fframe[at + 8 :]
 
         async def run_frame(frame, fetch_offset=None):
-            handler, header, request, flexible = parse_frame(frame)
+            event = parse_frame(frame)
             ctx = RequestContext(
-                services, conn, header.api_key, header.api_version, header.correlation_id, header.client_id
+                services, conn, event.api_key, event.api_version, event.correlation_id, event.client_id
             )
-            resp = await handler.fn(ctx, request)
-            response_header(header.correlation_id, flexible)
-            return handler.encode_response(header.api_version, resp)
+            handler = REGISTRY[event.api_key]
+            resp = await handler.fn(ctx, event.request)
+            body, size = handler.encode_response(event.api_version, resp)
+            return proto.send_chunks(event, body, size)
 
         # produce enough so each fetch finds a batch at its offset
         steps = {}
@@ -111,8 +124,8 @@ async def main(n: int) -> None:
             for _ in range(n):
                 parse_frame(f)
 
-        timed("produce: parse_frame", parse_p)
-        timed("fetch:   parse_frame", parse_f)
+        timed("produce: frame+parse", parse_p)
+        timed("fetch:   frame+parse", parse_f)
 
         async def produce_all():
             for _ in range(n):

@@ -14,8 +14,8 @@ import socket
 import struct
 import time
 
-from odradek.broker.connection import INLINE_REGION_BYTES
 from odradek.broker.registry import make
+from odradek.broker.transport import INLINE_REGION_BYTES
 from odradek.protocol import messages, records
 from odradek.protocol.headers import encode_request_header
 

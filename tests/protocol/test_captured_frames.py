@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.connection import parse_frame
-from odradek.broker.registry import load_handlers
 from odradek.protocol import messages, records
+from odradek.protocol.connection import RequestReceived, ServedApi, ServerConnection
+from odradek.protocol.framing import encode_frame
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CLIENTS = ("java", "confluent", "kcat", "kafka_python", "aiokafka", "kafkajs")
@@ -45,20 +45,22 @@ CODECS = {
 NAME = re.compile(r"(?P<api>[a-z_]+)_v(?P<version>\d+)\.bin")
 API_KEYS = {v: k for k, v in messages.API_NAMES.items()}
 
-load_handlers()
 FILES = sorted(FIXTURES.glob("*/*.bin"))
+# Everything kio has a schema for (what the broker serves is checked in tests/interop).
+APIS = {k: ServedApi(r[0], r[0], r[1]) for k in messages.API_NAMES if (r := messages.schema_versions(k))}
 
 
 def _id(p: Path) -> str:
     return f"{p.parent.name}/{p.stem}"
 
 
-def _parse(path: Path):
+def _parse(path: Path) -> tuple[bytes, RequestReceived]:
     frame = path.read_bytes()
-    parsed = parse_frame(frame)
-    assert not isinstance(parsed, bytes), "a captured request was answered without a handler"
-    handler, header, request, _flexible = parsed
-    return frame, handler, header, request
+    conn = ServerConnection(APIS, len(frame))
+    conn.receive_data(encode_frame(frame))
+    event = conn.next_event()
+    assert isinstance(event, RequestReceived), "a captured request was answered without a handler"
+    return frame, event
 
 
 def test_fixtures_present():
@@ -72,19 +74,20 @@ def test_parses_and_round_trips(path: Path):
     m = NAME.fullmatch(path.name)
     assert m, f"unexpected fixture name {path.name}"
     api_key, version = API_KEYS[m["api"]], int(m["version"])
-    frame, handler, header, request = _parse(path)
-    assert (header.api_key, header.api_version) == (api_key, version)
-    assert handler.api_key == api_key
-    assert header.client_id == CLIENT_IDS[path.parent.name]
-    assert type(request) is messages.request_class(api_key, version)
-    body = frame[header.size :]
-    assert messages.encode(request) == body
+    frame, event = _parse(path)
+    assert (event.api_key, event.api_version) == (api_key, version)
+    assert event.client_id == CLIENT_IDS[path.parent.name]
+    assert event.flexible == messages.is_flexible(api_key, version)
+    assert type(event.request) is messages.request_class(api_key, version)
+    body = frame[event.header_size :]
+    assert messages.encode(event.request) == body
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if p.name.startswith("produce_")], ids=_id)
 def test_produce_batches_are_valid(path: Path):
     client = path.parent.name
-    _frame, _handler, _header, request = _parse(path)
+    _frame, event = _parse(path)
+    request = event.request
     batches = 0
     for td in request.topic_data:
         for pd in td.partition_data:

@@ -8,30 +8,89 @@ from hypothesis import strategies as st
 
 from odradek.protocol import messages
 from odradek.protocol.fetch_codec import PartitionResult, TopicResult, encode_fetch_response
-from odradek.protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame, encode_frame
+from odradek.protocol.framing import FrameReader, FrameTooLarge, InvalidFrame, encode_frame
 from odradek.protocol.headers import encode_request_header, parse_request_header
+
+
+def _split_feed(reader: FrameReader, stream: bytes, step: int) -> list[bytes]:
+    got = []
+    for i in range(0, len(stream), step):
+        reader.feed(stream[i : i + step])
+        got.extend(bytes(f) for f in reader)
+    return got
 
 
 @given(st.lists(st.binary(max_size=300), max_size=20), st.integers(min_value=1, max_value=50))
 def test_frames_survive_any_split(payloads, step):
     stream = b"".join(encode_frame(p) for p in payloads)
-    dec = FrameDecoder(1000)
-    got = []
-    for i in range(0, len(stream), step):
-        got.extend(dec.feed(stream[i : i + step]))
-    assert got == payloads
-    assert dec.buffered == 0
+    # a scratch buffer of 64 bytes: frames over 60 bytes take the own-buffer path
+    for reader in (FrameReader(1000), FrameReader(1000, scratch_size=64)):
+        assert _split_feed(reader, stream, step) == payloads
+        assert reader.buffered == 0
+
+
+def test_small_frames_are_bytes_large_ones_read_only_views_of_their_own_buffer():
+    reader = FrameReader(1000, scratch_size=64)
+    reader.feed(encode_frame(b"s" * 60) + encode_frame(b"L" * 61))
+    small, large = reader.frames
+    assert type(small) is bytes and small == b"s" * 60
+    assert type(large) is memoryview and large.readonly and bytes(large) == b"L" * 61
+    assert type(large.obj) is bytearray and len(large.obj) == 61
+
+
+def test_a_large_frame_is_received_straight_into_its_buffer():
+    reader = FrameReader(1000, scratch_size=64)
+    payload = bytes(range(200))
+    reader.feed(encode_frame(payload)[:10])  # the size and 6 bytes: they move to the frame's own buffer
+    buf = reader.get_buffer()
+    assert len(buf) == 194  # the rest of the frame, and no more
+    buf[:194] = payload[6:]
+    reader.buffer_updated(194)
+    (frame,) = reader
+    assert bytes(frame) == payload
+
+
+def test_a_large_buffer_is_reused_only_once_nothing_refers_to_it():
+    reader = FrameReader(10_000, scratch_size=64)
+    big = [bytes([65 + i]) * 1000 for i in range(4)]
+    reader.feed(encode_frame(big[0]))
+    (a,) = reader
+    reader.feed(encode_frame(big[1]))
+    (b,) = reader
+    assert b.obj is not a.obj  # `a` is still held: its buffer is not reused
+    held = a[10:20]  # a slice (what a decoded Fetch response keeps) holds the buffer too
+    a.release()
+    reader.feed(encode_frame(big[2]))
+    (c,) = reader
+    assert c.obj is not held.obj and bytes(held) == big[0][10:20]
+    first = held.obj
+    del held
+    b.release()
+    reader.feed(encode_frame(big[3]))
+    (d,) = reader
+    assert d.obj is first  # kept and reused once nothing referred to it
+    assert bytes(d) == big[3] and bytes(c) == big[2]
 
 
 def test_oversized_frame_is_rejected_before_buffering():
-    dec = FrameDecoder(100)
-    with pytest.raises(FrameTooLarge):
-        list(dec.feed((101).to_bytes(4, "big") + b"x"))
+    reader = FrameReader(100)
+    with pytest.raises(FrameTooLarge, match="frame of 101 bytes exceeds the limit of 100 bytes"):
+        reader.feed((101).to_bytes(4, "big") + b"x")
 
 
 def test_negative_frame_size():
+    with pytest.raises(InvalidFrame, match="negative frame size -2"):
+        FrameReader(100).feed(b"\xff\xff\xff\xfe")
+
+
+def test_frames_before_a_bad_size_are_kept_and_the_error_sticks():
+    reader = FrameReader(100, min_frame_size=4)
+    with pytest.raises(InvalidFrame, match="frame size 3 below 4") as e:
+        reader.feed(encode_frame(b"good") + encode_frame(b"bad"))
+    assert e.value.size == 3
+    assert list(reader) == [b"good"]
     with pytest.raises(InvalidFrame):
-        list(FrameDecoder(100).feed(b"\xff\xff\xff\xfe"))
+        reader.feed(encode_frame(b"more"))
 
 
 @given(

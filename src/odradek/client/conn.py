@@ -23,6 +23,7 @@ from odradek.protocol import messages
 from odradek.protocol.errors import KafkaError, error_class
 from odradek.protocol.fetch_codec import DECODE_MAX_VERSION as FETCH_DECODE_MAX
 from odradek.protocol.fetch_codec import decode_fetch_response
+from odradek.protocol.framing import FrameError, FrameReader
 from odradek.protocol.headers import encode_request_header
 
 from . import _wire
@@ -57,7 +58,7 @@ CLIENT_MAX_VERSION = {
 # Versions below these do not exist in kio or in any broker we care about.
 CLIENT_MIN_VERSION = {1: 4}
 _SCRATCH = 256 * 1024  # receive buffer for small frames (larger ones get their own)
-_SPARE_MAX = 64 * 1024 * 1024  # large-frame buffers up to this size are kept for reuse
+_SPARE_MAX = 64 * 1024 * 1024  # large-frame buffers up to this size are kept for reuse (at most 2)
 
 
 class Connection:
@@ -86,18 +87,13 @@ class Connection:
         self._transport: asyncio.Transport | None = None
         self._in_flight: collections.deque = collections.deque()
         self._corr = 0
-        # Reading (asyncio.BufferedProtocol: the transport receives straight into our memory).
-        # Small frames gather in the scratch buffer; a frame larger than it gets a buffer of
-        # its own, which the socket then fills directly: one copy from the kernel, none after.
-        self._scratch = bytearray(_SCRATCH)
-        self._sview = memoryview(self._scratch)
-        self._have = 0  # bytes pending at the start of the scratch buffer
-        self._frame: bytearray | None = None  # the large frame being received (after its size)
-        self._fview: memoryview | None = None
-        self._fpos = 0
-        # Large-frame buffers to reuse: a fresh 1 MiB buffer costs its zeroing and a page fault
-        # per 4 KiB, which showed as ~20 % of a 1 KiB-record consumer's CPU.
-        self._spares: list[bytearray] = []
+        # Reading (asyncio.BufferedProtocol: the transport receives straight into the reader's
+        # memory). Small frames gather in a scratch buffer; a frame larger than it gets a buffer
+        # of its own that the socket fills directly, kept for reuse once nothing refers to it
+        # (a Fetch response's records are views of it until the consumer has decoded them).
+        self._reader = FrameReader(
+            max_frame_size, min_frame_size=4, scratch_size=_SCRATCH, spare_count=2, spare_max_size=_SPARE_MAX
+        )
         self._closed_exc: BaseException | None = None
         self._write_ok: asyncio.Event | None = None
         self._close_callbacks: list = []
@@ -253,70 +249,22 @@ class Connection:
             await self._write_ok.wait()
 
     # ------------------------------------------------------------------ reading
-    def _get_buffer(self) -> memoryview:
-        if self._frame is not None:
-            return self._fview[self._fpos :]
-        return self._sview[self._have :]
-
-    def _buffer_updated(self, nbytes: int) -> None:
-        if self._frame is not None:
-            self._fpos += nbytes
-            fview = self._fview
-            if self._fpos == len(fview):
-                frame, view = self._frame, fview.toreadonly()
-                self._frame = self._fview = None
-                try:
-                    self._handle_frame(view)
-                finally:
-                    # A Fetch response's records are views of `frame` until the consumer has
-                    # decoded them: the buffer is reused only once none is left (_buffer_for).
-                    view.release()
-                    fview.release()
-                    if len(self._spares) < 2 and len(frame) <= _SPARE_MAX:
-                        self._spares.append(frame)
-            return
-        have = self._have + nbytes
-        buf, view = self._scratch, self._sview
-        pos = 0
-        while have - pos >= 4:
-            size = _I32.unpack_from(buf, pos)[0]
-            if size < 4 or size > self.max_frame_size:
-                self._have = 0
-                self.close(KafkaConnectionError(f"bad frame size {size} from {self.host}:{self.port}"))
-                return
-            end = pos + 4 + size
-            if end > have:
-                if size + 4 > _SCRATCH:  # too big for scratch: its own buffer, filled from here on
-                    got = have - pos - 4
-                    frame = self._buffer_for(size)
-                    fview = memoryview(frame)[:size]
-                    fview[:got] = view[pos + 4 : have]
-                    self._frame, self._fview, self._fpos = frame, fview, got
-                    pos = have
-                break
-            frame = bytes(view[pos + 4 : end])
-            pos = end
-            self._handle_frame(frame)
+    def _frames_received(self, bad: FrameError | None = None) -> None:
+        """Answer the whole frames the reader holds, in order; then, after a bad frame size, close."""
+        frames = self._reader.frames
+        while frames:
+            frame = frames.popleft()
+            try:
+                self._handle_frame(frame)
+            finally:
+                if type(frame) is memoryview:
+                    # A large frame's buffer is reused once no view of it is left: what the
+                    # response keeps (Fetch records) holds it, this view must not.
+                    frame.release()
             if self._closed_exc is not None:
                 return
-        if pos:
-            rest = have - pos
-            if rest:
-                buf[:rest] = view[pos:have]  # the start of the next frame moves to the front
-            have = rest
-        self._have = have
-
-    def _buffer_for(self, size: int) -> bytearray:
-        """A spare buffer of at least `size` bytes that nothing refers to any more, or a new one."""
-        for i, b in enumerate(self._spares):
-            if len(b) >= size:
-                try:  # resizing fails while any buffer view of it is alive (a response kept a slice)
-                    b.append(0)
-                except BufferError:
-                    continue
-                del b[-1]
-                return self._spares.pop(i)
-        return bytearray(size)
+        if bad is not None:
+            self.close(KafkaConnectionError(f"bad frame size {bad.size} from {self.host}:{self.port}"))
 
     def _handle_frame(self, frame: bytes) -> None:
         (corr,) = _I32.unpack_from(frame, 0)
@@ -398,10 +346,11 @@ def _copy_exc(exc: BaseException) -> BaseException:
 
 
 class _Protocol(asyncio.BufferedProtocol):
-    __slots__ = ("conn",)
+    __slots__ = ("conn", "reader")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.reader = conn._reader
 
     def connection_made(self, transport) -> None:
         self.conn._transport = transport
@@ -415,10 +364,17 @@ class _Protocol(asyncio.BufferedProtocol):
                 pass
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.conn._get_buffer()
+        return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.conn._buffer_updated(nbytes)
+        reader = self.reader
+        try:
+            reader.buffer_updated(nbytes)
+        except FrameError as e:  # the frames before it are still answered
+            self.conn._frames_received(e)
+            return
+        if reader.frames:  # most reads of a large frame complete none
+            self.conn._frames_received()
 
     def connection_lost(self, exc) -> None:
         self.conn.close(

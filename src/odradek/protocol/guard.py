@@ -16,7 +16,14 @@ import struct
 from collections.abc import Callable
 from functools import cache
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, get_field_tag
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
 
 _FIXED = {
     "int8": 1,
@@ -189,6 +196,10 @@ def entity_walker(cls: type) -> Walker:
                 array_head("    ")
                 lines.append("    for _ in range(n):")
                 lines.append(f"        pos = _e{i}(buf, pos, end)")
+            elif is_optional(f):  # a nullable struct: an int8 marker, -1 for null, then the struct
+                lines.append("    if pos >= end: raise LengthError('field overruns the frame')")
+                lines.append("    pos += 1")
+                lines.append(f"    if buf[pos - 1] != 0xFF: pos = _e{i}(buf, pos, end)")
             else:
                 lines.append(f"    pos = _e{i}(buf, pos, end)")
             continue
@@ -239,8 +250,7 @@ def _tagged_fields(buf, pos: int, end: int, tagged: dict[int, Walker]) -> int:
 
 
 def _lazy(cls: type) -> Walker:
-    """Nullable nested entities in flexible versions carry a marker byte; kio's
-    schemas only use plain nested entities in requests we serve, so walk it directly."""
+    """A nested entity's walker, compiled when first needed (entities may nest themselves)."""
 
     def walk(buf, pos, end):
         return entity_walker(cls)(buf, pos, end)

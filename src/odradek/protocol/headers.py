@@ -32,7 +32,7 @@ class RequestHeader:
     size: int  # bytes the header took in the frame; the body starts there
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     """api_key, api_version, correlation_id: readable even when the rest is not."""
     if len(frame) < 8:
         raise InvalidHeader("frame shorter than a request header")
@@ -51,7 +51,7 @@ def write_uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -69,6 +69,12 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 
 def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     api_key, api_version, correlation_id = peek_header(frame)
+    client_id, size = read_header_rest(frame, flexible)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, size)
+
+
+def read_header_rest(frame: bytes | memoryview, flexible: bool) -> tuple[str | None, int]:
+    """What follows the first 8 bytes (see `peek_header`): (client id, header size)."""
     pos = 8
     if len(frame) < pos + 2:
         raise InvalidHeader("truncated client id")
@@ -92,7 +98,7 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
             pos += size
             if pos > len(frame):
                 raise InvalidHeader("truncated tagged field")
-    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+    return client_id, pos
 
 
 def response_header(correlation_id: int, flexible: bool) -> bytes:

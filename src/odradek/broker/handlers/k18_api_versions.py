@@ -1,16 +1,16 @@
 """ApiVersions (key 18), v0-4.
 
 The advertised list is built from the handler registry, so it can't drift from what
-is served. A request version above ours gets UNSUPPORTED_VERSION in the v0 layout
-with our ApiVersions range (KIP-511), so the client can retry at a version we
-know. v3+ requests carry the client software name and version; names that fail
-Kafka's pattern get INVALID_REQUEST. Responses always use response header v0.
+is served. A request version above ours never reaches this handler: the protocol layer
+answers it with UNSUPPORTED_VERSION in the v0 layout and our ApiVersions range (KIP-511,
+protocol/connection.py), so the client can retry at a version we know. v3+ requests
+carry the client software name and version, kept on the connection's state; names that
+fail Kafka's pattern get INVALID_REQUEST. Responses always use response header v0.
 """
 
 from __future__ import annotations
 
 import re
-import struct
 
 from odradek.broker.registry import REGISTRY, RequestContext, handles
 from odradek.protocol.errors import ErrorCode
@@ -18,11 +18,6 @@ from odradek.protocol.errors import ErrorCode
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 KEY = 18
 MAX_VERSION = 4
-
-
-def unsupported_version_response() -> bytes:
-    """ApiVersionsResponse v0 body: UNSUPPORTED_VERSION and our own ApiVersions range."""
-    return struct.pack(">hihhh", ErrorCode.unsupported_version, 1, KEY, 0, MAX_VERSION)
 
 
 @handles(KEY, 0, MAX_VERSION)
