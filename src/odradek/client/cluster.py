@@ -190,9 +190,6 @@ class Cluster:
         if not self._closed:
             self.request_update()
 
-    def connected_nodes(self) -> list[int]:
-        return [n for n, c in self._conns.items() if c.connected]
-
     async def any_connection(self) -> Connection:
         """A connection to some broker: the least loaded open one, else a new one."""
         open_conns = [c for c in self._conns.values() if c.connected]
@@ -248,16 +245,6 @@ class Cluster:
                 log.debug("metadata refresh failed: %r", e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.retry_backoff_max)
-
-    async def wait_for_update(self, timeout: float) -> None:
-        """Wait for the next completed metadata refresh (or the timeout)."""
-        self.request_update()
-        task = self._refresh_task
-        if task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(task), timeout)
-            except TimeoutError:
-                pass
 
     def maybe_refresh(self) -> None:
         if time.monotonic() - self._last_refresh > self.metadata_max_age:
@@ -355,12 +342,6 @@ class Cluster:
     ) -> Any:
         conn = await self.connection(node_id)
         return await conn.request(api_key, data, version=version, timeout=timeout)
-
-    async def send_any(self, api_key: int, data: Any | Callable[[Connection], Any]) -> Any:
-        conn = await self.any_connection()
-        if callable(data):
-            data = data(conn)
-        return await conn.request(api_key, data)
 
     async def retrying(self, fn: Callable[[], Any], *, timeout: float | None = None, what: str = "request") -> Any:
         """Call `fn` (a coroutine function) until it succeeds, a non-retriable error, or the deadline."""

@@ -79,7 +79,6 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
 
 # field offsets inside a batch
-BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
 PARTITION_LEADER_EPOCH_OFFSET = 12
 MAGIC_OFFSET = 16
@@ -92,7 +91,6 @@ _I = struct.Struct(">i")
 _UI = struct.Struct(">I")
 _H = struct.Struct(">h")
 _HH = struct.Struct(">hh")
-_ATTR_LOD = struct.Struct(">hi")  # attributes + lastOffsetDelta
 _LEGACY_V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TS = struct.Struct(">q")
 
@@ -308,15 +306,6 @@ def _write_varint(out: bytearray, v: int) -> None:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
-
-
-def _varint_size(v: int) -> int:
-    v = (v << 1) ^ (v >> 63)
-    n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
 
 
 # --------------------------------------------------------------------------- compression
