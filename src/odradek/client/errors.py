@@ -7,12 +7,8 @@ Each class has `code`, `name` and `retriable`; catch `KafkaError` for all of the
 from __future__ import annotations
 
 from odradek.protocol import errors as _perrors
-from odradek.protocol.errors import *  # noqa: F401,F403  (one class per Kafka error code)
-from odradek.protocol.errors import KafkaError, error_class, raise_for_code  # noqa: F401
-
-NetworkExceptionError = _perrors.NetworkExceptionError  # type: ignore[attr-defined]
-RequestTimedOutError = _perrors.RequestTimedOutError  # type: ignore[attr-defined]
-UnsupportedVersionError = _perrors.UnsupportedVersionError  # type: ignore[attr-defined]
+from odradek.protocol.errors import *  # noqa: F403  (one class per Kafka error code)
+from odradek.protocol.errors import KafkaError, NetworkExceptionError
 
 
 class KafkaConnectionError(NetworkExceptionError):
@@ -58,7 +54,7 @@ class RecordTooLargeClientError(KafkaError):
     name = "record_too_large"
 
 
-__all__ = [n for n in dir(_perrors) if n.endswith("Error") or n == "KafkaError"] + [
+__all__ = [
     "KafkaConnectionError",
     "KafkaTimeoutError",
     "NoBrokersAvailable",
@@ -67,6 +63,5 @@ __all__ = [n for n in dir(_perrors) if n.endswith("Error") or n == "KafkaError"]
     "CommitFailedError",
     "NoOffsetForPartitionError",
     "RecordTooLargeClientError",
-    "error_class",
-    "raise_for_code",
 ]
+__all__ += _perrors.__all__
