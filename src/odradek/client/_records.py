@@ -30,7 +30,7 @@ import struct
 from typing import NamedTuple
 
 from odradek.protocol import records as R
-from odradek.protocol.headers import write_uvarint
+from odradek.protocol.varint import write_uvarint
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import messages
-from odradek.protocol.headers import write_uvarint
+from odradek.protocol.varint import write_uvarint
 
 _TIMEDELTA_NAMES = {"i32Timedelta", "i64Timedelta"}
 _MISSING = dataclasses.MISSING

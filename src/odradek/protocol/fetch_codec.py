@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.protocol.headers import InvalidHeader
-from odradek.protocol.headers import read_uvarint as _uvarint
-from odradek.protocol.headers import write_uvarint as uvarint
+from odradek.protocol.varint import VarintError
+from odradek.protocol.varint import read_uvarint as _uvarint
+from odradek.protocol.varint import write_uvarint as uvarint
 
 MIN_VERSION = 4
 MAX_VERSION = 18
@@ -222,7 +222,7 @@ def decode_fetch_response(version: int, body: bytes | memoryview, pos: int = 0) 
         mv = mv.toreadonly()
     try:
         return _decode_fetch(version, mv, pos)
-    except (struct.error, IndexError, InvalidHeader) as e:
+    except (struct.error, IndexError, VarintError) as e:
         raise ValueError(f"truncated Fetch v{version} response: {e}") from None
 
 

@@ -5,8 +5,9 @@ reading the elements, so a frame declaring, say, 4 billion array entries makes i
 ask for tens of GB and the process aborts (no exception to catch). This module
 walks the same layout (from kio's own entity classes and field metadata) checking
 only lengths: every array, string and bytes field must fit in what remains of the
-frame, otherwise `LengthError` (a ValueError) is raised and the request is refused
-like any malformed one. Walkers are compiled once per entity class.
+frame, otherwise `LengthError` (or `VarintError` for a bad varint; both ValueErrors)
+is raised and the request is refused like any malformed one. Walkers are compiled
+once per entity class.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from kio.serial._introspect import (
     get_field_tag,
     is_optional,
 )
+
+from odradek.protocol.varint import read_uvarint as _uvarint
 
 _FIXED = {
     "int8": 1,
@@ -50,21 +53,6 @@ Walker = Callable[[bytes, int, int], int]  # (buf, pos, end) -> new pos
 
 class LengthError(ValueError):
     pass
-
-
-def _uvarint(buf, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise LengthError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise LengthError("varint too long")
 
 
 def _need(pos: int, n: int, end: int, what: str) -> int:

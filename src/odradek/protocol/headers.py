@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.protocol.varint import VarintError, read_uvarint
+
 _HEAD = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -39,34 +41,6 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return _HEAD.unpack_from(frame, 0)
 
 
-def write_uvarint(n: int) -> bytes:
-    """Unsigned varint (flexible versions' compact lengths and tag counts)."""
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise InvalidHeader("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise InvalidHeader("varint too long")
-
-
 def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     api_key, api_version, correlation_id = peek_header(frame)
     client_id, size = read_header_rest(frame, flexible)
@@ -91,13 +65,16 @@ def read_header_rest(frame: bytes | memoryview, flexible: bool) -> tuple[str | N
             raise InvalidHeader("client id is not UTF-8") from e
         pos += n
     if flexible:
-        count, pos = read_uvarint(frame, pos)
-        for _ in range(count):
-            _tag, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
-            if pos > len(frame):
-                raise InvalidHeader("truncated tagged field")
+        try:
+            count, pos = read_uvarint(frame, pos)
+            for _ in range(count):
+                _tag, pos = read_uvarint(frame, pos)
+                size, pos = read_uvarint(frame, pos)
+                pos += size
+                if pos > len(frame):
+                    raise InvalidHeader("truncated tagged field")
+        except VarintError as e:
+            raise InvalidHeader(str(e)) from None
     return client_id, pos
 
 

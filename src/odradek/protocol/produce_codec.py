@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from odradek.protocol.constants import ZERO_UUID
-from odradek.protocol.headers import write_uvarint
+from odradek.protocol.varint import write_uvarint
 
 MIN_VERSION = 3
 MAX_VERSION = 13

@@ -31,6 +31,8 @@ from typing import NamedTuple
 import cramjam
 import crc32c as _crc32c_module
 
+from odradek.protocol.varint import VarintError, read_varint, write_varint
+
 __all__ = [
     "NONE",
     "GZIP",
@@ -278,36 +280,6 @@ def patch_batch(
         _UI.pack_into(buf, pos + CRC_OFFSET, c)
 
 
-# --------------------------------------------------------------------------- varints
-
-
-def _read_varint(b, pos: int) -> tuple[int, int]:
-    x = b[pos]
-    pos += 1
-    if x < 0x80:
-        return (x >> 1) ^ -(x & 1), pos
-    result = x & 0x7F
-    shift = 7
-    while True:
-        x = b[pos]
-        pos += 1
-        result |= (x & 0x7F) << shift
-        if x < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _write_varint(out: bytearray, v: int) -> None:
-    v = (v << 1) ^ (v >> 63)
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-
-
 # --------------------------------------------------------------------------- compression
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -367,7 +339,7 @@ def decompress(codec: int, data) -> bytes:
 
 
 def _encode_records(out: bytearray, records: Sequence[Record], base_offset: int, base_ts: int) -> None:
-    wv = _write_varint
+    wv = write_varint
     for i, r in enumerate(records):
         off = r.offset
         delta = i if off < 0 else off - base_offset
@@ -526,7 +498,7 @@ def decode_records(batch_bytes, pos: int = 0) -> list[Record]:
     base_ts = h.base_timestamp
     log_append = h.attributes & TIMESTAMP_TYPE_MASK
     max_ts = h.max_timestamp
-    rv = _read_varint
+    rv = read_varint
     out: list[Record] = []
     p = 0
     try:
@@ -566,7 +538,7 @@ def decode_records(batch_bytes, pos: int = 0) -> list[Record]:
             out.append(
                 Record(base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value, headers)
             )
-    except (IndexError, UnicodeDecodeError) as e:
+    except (IndexError, UnicodeDecodeError, VarintError) as e:
         raise CorruptRecordError(f"malformed record in batch at offset {base_offset}: {e}") from None
     return out
 

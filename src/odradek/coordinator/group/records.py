@@ -21,6 +21,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from odradek.protocol.varint import VarintError, read_uvarint
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 _H = struct.Struct(">h")
@@ -205,15 +207,11 @@ class _Reader:
         return _Q.unpack(self._take(8))[0]
 
     def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise RecordFormatError("varint too long")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except VarintError as e:
+            raise RecordFormatError(str(e)) from None
+        return value
 
     def string(self) -> str | None:
         n = self.uvarint() - 1 if self.flexible else self.i16()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from odradek.protocol.headers import read_uvarint, write_uvarint
+from odradek.protocol.varint import read_uvarint, write_uvarint
 
 API_KEY = 7
 MIN_VERSION, MAX_VERSION = 1, 3
