@@ -187,17 +187,11 @@ def make(cls: type, /, **fields: Any) -> Any:
     """Build a kio entity from keyword arguments, dropping those this version lacks.
 
     Lets one handler body serve every version: pass the union of fields and each
-    version takes what its schema has. Plain ints are accepted for error codes,
-    millisecond durations and millisecond timestamps.
+    version takes what its schema has; a name no version has raises UnknownField. Plain
+    ints are accepted for error codes, millisecond durations and millisecond timestamps.
+    (messages.build_entity does the work.)
     """
-    conv = _converters(cls)
-    kw = {}
-    for k, v in fields.items():
-        c = conv.get(k, _ABSENT)
-        if c is _ABSENT:
-            continue
-        kw[k] = c(v) if c is not None and isinstance(v, int) and not isinstance(v, bool) else v
-    return cls(**kw)
+    return messages.build_entity(cls, fields)
 
 
 _ABSENT = object()

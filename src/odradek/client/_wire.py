@@ -2,18 +2,16 @@
 
 kio generates one frozen dataclass per API version. The client describes a
 request once, as a dict keyed by field name, and `build(cls, data)` turns it into
-the entity of whatever version was negotiated: fields a version lacks are ignored,
-missing fields take their schema default, millisecond ints become timedeltas and
-lists of dicts become tuples of nested entities.
+the entity of whatever version was negotiated (protocol.messages.build_entity): fields a
+version lacks are ignored, missing fields take their schema default or empty value,
+millisecond ints become timedeltas and lists of dicts become tuples of nested entities.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import io
 import struct
-import typing
 from functools import cache
 from typing import Any
 
@@ -22,79 +20,11 @@ from kio.serial import entity_reader, entity_writer
 from odradek.protocol import messages
 from odradek.protocol.varint import write_uvarint
 
-_TIMEDELTA_NAMES = {"i32Timedelta", "i64Timedelta"}
-_MISSING = dataclasses.MISSING
-
-
-def _unwrap_optional(tp):
-    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
-def _converter(tp):
-    tp = _unwrap_optional(tp)
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        inner = typing.get_args(tp)[0]
-        if dataclasses.is_dataclass(inner):
-            return lambda v: None if v is None else tuple(x if isinstance(x, inner) else build(inner, x) for x in v)
-        conv = _converter(inner)
-        if conv is None:
-            return lambda v: None if v is None else tuple(v)
-        return lambda v: None if v is None else tuple(conv(x) for x in v)
-    if isinstance(tp, type):
-        if dataclasses.is_dataclass(tp):
-            return lambda v: v if v is None or isinstance(v, tp) else build(tp, v)
-        if tp.__name__ in _TIMEDELTA_NAMES:
-            return lambda v: v if v is None or isinstance(v, datetime.timedelta) else datetime.timedelta(milliseconds=v)
-    return None
-
-
-@cache
-def _plan(cls: type) -> tuple[tuple[str, Any, bool, Any], ...]:
-    hints = typing.get_type_hints(cls)
-    plan = []
-    for f in dataclasses.fields(cls):
-        has_default = f.default is not _MISSING or f.default_factory is not _MISSING
-        tp = hints[f.name]
-        plan.append((f.name, _converter(tp), has_default, tp))
-    return tuple(plan)
-
-
-def _empty_for(tp):
-    tp2 = _unwrap_optional(tp)
-    if typing.get_origin(tp2) is tuple:
-        return ()
-    if tp2 is not tp:  # optional
-        return None
-    if tp2 is str or (isinstance(tp2, type) and issubclass(tp2, str)):
-        return ""
-    if tp2 is bool:
-        return False
-    if tp2 is bytes:
-        return b""
-    if isinstance(tp2, type) and tp2.__name__ in _TIMEDELTA_NAMES:
-        return datetime.timedelta(0)
-    if isinstance(tp2, type) and issubclass(tp2, int):
-        return 0
-    if dataclasses.is_dataclass(tp2):
-        return build(tp2, {})
-    raise TypeError(f"no empty value for {tp}")
-
 
 def build(cls: type, data: dict) -> Any:
-    """An entity of `cls` from `data`, keeping only the fields `cls` has."""
-    kw = {}
-    for name, conv, has_default, tp in _plan(cls):
-        if name in data:
-            v = data[name]
-            kw[name] = conv(v) if conv is not None else v
-        elif not has_default:
-            kw[name] = _empty_for(tp)
-    return cls(**kw)
+    """An entity of `cls` from `data`, keeping only the fields `cls` has (a name no version
+    has raises messages.UnknownField); required fields left out take their empty value."""
+    return messages.build_entity(cls, data, loose=True)
 
 
 def request(api_key: int, version: int, data: dict) -> Any:

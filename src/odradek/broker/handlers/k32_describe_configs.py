@@ -67,7 +67,6 @@ async def handle(ctx: RequestContext, req) -> object:
                     value=None if sensitive else e.value,
                     read_only=res.resource_type == RESOURCE_BROKER and not e.setting.dynamic,
                     config_source=e.source,
-                    is_default=e.source == 5,
                     is_sensitive=sensitive,
                     synonyms=synonyms,
                     config_type=TYPE_IDS.get(e.setting.type, 0),

@@ -318,7 +318,6 @@ class AIOAdmin:
                     "committed_offset": off,
                     "committed_leader_epoch": -1,
                     "committed_metadata": "",
-                    "commit_timestamp": -1,
                 }
             )
         resp = await self.cluster.send(
@@ -327,7 +326,6 @@ class AIOAdmin:
             {
                 "group_id": group_id,
                 "generation_id_or_member_epoch": -1,
-                "generation_id": -1,
                 "member_id": "",
                 "group_instance_id": None,
                 "retention_time": -1,

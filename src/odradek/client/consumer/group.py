@@ -390,7 +390,6 @@ class GroupCoordinator:
                     "committed_offset": om.offset,
                     "committed_leader_epoch": om.leader_epoch,
                     "committed_metadata": om.metadata or "",
-                    "commit_timestamp": -1,
                 }
             )
         gen = self.generation if self.subs.subscribed else -1
@@ -405,7 +404,6 @@ class GroupCoordinator:
                     {
                         "group_id": self.group_id,
                         "generation_id_or_member_epoch": gen,
-                        "generation_id": gen,
                         "member_id": member,
                         "group_instance_id": self.instance_id,
                         "retention_time": -1,
