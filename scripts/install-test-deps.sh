@@ -9,7 +9,8 @@
 #
 # What it installs (all relative to the repo root):
 #   - Debian: kcat, zookeeper, maven (apt is skipped when all are already installed)
-#   - .venv/                : project venv, `pip install -e '.[test]'`
+#   - .venv/                : project venv, `pip install -c constraints.txt -e '.[test]'`
+#                             (the exact versions in constraints.txt; pyproject.toml has ranges)
 #   - tests/clients/node/node_modules : kafkajs (pinned by package-lock.json)
 #   - .deps/java/*.jar      : kafka-clients 3.9.1 + slf4j-api, lz4-java, snappy-java,
 #                             zstd-jni, resolved with Maven (scripts/maven/kafka-clients.xml)
@@ -63,16 +64,16 @@ if [ ! -x "$VENV/bin/python" ]; then
 else
     info "reusing ($("$VENV/bin/python" --version 2>&1))"
 fi
-# Skip pip entirely when pyproject.toml has not changed since the last
-# successful install (pip's own no-op check takes several seconds).
+# Skip pip entirely when pyproject.toml and constraints.txt have not changed since
+# the last successful install (pip's own no-op check takes several seconds).
 STAMP="$VENV/.odradek-test-deps.stamp"
-WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+WANT="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] \
     && "$VENV/bin/python" -c "import odradek, pytest, confluent_kafka, kafka, aiokafka" 2>/dev/null; then
-    info "pip install -e '.[test]': up to date (pyproject.toml unchanged)"
+    info "pip install -c constraints.txt -e '.[test]': up to date (pyproject.toml, constraints.txt unchanged)"
 else
-    info "pip install -e '.[test]'"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+    info "pip install -c constraints.txt -e '.[test]'"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
     echo "$WANT" >"$STAMP"
 fi
 

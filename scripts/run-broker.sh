@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install odradek into .venv (once) and run a single-node broker.
+# Install odradek with its broker extra into .venv (once) and run a single-node broker.
 #   bash scripts/run-broker.sh [--override key=value ...] [--config server.properties]
 # Defaults: listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./data (override as you like).
 set -euo pipefail
@@ -10,11 +10,12 @@ if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv" >&2
     "$PYTHON" -m venv .venv
 fi
+# The broker extra (uvloop, click, rich, prometheus-client) at the versions the tests run with.
 STAMP=.venv/.odradek-install.stamp
-WANT="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! .venv/bin/python -c "import odradek" 2>/dev/null; then
-    echo "==> pip install -e ." >&2
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+WANT="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! .venv/bin/python -c "import odradek.cli.main" 2>/dev/null; then
+    echo "==> pip install -c constraints.txt -e '.[broker]'" >&2
+    .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[broker]'
     echo "$WANT" >"$STAMP"
 fi
 has_logdirs=0
