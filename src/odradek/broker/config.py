@@ -64,8 +64,14 @@ class Setting:
     validate: Callable[[Any], str | None] | None = None
     topic_name: str | None = None  # the per-topic override name, if any
     dynamic: bool = False  # may change at runtime via AlterConfigs
+    # Declared (so Describe shows Kafka's default) but not implemented: what it waits for.
+    # Setting it explicitly is refused: startup stops, AlterConfigs/CreateTopics answer INVALID_CONFIG.
+    planned: str = ""
 
     def parse(self, raw: str) -> Any:
+        """The value of an explicitly given setting; a planned one is refused (ConfigError)."""
+        if self.planned:
+            raise ConfigError(f"setting {self.name} is not implemented yet (it waits for {self.planned})")
         try:
             value = TYPES[self.type](raw)
         except ValueError as e:
@@ -196,8 +202,14 @@ SETTINGS: tuple[Setting, ...] = (
         "compression.type",
         "string",
         "producer",
-        "Topic compression; 'producer' keeps the producer's codec.",
-        one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        "Topic compression: 'producer' keeps the producer's codec; the others (uncompressed, gzip, snappy, "
+        "lz4, zstd) are refused until broker-side recompression is implemented.",
+        lambda v: (
+            None
+            if v == "producer"
+            else "only 'producer' is implemented (batches are stored as the producer compressed them); "
+            "broker-side recompression is not implemented yet"
+        ),
         "compression.type",
         True,
     ),
@@ -356,6 +368,7 @@ SETTINGS: tuple[Setting, ...] = (
         60000,
         "How often log start offsets are checkpointed.",
         at_least(0),
+        planned="its own schedule; log start offsets are checkpointed as soon as they change",
     ),
     S(
         "log.segment.delete.delay.ms",
@@ -393,7 +406,16 @@ SETTINGS: tuple[Setting, ...] = (
         "message.timestamp.after.max.ms",
         True,
     ),
-    S("log.preallocate", "bool", False, "Preallocate segment files.", None, "preallocate", True),
+    S(
+        "log.preallocate",
+        "bool",
+        False,
+        "Preallocate segment files.",
+        None,
+        "preallocate",
+        True,
+        planned="segment file preallocation",
+    ),
     S("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", at_least(1)),
     # --- groups and offsets
     S("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
@@ -426,9 +448,24 @@ SETTINGS: tuple[Setting, ...] = (
         604800000,
         "Idle transactional ids expire after this long.",
         at_least(1),
+        planned="transactions",
     ),
-    S("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
-    S("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
+    S(
+        "transaction.max.timeout.ms",
+        "int",
+        900000,
+        "Largest transaction timeout a producer may ask for.",
+        at_least(1),
+        planned="transactions",
+    ),
+    S(
+        "transaction.state.log.num.partitions",
+        "int",
+        50,
+        "Partitions of __transaction_state.",
+        at_least(1),
+        planned="transactions",
+    ),
     S("producer.id.expiration.ms", "int", 86400000, "Idle producer ids' state expires after this long.", at_least(1)),
     # --- fetch
     S("fetch.max.bytes", "int", 57671680, "Cap on the bytes a Fetch response carries.", at_least(0)),
@@ -667,8 +704,12 @@ def reference_markdown() -> str:
         "be changed at runtime with IncrementalAlterConfigs on the broker resource; a *topic override* is the",
         "per-topic name for CreateTopics / AlterConfigs.",
         "",
-        "| setting | type | default | topic override | dynamic | meaning |",
-        "|---|---|---|---|---|---|",
+        "A setting whose status is *planned* is declared with Kafka's name and default (DescribeConfigs",
+        "shows it) but not implemented yet: setting it explicitly (file, `--override`, AlterConfigs, a topic",
+        "config) is refused with a message naming the setting and what it waits for.",
+        "",
+        "| setting | type | default | topic override | dynamic | status | meaning |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s in SETTINGS:
         default = (
@@ -680,6 +721,6 @@ def reference_markdown() -> str:
         )
         lines.append(
             f"| `{s.name}` | {s.type} | `{default}` | {('`' + s.topic_name + '`') if s.topic_name else ''} "
-            f"| {'yes' if s.dynamic else ''} | {s.doc} |"
+            f"| {'yes' if s.dynamic else ''} | {('planned: ' + s.planned) if s.planned else ''} | {s.doc} |"
         )
     return "\n".join(lines) + "\n"
