@@ -15,7 +15,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from kio.index import load_payload_module
@@ -177,7 +177,7 @@ def build_entity(cls: type, fields: Mapping[str, Any], *, loose: bool = False) -
             plan[name] = _DROP  # another version's field: checked once, dropped from now on
         else:
             kw[name] = value if value is None else conv(value)
-    if loose and len(kw) < len(cls.__dataclass_fields__):
+    if loose:
         for name, empty in _required(cls):
             if name not in kw:
                 kw[name] = empty()
@@ -210,12 +210,20 @@ def _converter(f: dataclasses.Field, tp: Any, loose: bool) -> Callable[[Any], An
     tp = _unwrap_optional(tp)
     if typing.get_origin(tp) is tuple:
         inner = typing.get_args(tp)[0]
-        if dataclasses.is_dataclass(inner):
+        if _is_entity(inner):
             return lambda v: tuple(build_entity(inner, x, loose=True) if type(x) is dict else x for x in v)
         return tuple
-    if dataclasses.is_dataclass(tp):
+    if _is_entity(tp):
         return lambda v: build_entity(tp, v, loose=True) if type(v) is dict else v
     return None
+
+
+def _is_entity(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _unwrap_optional(tp: Any) -> Any:
@@ -248,11 +256,12 @@ def _empty_factory(f: dataclasses.Field, tp: Any) -> Callable[[], Any]:
         return datetime.timedelta
     if kafka_type == "error_code":
         return lambda: ErrorCode.none
-    if dataclasses.is_dataclass(tp):
+    if _is_entity(tp):
         return lambda: build_entity(tp, {}, loose=True)
-    for base, empty in ((bool, False), (str, ""), (bytes, b""), (int, 0), (float, 0.0)):
+    empties: tuple[tuple[type, Any], ...] = ((bool, False), (str, ""), (bytes, b""), (int, 0), (float, 0.0))
+    for base, empty in empties:
         if isinstance(tp, type) and issubclass(tp, base):
-            return lambda empty=empty: empty
+            return partial(_same, empty)
     raise TypeError(f"no empty value for field {f.name}: {tp}")
 
 
