@@ -2,7 +2,7 @@
 # Prove the client installs and works without the broker's dependencies:
 #   1. a fresh venv, `pip install -c constraints.txt <a copy of this checkout>` (no extras;
 #      dependencies resolved from pyproject.toml as a user's install would);
-#   2. none of the broker extra's packages (uvloop, click, rich, prometheus-client) is there,
+#   2. none of the broker extra's packages (uvloop, click, rich, prometheus-client, kazoo) is there,
 #      and `odradek` (the command) says it needs the broker extra;
 #   3. tests/support/client_only.py imports every odradek.client module and runs a
 #      produce/consume round trip against a broker started from the project venv.

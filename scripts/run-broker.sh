@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv" >&2
     "$PYTHON" -m venv .venv
 fi
-# The broker extra (uvloop, click, rich, prometheus-client) at the versions the tests run with.
+# The broker extra (uvloop, click, rich, prometheus-client, kazoo) at the versions the tests run with.
 STAMP=.venv/.odradek-install.stamp
 WANT="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! .venv/bin/python -c "import odradek.cli.main" 2>/dev/null; then

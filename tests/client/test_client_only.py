@@ -1,4 +1,4 @@
-"""The client needs none of the broker extra's packages (uvloop, prometheus-client, rich, click)
+"""The client needs none of the broker extra's packages (uvloop, prometheus-client, rich, click, kazoo)
 nor Spark's: every odradek.client module imports, and a produce/consume round trip against a
 real broker works, in a process where an import hook refuses those packages.
 (scripts/check-client-install.sh does the same from a fresh venv with `pip install .`.)"""

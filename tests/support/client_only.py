@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 
-BROKER_ONLY = ("uvloop", "prometheus_client", "rich", "click", "pyspark", "pyarrow")
+BROKER_ONLY = ("uvloop", "prometheus_client", "rich", "click", "kazoo", "pyspark", "pyarrow")
 SERVER_SIDE = ("broker", "storage", "coordinator", "cluster", "cli", "spark", "pipeline")
 
 

@@ -1,8 +1,8 @@
-"""The `odradek` command line (needs the `broker` extra: click, rich, uvloop, prometheus-client)."""
+"""The `odradek` command line (needs the `broker` extra: click, rich, uvloop, prometheus-client, kazoo)."""
 
 from __future__ import annotations
 
-_BROKER_EXTRA = {"click", "rich", "uvloop", "prometheus_client"}
+_BROKER_EXTRA = {"click", "rich", "uvloop", "prometheus_client", "kazoo"}
 
 
 def run() -> None:
