@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator
 
 from odradek.protocol.records import CorruptRecordError, decode_records, iter_batches
+from odradek.protocol.varint import read_uvarint
 
 log = logging.getLogger("odradek.cluster.kafka_dir")
 
@@ -41,16 +42,8 @@ class _Reader:
         self.pos = 0
 
     def uvarint(self) -> int:
-        out = shift = 0
-        while True:
-            x = self.b[self.pos]
-            self.pos += 1
-            out |= (x & 0x7F) << shift
-            if x < 0x80:
-                return out
-            shift += 7
-            if shift > 35:
-                raise ValueError("unsigned varint too long")
+        value, self.pos = read_uvarint(self.b, self.pos)
+        return value
 
     def int8(self) -> int:
         v = self.b[self.pos]
