@@ -150,7 +150,6 @@ def describe_topic_configs(ctx: RequestContext, overrides: dict[str, str], class
             read_only=False,
             config_source=e.source,
             is_sensitive=False,
-            config_type=TYPE_IDS.get(e.setting.type, 0),
         )
         for e in topic_config_entries(ctx.services, overrides)
     )
