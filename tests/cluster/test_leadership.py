@@ -36,6 +36,8 @@ def test_preferred_leader_election_brings_leaders_back(tmp_path):
     try:
         admin = create(c, "pref", 3, 3)
         c.brokers[1].stop()  # controlled: broker 1's leadership moves away
+        stopped = c.brokers[1].log_tail(200)
+        assert "controlled shutdown: leadership moved away" in stopped, stopped  # asked, answered, seen moved
         c.brokers[1].start(timeout=40)
         snap = c.wait(lambda s: all(len(p.isr) == 3 for p in s.topics["pref"].partitions), 30, "broker 1 in sync")
         away = [p.partition for p in snap.topics["pref"].partitions if p.replicas[0] == 1 and p.leader != 1]

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kazoo.exceptions import KazooException
+from kazoo.protocol.states import KazooState
 from support.broker import BrokerProcess, free_port
 from support.proxy import TcpProxy
 
@@ -143,10 +145,23 @@ class OdradekCluster:
             self._zk = connect(self.zookeeper.connect, 10000, 10000)
         return build_snapshot(read_view(self._zk))
 
+    def _reconnect_if_lost(self) -> None:
+        if self._zk is not None and self._zk.state == KazooState.LOST:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+
     def wait(self, condition: Callable[[ClusterSnapshot], bool], timeout: float, what: str = "") -> ClusterSnapshot:
         deadline = time.monotonic() + timeout
         while True:
-            snap = self.snapshot()
+            try:
+                snap = self.snapshot()
+            except KazooException as e:  # ZooKeeper restarting: this reader's session may be gone
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
+                self._reconnect_if_lost()
+                time.sleep(0.1)
+                continue
             if condition(snap):
                 return snap
             if time.monotonic() > deadline:

@@ -61,6 +61,7 @@ def served_apis() -> dict[int, ServedApi]:
                 h.min_version,
                 h.max_version,
                 {v: c.decode for v, c in h.codecs.items() if c.decode is not None},
+                frozenset(v for v, c in h.codecs.items() if c.decode is not None and c.flexible),
             )
             for h in load_handlers().values()
         }

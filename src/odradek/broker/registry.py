@@ -37,10 +37,13 @@ ResponseEncoder = Callable[[int, Any], "tuple[list[Any], int]"]
 
 @dataclass(frozen=True, slots=True)
 class VersionCodec:
-    """A hand-written codec for some versions of an API; None on either side means kio's."""
+    """A hand-written codec for some versions of an API; None on either side means kio's.
+    `flexible`: those versions use request header v2 and response header v1 (KIP-482), which
+    only matters where kio has no schema to say so (versions only this codec serves)."""
 
     decode: RequestDecoder | None = None
     encode: ResponseEncoder | None = None
+    flexible: bool = False
 
 
 def _kio_encode(version: int, response: Any) -> tuple[list[Any], int]:

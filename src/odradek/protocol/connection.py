@@ -75,6 +75,7 @@ class ServedApi(NamedTuple):
     min_version: int  # lowest version in kio's (Kafka 4's) schemas; below it, legacy layouts
     max_version: int
     decoders: Mapping[int, RequestDecoder] = _NO_DECODERS  # version -> hand-written decoder, instead of kio's
+    flexible: frozenset[int] = frozenset()  # flexible versions among `decoders` kio has no schema for
 
 
 class _NeedData:
@@ -198,13 +199,13 @@ class ServerConnection:
             return ImmediateResponse(api_key, version, correlation_id, _I32.pack(len(body)) + body)
         if not api.advertised_min <= version <= api.max_version:
             raise ProtocolError(f"unsupported version {version} of {messages.api_name(api_key)}")
-        legacy = version < api.min_version
-        flexible = not legacy and messages.is_flexible(api_key, version)
+        decode = api.decoders.get(version)
+        # kio's schema says whether a version is flexible; for one it has none of, the codec does
+        flexible = version in api.flexible or (version >= api.min_version and messages.is_flexible(api_key, version))
         try:
             client_id, header_size = read_header_rest(frame, flexible)
         except InvalidHeader as e:
             raise ProtocolError(f"malformed {messages.api_name(api_key)} v{version} header: {e}") from None
-        decode = api.decoders.get(version)
         try:
             if decode is not None:
                 request = decode(version, frame, header_size)

@@ -22,7 +22,15 @@ def _encode(version: int, resp: ControlledShutdownResponse) -> tuple[list[Any], 
     return [body], len(body)
 
 
-@handles(7, 1, 3, codecs={range(1, 4): VersionCodec(codec.decode_request, _encode)})
+@handles(
+    7,
+    1,
+    3,
+    codecs={
+        range(1, 3): VersionCodec(codec.decode_request, _encode),
+        3: VersionCodec(codec.decode_request, _encode, flexible=True),  # KIP-482: v3 is flexible
+    },
+)
 async def handle(ctx: RequestContext, req: codec.ControlledShutdownRequest) -> object:
     controller = ctx.services.controller
     if controller is None or not controller.active:
