@@ -328,3 +328,17 @@ def test_hand_encoded_produce_matches_kio(version):
         ],
     }
     assert _wire.encode_produce(version, -1, 30000, topics) == messages.encode(_wire.request(0, version, data))
+
+
+def test_a_record_below_the_fetch_offset_is_skipped_before_its_headers_are_read():
+    """A batch holds records below the fetch offset (the consumer asked from inside it): they
+    are dropped unread, so a bad header key there is no error, in either implementation; the
+    same key in a wanted record is CorruptRecordError in both (found by the mutation test)."""
+    data = bytearray(build([(None, b"v", [("é", None)], 0), (None, b"w", [], 1)], R.NONE, base_offset=10))
+    at = bytes(data).index("é".encode())
+    data[at] = 0xFF  # no longer UTF-8
+    data = bytes(data)
+    skipped = both_impls(lambda: CR.decode_fetched("t", 0, data, 11, check_crcs=False))
+    assert [(k, [r.offset for r in got], nxt) for k, (got, nxt) in skipped] == [("ok", [11], 12)] * len(skipped)
+    wanted = both_impls(lambda: CR.decode_fetched("t", 0, data, 10, check_crcs=False))
+    assert wanted == [("corrupt", None)] * len(wanted)

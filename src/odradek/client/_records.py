@@ -305,7 +305,7 @@ def _py_records(
                 hkl, p = ((x >> 1) ^ -(x & 1), p) if x < 0x80 else _varint_rest(b, p, rend, x, 5)
                 if hkl < 0 or hkl > rend - p:
                     raise _Bad("bad header key")
-                hk = bytes(b[p : p + hkl]).decode()
+                hk = b[p : p + hkl]  # decoded below, once the record is known to be wanted (as _crecords.c)
                 p += hkl
                 x = b[p]
                 p += 1
@@ -326,6 +326,8 @@ def _py_records(
         if not (_I64_MIN <= off <= _I64_MAX and _I64_MIN <= ts <= _I64_MAX):
             raise _Bad("offset or timestamp out of range")
         if off >= start_offset:
+            if headers:
+                headers = tuple([(bytes(k).decode(), v) for k, v in headers])
             append(tnew(new, (topic, partition, off, ts, ts_type, key, value, headers if keep_headers else ())))
     return p
 
