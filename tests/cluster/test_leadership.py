@@ -10,6 +10,9 @@ from confluent_kafka import ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 from support.prometheus import scrape, val
+from support.raw import RawConnection
+
+from odradek.protocol import messages
 
 pytestmark = pytest.mark.cluster
 
@@ -114,6 +117,34 @@ def test_unclean_election_trades_acknowledged_records_for_availability(tmp_path)
         print(f"unclean election: {len(acked)} acknowledged, {len(lost)} lost (those written with acks=1 alone)")
         assert all(v.startswith(b"leader-only") for v in lost) and len(lost) == 100
         assert all(v in got for v in acked if v.startswith(b"both"))
+    finally:
+        c.stop()
+
+
+def test_unclean_election_enabled_dynamically_brings_an_offline_partition_back(tmp_path):
+    """`unclean.leader.election.enable` as a dynamic default for every broker (what
+    kafka-configs.sh --entity-default writes): the controller applies it at once to a partition
+    that is offline because its only in-sync replica died."""
+    c = start(tmp_path, **{"auto.leader.rebalance.enable": "false"})
+    try:
+        create(c, "dyn", 1, 2)
+        snap = c.snapshot().topics["dyn"].partitions[0]
+        leader, follower = snap.leader, next(r for r in snap.replicas if r != snap.leader)
+        c.brokers[follower].kill()
+        c.wait(lambda s: s.topics["dyn"].partitions[0].isr == (leader,), SESSION_MS / 1000 + 5, "ISR shrink")
+        c.brokers[leader].kill()
+        c.brokers[follower].start(timeout=40)
+        time.sleep(SESSION_MS / 1000 + 1)
+        assert c.snapshot().topics["dyn"].partitions[0].leader == -1  # clean by default: offline
+        c.wait(lambda s: s.controller_id in {b.node_id for b in s.brokers}, 10, "a live controller")
+        # IncrementalAlterConfigs of the default broker entity ("": confluent-kafka cannot name it)
+        mod = messages.module_of(messages.request_class(44, 1))
+        op = mod.AlterableConfig(name="unclean.leader.election.enable", config_operation=0, value="true")
+        res = mod.AlterConfigsResource(resource_type=4, resource_name="", configs=(op,))
+        with RawConnection(c.brokers[follower].bootstrap) as conn:
+            r = conn.call(44, 1, resources=(res,), validate_only=False)
+        assert int(r.responses[0].error_code) == 0
+        c.wait(lambda s: s.topics["dyn"].partitions[0].leader == follower, 10, "the unclean leader")
     finally:
         c.stop()
 

@@ -44,6 +44,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from odradek.cluster import zk_layout as L
+from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.cluster.zk_cache import CachedState, CacheView
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.protocol.errors import ErrorCode
@@ -51,6 +52,7 @@ from odradek.protocol.errors import ErrorCode
 log = logging.getLogger("odradek.cluster.controller")
 
 MAX_OPS_PER_TRANSACTION = 500
+UNCLEAN = "unclean.leader.election.enable"
 
 
 @dataclass(frozen=True)
@@ -277,8 +279,7 @@ class Controller:
                         creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch)))
                     continue
                 st = cached.state
-                unclean = view.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
-                unclean_ok = unclean == "true" if unclean is not None else self.config.unclean_leader_election
+                unclean_ok = self._unclean_allowed(view, topic)
                 if st.leader in self._shutting_down and st.leader in view.brokers:
                     continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
                 leader, isr, bump = decide(st, replicas, live, restarted, unclean=unclean_ok)
@@ -292,6 +293,20 @@ class Controller:
                     "%s-%d: leader %d, leader epoch %d, isr %s", topic, p, st.leader, st.leader_epoch, list(st.isr)
                 )
         self._sessions = dict(view.broker_sessions)
+
+    def _unclean_allowed(self, view: CacheView, topic: str) -> bool:
+        """`unclean.leader.election.enable` as Kafka resolves it: the topic's setting, else this
+        (the controller's) broker's dynamic one, the dynamic default of every broker, the static
+        file. Read at each decision, so a dynamic change takes effect at the next one (the
+        change itself wakes the controller: its watches cover /config/brokers)."""
+        for value in (
+            view.topic_configs.get(topic, {}).get(UNCLEAN),
+            view.broker_configs.get(str(self.node_id), {}).get(UNCLEAN),
+            view.broker_configs.get(DEFAULT_BROKER_ENTITY, {}).get(UNCLEAN),
+        ):
+            if value is not None:
+                return value.strip().lower() == "true"
+        return self.config.unclean_leader_election
 
     async def _move_leaders(self, view: CacheView, moves: dict[tuple[str, int], int]) -> None:
         states = self._states(view)
