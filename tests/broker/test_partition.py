@@ -145,3 +145,18 @@ def test_delete_records_stops_at_the_high_watermark(log_manager):
         part.delete_records(3)
     assert e.value.code == ErrorCode.offset_out_of_range
     assert part.delete_records(-1) == 2 == part.log_start_offset
+
+
+def test_an_isr_proposal_answered_after_newer_metadata_does_not_block_the_next(log_manager):
+    """The controller accepts the leader's proposal (partition epoch 1) and at once writes a newer
+    state (epoch 2) that the metadata brings before the answer: the stale answer changes no
+    ISR but ends the proposal, so the follower can be proposed again (it was stuck pending)."""
+    part, _ = make(log_manager, PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=1, partition_epoch=0))
+    part.record_follower_fetch(2, 0, NOW)
+    grown = part.isr_to_expand()
+    assert grown == (1, 2)
+    part.pending_isr = grown  # what AlterPartitionSender.propose records
+    part.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=1, partition_epoch=2), NOW)
+    part.isr_changed((1, 2), 1)  # the answer, older than what the metadata says
+    assert (part.isr, part.partition_epoch, part.pending_isr) == ((1,), 2, None)
+    assert part.isr_to_expand() == (1, 2)

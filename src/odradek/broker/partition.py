@@ -292,11 +292,14 @@ class Partition:
         return tuple(r for r in self.isr if r not in lagging) if lagging else None
 
     def isr_changed(self, isr: tuple[int, ...], partition_epoch: int) -> None:
-        """The controller accepted an ISR change (AlterPartition's answer)."""
+        """The controller accepted an ISR change (AlterPartition's answer). The proposal ends
+        either way; when the metadata already brought a newer state, that state stands."""
+        self.pending_isr = None
         if partition_epoch < self.partition_epoch:
-            return  # the metadata already brought a newer state
+            self.refresh_solo()
+            return
         self._set_isr(isr)
-        self.partition_epoch, self.pending_isr = partition_epoch, None
+        self.partition_epoch = partition_epoch
         self.refresh_solo()
         self._maybe_advance_high_watermark()
 

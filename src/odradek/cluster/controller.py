@@ -442,7 +442,9 @@ class Controller:
         replicas = a.partitions[partition]
         if leader not in new_isr or any(r not in replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
             return ErrorCode.invalid_request, st, version
-        if any(r not in view.brokers for r in new_isr if r not in st.isr):
+        if any(r not in view.brokers or r in self._shutting_down for r in new_isr if r not in st.isr):
+            # KIP-841: a replica joins only while registered and not shutting down (a broker
+            # in controlled shutdown still fetches until it stops, and would flap in and out)
             return ErrorCode.ineligible_replica, st, version
         if new_isr == st.isr:
             return ErrorCode.none, st, version
