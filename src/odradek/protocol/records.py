@@ -100,7 +100,11 @@ INT32_MAX = 2**31 - 1
 
 
 class CorruptRecordError(ValueError):
-    """The bytes are not a well-formed batch (bad length, magic, CRC, counts)."""
+    """The bytes are not a well-formed batch (bad length, magic, CRC, counts).
+
+    ``position``: where the batch starts in its file, when a reader of a file sets it (LogSegment.scan)."""
+
+    position: int | None = None
 
 
 class InvalidRecordError(ValueError):
