@@ -10,5 +10,7 @@ echo "==> ruff (lint and format)"
 .venv/bin/ruff format --check src tests bench scripts
 echo "==> import-linter (layering contracts)"
 .venv/bin/lint-imports
+echo "==> mypy (the packages [tool.mypy] in pyproject.toml names)"
+.venv/bin/mypy --cache-dir .venv/mypy-cache
 echo "==> pytest"
 exec .venv/bin/python -m pytest "$@"

@@ -27,7 +27,7 @@ ERRORS = st.sampled_from([0, 1, 2, 3, 10, 18, 19, 45, 87, 100])
 
 partitions = st.builds(
     PartitionProduceResult,
-    index=I32,
+    partition_index=I32,
     error_code=ERRORS,
     base_offset=I64,
     log_append_time=st.one_of(st.just(-1), st.integers(0, 2**41)),
@@ -54,7 +54,7 @@ def kio_bytes(version: int, ts: list[TopicProduceResult], throttle: int) -> byte
         parts = tuple(
             make(
                 mod.PartitionProduceResponse,
-                index=p.index,
+                index=p.partition_index,
                 error_code=p.error_code,
                 base_offset=p.base_offset,
                 log_append_time=p.log_append_time,

@@ -159,3 +159,27 @@ def test_rebuild_below_a_snapshot_drops_it_and_replays_from_the_log_start(make_m
     rebuild_producer_state(fresh, lg.segments, 0, snaps[0] - 1)
     assert fresh.snapshot_offsets() == []  # every snapshot was above the target
     assert fresh.producers[1].last_seq == snaps[0] - 2 and fresh.producers[1].last_offset == snaps[0] - 2
+
+
+def test_a_checkpoint_with_a_malformed_line_is_logged_and_ignored_as_a_malformed_file(make_mgr, clock, caplog):
+    """A line that is not its fields (three numbers where an epoch entry has two, a word for a number, a missing
+    offset) makes the whole checkpoint malformed, as a wrong count does. It raised instead: a leader epoch entry of
+    three numbers was loaded and broke the next append; a bad line elsewhere failed the load."""
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    lg.append(batch(2, ts=clock.ms), leader_epoch=1)
+    m.shutdown()
+    for body in ("0\n1\n1 0 5\n", "0\n1\none 0\n"):
+        with open(os.path.join(lg.dir, "leader-epoch-checkpoint"), "w") as f:
+            f.write(body)
+        m = make_mgr()
+        lg2 = m.get_log("t", 0)
+        assert lg2.epoch_cache.entries == []
+        lg2.append(batch(1, ts=clock.ms), leader_epoch=2)
+        assert lg2.epoch_cache.entries == [(2, lg2.log_end_offset - 1)]
+        m.shutdown()
+    assert caplog.text.count("ignoring malformed leader epoch checkpoint") == 2
+    with open(os.path.join(os.path.dirname(lg.dir), "recovery-point-offset-checkpoint"), "w") as f:
+        f.write("0\n1\nt 0\n")
+    assert make_mgr().get_log("t", 0).log_end_offset == 4
+    assert "ignoring malformed checkpoint" in caplog.text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
 from odradek.client.conn import Connection
@@ -99,7 +100,7 @@ class AlterPartitionSender:
         by_topic: dict[str, list[tuple[Partition, tuple[int, ...], int]]] = {}
         for part, isr, epoch in batch.values():
             by_topic.setdefault(part.topic, []).append((part, isr, epoch))
-        ids = {}
+        ids: dict[uuid.UUID, str] = {}  # topic id -> name
         topics = []
         for topic, items in by_topic.items():
             info = snap.topics.get(topic)
@@ -128,9 +129,9 @@ class AlterPartitionSender:
         if int(resp.error_code):
             raise ConnectionError(f"AlterPartition: error {int(resp.error_code)}")
         for t in resp.topics:
-            topic = ids.get(t.topic_id)
+            name = ids.get(t.topic_id)
             for p in t.partitions:
-                entry = batch.get((topic, int(p.partition_index))) if topic else None
+                entry = batch.get((name, int(p.partition_index))) if name else None
                 if entry is None:
                     continue
                 part, isr, epoch = entry

@@ -19,11 +19,9 @@ import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import messages
-from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.connection_state import ConnectionState
@@ -79,11 +77,6 @@ class Handler:
         """The hand-written decoder of this version, or None for kio's."""
         codec = self.codecs.get(version)
         return codec.decode if codec is not None else None
-
-    @property
-    def decoder(self) -> RequestDecoder | None:
-        """The decoder of the legacy versions (below min_version), if any."""
-        return self.request_decoder(self.advertised_min) if self.advertised_min < self.min_version else None
 
     def encode_response(self, version: int, response: Any) -> tuple[list[Any], int]:
         codec = self.codecs.get(version)
@@ -195,35 +188,6 @@ def make(cls: type, /, **fields: Any) -> Any:
     (messages.build_entity does the work.)
     """
     return messages.build_entity(cls, fields)
-
-
-_ABSENT = object()
-
-
-def _ms_timedelta(v: int) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=v)
-
-
-def _ms_datetime(v: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(v / 1000, datetime.UTC)
-
-
-_CONVERTERS = {
-    "error_code": ErrorCode,
-    "timedelta_i32": _ms_timedelta,
-    "timedelta_i64": _ms_timedelta,
-    "datetime_i64": _ms_datetime,
-}
-
-
-@cache
-def _converters(cls: type) -> dict[str, Any]:
-    return {name: _CONVERTERS.get(f.metadata.get("kafka_type")) for name, f in dataclasses_fields(cls).items()}
-
-
-def dataclasses_fields(cls: type) -> dict[str, Any]:
-    fields: dict[str, Any] = getattr(cls, "__dataclass_fields__")  # noqa: B009 - kio entities are dataclasses
-    return fields
 
 
 def ms(value: Any) -> int:

@@ -295,7 +295,7 @@ class Broker:
         except zk_client.ZooKeeperUnavailable as e:
             raise ConfigError(str(e)) from None
         self.zk = zk
-        existing = {read_meta_properties(d).get("cluster.id") for d in config["log.dirs"]} - {None, ""}
+        existing = {cid for d in config["log.dirs"] if (cid := read_meta_properties(d).get("cluster.id"))}
         proposed = config["cluster.id"] or new_cluster_id()
         cluster_id = await asyncio.to_thread(zk_client.cluster_id, zk, proposed)
         log.info(

@@ -67,6 +67,11 @@ class Deposed(Exception):
     """Another broker became controller: this one's writes are refused."""
 
 
+# One write of a controller's ZooKeeper transaction: (the name of kazoo's TransactionRequest
+# method, its arguments: a path and maybe data, its keyword arguments: maybe the version).
+ZkOp = tuple[str, tuple[str | bytes, ...], dict[str, int]]
+
+
 def decide(
     state: L.PartitionState,
     replicas: tuple[int, ...],
@@ -537,9 +542,7 @@ class Controller:
         version: int,
         state_updates: list[tuple[str, int, L.PartitionState, int]],
     ) -> None:
-        ops: list[tuple[str, tuple, dict]] = [
-            ("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})
-        ]
+        ops: list[ZkOp] = [("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})]
         for t, p, st, v in state_updates:
             ops.append(("set_data", (L.partition_state_path(t, p), L.encode_partition_state(st)), {"version": v}))
         self._transaction(ops)
@@ -553,7 +556,7 @@ class Controller:
             pass
 
     # --------------------------------------------------------- zookeeper ops
-    def _transaction(self, ops: list[tuple[str, tuple, dict]]) -> None:
+    def _transaction(self, ops: list[ZkOp]) -> None:
         """Commit `ops` behind the controller-epoch check, in chunks. Deposed when the check fails."""
         for i in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
             t = self.zk.transaction()
@@ -572,7 +575,7 @@ class Controller:
         creates: list[tuple[str, int, L.PartitionState]],
         updates: list[tuple[str, int, L.PartitionState, int]],
     ) -> None:
-        ops: list[tuple[str, tuple, dict]] = []
+        ops: list[ZkOp] = []
         for topic, p, st in creates:
             if not self.zk.exists(L.partitions_path(topic)):
                 try:
@@ -593,7 +596,7 @@ class Controller:
             self._written[(topic, p)] = CachedState(st, version + 1)
 
     def _delete_topic(self, topic: str) -> None:
-        ops: list[tuple[str, tuple, dict]] = []
+        ops: list[ZkOp] = []
         if self.zk.exists(L.topic_path(topic)):
             try:
                 partitions = self.zk.get_children(L.partitions_path(topic))

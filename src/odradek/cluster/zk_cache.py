@@ -277,9 +277,10 @@ def read_view(zk: KazooClient, listener: str = "PLAINTEXT") -> CacheView:
 
     def get(path: str) -> tuple[bytes | None, Any]:
         try:
-            return zk.get(path)
+            data, stat = zk.get(path)
         except NoNodeError:
             return None, None
+        return data, stat
 
     def children(path: str) -> list[str]:
         try:

@@ -201,17 +201,19 @@ def decode_broker(broker_id: int, data: bytes | None, listener: str = "PLAINTEXT
     parsed = []
     for e in doc.get("endpoints") or []:
         name, _, rest = str(e).partition("://")
-        host, _, port = rest.rpartition(":")
+        e_host, _, e_port = rest.rpartition(":")
         try:
-            parsed.append((name, host.strip("[]"), int(port)))
+            parsed.append((name, e_host.strip("[]"), int(e_port)))
         except ValueError:
             raise LayoutError(f"{broker_path(broker_id)}: bad endpoint {e!r}") from None
     chosen = next((x for x in parsed if x[0] == listener), parsed[0] if parsed else None)
+    host: str | None
+    port: int | str | None  # the registration's "port" may be anything JSON holds: int() checks it
     if chosen is not None:
         host, port = chosen[1], chosen[2]
     else:
         host, port = doc.get("host"), doc.get("port")
-    if not host or port in (None, ""):
+    if not host or port is None or port == "":
         raise LayoutError(f"{broker_path(broker_id)}: no endpoint")
     rack = doc.get("rack")
     return BrokerInfo(broker_id, str(host), int(port), rack if isinstance(rack, str) else None, tuple(parsed))

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.protocol import Entity
 
 from odradek.protocol import guard
 
@@ -49,7 +50,7 @@ def schema_versions(api_key: int) -> tuple[int, int] | None:
 
 
 @cache
-def _classes(api_key: int, version: int) -> tuple[type, type]:
+def _classes(api_key: int, version: int) -> tuple[type[Entity], type[Entity]]:
     name = API_NAMES.get(api_key)
     if name is None or version not in schema_name_map[name]:
         raise UnknownApi(f"no schema for api {api_key} v{version}")
@@ -60,11 +61,11 @@ def _classes(api_key: int, version: int) -> tuple[type, type]:
     return req, resp
 
 
-def request_class(api_key: int, version: int) -> type:
+def request_class(api_key: int, version: int) -> type[Entity]:
     return _classes(api_key, version)[0]
 
 
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[Entity]:
     return _classes(api_key, version)[1]
 
 
@@ -107,7 +108,7 @@ def decode_response(api_key: int, version: int, body: bytes | memoryview, offset
     return entity
 
 
-def encode(entity: Any) -> bytes:
+def encode(entity: Entity) -> bytes:
     buf = io.BytesIO()
     _writer(type(entity))(buf, entity)
     return buf.getvalue()

@@ -33,7 +33,7 @@ _part5 = struct.Struct(">ihqqq").pack  # ... log start offset (v5+)
 
 
 class PartitionProduceResult(NamedTuple):
-    index: int
+    partition_index: int  # Kafka's PartitionProduceResponse.Index (`index` would shadow tuple.index)
     error_code: int = 0
     base_offset: int = -1
     log_append_time: int = -1
@@ -70,9 +70,9 @@ def encode_produce_response(version: int, topics: Sequence[TopicProduceResult], 
         out += write_uvarint(len(parts) + 1) if flexible else _i32(len(parts))
         for p in parts:
             if version >= 5:
-                out += _part5(p.index, p.error_code, p.base_offset, p.log_append_time, p.log_start_offset)
+                out += _part5(p.partition_index, p.error_code, p.base_offset, p.log_append_time, p.log_start_offset)
             else:
-                out += _part(p.index, p.error_code, p.base_offset, p.log_append_time)
+                out += _part(p.partition_index, p.error_code, p.base_offset, p.log_append_time)
             if version >= 8:
                 errs = p.record_errors
                 out += write_uvarint(len(errs) + 1) if flexible else _i32(len(errs))

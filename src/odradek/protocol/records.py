@@ -100,7 +100,11 @@ INT32_MAX = 2**31 - 1
 
 
 class CorruptRecordError(ValueError):
-    """The bytes are not a well-formed batch (bad length, magic, CRC, counts)."""
+    """The bytes are not a well-formed batch (bad length, magic, CRC, counts).
+
+    ``position``: where the batch starts in its file, when a reader of a file sets it (LogSegment.scan)."""
+
+    position: int | None = None
 
 
 class InvalidRecordError(ValueError):
@@ -406,10 +410,9 @@ def build_batch(
                 base_ts = r.timestamp
                 break
         delete_horizon_ms = None
-    body = bytearray()
-    _encode_records(body, records, base_offset, base_ts if base_ts >= 0 else 0)
-    if compression != NONE:
-        body = compress(compression, body)
+    encoded = bytearray()
+    _encode_records(encoded, records, base_offset, base_ts if base_ts >= 0 else 0)
+    body: bytes | bytearray = compress(compression, encoded) if compression != NONE else encoded
     if last_offset_delta is None:
         if records:
             lr = records[-1]

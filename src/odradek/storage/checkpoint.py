@@ -73,16 +73,15 @@ def _read_lines(fs: FileSystem, path: str) -> list[str] | None:
 
 
 def read_offsets(fs: FileSystem, path: str) -> dict[tuple[str, int], int]:
-    """Entries of an offset checkpoint; {} if missing. A malformed file is logged and ignored."""
+    """Entries of an offset checkpoint; {} if missing. A malformed file (a line too) is logged and ignored."""
+    out: dict[tuple[str, int], int] = {}
     try:
-        body = _read_lines(fs, path)
+        for ln in _read_lines(fs, path) or ():
+            topic, part, off = ln.rsplit(" ", 2)
+            out[(topic, int(part))] = int(off)
     except (ValueError, UnicodeDecodeError) as e:
         log.warning("ignoring malformed checkpoint %s: %s", path, e)
         return {}
-    out = {}
-    for ln in body or ():
-        topic, part, off = ln.rsplit(" ", 2)
-        out[(topic, int(part))] = int(off)
     return out
 
 
@@ -93,12 +92,17 @@ def write_offsets(fs: FileSystem, path: str, offsets: dict[tuple[str, int], int]
 
 
 def read_epochs(fs: FileSystem, path: str) -> list[tuple[int, int]]:
+    """(epoch, start offset) entries; [] if missing. A malformed file (a line too) is logged and ignored."""
     try:
-        body = _read_lines(fs, path)
+        return [_epoch_entry(ln) for ln in _read_lines(fs, path) or ()]
     except (ValueError, UnicodeDecodeError) as e:
         log.warning("ignoring malformed leader epoch checkpoint %s: %s", path, e)
         return []
-    return [tuple(int(x) for x in ln.split()) for ln in body or ()]
+
+
+def _epoch_entry(line: str) -> tuple[int, int]:
+    epoch, start_offset = line.split()  # ValueError unless exactly two fields
+    return int(epoch), int(start_offset)
 
 
 def write_epochs(fs: FileSystem, path: str, entries: list[tuple[int, int]], *, sync: bool = True) -> None:

@@ -250,7 +250,7 @@ def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now
     return new, removed, min_hz
 
 
-def _max_ts(batch: bytes) -> int:
+def _max_ts(batch: bytes | memoryview) -> int:
     import struct
 
     return struct.unpack_from(">q", batch, 35)[0]

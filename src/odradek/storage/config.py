@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import Any
 
 __all__ = ["LogConfig", "LONG_MAX", "TOPIC_CONFIG_NAMES"]
 
@@ -52,13 +54,14 @@ class LogConfig:
         Raises ValueError naming the key when a value does not parse or is out of range.
         """
         base = defaults or cls()
-        changes = {}
+        changes: dict[str, Any] = {}  # field name -> value, of that field's type
         for key, raw in props.items():
             spec = _SPECS.get(key)
             if spec is None:
                 continue
             fname, kind, check = spec
             s = str(raw).strip()
+            value: bool | int | float | str
             try:
                 if kind is bool:
                     if s.lower() not in ("true", "false"):
@@ -92,7 +95,8 @@ def _policy_ok(v: str) -> bool:
     return bool(parts) and all(p in ("delete", "compact") for p in parts)
 
 
-_SPECS: dict[str, tuple[str, type, object]] = {
+# topic config name -> (LogConfig field, its type, a check of the parsed value or None)
+_SPECS: dict[str, tuple[str, type, Callable[[Any], bool] | None]] = {
     "segment.bytes": ("segment_bytes", int, lambda v: 14 <= v <= 2**31 - 1),
     "segment.ms": ("segment_ms", int, lambda v: v >= 1),
     "segment.index.bytes": ("segment_index_bytes", int, lambda v: 8 <= v <= 2**31 - 1),

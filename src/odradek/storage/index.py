@@ -42,6 +42,7 @@ def _nondecreasing(a) -> bool:
 
 class _Index:
     ENTRY = 8
+    _rel: array[int]  # each entry's offset relative to base_offset (both kinds of index have it)
 
     def __init__(self, fs: FileSystem, path: str, base_offset: int, max_bytes: int) -> None:
         self.fs = fs
@@ -127,6 +128,23 @@ class _Index:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             self.fs.close(fd)
+
+    # ---------------------------------------------------------------- per kind of index
+    def _clear(self) -> None:
+        """Drop every entry from memory."""
+        raise NotImplementedError
+
+    def _keep(self, n: int) -> None:
+        """Keep the first ``n`` entries in memory."""
+        raise NotImplementedError
+
+    def _load(self, data: bytes) -> None:
+        """Read the entries of the file's bytes (IndexCorruptError)."""
+        raise NotImplementedError
+
+    def _encode(self, a: int, b: int) -> bytes:
+        """Entries [a, b) in the file's format."""
+        raise NotImplementedError
 
 
 class OffsetIndex(_Index):

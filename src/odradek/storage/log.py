@@ -19,7 +19,7 @@ import time
 import uuid
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from odradek.protocol.records import decode_records
 
@@ -75,7 +75,8 @@ class LogDirState:
         self.path = path
         self.offline = False
         self.error: str | None = None
-        self.pending_deletes: list[tuple[int, object]] = []  # (deadline ms, segment or dir path)
+        # (deadline ms, a segment or a deleted log's renamed directory and the log)
+        self.pending_deletes: list[tuple[int, LogSegment | tuple[str, Log]]] = []
         self._on_failure = on_failure
         self._lock = threading.Lock()
 
@@ -96,7 +97,7 @@ class LogDirState:
         if self._on_failure is not None:
             self._on_failure(self.path, exc)
 
-    def schedule_delete(self, deadline_ms: int, item) -> None:
+    def schedule_delete(self, deadline_ms: int, item: LogSegment | tuple[str, Log]) -> None:
         with self._lock:
             self.pending_deletes.append((deadline_ms, item))
 
@@ -158,7 +159,7 @@ class Log:
         if self.closed:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
 
-    def _fail(self, exc: BaseException):
+    def _fail(self, exc: BaseException) -> NoReturn:
         self.dir_state.fail(exc)
         raise KafkaStorageError(f"I/O error in {self.dir}: {exc}") from exc
 

@@ -272,9 +272,9 @@ class LogSegment:
                 # one batch larger than the chunk, or an incomplete/garbage tail
                 size = _LEN.unpack_from(mv, 8)[0] + LOG_OVERHEAD if n >= 12 else 0
                 if n < HEADER_SIZE or size < HEADER_SIZE or pos + size > end:
-                    e = CorruptRecordError(f"{self.log_path}: incomplete batch at position {pos}")
-                    e.position = pos
-                    raise e
+                    err = CorruptRecordError(f"{self.log_path}: incomplete batch at position {pos}")
+                    err.position = pos
+                    raise err
                 mv = memoryview(self.fs.pread(self.fd, size, pos))
                 try:
                     h = validate_batch(mv, 0, check_crc=validate)
@@ -378,6 +378,8 @@ class LogSegment:
         nxt = self.base_offset
         while p < pos:
             h = self.read_header(p)
+            if h is None:  # cannot be: [p, pos) holds whole batches, read before
+                raise CorruptRecordError(f"{self.log_path}: no batch header at position {p} (below {pos})")
             if h.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
             nxt = h.next_offset

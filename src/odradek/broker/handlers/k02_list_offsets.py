@@ -36,6 +36,7 @@ async def handle(ctx: RequestContext, req) -> object:
         parts = []
         for p in t.partitions:
             key = (t.name, p.partition_index)
+            code: int
             if asked[key] > 1:  # named twice: one INVALID_REQUEST answer for it, as Kafka
                 if key in answered:
                     continue

@@ -19,6 +19,7 @@ async def handle(ctx: RequestContext, req) -> object:
     wanted = None
     if req.topic_partitions is not None:
         wanted = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    results: dict[tuple[str, int], tuple[int, str | None]]  # (error code, message) per partition
     if controller is None:
         results = dict.fromkeys(wanted or (), (ErrorCode.not_controller, "not the controller"))
         top = ErrorCode.not_controller

@@ -25,6 +25,7 @@ async def handle(ctx: RequestContext, req) -> object:
         for t in req.topics
         for p in t.partitions
     }
+    results: dict[tuple[str, int], tuple[int, str | None]]  # (error code, message) per partition
     if controller is None or not controller.active:
         results = dict.fromkeys(moves, (ErrorCode.not_controller, "not the controller"))
         top = ErrorCode.not_controller

@@ -30,6 +30,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 if hasattr(p, "new_isr_with_epochs")
                 else tuple(int(b) for b in p.new_isr)
             )
+            code: int
             if info is None:
                 code, st, epoch = ErrorCode.unknown_topic_id, None, -1
             else:

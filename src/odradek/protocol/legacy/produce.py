@@ -34,7 +34,7 @@ def encode_response(version: int, topics: Sequence[TopicProduceResult], throttle
         name = (t.name or "").encode()
         out += _i16(len(name)) + name + _i32(len(t.partitions))
         for p in t.partitions:
-            out += _part(p.index, p.error_code, p.base_offset)
+            out += _part(p.partition_index, p.error_code, p.base_offset)
             if version >= 2:
                 out += _i64(p.log_append_time)
     if version >= 1:
