@@ -9,7 +9,9 @@ is checked (tests/support/checker.py). Short timeouts keep each test under a min
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import threading
 import time
 
@@ -17,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.checker import History, value
+from support.clients import JavaClient
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 
 pytestmark = pytest.mark.cluster
@@ -90,6 +93,52 @@ class Writer(threading.Thread):
             self.errors.append(str(err))
 
 
+class JavaWriter(threading.Thread):
+    """The same as Writer with Apache Kafka's Java producer (KafkaCli write-loop in a JVM):
+    attempts, acknowledgements and errors come back as JSON lines."""
+
+    def __init__(self, bootstrap: str, history: History, name: str) -> None:
+        super().__init__(daemon=True)
+        self.history = history
+        self.errors: list[str] = []
+        self.done = False
+        self.acks = 0
+        cmd = [
+            *JavaClient(bootstrap).base_cmd(),
+            "write-loop",
+            TOPIC,
+            "--bootstrap",
+            bootstrap,
+            "--name",
+            name,
+            "--partitions",
+            str(PARTITIONS),
+            "--interval-us",
+            "2000",
+        ]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.stop = self  # the same surface as Writer: stop.set()
+
+    def set(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()  # the loop ends, flushes, prints done
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            m = json.loads(line)
+            if "attempt" in m:
+                self.history.attempt(m["attempt"].encode())
+            elif "ack" in m:
+                self.history.ack(m["partition"], m["offset"], m["ack"].encode())
+                self.acks += 1
+            elif "error" in m:
+                self.errors.append(f"{m['error']}: {m['message']}")
+            elif m.get("done"):
+                self.done = True
+        self.proc.wait()
+
+
 class Reader(threading.Thread):
     """Follows the topic from the start, recording every record and each high watermark it sees."""
 
@@ -146,10 +195,14 @@ def run_with_fault(cluster: OdradekCluster, fault, *, writers: int = 2, before: 
 
 
 def run_with_fault_and_writers(
-    cluster: OdradekCluster, fault, *, writers: int = 2, before: float = 3, after: float = 5
+    cluster: OdradekCluster, fault, *, writers: int = 2, java_writers: int = 1, before: float = 3, after: float = 5
 ) -> History:
+    """`writers` confluent-kafka (librdkafka) producers and `java_writers` Java ones (none when
+    the Java client is not installed), all idempotent with acks=all."""
     history = History()
-    ws = [Writer(cluster.bootstrap, history, f"w{i}") for i in range(writers)]
+    ws: list[Writer | JavaWriter] = [Writer(cluster.bootstrap, history, f"w{i}") for i in range(writers)]
+    if JavaClient.unavailable_reason() is None:
+        ws += [JavaWriter(cluster.bootstrap, history, f"java{i}") for i in range(java_writers)]
     reader = Reader(cluster.bootstrap, history)
     for t in (*ws, reader):
         t.start()
@@ -165,6 +218,9 @@ def run_with_fault_and_writers(
         reader.stop.set()
         reader.join(30)
     history.writer_errors = [e for w in ws for e in w.errors]  # type: ignore[attr-defined]
+    unfinished = [w for w in ws if isinstance(w, JavaWriter) and not w.done]
+    assert not unfinished, "a Java writer did not flush and finish"
+    assert all(w.acks for w in ws if isinstance(w, JavaWriter)), "a Java writer had no write acknowledged"
     read_all(cluster.bootstrap, history)
     report = history.check()
     print(report)

@@ -130,6 +130,7 @@ public class KafkaCli {
             case "describe-topic": describeTopic(); break;
             case "delete-topic": deleteTopic(); break;
             case "produce": produce(); break;
+            case "write-loop": writeLoop(); break;
             case "consume": consume(); break;
             case "offsets-for-times": listOffsets(OffsetSpec.forTimestamp(Long.parseLong(pos(2, "timestamp")))); break;
             case "end-offsets": listOffsets(OffsetSpec.latest()); break;
@@ -255,6 +256,51 @@ public class KafkaCli {
                         "timestamp", md.hasTimestamp() ? md.timestamp() : null));
             }
         } // close() waits for in-flight requests
+    }
+
+    /** Fault tests' writer: values name-0, name-1, ... round-robin over --partitions, one every
+     *  --interval-us, idempotent, acks=all, until stdin ends; one JSON line per attempt (before
+     *  the send), per acknowledgement and per failed send, then {"done": true} once flushed. */
+    void writeLoop() throws Exception {
+        String topic = pos(1, "topic");
+        String name = opts.getOrDefault("--name", "java");
+        int partitions = Integer.parseInt(opts.getOrDefault("--partitions", "1"));
+        long intervalUs = Long.parseLong(opts.getOrDefault("--interval-us", "2000"));
+        Properties p = base();
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("linger.ms", "2");
+        p.put("request.timeout.ms", "5000");
+        p.put("delivery.timeout.ms", "60000");
+        p.put("metadata.max.age.ms", "500");
+        applyProps(p);
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread stdin = new Thread(() -> {
+            try {
+                while (System.in.read() >= 0) { }
+            } catch (java.io.IOException e) { }
+            stop.set(true);
+        });
+        stdin.setDaemon(true);
+        stdin.start();
+        try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
+            for (long seq = 0; !stop.get(); seq++) {
+                String v = name + "-" + seq;
+                synchronized (OUT) { OUT.println(obj("attempt", v)); }
+                prod.send(new ProducerRecord<>(topic, (int) (seq % partitions), null, v.getBytes(StandardCharsets.UTF_8)),
+                        (md, e) -> {
+                            synchronized (OUT) {
+                                if (e == null) OUT.println(obj("ack", v, "partition", md.partition(), "offset", md.offset()));
+                                else OUT.println(obj("error", v, "message", e.toString()));
+                            }
+                        });
+                Thread.sleep(intervalUs / 1000, (int) (intervalUs % 1000) * 1000);
+            }
+            prod.flush();
+        }
+        OUT.println(obj("done", true));
     }
 
     void consume() throws Exception {
