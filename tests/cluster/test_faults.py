@@ -9,9 +9,11 @@ is checked (tests/support/checker.py). Short timeouts keep each test under a min
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -115,8 +117,12 @@ class JavaWriter(threading.Thread):
             str(PARTITIONS),
             "--interval-us",
             "2000",
+            "--deadline-ms",
+            "3600000",  # the harness's watchdog: it runs until stdin closes (soaks run many rounds)
         ]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.last_lines: collections.deque[str] = collections.deque(maxlen=5)
         self.stop = self  # the same surface as Writer: stop.set()
 
     def set(self) -> None:
@@ -126,6 +132,7 @@ class JavaWriter(threading.Thread):
     def run(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            self.last_lines.append(line.strip())
             m = json.loads(line)
             if "attempt" in m:
                 self.history.attempt(m["attempt"].encode())
@@ -137,6 +144,12 @@ class JavaWriter(threading.Thread):
             elif m.get("done"):
                 self.done = True
         self.proc.wait()
+
+    def state(self) -> str:
+        """Why a writer did not finish: its exit code, last lines and the end of its stderr."""
+        self.stderr.seek(0)
+        err = self.stderr.read()[-2000:]
+        return f"exit {self.proc.poll()}, last lines {list(self.last_lines)}, stderr: {err}"
 
 
 class Reader(threading.Thread):
@@ -219,7 +232,7 @@ def run_with_fault_and_writers(
         reader.join(30)
     history.writer_errors = [e for w in ws for e in w.errors]  # type: ignore[attr-defined]
     unfinished = [w for w in ws if isinstance(w, JavaWriter) and not w.done]
-    assert not unfinished, "a Java writer did not flush and finish"
+    assert not unfinished, "a Java writer did not flush and finish: " + "; ".join(w.state() for w in unfinished)
     assert all(w.acks for w in ws if isinstance(w, JavaWriter)), "a Java writer had no write acknowledged"
     read_all(cluster.bootstrap, history)
     report = history.check()

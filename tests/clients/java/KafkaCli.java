@@ -285,7 +285,8 @@ public class KafkaCli {
         });
         stdin.setDaemon(true);
         stdin.start();
-        try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
+        KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p);
+        try {
             for (long seq = 0; !stop.get(); seq++) {
                 String v = name + "-" + seq;
                 synchronized (OUT) { OUT.println(obj("attempt", v)); }
@@ -299,8 +300,10 @@ public class KafkaCli {
                 Thread.sleep(intervalUs / 1000, (int) (intervalUs % 1000) * 1000);
             }
             prod.flush();
+        } finally {
+            prod.close(java.time.Duration.ofSeconds(10));
         }
-        OUT.println(obj("done", true));
+        synchronized (OUT) { OUT.println(obj("done", true)); }
     }
 
     void consume() throws Exception {
