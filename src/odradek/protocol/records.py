@@ -307,7 +307,11 @@ def compress(codec: int, data) -> bytes:
             parts.append(block)
         return b"".join(parts)
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # an LZ4 frame of independent blocks: Kafka's Java reader (KafkaLZ4BlockInputStream) refuses
+        # linked blocks ("Dependent block stream is unsupported"), cramjam.lz4.compress's default
+        frame = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        frame.compress(data if type(data) is bytes else bytes(data))  # (its compress takes bytes only)
+        return bytes(frame.finish())
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data, level=3))
     raise InvalidRecordError(f"unknown compression codec {codec}")
