@@ -1,7 +1,8 @@
 """Broker-side compression.type against a real broker process, with real clients.
 
 A topic with compression.type set stores every producer batch in its codec whatever the producer
-used; clients read the records back unchanged and in order. The stored codec is read from the
+used; clients (confluent-kafka, the odradek client, the Java client) read the records back
+unchanged and in order. The stored codec is read from the
 segment file's batch headers, where odradek wrote it (and where Kafka's tools would read it)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.clients import make_client, unavailable_reason
 
 from odradek.client import Admin, Consumer, Producer, TopicPartition
 from odradek.protocol import records as R
@@ -109,6 +111,9 @@ def test_topic_codec_rewrites_every_producer_codec(broker, target):
     expected = [(i, k, v, h) for i, (k, v, h) in enumerate(sent)]
     assert _confluent_consume(broker.bootstrap, topic, len(sent)) == expected
     assert _odradek_consume(broker.bootstrap, topic, len(sent)) == expected
+    if not unavailable_reason("java"):  # Kafka's own codecs (the Java consumer) read the broker's batches
+        got = make_client("java", broker.bootstrap).consume(topic, expected=len(sent), timeout=60, partitions=[0])
+        assert sorted((r.offset, r.key, r.value, list(r.headers)) for r in got) == expected
     stored = _stored_batches(broker, topic)
     assert sum(h.record_count for h in stored) == len(sent)
     assert {h.compression for h in stored} == {TARGETS[target]}
