@@ -139,7 +139,7 @@ class ValidatedBatches:
     def _recompress_and_assign_offsets(self, next_offset: int, leader_epoch: int, codec: int, level: int) -> WritePlan:
         """`assign_offsets` when the topic sets a codec: a batch in another codec is rewritten
         (a new buffer holding the whole batch), the others are written as `assign_offsets`
-        writes them."""
+        writes them (its loop again, here, so that the default path pays no per-batch test)."""
         mv = self.buffer
         lat = self.log_append_time
         lvl = None if level == -1 else level  # -1: the codec's default (or none: snappy, uncompressed)
