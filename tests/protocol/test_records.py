@@ -149,3 +149,15 @@ def test_legacy_message_sets():
     bad[-1] ^= 0xFF
     with pytest.raises(R.CorruptRecordError):
         R.decode_message_set(bytes(bad))
+
+
+def test_lz4_frames_have_independent_blocks():
+    """Kafka's Java LZ4 reader (KafkaLZ4BlockInputStream, in the broker and the Java consumer)
+    refuses a frame whose FLG byte lacks the block-independence bit ("Dependent block stream is
+    unsupported"); tests/reference/test_diff_compression.py has Kafka read ours."""
+    data = b"".join(b"record %d " % i for i in range(50_000))  # several 64 KiB blocks
+    for payload in (data, bytearray(data), memoryview(data)):
+        frame = R.compress(R.LZ4, payload)
+        assert frame[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic
+        assert frame[4] & 0x20, f"FLG {frame[4]:#04x} without block independence"
+        assert R.decompress(R.LZ4, frame) == data

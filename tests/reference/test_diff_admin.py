@@ -276,6 +276,9 @@ DYNAMIC_BROKER_SETTINGS = {
     "message.max.bytes": "2000000",
     "log.cleanup.policy": "compact",
     "compression.type": "gzip",
+    "compression.gzip.level": "9",
+    "compression.lz4.level": "1",
+    "compression.zstd.level": "-5",
     "log.cleaner.backoff.ms": "1000",
     "log.cleaner.dedupe.buffer.size": "67108864",
     "log.cleaner.io.buffer.load.factor": "0.8",
@@ -343,12 +346,9 @@ def test_unknown_broker_settings_refused_unlike_kafka(pair):
 
 
 #: topic configs Kafka 4.x declares and odradek does not, each for a feature odradek lacks
-#: (docs/compatibility.md): tiered storage, replication throttles, per-codec compression levels,
-#: share-group dead-letter queues, the decompressed-size guard
+#: (docs/compatibility.md): tiered storage, replication throttles, share-group dead-letter queues,
+#: the decompressed-size guard
 KAFKA_ONLY_TOPIC_CONFIGS = {
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
     "errors.deadletterqueue.group.enable",
     "follower.replication.throttled.replicas",
     "leader.replication.throttled.replicas",

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.storage.config import COMPRESSION_TYPES, GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS
+
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
 
@@ -202,15 +204,38 @@ SETTINGS: tuple[Setting, ...] = (
         "compression.type",
         "string",
         "producer",
-        "Topic compression: 'producer' keeps the producer's codec; the others (uncompressed, gzip, snappy, "
-        "lz4, zstd) are refused until broker-side recompression is implemented.",
-        lambda v: (
-            None
-            if v == "producer"
-            else "only 'producer' is implemented (batches are stored as the producer compressed them); "
-            "broker-side recompression is not implemented yet"
-        ),
+        "Codec of the batches a topic stores: 'producer' keeps each producer batch's codec as sent; "
+        "'uncompressed', 'gzip', 'snappy', 'lz4' or 'zstd' rewrites a batch in another codec with that one "
+        "before appending it (decompress, compress; offsets, timestamps and producer fields kept).",
+        one_of(*COMPRESSION_TYPES),
         "compression.type",
+        True,
+    ),
+    S(
+        "compression.gzip.level",
+        "int",
+        -1,
+        "Level of broker-side gzip compression (compression.type=gzip): 1-9, or -1 for zlib's default (6).",
+        lambda v: None if v == -1 or GZIP_LEVELS[0] <= v <= GZIP_LEVELS[1] else "must be -1 or between 1 and 9",
+        "compression.gzip.level",
+        True,
+    ),
+    S(
+        "compression.lz4.level",
+        "int",
+        9,
+        "Level of broker-side lz4 compression (compression.type=lz4): 1-17.",
+        between(*LZ4_LEVELS),
+        "compression.lz4.level",
+        True,
+    ),
+    S(
+        "compression.zstd.level",
+        "int",
+        3,
+        "Level of broker-side zstd compression (compression.type=zstd): -131072-22.",
+        between(*ZSTD_LEVELS),
+        "compression.zstd.level",
         True,
     ),
     # --- logs

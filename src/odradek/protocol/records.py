@@ -49,6 +49,7 @@ __all__ = [
     "validate_batch",
     "iter_batches",
     "patch_batch",
+    "recompress_batch",
     "build_batch",
     "build_control_batch",
     "decode_records",
@@ -284,6 +285,30 @@ def patch_batch(
         _UI.pack_into(buf, pos + CRC_OFFSET, c)
 
 
+def recompress_batch(buf, pos: int = 0, *, codec: int, level: int | None = None) -> bytearray:
+    """The v2 batch at ``pos`` with its records compressed by ``codec`` instead (broker-side
+    ``compression.type``, Kafka's LogValidator rebuilding a batch whose codec is not the topic's).
+
+    The records section of a v2 batch is the same bytes whatever the codec (the codec wraps it
+    whole), so the records are decompressed and compressed again, never decoded one by one.
+    Every header field stays (base offset, leader epoch, offsets, timestamps and timestamp type,
+    producer id, epoch and sequence, transactional and control flags) but the codec bits and the
+    batch length; the CRC is recomputed. The caller has validated the batch (CRC checked)."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    h = parse_header(mv, pos)
+    body = mv[pos + HEADER_SIZE : pos + h.size]
+    source = h.attributes & COMPRESSION_MASK
+    plain = decompress(source, body) if source != NONE else body
+    packed = compress(codec, plain, level) if codec != NONE else plain
+    out = bytearray(HEADER_SIZE + len(packed))
+    out[:HEADER_SIZE] = mv[pos : pos + HEADER_SIZE]
+    out[HEADER_SIZE:] = packed
+    _I.pack_into(out, LENGTH_OFFSET, HEADER_SIZE - LOG_OVERHEAD + len(packed))
+    _H.pack_into(out, ATTRIBUTES_OFFSET, (h.attributes & ~COMPRESSION_MASK) | (codec & COMPRESSION_MASK))
+    _UI.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return out
+
+
 # --------------------------------------------------------------------------- compression
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -291,11 +316,14 @@ _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 
 
-def compress(codec: int, data) -> bytes:
+def compress(codec: int, data, level: int | None = None) -> bytes:
+    """``data`` compressed with ``codec`` as Kafka clients read it. ``level``: the codec's level
+    (gzip -1 or 1-9, lz4 1-17, zstd -131072-22; snappy has none); None: the client's defaults
+    (gzip 6, lz4 cramjam's, zstd 3)."""
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)
+        c = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
     if codec == SNAPPY:
         # xerial framing, as the Java client writes it; every Kafka client reads it.
@@ -307,9 +335,13 @@ def compress(codec: int, data) -> bytes:
             parts.append(block)
         return b"".join(parts)
     if codec == LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # an LZ4 frame of independent blocks: Kafka's Java reader (KafkaLZ4BlockInputStream) refuses
+        # linked blocks ("Dependent block stream is unsupported"), cramjam.lz4.compress's default
+        frame = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+        frame.compress(data if type(data) is bytes else bytes(data))  # (its compress takes bytes only)
+        return bytes(frame.finish())
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=3))
+        return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
     raise InvalidRecordError(f"unknown compression codec {codec}")
 
 

@@ -7,7 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["LogConfig", "LONG_MAX", "TOPIC_CONFIG_NAMES"]
+from odradek.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD
+
+__all__ = [
+    "LogConfig",
+    "LONG_MAX",
+    "TOPIC_CONFIG_NAMES",
+    "COMPRESSION_TYPES",
+    "GZIP_LEVELS",
+    "LZ4_LEVELS",
+    "ZSTD_LEVELS",
+]
 
 LONG_MAX = 2**63 - 1
 
@@ -34,6 +44,10 @@ class LogConfig:
     preallocate: bool = False
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
 
     @property
     def compact(self) -> bool:
@@ -46,6 +60,22 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def target_compression(self) -> tuple[int, int] | None:
+        """(codec, level) the log stores producer batches with, None for ``producer`` (each batch
+        keeps its producer's codec). The level is the one of the target codec
+        (``compression.<codec>.level``; -1 for snappy and uncompressed, which have none)."""
+        codec = _CODECS.get(self.compression_type)
+        if codec is None:
+            return None
+        if codec == GZIP:
+            return codec, self.compression_gzip_level
+        if codec == LZ4:
+            return codec, self.compression_lz4_level
+        if codec == ZSTD:
+            return codec, self.compression_zstd_level
+        return codec, -1
 
     @classmethod
     def from_props(cls, props: dict[str, str], defaults: LogConfig | None = None) -> LogConfig:
@@ -90,6 +120,15 @@ class LogConfig:
         return out
 
 
+#: compression.type values other than ``producer``, and the codec each stores batches with
+_CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")  # Kafka's order
+#: compression levels Kafka accepts (KIP-390): gzip -1 (zlib's default, 6) or 1-9, lz4 1-17, zstd -131072-22
+GZIP_LEVELS = (1, 9)
+LZ4_LEVELS = (1, 17)
+ZSTD_LEVELS = (-131072, 22)
+
+
 def _policy_ok(v: str) -> bool:
     parts = [p.strip() for p in v.split(",") if p.strip()]
     return bool(parts) and all(p in ("delete", "compact") for p in parts)
@@ -117,6 +156,14 @@ _SPECS: dict[str, tuple[str, type, Callable[[Any], bool] | None]] = {
     "preallocate": ("preallocate", bool, None),
     "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", int, lambda v: v >= 0),
     "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", int, lambda v: v >= 0),
+    "compression.type": ("compression_type", str, lambda v: v in COMPRESSION_TYPES),
+    "compression.gzip.level": (
+        "compression_gzip_level",
+        int,
+        lambda v: v == -1 or GZIP_LEVELS[0] <= v <= GZIP_LEVELS[1],
+    ),
+    "compression.lz4.level": ("compression_lz4_level", int, lambda v: LZ4_LEVELS[0] <= v <= LZ4_LEVELS[1]),
+    "compression.zstd.level": ("compression_zstd_level", int, lambda v: ZSTD_LEVELS[0] <= v <= ZSTD_LEVELS[1]),
 }
 TOPIC_CONFIG_NAMES = tuple(_SPECS)
 assert {f for f, _, _ in _SPECS.values()} == {f.name for f in fields(LogConfig)}

@@ -31,6 +31,16 @@ untouched rest of the received bytes, so the record bytes are never copied. With
 (timestamp-type bit, max timestamp = now, CRC recomputed over the patched header and the
 untouched body).
 
+Broker-side compression (``compression.type`` other than ``producer``): a producer's batch whose
+codec is not the topic's is rewritten at offset assignment with the topic's codec and level
+(``protocol.records.recompress_batch``: its records section decompressed and compressed again;
+every other header field kept, the CRC recomputed), as Kafka's LogValidator rebuilds it; the new
+size is checked against ``max.message.bytes`` again (RecordTooLargeError). A batch already in the
+topic's codec is written as received, and so is an uncompressed control batch (Kafka compresses
+control records only when they came compressed). Replicated batches keep the leader's bytes.
+The producer state and the leader-epoch cache read the received headers: recompression changes
+none of the fields they use.
+
 Legacy formats. Only v2 RecordBatches are accepted: a v0/v1 MessageSet fails check 1
 (magic). Up-conversion belongs here and is **not implemented**: `validate` would recognise
 magic 0/1, decode the message set (``protocol.records.decode_message_set``), rebuild its
@@ -45,13 +55,16 @@ import struct
 from dataclasses import dataclass
 
 from odradek.protocol.records import (
+    CODEC_NAMES,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    NONE,
     BatchHeader,
     InvalidRecordError,
     decode_records,
     iter_batches,
     patch_batch,
+    recompress_batch,
     validate_batch,
 )
 
@@ -84,10 +97,16 @@ class ValidatedBatches:
     headers: list[BatchHeader]  # one per batch; ``position`` indexes ``buffer``
     log_append_time: int  # the timestamp LogAppendTime stamps on these batches; -1: keep theirs
     has_producer_ids: bool  # any idempotent or transactional batch (producer state to check)
+    # compression.type: (codec, level) producer batches are stored with; None keeps the producer's
+    target_compression: tuple[int, int] | None = None
+    max_message_bytes: int = 0  # the size limit a recompressed batch is checked against again
 
     def assign_offsets(self, next_offset: int, leader_epoch: int) -> WritePlan:
         """Number the batches from ``next_offset`` (the log end offset) and stamp
-        ``leader_epoch`` (and the log append time) on them."""
+        ``leader_epoch`` (and the log append time) on them; with a ``target_compression``,
+        batches in another codec are recompressed first."""
+        if self.target_compression is not None:
+            return self._recompress_and_assign_offsets(next_offset, leader_epoch, *self.target_compression)
         mv = self.buffer
         lat = self.log_append_time
         first = next_off = next_offset
@@ -109,6 +128,57 @@ class ValidatedBatches:
                 bufs.append(body)
                 infos.append((rel, last, lat, size))
             else:  # base offset and leader epoch lie outside the CRC
+                bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
+                bufs.append(mv[p + _PREFIX_SIZE : p + size])
+                infos.append((rel, last, h.max_timestamp, size))
+            rel += size
+            count += h.record_count
+            next_off = last + 1
+        return WritePlan(bufs, infos, rel, first, next_off, count)
+
+    def _recompress_and_assign_offsets(self, next_offset: int, leader_epoch: int, codec: int, level: int) -> WritePlan:
+        """`assign_offsets` when the topic sets a codec: a batch in another codec is rewritten
+        (a new buffer holding the whole batch), the others are written as `assign_offsets`
+        writes them (its loop again, here, so that the default path pays no per-batch test)."""
+        mv = self.buffer
+        lat = self.log_append_time
+        lvl = None if level == -1 else level  # -1: the codec's default (or none: snappy, uncompressed)
+        first = next_off = next_offset
+        bufs: list = []
+        infos: list[tuple[int, int, int, int]] = []
+        rel = 0
+        count = 0
+        for h in self.headers:
+            p = h.position
+            size = h.batch_length + LOG_OVERHEAD
+            last = next_off + h.last_offset_delta
+            source = h.compression
+            if source != codec and not (h.is_control and source == NONE):
+                batch = recompress_batch(mv, p, codec=codec, level=lvl)
+                size = len(batch)
+                if size > self.max_message_bytes:
+                    raise RecordTooLargeError(
+                        f"batch of {size} bytes after recompression with {CODEC_NAMES[codec]} exceeds "
+                        f"max.message.bytes {self.max_message_bytes}"
+                    )
+                patch_batch(
+                    batch,
+                    base_offset=next_off,
+                    partition_leader_epoch=leader_epoch,
+                    log_append_time=lat if lat >= 0 else None,
+                )
+                bufs.append(batch)
+                infos.append((rel, last, lat if lat >= 0 else h.max_timestamp, size))
+            elif lat >= 0:
+                hdr = bytearray(mv[p : p + HEADER_SIZE])
+                body = mv[p + HEADER_SIZE : p + size]
+                patch_batch(
+                    hdr, base_offset=next_off, partition_leader_epoch=leader_epoch, log_append_time=lat, body=body
+                )
+                bufs.append(hdr)
+                bufs.append(body)
+                infos.append((rel, last, lat, size))
+            else:
                 bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
                 bufs.append(mv[p + _PREFIX_SIZE : p + size])
                 infos.append((rel, last, h.max_timestamp, size))
@@ -149,6 +219,7 @@ class BatchValidator:
         "_before_max_ms",
         "_after_max_ms",
         "_check_timestamps",
+        "_target_compression",
     )
 
     def __init__(self, config: LogConfig, topic_partition: str) -> None:
@@ -160,6 +231,7 @@ class BatchValidator:
         self._before_max_ms = config.message_timestamp_before_max_ms
         self._after_max_ms = config.message_timestamp_after_max_ms
         self._check_timestamps = self._before_max_ms < LONG_MAX or self._after_max_ms < LONG_MAX
+        self._target_compression = config.target_compression
 
     def validate(self, batches, now_ms: int, *, check: bool = True, assign_offsets: bool = True) -> ValidatedBatches:
         """Check ``batches`` (bytes-like: concatenated v2 batches) received at ``now_ms``.
@@ -197,6 +269,10 @@ class BatchValidator:
                 self._check_records(mv, h, now_ms, check_keys, check_ts)
             if h.producer_id >= 0:
                 with_pids = True
+        if self._target_compression is not None and assign_offsets:
+            return ValidatedBatches(
+                mv, headers, lat, with_pids, self._target_compression, self.config.max_message_bytes
+            )
         return ValidatedBatches(mv, headers, lat, with_pids)
 
     def _timestamps_need_records(self, h, now_ms: int) -> bool:
