@@ -247,6 +247,11 @@ def main() -> int:
     ap.add_argument("--systems", default="single,odradek,kafka")
     ap.add_argument("--e2e-seconds", type=float, default=20)
     ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument(
+        "--parts",
+        default="throughput,one,e2e,failover",
+        help="which rows to run: throughput (produce/consume), one (one partition's CPU), e2e, failover",
+    )
     ap.add_argument("--out", default=str(RESULTS / "latest.json"))
     ap.add_argument("--chart", default="")
     a = ap.parse_args()
@@ -261,11 +266,13 @@ def main() -> int:
         systems = start_systems(names, Path(tmp))
         try:
             order = list(systems.values())
-            for s in order:  # warm up (the JVMs' JIT, odradek's schema caches), not measured
+            for s in order:  # warm up produce and consume (the JVMs' JIT, odradek's caches), not measured
                 s.create("warmup", 6)
                 perf("produce", s.bootstrap, "warmup", "-n", "300000", "--acks", "all", *batch)
+                perf("consume", s.bootstrap, "warmup", "-n", "300000", "--fetch-max-wait-ms", "10", "--timeout", "30")
             rows.append({"row": "idle", "rss_mb": {s.name: {i: rss_mb(p) for i, p in s.pids().items()} for s in order}})
-            for r in range(a.repeats):
+            parts = set(a.parts.split(","))
+            for r in range(a.repeats if "throughput" in parts else 0):
                 turn = order[r % len(order) :] + order[: r % len(order)]
                 for s in turn:
                     ackses = ("1", "all") if s.name == "single" else ("all",)
@@ -288,7 +295,7 @@ def main() -> int:
                     row["repeat"] = r
                     rows.append(row)
                     log(f"{s.name} consume: {row['records_per_s']:,.0f} rec/s, {row['cpu_per_m']:.2f} CPU-s/M")
-            for s in order:
+            for s in order if "one" in parts else ():
                 if s.rf == 1:
                     continue
                 s.create("one", 1)
@@ -301,7 +308,7 @@ def main() -> int:
                     f"{s.name} one partition: leader {per[leader]:.2f}, followers "
                     + ", ".join(f"{v:.2f}" for i, v in per.items() if i != leader)
                 )
-            for rate, linger in E2E_RATES:
+            for rate, linger in E2E_RATES if "e2e" in parts else ():
                 for s in order:
                     topic = f"e2e-{rate}"
                     s.create(topic, 1)
@@ -329,7 +336,7 @@ def main() -> int:
                     )
                     lat = res["latency_ms"]
                     log(f"{s.name} e2e {rate}/s: p50 {lat['p50']:.2f} ms p99 {lat['p99']:.2f} ms")
-            if not a.no_failover:
+            if not a.no_failover and "failover" in parts:
                 for s in order:
                     if s.rf == 1:
                         continue
