@@ -75,6 +75,11 @@ def main() -> None:
 )
 def broker(config_path: str | None, overrides: tuple[str, ...], log_level: str, loop_impl: str) -> None:
     """Run a single-node broker (metadata kept in its first log directory)."""
+    # kio registers a Hypothesis strategy for its types when it can import hypothesis (installed
+    # with the test extra): at import that builds Hypothesis' Unicode tables, ~1 CPU-s and a
+    # ~200 MB peak of RSS unless <cwd>/.hypothesis caches them, and writes that directory into
+    # the broker's working directory. A broker never generates test data: keep it out.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     from odradek.broker.config import BrokerConfig, ConfigError
 
     _setup_logging(log_level)
