@@ -167,4 +167,4 @@ def test_bench_quick_smoke(tmp_path):
     assert {k[1] for k in by_row if k[0] == "produce"} == {"confluent-batch"}
     assert not [r for r in rows if "error" in r], [r["error"] for r in rows if "error" in r]
     assert all(r["broker_cpu_s"] >= 0 for r in rows)
-    assert "| workload |" in p.stdout
+    assert "| row |" in p.stdout  # the table of figures

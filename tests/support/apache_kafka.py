@@ -10,7 +10,7 @@ on free 127.0.0.1 ports, with its data, config and log file under the work direc
 
 Surface (the same as :class:`support.broker.BrokerProcess` where the two overlap)::
 
-    k = ApacheKafka(workdir, line="4", brokers=1, zookeeper=False, overrides=None, heap="512m")
+    k = ApacheKafka(workdir, line="4", brokers=1, zookeeper=False, overrides=None, heap="512m", jvm=())
     k.start(timeout=90) -> k        # returns once every broker is in the cluster's metadata
     k.bootstrap                     # "127.0.0.1:p1,127.0.0.1:p2,..."
     k.stop() / k.kill()             # SIGTERM (SIGKILL after a timeout) / SIGKILL, all nodes
@@ -219,11 +219,12 @@ class KafkaNode(_Process):
 
     name = "kafka"
 
-    def __init__(self, workdir, line: str, node_id: int, heap: str, ports: tuple[int, int]):
+    def __init__(self, workdir, line: str, node_id: int, heap: str, ports: tuple[int, int], jvm: tuple[str, ...] = ()):
         super().__init__(workdir, ports[0])
         self.line = line
         self.node_id = node_id
         self.heap = heap
+        self.jvm = tuple(jvm)
         self.controller_port = ports[1]
         self.data_dir = self.workdir / "data"
         self.config_path = self.workdir / "server.properties"
@@ -243,6 +244,7 @@ class KafkaNode(_Process):
             java(),
             f"-Xmx{self.heap}",
             "-Djava.awt.headless=true",
+            *self.jvm,
             *flags,
             "-cp",
             f"{libs(self.line)}/*",
@@ -272,7 +274,9 @@ class ApacheKafka:
         zookeeper: bool = False,
         overrides: dict | None = None,
         heap: str = "512m",
+        jvm: tuple[str, ...] = (),
     ):
+        """``jvm``: more JVM flags for every node (e.g. those of Kafka's own start script)."""
         if zookeeper and line != "3.9":
             raise ValueError("ZooKeeper mode is only in Kafka 3.9 (4.x is KRaft only)")
         self.workdir = Path(workdir)
@@ -290,7 +294,7 @@ class ApacheKafka:
 
         self.zookeeper = ZooKeeperProcess(self.workdir / "zookeeper", port()) if zookeeper else None
         self.nodes = [
-            KafkaNode(self.workdir / f"node{i}", line, i, heap, (port(), port())) for i in range(1, brokers + 1)
+            KafkaNode(self.workdir / f"node{i}", line, i, heap, (port(), port()), jvm) for i in range(1, brokers + 1)
         ]
         voters = ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
         for n in self.nodes:
