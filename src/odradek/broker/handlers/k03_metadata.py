@@ -9,27 +9,53 @@ v10+ may ask by topic id. Internal topics are listed with is_internal. A partiti
 without a leader (in a cluster: its in-sync replicas are down) has LEADER_NOT_AVAILABLE.
 Authorized operations (topics v8+, the cluster v8-10) when asked: every operation the
 resource type supports, as Kafka without an authorizer (odradek has none yet).
+Responses are written by protocol/metadata_codec.py, not through kio entities, and a
+topic's encoded bytes are kept (per version and authorized-operations flag) until the
+metadata changes: a topic of 1,000 partitions is then a copy, not 1,000 entities per request.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any, NamedTuple
 
-from odradek.broker.registry import RequestContext, handles
-from odradek.cluster.metadata import topic_name_problem
+from odradek.broker.registry import RequestContext, VersionCodec, handles
+from odradek.cluster.metadata import ClusterSnapshot, TopicInfo, topic_name_problem
 from odradek.protocol.constants import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, UNKNOWN_OPERATIONS, ZERO_UUID
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.metadata_codec import (
+    MetadataBroker,
+    MetadataPartition,
+    MetadataTopic,
+    encode_metadata_response,
+    encode_topic,
+)
 
 log = logging.getLogger("odradek.broker.metadata")
 
 
-@handles(3, 0, 13)
+class MetadataAnswer(NamedTuple):
+    brokers: tuple[MetadataBroker, ...]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[bytes]  # each encoded for the request's version
+    cluster_authorized_operations: int
+
+
+def _encode(version: int, a: MetadataAnswer) -> tuple[list[Any], int]:
+    body = encode_metadata_response(
+        version, a.brokers, a.cluster_id, a.controller_id, a.topics, a.cluster_authorized_operations
+    )
+    return [body], len(body)
+
+
+@handles(3, 0, 13, codecs={range(0, 14): VersionCodec(encode=_encode)})
 async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
     snap = s.snapshot
     v = ctx.api_version
-    results = []
+    results: list[bytes] = []
     ops = TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False) else UNKNOWN_OPERATIONS
     if req.topics is None or (v == 0 and not req.topics):
         wanted: list[tuple[str | None, uuid.UUID | None]] = [
@@ -43,81 +69,81 @@ async def handle(ctx: RequestContext, req) -> object:
         if name is None and topic_id not in (None, ZERO_UUID):
             info = snap.topic_by_id(topic_id)
             if info is None:
-                results.append(_topic_error(ctx, ErrorCode.unknown_topic_id, None, ops, topic_id))
+                results.append(_topic_error(v, ErrorCode.unknown_topic_id, None, ops, topic_id))
                 continue
         else:
             info = snap.topics.get(name) if name is not None else None
         if info is None:
             problem = topic_name_problem(name)
             if problem or name is None:
-                results.append(_topic_error(ctx, ErrorCode.invalid_topic_exception, name, ops))
+                results.append(_topic_error(v, ErrorCode.invalid_topic_exception, name, ops))
                 continue
             if not auto or name.startswith("__"):
-                results.append(_topic_error(ctx, ErrorCode.unknown_topic_or_partition, name, ops))
+                results.append(_topic_error(v, ErrorCode.unknown_topic_or_partition, name, ops))
                 continue
             try:
                 assignment = s.topics.assignment(s.config["num.partitions"], s.config["default.replication.factor"])
                 info = await s.topics.create_topic(name, assignment, {})
             except Exception:  # a storage failure (offline dir) must not break the request
                 log.exception("auto-creating topic %s failed", name)
-                results.append(_topic_error(ctx, ErrorCode.kafka_storage_error, name, ops))
+                results.append(_topic_error(v, ErrorCode.kafka_storage_error, name, ops))
                 continue
             # Kafka 4 answers the creating request UNKNOWN_TOPIC_OR_PARTITION (its controller creates the
             # topic a moment later); a single node has it and its leader at once (docs/compatibility.md).
-        results.append(_topic(ctx, info, ops))
+        results.append(_TOPICS.get(snap, v, ops, info))
     snap = s.snapshot
     brokers = tuple(
-        ctx.nested("MetadataResponseBroker", node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+        MetadataBroker(b.node_id, b.host, b.port, b.rack)
         for b in (x.at(ctx.connection.listener_name) for x in snap.brokers)
         if b is not None
     )
-    return ctx.respond(
-        throttle_time=0,
-        brokers=brokers,
-        cluster_id=s.cluster_id,
-        controller_id=snap.controller_id,
-        topics=tuple(results),
-        cluster_authorized_operations=CLUSTER_OPERATIONS
-        if getattr(req, "include_cluster_authorized_operations", False)
-        else UNKNOWN_OPERATIONS,
-        error_code=0,
+    cluster_ops = (
+        CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False) else UNKNOWN_OPERATIONS
     )
+    return MetadataAnswer(brokers, s.cluster_id, snap.controller_id, results, cluster_ops)
 
 
-def _topic(ctx: RequestContext, info, ops: int) -> object:
+class _EncodedTopics:
+    """Each topic's encoded bytes by (topic, version, authorized operations), kept while the
+    metadata snapshot they came from is the broker's current one: a snapshot is immutable, and
+    every change of the metadata is a new one, so a new snapshot empties the cache. An entry
+    holds its TopicInfo and answers only for that very object."""
+
+    def __init__(self) -> None:
+        self._snapshot: ClusterSnapshot | None = None
+        self._encoded: dict[tuple[int, int, int], tuple[TopicInfo, bytes]] = {}
+
+    def get(self, snap: ClusterSnapshot, version: int, ops: int, info: TopicInfo) -> bytes:
+        if snap is not self._snapshot:
+            self._snapshot = snap
+            self._encoded = {}
+        k = (id(info), version, ops)
+        hit = self._encoded.get(k)
+        if hit is not None and hit[0] is info:
+            return hit[1]
+        data = encode_topic(version, _topic(info, ops))
+        self._encoded[k] = (info, data)
+        return data
+
+
+_TOPICS = _EncodedTopics()
+
+
+def _topic(info: TopicInfo, ops: int) -> MetadataTopic:
     parts = tuple(
-        ctx.nested(
-            "MetadataResponsePartition",
-            error_code=ErrorCode.leader_not_available if p.leader < 0 else 0,
-            partition_index=p.partition,
-            leader_id=p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=p.replicas,
-            isr_nodes=p.isr,
-            offline_replicas=p.offline_replicas,
+        MetadataPartition(
+            ErrorCode.leader_not_available if p.leader < 0 else 0,
+            p.partition,
+            p.leader,
+            p.leader_epoch,
+            p.replicas,
+            p.isr,
+            p.offline_replicas,
         )
         for p in info.partitions
     )
-    return ctx.nested(
-        "MetadataResponseTopic",
-        error_code=0,
-        name=info.name,
-        topic_id=info.topic_id,
-        is_internal=info.internal,
-        partitions=parts,
-        topic_authorized_operations=ops,
-    )
+    return MetadataTopic(0, info.name, info.topic_id, info.internal, parts, ops)
 
 
-def _topic_error(
-    ctx: RequestContext, code: ErrorCode, name: str | None, ops: int, topic_id: uuid.UUID | None = None
-) -> object:
-    return ctx.nested(
-        "MetadataResponseTopic",
-        error_code=code,
-        name=name if name is not None else "",
-        topic_id=topic_id or ZERO_UUID,
-        is_internal=False,
-        partitions=(),
-        topic_authorized_operations=ops,
-    )
+def _topic_error(v: int, code: ErrorCode, name: str | None, ops: int, topic_id: uuid.UUID | None = None) -> bytes:
+    return encode_topic(v, MetadataTopic(code, name if name is not None else "", topic_id or ZERO_UUID, False, (), ops))
