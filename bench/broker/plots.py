@@ -27,6 +27,12 @@ def _plt():
     return plt
 
 
+def FuncFormatter(f):  # noqa: N802 - matplotlib's class, imported late (Agg first)
+    from matplotlib.ticker import FuncFormatter as F
+
+    return F(f)
+
+
 def ratios(rows: list[dict], brokers: list[str], path: Path, title: str) -> None:
     peers = [b for b in brokers if b != "odradek"]
     if not peers:
@@ -56,6 +62,8 @@ def ratios(rows: list[dict], brokers: list[str], path: Path, title: str) -> None
             ax.barh(ys, vals, height=width, color=COLORS.get(p), label=f"÷ {label(p)}", alpha=0.85)
         ax.axvline(1.0, color="black", lw=1)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: f"{x:g}" if f"{x:g}"[0] in "25" else ""))
         ax.set_title(what, fontsize=10)
         ax.grid(axis="x", alpha=0.3, which="both")
         ax.legend(fontsize=8)
@@ -74,10 +82,10 @@ def absolute(rows: list[dict], brokers: list[str], path: Path, title: str) -> No
     by, keys = by_key(rows)
     tkeys = [k for k in keys if k[0] in THROUGHPUT]
     ekeys = [k for k in keys if k[0] == "e2e"]
-    fig = plt.figure(figsize=(18, 0.38 * max(len(tkeys), 8) + 3))
-    grid = fig.add_gridspec(2, 3, width_ratios=[3, 3, 2])
-    ax_rate, ax_cpu = fig.add_subplot(grid[:, 0]), fig.add_subplot(grid[:, 1])
-    ax_e2e, ax_mem = fig.add_subplot(grid[0, 2]), fig.add_subplot(grid[1, 2])
+    fig = plt.figure(figsize=(16, 0.4 * max(len(tkeys), 8) + 7.5))
+    grid = fig.add_gridspec(2, 2, height_ratios=[max(len(tkeys), 8) * 0.4 + 1, 4.5])
+    ax_rate, ax_cpu = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    ax_e2e, ax_mem = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
     width = 0.8 / max(1, len(brokers))
     for ax, get, what in (
         (ax_rate, rate, "records/s (higher is better)"),
@@ -87,7 +95,7 @@ def absolute(rows: list[dict], brokers: list[str], path: Path, title: str) -> No
             vals = [get(by.get((b, *k))) or 0 for k in tkeys]
             ax.barh([y + i * width for y in range(len(tkeys))], vals, height=width, label=label(b), color=COLORS.get(b))
         ax.set_yticks([y + width * (len(brokers) - 1) / 2 for y in range(len(tkeys))])
-        ax.set_yticklabels([row_label(k) for k in tkeys], fontsize=8)
+        ax.set_yticklabels([row_label(k) for k in tkeys] if ax is ax_rate else [], fontsize=8)
         ax.invert_yaxis()
         ax.set_title(what, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
@@ -100,9 +108,12 @@ def absolute(rows: list[dict], brokers: list[str], path: Path, title: str) -> No
             vals.append(lat.get("p99") or 0)
         ax_e2e.bar([x + i * width for x in range(len(ekeys))], vals, width=width, label=label(b), color=COLORS.get(b))
     ax_e2e.set_xticks([x + width * (len(brokers) - 1) / 2 for x in range(len(ekeys))])
-    ax_e2e.set_xticklabels([f"{k[5]:,}/s" if k[5] else "serial (Kafka tool)" for k in ekeys], fontsize=8)
-    ax_e2e.set_yscale("log")
-    ax_e2e.set_title("e2e p99 ms (log, lower is better)", fontsize=10)
+    ax_e2e.set_xticklabels(
+        [f"librdkafka {k[5]:,}/s" if k[5] else "Kafka EndToEndLatency (serial)" for k in ekeys], fontsize=8
+    )
+    if any(ax_e2e.containers) and ekeys:
+        ax_e2e.set_yscale("log")
+    ax_e2e.set_title("end-to-end latency p99, ms (log, lower is better)", fontsize=10)
     ax_e2e.legend(fontsize=7)
     idle = {(r["broker"], r.get("idle_conns") or 0): r for r in rows if r["workload"] == "idle"}
     groups = [("idle", lambda b: (idle.get((b, 0)) or {}).get("rss_mb"))]

@@ -165,7 +165,8 @@ def run_partition_count(runners: list[Runner], a, parts: int) -> None:
             for rep in range(a.repeats):
                 for r in rotation(runners, rep):
                     profile = prof(r, f"profile-produce-{parts}p.txt", "produce", rep)
-                    row, topic = wl.run_produce(r, t, rep, profile if t["feeds_consume"] else None)
+                    profiled = t["driver"] == "confluent-batch" and (t["acks"], t["compression"]) == ("1", "none")
+                    row, topic = wl.run_produce(r, t, rep, profile if profiled else None)
                     if t["feeds_consume"] and row is not None and r.name not in kept:
                         kept[r.name] = (t, topic)
                     else:
