@@ -40,7 +40,7 @@ brokers = st.lists(
 partitions = st.builds(
     MetadataPartition,
     error_code=ERRORS,
-    index=st.integers(0, 2**31 - 1),
+    partition_index=st.integers(0, 2**31 - 1),
     leader=st.integers(-1, 5000),
     leader_epoch=st.integers(-1, 2**31 - 1),
     replicas=NODES,
@@ -78,7 +78,7 @@ def kio_bytes(version, bs, cluster_id, controller_id, ts, cluster_ops) -> bytes:
                 make(
                     mod.MetadataResponsePartition,
                     error_code=p.error_code,
-                    partition_index=p.index,
+                    partition_index=p.partition_index,
                     leader_id=p.leader,
                     leader_epoch=p.leader_epoch,
                     replica_nodes=tuple(p.replicas),

@@ -9,7 +9,7 @@ tests/protocol/test_metadata_codec.py compares the bytes with kio's for every ve
 
 Layout (Kafka's MetadataResponse.json): throttle time (v3+); brokers: node id, host, port,
 rack (v1+); cluster id (v2+); controller id (v1+); topics: error code, name (nullable v12+),
-topic id (v10+), is internal (v1+), partitions (error code, index, leader, leader epoch (v7+),
+topic id (v10+), is internal (v1+), partitions (error code, partition index, leader, leader epoch (v7+),
 replicas, ISR, offline replicas (v5+)), authorized operations (v8+); cluster authorized
 operations (v8-10); error code (v13+). v9+ are flexible (compact lengths, tagged fields, none
 written).
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from odradek.protocol.constants import ZERO_UUID
-from odradek.protocol.headers import write_uvarint
+from odradek.protocol.varint import write_uvarint
 
 MIN_VERSION = 0
 MAX_VERSION = 13
@@ -31,7 +31,7 @@ FLEXIBLE_FROM = 9
 
 _i16 = struct.Struct(">h").pack
 _i32 = struct.Struct(">i").pack
-_part = struct.Struct(">hii").pack  # error code, index, leader
+_part = struct.Struct(">hii").pack  # error code, partition index, leader
 _part7 = struct.Struct(">hiii").pack  # ... leader epoch (v7+)
 
 
@@ -44,7 +44,7 @@ class MetadataBroker(NamedTuple):
 
 class MetadataPartition(NamedTuple):
     error_code: int
-    index: int
+    partition_index: int
     leader: int
     leader_epoch: int
     replicas: Sequence[int]
@@ -98,9 +98,9 @@ def encode_topic(version: int, t: MetadataTopic) -> bytes:
     tail = b"\x00" if flexible else b""
     for p in parts:
         if version >= 7:
-            out += _part7(p.error_code, p.index, p.leader, p.leader_epoch)
+            out += _part7(p.error_code, p.partition_index, p.leader, p.leader_epoch)
         else:
-            out += _part(p.error_code, p.index, p.leader)
+            out += _part(p.error_code, p.partition_index, p.leader)
         out += _int32s(p.replicas, flexible)
         out += _int32s(p.isr, flexible)
         if version >= 5:
