@@ -1,9 +1,18 @@
 """Charts of a run (matplotlib, PNG): `ratios` (odradek ÷ each Kafka, per row, with every
-repetition's ratio as a dot) and `absolute` (records/s, broker CPU-s per million records,
-e2e p99 and memory, per broker)."""
+repetition's ratio as a dot), `absolute` (records/s, broker CPU-s per million records,
+e2e p99 and memory, per broker) and `metadata` (Metadata round trips by partition count).
+
+Run as a script it draws the charts of several result files together (their rows merged; the
+brokers are those of the first file, then any others):
+
+    .venv/bin/python bench/broker/plots.py docs/out.png bench/broker/results/a.json bench/broker/results/b.json
+    .venv/bin/python bench/broker/plots.py --metadata docs/out.png a.json b.json   # only the Metadata chart, at out.png
+"""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 from report import THROUGHPUT, by_key, cpu_m, label, rate, rep_ratios, row_label
@@ -134,12 +143,78 @@ def absolute(rows: list[dict], brokers: list[str], path: Path, title: str) -> No
     plt.close(fig)
 
 
+def metadata(rows: list[dict], brokers: list[str], path: Path, title: str) -> bool:
+    """Metadata v12 round trips for one topic by its partition count: p50 bars with the p99 as a
+    tick (median of the runs), and the broker's CPU per request. False when there are none."""
+    by, keys = by_key(rows)
+    mkeys = sorted((k for k in keys if k[0] == "metadata"), key=lambda k: k[2])
+    if not mkeys:
+        return False
+    plt = _plt()
+    fig, (ax_lat, ax_cpu) = plt.subplots(1, 2, figsize=(13, 4.8))
+    width = 0.8 / max(1, len(brokers))
+    for i, b in enumerate(brokers):
+        xs = [x + i * width for x in range(len(mkeys))]
+        lat = [((by.get((b, *k)) or {}).get("latency_ms") or {}) for k in mkeys]
+        ax_lat.bar(xs, [m.get("p50") or 0 for m in lat], width=width, label=label(b), color=COLORS.get(b))
+        ax_lat.scatter(xs, [m.get("p99") or float("nan") for m in lat], marker="_", s=120, color="black", zorder=3)
+        cpu = [cpu_m(by.get((b, *k))) for k in mkeys]
+        ax_cpu.bar(xs, [c / 1000 if c else 0 for c in cpu], width=width, label=label(b), color=COLORS.get(b))
+    for ax, what in (
+        (ax_lat, "round trip ms, bar p50, tick p99 (log, lower is better)"),
+        (ax_cpu, "broker CPU ms per request (log, lower is better)"),
+    ):
+        ax.set_xticks([x + width * (len(brokers) - 1) / 2 for x in range(len(mkeys))])
+        ax.set_xticklabels([f"{k[2]:,} partitions" for k in mkeys], fontsize=9)
+        ax.set_yscale("log")
+        ax.set_title(what, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def charts(rows: list[dict], brokers: list[str], path: Path, title: str) -> list[Path]:
-    """`path` gets the absolute chart, `<stem>-ratios.png` beside it the ratios."""
+    """`path` gets the absolute chart, `<stem>-ratios.png` beside it the ratios and
+    `<stem>-metadata.png` the Metadata round trips (when the run has them)."""
     out = [path]
     absolute(rows, brokers, path, title)
     rpath = path.with_name(path.stem + "-ratios" + path.suffix)
     if len(brokers) > 1:
         ratios(rows, brokers, rpath, title)
         out.append(rpath)
+    mpath = path.with_name(path.stem + "-metadata" + path.suffix)
+    if metadata(rows, brokers, mpath, f"Metadata v12 for one topic: {title}"):
+        out.append(mpath)
     return out
+
+
+def main(argv: list[str]) -> int:
+    only_metadata = "--metadata" in argv
+    argv = [a for a in argv if a != "--metadata"]
+    if len(argv) < 2:
+        raise SystemExit(__doc__)
+    out, files = Path(argv[0]), [Path(f) for f in argv[1:]]
+    rows: list[dict] = []
+    brokers: list[str] = []
+    whens = []
+    for f in files:
+        d = json.loads(f.read_text())
+        rows += d["rows"]
+        whens.append(d["meta"]["when"])
+        brokers += [b for b in d["meta"].get("versions", {}) if b not in brokers]
+    title = f"odradek vs {', '.join(label(b) for b in brokers[1:])}: runs {', '.join(whens)}, one 2-core machine"
+    if only_metadata:
+        if metadata(rows, brokers, out, f"Metadata v12 for one topic: {title}"):
+            print(out)
+        return 0
+    for p in charts(rows, brokers, out, title):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -40,7 +40,8 @@ def cpu_m(r: dict | None) -> float | None:
 
 def aggregate(rows: list[dict]) -> list[dict]:
     """One row per (broker, row key): median records/s, median broker CPU-s/M and median RSS
-    of its repeated runs (each median on its own), every run's figures kept beside them."""
+    of its repeated runs (each median on its own), every run's figures kept beside them; for
+    repeated latency rows the median of each percentile over the runs."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["broker"], *key(r)), []).append(r)
@@ -57,6 +58,15 @@ def aggregate(rows: list[dict]) -> list[dict]:
             m["broker_cpu_s_per_m"] = statistics.median(cpus) if cpus else None
             m["rate_by_rep"] = {r.get("rep", 0): rate(r) for r in ok}
             m["cpu_by_rep"] = {r.get("rep", 0): r.get("broker_cpu_s_per_m") for r in ok}
+        elif len(ok) > 1:  # repeated latency rows (Metadata): each percentile's and the CPU's median over the runs
+            lats = [r["latency_ms"] for r in ok if r.get("latency_ms")]
+            m["latency_ms"] = {
+                q: statistics.median(lat[q] for lat in lats)
+                for q in lats[0]
+                if all(isinstance(lat.get(q), (int, float)) for lat in lats)
+            }
+            cpus = [r["broker_cpu_s_per_m"] for r in ok if r.get("broker_cpu_s_per_m") is not None]
+            m["broker_cpu_s_per_m"] = statistics.median(cpus) if cpus else None
         rss = [r["rss_mb"] for r in ok if r.get("rss_mb") is not None]
         if rss:
             m["rss_mb"] = statistics.median(rss)

@@ -103,7 +103,7 @@ def options(argv=None):
     ap.add_argument("--profile", action="store_true", help="py-spy profiles of odradek (first repetition)")
     ap.add_argument("--profile-workloads", default="produce,consume", help="which workloads --profile records")
     ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE", help="odradek setting")
-    ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks.png"), help="PNG path ('' for none)")
+    ap.add_argument("--chart", default=str(ROOT / "docs" / "benchmarks-kafka.png"), help="PNG path ('' for none)")
     ap.add_argument("--title", default=None, help="title of the charts")
     ap.add_argument("--out", default=str(RESULTS / "latest.json"))
     a = ap.parse_args(argv)

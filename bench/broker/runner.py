@@ -169,7 +169,9 @@ class Runner:
                 if all(p.leader >= 0 for p in t.partitions.values()):
                     break
             time.sleep(0.2)
-        settle(self.pid, timeout=30)
+        waited = settle(self.pid, timeout=30)
+        if waited >= 30:
+            log(f"[{self.name}] still busy 30 s after creating {topic} ({partitions} partitions): measuring anyway")
 
     def delete_topic(self, topic: str) -> None:
         """Drop a finished run's topic (memory-backed peers would keep every run's records),
