@@ -48,7 +48,17 @@ def test_metrics_move_with_traffic(mbroker):
         p.produce(topic, b"x" * size, key=str(i).encode())
     assert p.flush(15) == 0
 
-    after_produce = wait_for(port, lambda m: val(m, "odradek_topic_records_in_total", topic=topic) >= n)
+    # request counters move once the response is sent (as Kafka's request metrics do), so a
+    # scrape right after the client got its answer may not show them yet: wait for them too
+    produce_before = val(before, "odradek_requests_total", api="produce")
+    after_produce = wait_for(
+        port,
+        lambda m: (
+            val(m, "odradek_topic_records_in_total", topic=topic) >= n
+            and val(m, "odradek_requests_total", api="produce") > produce_before
+            and val(m, "odradek_requests_total", api="create_topics") >= 1
+        ),
+    )
     assert val(after_produce, "odradek_topic_records_in_total", topic=topic) == n
     assert val(after_produce, "odradek_topic_bytes_in_total", topic=topic) >= n * size
     assert val(after_produce, "odradek_requests_total", api="produce") > val(
@@ -112,7 +122,12 @@ def test_metrics_move_with_traffic(mbroker):
 
     c.close()  # LeaveGroup: the group becomes Empty
     after = wait_for(
-        port, lambda m: val(m, "odradek_groups", state="Stable") == 0 and val(m, "odradek_group_members") == 0
+        port,
+        lambda m: (
+            val(m, "odradek_groups", state="Stable") == 0
+            and val(m, "odradek_group_members") == 0
+            and val(m, "odradek_requests_total", api="leave_group") >= 1
+        ),
     )
     assert val(after, "odradek_groups", state="Stable") == 0
     assert val(after, "odradek_groups", state="Empty") >= 1
