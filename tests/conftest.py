@@ -28,6 +28,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # makes `support` importable
 
+try:  # property tests assert outcomes, not speed: no per-example deadline (one failed at load 8-9)
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("odradek", deadline=None)
+    _hypothesis_settings.load_profile("odradek")
+except ImportError:  # the test extra not installed: no property tests either
+    pass
+
 from support import apache_kafka  # noqa: E402
 from support.broker import BrokerProcess, MockClusterBroker, TansuBroker  # noqa: E402
 from support.clients import CLIENTS, make_client, unavailable_reason  # noqa: E402
