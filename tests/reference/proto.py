@@ -67,13 +67,18 @@ def create_topic(c: RawConnection, name: str, partitions: int = 1, configs: dict
 
 
 def wait_for_leaders(c: RawConnection, name: str, partitions: int, timeout: float = 15) -> None:
+    """Until Metadata names a leader for every partition and the leader serves them: Kafka's
+    metadata cache can name this broker leader a moment before its replica manager has made the
+    partition, and a ListOffsets then gets NOT_LEADER_OR_FOLLOWER (seen once in CI)."""
     deadline = time.monotonic() + timeout
     while True:
         t = metadata(c, [name], auto=False).topics[0]
         if int(t.error_code) == 0 and len(t.partitions) == partitions and all(p.leader_id >= 0 for p in t.partitions):
-            return
+            served = list_offsets(c, name, [(p, -1) for p in range(partitions)])
+            if all(int(p.error_code) == 0 for p in served.partitions):
+                return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{name}: no leaders after {timeout}s: {t}")
+            raise AssertionError(f"{name}: no leaders serving after {timeout}s: {t}")
         time.sleep(0.05)
 
 
