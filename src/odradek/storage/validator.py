@@ -104,44 +104,12 @@ class ValidatedBatches:
     def assign_offsets(self, next_offset: int, leader_epoch: int) -> WritePlan:
         """Number the batches from ``next_offset`` (the log end offset) and stamp
         ``leader_epoch`` (and the log append time) on them; with a ``target_compression``,
-        batches in another codec are recompressed first."""
-        if self.target_compression is not None:
-            return self._recompress_and_assign_offsets(next_offset, leader_epoch, *self.target_compression)
+        a batch in another codec is rewritten in it first (a new buffer holding the whole batch;
+        an uncompressed control batch stays as it is, as in Kafka)."""
         mv = self.buffer
         lat = self.log_append_time
-        first = next_off = next_offset
-        bufs: list = []
-        infos: list[tuple[int, int, int, int]] = []
-        rel = 0
-        count = 0
-        for h in self.headers:
-            p = h.position
-            size = h.batch_length + LOG_OVERHEAD
-            last = next_off + h.last_offset_delta
-            if lat >= 0:  # LogAppendTime: timestamp type, max timestamp and CRC change too
-                hdr = bytearray(mv[p : p + HEADER_SIZE])
-                body = mv[p + HEADER_SIZE : p + size]
-                patch_batch(
-                    hdr, base_offset=next_off, partition_leader_epoch=leader_epoch, log_append_time=lat, body=body
-                )
-                bufs.append(hdr)
-                bufs.append(body)
-                infos.append((rel, last, lat, size))
-            else:  # base offset and leader epoch lie outside the CRC
-                bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
-                bufs.append(mv[p + _PREFIX_SIZE : p + size])
-                infos.append((rel, last, h.max_timestamp, size))
-            rel += size
-            count += h.record_count
-            next_off = last + 1
-        return WritePlan(bufs, infos, rel, first, next_off, count)
-
-    def _recompress_and_assign_offsets(self, next_offset: int, leader_epoch: int, codec: int, level: int) -> WritePlan:
-        """`assign_offsets` when the topic sets a codec: a batch in another codec is rewritten
-        (a new buffer holding the whole batch), the others are written as `assign_offsets`
-        writes them (its loop again, here, so that the default path pays no per-batch test)."""
-        mv = self.buffer
-        lat = self.log_append_time
+        target = self.target_compression
+        codec, level = target if target is not None else (NONE, -1)
         lvl = None if level == -1 else level  # -1: the codec's default (or none: snappy, uncompressed)
         first = next_off = next_offset
         bufs: list = []
@@ -152,8 +120,7 @@ class ValidatedBatches:
             p = h.position
             size = h.batch_length + LOG_OVERHEAD
             last = next_off + h.last_offset_delta
-            source = h.compression
-            if source != codec and not (h.is_control and source == NONE):
+            if target is not None and h.compression != codec and not (h.is_control and h.compression == NONE):
                 batch = recompress_batch(mv, p, codec=codec, level=lvl)
                 size = len(batch)
                 if size > self.max_message_bytes:
@@ -169,7 +136,7 @@ class ValidatedBatches:
                 )
                 bufs.append(batch)
                 infos.append((rel, last, lat if lat >= 0 else h.max_timestamp, size))
-            elif lat >= 0:
+            elif lat >= 0:  # LogAppendTime: timestamp type, max timestamp and CRC change too
                 hdr = bytearray(mv[p : p + HEADER_SIZE])
                 body = mv[p + HEADER_SIZE : p + size]
                 patch_batch(
@@ -178,7 +145,7 @@ class ValidatedBatches:
                 bufs.append(hdr)
                 bufs.append(body)
                 infos.append((rel, last, lat, size))
-            else:
+            else:  # base offset and leader epoch lie outside the CRC
                 bufs.append(_PREFIX.pack(next_off, h.batch_length, leader_epoch))
                 bufs.append(mv[p + _PREFIX_SIZE : p + size])
                 infos.append((rel, last, h.max_timestamp, size))
