@@ -166,7 +166,10 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}"
             )
-        if h.is_control:
+        if h.is_control or (h.base_sequence < 0 and h.is_transactional):
+            # A marker, or a transactional batch without sequence numbers (NO_SEQUENCE: the
+            # group coordinator's transactional offset commits): epoch-checked only, and never
+            # kept for deduplication (Kafka checks sequences of client appends only).
             pending[pid] = (epoch, cur_last if epoch == cur_epoch else -1)
             return None
         seq = h.base_sequence
