@@ -3,7 +3,7 @@ makes every append durable at once (or fails it on demand), and replay checks.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from odradek.coordinator.group.model import GroupState, Result
 from odradek.coordinator.group.records import (
@@ -19,12 +19,21 @@ from odradek.coordinator.group.state import CoordinatorConfig, GroupCoordinatorS
 RANGE = [("range", b"range-meta")]
 
 
+class LogEntry(NamedTuple):
+    """One record of the in-memory __consumer_offsets (its offset: its index), or a marker."""
+
+    key: bytes | None
+    value: bytes | None
+    producer_id: int = -1  # of its transactional batch; -1: a plain batch
+    commit: bool | None = None  # a marker (COMMIT / ABORT) of producer_id: key is None
+
+
 class Harness:
     def __init__(self, **config: Any) -> None:
         config.setdefault("initial_rebalance_delay_ms", 0)
         self.state = GroupCoordinatorState(CoordinatorConfig(**config), new_member_id=self._new_id)
         self.now = 1_000_000
-        self.log: list[tuple[bytes, bytes | None]] = []
+        self.log: list[LogEntry] = []
         self.replies: dict[Any, Any] = {}
         self.fail_next_append: int = 0
         self._ids = 0
@@ -40,13 +49,14 @@ class Harness:
             if self.fail_next_append:
                 error, self.fail_next_append = self.fail_next_append, 0
             else:
+                res.base_offset = len(self.log)
                 for k, v in res.records:
                     enc = (
                         None
                         if v is None
                         else (encode_group_value(v) if isinstance(k, GroupMetadataKey) else encode_offset_value(v))
                     )
-                    self.log.append((encode_key(k), enc))
+                    self.log.append(LogEntry(encode_key(k), enc, res.producer_id))
         for token, value in res.replies:
             assert token not in self.replies, f"token {token!r} answered twice"
             self.replies[token] = value
@@ -159,6 +169,37 @@ class Harness:
         )
         return self.replies[token]
 
+    def txn_commit(
+        self,
+        group: str,
+        offsets: list[tuple[str, int, int, int, str | None]],
+        *,
+        producer_id: int = 1000,
+        epoch: int = 0,
+        member_id: str = "",
+        generation: int = -1,
+        instance: str | None = None,
+    ) -> dict:
+        """TxnOffsetCommit: answered with {(topic, partition): error}."""
+        token = object()
+        self.run(
+            self.state.commit_txn_offsets(
+                group, producer_id, epoch, member_id, instance, generation, offsets, token=token, now=self.now
+            )
+        )
+        return self.replies[token]
+
+    def end_txn(self, producer_id: int = 1000, *, commit: bool) -> None:
+        """The transaction coordinator's marker is appended (and committed), then the coordinator told."""
+        self.log.append(LogEntry(None, None, producer_id, commit))
+        self.state.complete_transaction(producer_id, commit)
+
+    def fetch(self, group: str, tp: tuple[str, int], *, require_stable: bool = False) -> tuple[int, int]:
+        """(offset, error) of one partition, as OffsetFetch answers it."""
+        ((_, rows),) = self.state.fetch_offsets(group, [(tp[0], [tp[1]])], require_stable=require_stable)
+        ((_, offset, _, _, error),) = rows
+        return offset, error
+
     def delete_group(self, group: str) -> int:
         token = object()
         self.run(self.state.delete_group(group, token=token, now=self.now))
@@ -172,9 +213,13 @@ class Harness:
     # ------------------------------------------------------------- replay
     def replayed(self) -> GroupCoordinatorState:
         st = GroupCoordinatorState(self.state.config)
-        for k, v in self.log:
+        for offset, (k, v, producer_id, commit) in enumerate(self.log):
+            if k is None:
+                assert commit is not None
+                st.replay_end_transaction(producer_id, commit)
+                continue
             key = decode_key(k)
-            st.replay(key, decode_value(key, v))
+            st.replay(key, decode_value(key, v), offset=offset, producer_id=producer_id)
         return st
 
     def assert_replay_matches(self) -> None:
@@ -186,3 +231,12 @@ class Harness:
                 assert other.groups[gid].snapshot() == group.snapshot()
         for gid in other.groups:
             assert gid in self.state.groups, f"group {gid} resurrected by replay"
+        # offsets pending in open transactions, and where every offset's record is in the log
+        assert other.txn.by_producer == self.state.txn.by_producer
+        assert other.txn.by_group == self.state.txn.by_group
+        for gid, group in self.state.groups.items():
+            if gid in other.groups:
+                theirs = other.groups[gid].offsets
+                assert {tp: v.record_offset for tp, v in theirs.items()} == {
+                    tp: v.record_offset for tp, v in group.offsets.items()
+                }

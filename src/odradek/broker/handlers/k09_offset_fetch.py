@@ -4,8 +4,11 @@ Committed offsets of a group (v8+: of several groups per request). A null topic 
 (v2+) means every committed offset of the group. Partitions without a committed offset
 get offset -1, leader epoch -1, empty metadata. While the group's partition of
 __consumer_offsets loads: COORDINATOR_LOAD_IN_PROGRESS (per partition for v1, which
-has no top-level error). require_stable (v7+) is answered directly: there are no
-pending transactional offsets yet. v9's member id/epoch only concern KIP-848 groups.
+has no top-level error). Offsets committed in a transaction that is still open
+(TxnOffsetCommit) are not returned; with require_stable (v7+, KIP-447) a partition that has
+some gets UNSTABLE_OFFSET_COMMIT instead of its committed offset, so that a consumer of a
+consume-transform-produce application waits for the transaction to end. v9's member
+id/epoch only concern KIP-848 groups.
 v10 (topic ids) is not served.
 """
 
@@ -15,19 +18,20 @@ from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics) -> tuple[int, list]:
+def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool) -> tuple[int, list]:
     gc = ctx.services.group_coordinator
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return gc.fetch_offsets(group_id, wanted)
+    return gc.fetch_offsets(group_id, wanted, require_stable=require_stable)
 
 
 @handles(9, 1, 9)
 async def handle(ctx: RequestContext, req) -> object:
     v = ctx.api_version
+    require_stable = bool(getattr(req, "require_stable", False))
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, rows = _fetch(ctx, g.group_id, g.topics)
+            err, rows = _fetch(ctx, g.group_id, g.topics, require_stable)
             topics = tuple(
                 nested(
                     ctx,
@@ -58,7 +62,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 )
             )
         return ctx.respond(throttle_time=0, groups=tuple(groups))
-    err, rows = _fetch(ctx, req.group_id, req.topics)
+    err, rows = _fetch(ctx, req.group_id, req.topics, require_stable)
     if err and v < 2:
         rows = [(t.name, [(p, -1, -1, "", err) for p in t.partition_indexes]) for t in req.topics or ()]
     elif err:

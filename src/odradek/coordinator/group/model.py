@@ -218,6 +218,57 @@ class Group:
         }
 
 
+# --------------------------------------------------------------------------- transactions
+
+TopicPartition = tuple[str, int]
+
+
+class PendingTxnOffsets:
+    """Offsets committed in open transactions (TxnOffsetCommit), not yet visible: per producer
+    id, per group, per partition (Kafka's pendingTransactionalOffsets), and the producer ids
+    with an open transaction per group (openTransactionsByGroup). A group stays listed until
+    its producer's transaction ends, even when a tombstone dropped its partitions, as in Kafka."""
+
+    __slots__ = ("by_producer", "by_group")
+
+    def __init__(self) -> None:
+        self.by_producer: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
+        self.by_group: dict[str, set[int]] = {}
+
+    def add(self, producer_id: int, group_id: str, tp: TopicPartition, value: OffsetCommitValue) -> None:
+        self.by_producer.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = value
+        self.by_group.setdefault(group_id, set()).add(producer_id)
+
+    def has(self, group_id: str, tp: TopicPartition) -> bool:
+        """Is an offset of `tp` pending in any open transaction of the group?"""
+        return any(tp in self.by_producer.get(pid, {}).get(group_id, {}) for pid in self.by_group.get(group_id, ()))
+
+    def partitions(self, group_id: str) -> set[TopicPartition]:
+        out: set[TopicPartition] = set()
+        for pid in self.by_group.get(group_id, ()):
+            out.update(self.by_producer.get(pid, {}).get(group_id, {}))
+        return out
+
+    def has_open(self, group_id: str) -> bool:
+        return bool(self.by_group.get(group_id))
+
+    def drop(self, group_id: str, tp: TopicPartition) -> None:
+        """A tombstone of `tp` was written: its pending offsets go too."""
+        for pid in self.by_group.get(group_id, ()):
+            self.by_producer.get(pid, {}).get(group_id, {}).pop(tp, None)
+
+    def end(self, producer_id: int) -> dict[str, dict[TopicPartition, OffsetCommitValue]]:
+        """The producer's transaction ended: its pending offsets, by group, leave the store."""
+        pending = self.by_producer.pop(producer_id, {})
+        for gid in pending:
+            open_ = self.by_group.get(gid)
+            if open_ is not None:
+                open_.discard(producer_id)
+                if not open_:
+                    del self.by_group[gid]
+        return pending
+
+
 # --------------------------------------------------------------------------- results
 
 Record = tuple[GroupMetadataKey | OffsetCommitKey, GroupMetadataValue | OffsetCommitValue | None]
@@ -233,6 +284,12 @@ class Result:
     records: list[Record] = field(default_factory=list)
     replies: list[tuple[Any, Any]] = field(default_factory=list)
     then: Callable[[int, int], Result] | None = None
+    # A transactional write (TxnOffsetCommit): the records go in one transactional batch of
+    # this producer (-1: a plain batch).
+    producer_id: int = -1
+    producer_epoch: int = -1
+    # Set by whoever appends the records, before `then` runs: the log offset of the first.
+    base_offset: int = -1
 
     def reply(self, token: Any, value: Any) -> None:
         if token is not None:

@@ -12,11 +12,15 @@ Rules follow Kafka's ClassicGroup.validateOffsetCommit / OffsetMetadataManager:
   Empty (or after their commit, for groups that never had members); explicit expire
   timestamps (OffsetCommit v2-v4 retention_time) win; a Stable "consumer" group's
   offsets of topics it no longer subscribes to expire from their commit time; an Empty
-  group left without offsets dies and gets a tombstone.
+  group left without offsets dies and gets a tombstone;
+- offsets pending in open transactions (txn_offsets.py) are not fetched (require_stable:
+  UNSTABLE_OFFSET_COMMIT), get a tombstone with their partition (OffsetDelete, DeleteGroups),
+  hold back the expiry of their partition's offset, and keep their group from dying.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from odradek.coordinator.group.model import (
@@ -25,6 +29,7 @@ from odradek.coordinator.group.model import (
     GroupDescription,
     GroupState,
     MemberDescription,
+    PendingTxnOffsets,
     Result,
 )
 from odradek.coordinator.group.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, subscribed_topics
@@ -52,9 +57,17 @@ def store_error(code: int) -> int:
     return int(code)
 
 
+def at_record_offsets(values: dict[tuple[str, int], OffsetCommitValue], base_offset: int) -> dict:
+    """The values of records appended in this order from `base_offset`, with their log offsets."""
+    if base_offset < 0:
+        return dict(values)
+    return {tp: dataclasses.replace(v, record_offset=base_offset + i) for i, (tp, v) in enumerate(values.items())}
+
+
 class OffsetsMixin:
     groups: dict[str, Group]
     config: Any
+    txn: PendingTxnOffsets
 
     # =================================================================== OffsetCommit
     def commit_offsets(
@@ -118,14 +131,19 @@ class OffsetsMixin:
                 if live and created and not group.offsets and not group.members and group.pending_offset_writes == 0:
                     del self.groups[group_id]
             elif live:
-                group.offsets.update(values)
+                group.offsets.update(at_record_offsets(values, res.base_offset))
             out.reply(token, errors)
             return out
 
         res.then = then
         return res
 
-    def _validate_commit(self, group: Group, member_id: str, instance_id: str | None, generation: int) -> int:
+    def _validate_commit(
+        self, group: Group, member_id: str, instance_id: str | None, generation: int, *, transactional: bool = False
+    ) -> int:
+        """Kafka's ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit)
+        without member id and generation (v0-2) is accepted whatever the group's state, and
+        the group's state is not enforced (no REBALANCE_IN_PROGRESS)."""
         if group.is_(S.DEAD):
             return E.coordinator_not_available
         if generation < 0 and group.is_(S.EMPTY):
@@ -141,36 +159,36 @@ class OffsetsMixin:
                 return E.unknown_member_id
             if generation != group.generation:
                 return E.illegal_generation
-        elif not group.is_(S.EMPTY):
+        elif not transactional and not group.is_(S.EMPTY):
             return E.unknown_member_id
-        if group.is_(S.COMPLETING_REBALANCE):
+        if not transactional and group.is_(S.COMPLETING_REBALANCE):
             return E.rebalance_in_progress
         return E.none
 
     # =================================================================== OffsetFetch
     def fetch_offsets(
-        self, group_id: str, topics: list[tuple[str, list[int]]] | None
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, require_stable: bool = False
     ) -> list[tuple[str, list[tuple[int, int, int, str, int]]]]:
-        """[(topic, [(partition, offset, leader_epoch, metadata, error)])]; all offsets when topics is None."""
+        """[(topic, [(partition, offset, leader_epoch, metadata, error)])]; all committed offsets
+        when topics is None. Offsets pending in open transactions are not returned; with
+        `require_stable` (KIP-447) a partition that has some gets UNSTABLE_OFFSET_COMMIT instead."""
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None and not group.is_(S.DEAD) else {}
+        unstable = (-1, -1, "", int(E.unstable_offset_commit))
+
+        def row(topic: str, p: int, found: OffsetCommitValue | None) -> tuple[int, int, int, str, int]:
+            if require_stable and self.txn.has(group_id, (topic, p)):
+                return (p, *unstable)
+            if found is None:
+                return (p, -1, -1, "", 0)
+            return (p, found.offset, found.leader_epoch, found.metadata, 0)
+
         if topics is None:
             by_topic: dict[str, list] = {}
             for (t, p), v in sorted(offsets.items()):
-                by_topic.setdefault(t, []).append((p, v.offset, v.leader_epoch, v.metadata, 0))
+                by_topic.setdefault(t, []).append(row(t, p, v))
             return list(by_topic.items())
-        out = []
-        for topic, partitions in topics:
-            rows = []
-            for p in partitions:
-                found = offsets.get((topic, p))
-                rows.append(
-                    (p, found.offset, found.leader_epoch, found.metadata, 0)
-                    if found is not None
-                    else (p, -1, -1, "", 0)
-                )
-            out.append((topic, rows))
-        return out
+        return [(topic, [row(topic, p, offsets.get((topic, p))) for p in partitions]) for topic, partitions in topics]
 
     # =================================================================== describe / list
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -228,8 +246,14 @@ class OffsetsMixin:
         if not group.is_(S.EMPTY):
             res.reply(token, int(E.non_empty_group))
             return res
+        # As Kafka: pending transactional offsets do not keep a group from being deleted; the
+        # partitions that only have those get a tombstone too, which drops them.
+        pending_only = self.txn.partitions(group_id) - group.offsets.keys()
         res.records.extend((OffsetCommitKey(group_id, t, p), None) for (t, p) in sorted(group.offsets))
+        res.records.extend((OffsetCommitKey(group_id, t, p), None) for (t, p) in sorted(pending_only))
         res.records.append((GroupMetadataKey(group_id), None))
+        for tp in group.offsets.keys() | pending_only:
+            self.txn.drop(group_id, tp)
         group.state = S.DEAD
         group.offsets.clear()
         del self.groups[group_id]
@@ -262,8 +286,11 @@ class OffsetsMixin:
                     errors[(topic, p)] = int(E.group_subscribed_to_topic)
                     continue
                 errors[(topic, p)] = 0
-                if group.offsets.pop((topic, p), None) is not None:
+                # a tombstone when there is a committed offset or a pending transactional one
+                pending = self.txn.has(group_id, (topic, p))
+                if group.offsets.pop((topic, p), None) is not None or pending:
                     res.records.append((OffsetCommitKey(group_id, topic, p), None))
+                    self.txn.drop(group_id, (topic, p))
 
         def then(error: int, now2: int) -> Result:
             code = store_error(error) if error else 0
@@ -306,13 +333,19 @@ class OffsetsMixin:
                     gone = now - v.commit_timestamp >= retention
                 else:
                     gone = False
-                if gone:
+                if gone and not self.txn.has(group.group_id, (t, p)):  # Kafka waits for the transaction
                     expired.append((t, p))
             res = Result(group.group_id)
             for tp in expired:
                 del group.offsets[tp]
                 res.records.append((OffsetCommitKey(group.group_id, *tp), None))
-            if group.is_(S.EMPTY) and not group.offsets and not group.members and not group.pending_members:
+            if (
+                group.is_(S.EMPTY)
+                and not group.offsets
+                and not group.members
+                and not group.pending_members
+                and not self.txn.has_open(group.group_id)  # not while a transaction of it is open
+            ):
                 group.state = S.DEAD
                 del self.groups[group.group_id]
                 self._drop_deadlines(group.group_id)  # type: ignore[attr-defined]

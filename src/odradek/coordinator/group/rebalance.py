@@ -35,11 +35,13 @@ from odradek.coordinator.group.model import (
     JoinResult,
     LeaveResult,
     Member,
+    PendingTxnOffsets,
     Result,
     SyncResult,
 )
-from odradek.coordinator.group.offsets import OffsetsMixin, store_error
+from odradek.coordinator.group.offsets import store_error
 from odradek.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from odradek.coordinator.group.txn_offsets import TxnOffsetsMixin
 from odradek.protocol.errors import ErrorCode as E
 
 S = GroupState
@@ -71,9 +73,9 @@ def _default_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class ClassicGroupMachine(OffsetsMixin):
-    """All groups of this coordinator, their members, offsets and deadlines; every operation
-    but JoinGroup, which GroupCoordinatorState (state.py) adds."""
+class ClassicGroupMachine(TxnOffsetsMixin):
+    """All groups of this coordinator, their members, offsets (offsets.py, txn_offsets.py) and
+    deadlines; every operation but JoinGroup, which GroupCoordinatorState (state.py) adds."""
 
     def __init__(
         self, config: CoordinatorConfig | None = None, *, new_member_id: Callable[[str], str] = _default_member_id
@@ -84,6 +86,8 @@ class ClassicGroupMachine(OffsetsMixin):
         self._deadlines: dict[tuple, int] = {}
         self._heap: list[tuple[int, int, tuple]] = []
         self._seq = 0
+        self.txn = PendingTxnOffsets()
+        self._txn_writes = {}
 
     # =================================================================== deadlines
     def _set_deadline(self, key: tuple, at: int) -> None:
@@ -459,26 +463,19 @@ class ClassicGroupMachine(OffsetsMixin):
 
     # =================================================================== replay
     def replay(
-        self, key: GroupMetadataKey | OffsetCommitKey, value: GroupMetadataValue | OffsetCommitValue | None
+        self,
+        key: GroupMetadataKey | OffsetCommitKey,
+        value: GroupMetadataValue | OffsetCommitValue | None,
+        *,
+        offset: int = -1,
+        producer_id: int = -1,
     ) -> None:
-        """Apply one record of __consumer_offsets (loading, and the replay tests)."""
+        """Apply one record of __consumer_offsets (loading, and the replay tests): `offset` is
+        its log offset, `producer_id` that of its transactional batch (-1: a plain batch).
+        Markers: replay_end_transaction (txn_offsets.py)."""
         if isinstance(key, OffsetCommitKey):
-            group = self.groups.get(key.group)
-            if value is None:
-                if group is not None:
-                    group.offsets.pop((key.topic, key.partition), None)
-                    if (
-                        not group.offsets
-                        and not group.members
-                        and group.generation == 0
-                        and group.protocol_type is None
-                    ):
-                        del self.groups[key.group]
-                return
-            if group is None:
-                group = self.groups[key.group] = Group(key.group)
-            assert isinstance(value, OffsetCommitValue)
-            group.offsets[(key.topic, key.partition)] = value
+            assert value is None or isinstance(value, OffsetCommitValue)
+            self.replay_offset_record(key, value, offset, producer_id)
             return
         old = self.groups.pop(key.group, None)
         self._drop_deadlines(key.group)

@@ -74,6 +74,10 @@ class OffsetCommitValue:
     commit_timestamp: int = -1
     leader_epoch: int = -1
     expire_timestamp: int = -1  # only in v1
+    # Where the record is in __consumer_offsets (-1: not known). Not part of the value's bytes
+    # and not compared: Kafka's OffsetAndMetadata.recordOffset, which orders a transactional
+    # commit against plain commits of the same partition when its transaction commits.
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,14 @@ from odradek.coordinator.group.state import CoordinatorConfig, GroupCoordinatorS
 from odradek.coordinator.partitions import CoordinatorPartitions
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.errors import KafkaError
-from odradek.protocol.records import Record, build_batch, decode_records, iter_batches
+from odradek.protocol.records import (
+    CONTROL_COMMIT,
+    Record,
+    build_batch,
+    decode_control_record,
+    decode_records,
+    iter_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +112,8 @@ class GroupCoordinator:
         self._retention_timer: asyncio.TimerHandle | None = None
         self._load_queue: collections.deque[tuple[int, int]] = collections.deque()
         self._load_task: asyncio.Task | None = None
+        # transactions completed on a partition while it loads: (producer id, commit), applied after
+        self._completed_while_loading: dict[int, list[tuple[int, bool]]] = {}
 
     # =================================================================== lifecycle
     async def start(self) -> None:
@@ -181,6 +190,7 @@ class GroupCoordinator:
         shard = self.shards.pop(partition, None)
         self.epochs.pop(partition, None)
         self.loading.discard(partition)
+        self._completed_while_loading.pop(partition, None)
         if shard is not None:
             _answer_waiting(shard, E.not_coordinator)
             log.info("unloaded %s-%d (%d groups)", OFFSETS_TOPIC, partition, len(shard.groups))
@@ -209,10 +219,16 @@ class GroupCoordinator:
                 if not data or self.epochs.get(partition) != epoch:
                     break
                 for h in iter_batches(data):
-                    if not h.is_control:
+                    if h.is_control:
+                        if h.next_offset > offset and h.producer_id >= 0:
+                            marker = decode_control_record(data, h.position)
+                            if marker is not None:
+                                shard.replay_end_transaction(h.producer_id, marker[1] == CONTROL_COMMIT)
+                    else:
+                        pid = h.producer_id if h.is_transactional else -1
                         for rec in decode_records(data, h.position):
                             if rec.offset >= offset and rec.key is not None:
-                                self._replay_bytes(shard, rec.key, rec.value)
+                                self._replay_bytes(shard, rec.key, rec.value, rec.offset, pid)
                                 count += 1
                     offset = max(offset, h.next_offset)
                 if offset >= hw:
@@ -223,6 +239,8 @@ class GroupCoordinator:
             log.exception("loading %s-%d failed at offset %d", OFFSETS_TOPIC, partition, offset)
         if self.epochs.get(partition) != epoch:
             return
+        for producer_id, commit in self._completed_while_loading.pop(partition, ()):
+            shard.complete_transaction(producer_id, commit)
         shard.loaded(None, self.clock())
         self.loading.discard(partition)
         if count:
@@ -235,14 +253,16 @@ class GroupCoordinator:
             )
 
     @staticmethod
-    def _replay_bytes(shard: GroupCoordinatorState, key: bytes, value: bytes | None) -> None:
+    def _replay_bytes(
+        shard: GroupCoordinatorState, key: bytes, value: bytes | None, offset: int, producer_id: int
+    ) -> None:
         try:
             k = decode_key(key)
             v = decode_value(k, value)
         except RecordFormatError as e:
             log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
             return
-        shard.replay(k, v)
+        shard.replay(k, v, offset=offset, producer_id=producer_id)
 
     # =================================================================== writing
     def _submit(self, res: Result) -> None:
@@ -284,9 +304,17 @@ class GroupCoordinator:
             else:
                 value = encode_offset_value(v)  # type: ignore[arg-type]
             records.append(Record(i, now, encode_key(k), value, ()))
+        # TxnOffsetCommit: a transactional batch of the producer, without sequence numbers
+        batch = build_batch(
+            records,
+            base_offset=0,
+            producer_id=res.producer_id,
+            producer_epoch=res.producer_epoch,
+            is_transactional=res.producer_id >= 0,
+        )
         try:
-            await self.partitions.append_committed(
-                OFFSETS_TOPIC, partition, build_batch(records, base_offset=0), self.config.commit_timeout_ms
+            res.base_offset = await self.partitions.append_committed(
+                OFFSETS_TOPIC, partition, batch, self.config.commit_timeout_ms
             )
             return 0
         except KafkaError as e:
@@ -435,11 +463,59 @@ class GroupCoordinator:
             retention_ms=retention_ms,
         )
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> tuple[int, list]:
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation: int,
+        offsets: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: the offsets are pending in the producer's transaction once durable."""
+        err, shard = self._shard(group_id)
+        if shard is None:
+            return {(t, p): err for t, p, *_ in offsets}
+        return await self._run(
+            shard.commit_txn_offsets,
+            group_id,
+            producer_id,
+            producer_epoch,
+            member_id,
+            group_instance_id,
+            generation,
+            offsets,
+        )
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A COMMIT (`commit`) or ABORT marker of the producer was appended to this partition of
+        __consumer_offsets and is committed (WriteTxnMarkers): its pending offsets become
+        visible, or are dropped. A partition still loading applies it once loaded (its load may
+        have read the marker already: then there is nothing left to apply); a partition this
+        broker does not lead has nothing to do (its leader loads the marker from the log)."""
+        if offsets_partition in self.loading:
+            self._completed_while_loading.setdefault(offsets_partition, []).append((producer_id, commit))
+            return
+        shard = self.shards.get(offsets_partition)
+        if shard is None:
+            log.info(
+                "transaction of producer %d (epoch %d) completed on %s-%d, which is not loaded here",
+                producer_id,
+                producer_epoch,
+                OFFSETS_TOPIC,
+                offsets_partition,
+            )
+            return
+        shard.complete_transaction(producer_id, commit)
+
+    def fetch_offsets(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, require_stable: bool = False
+    ) -> tuple[int, list]:
         err, shard = self._shard(group_id)
         if shard is None:
             return err, []
-        return 0, shard.fetch_offsets(group_id, topics)
+        return 0, shard.fetch_offsets(group_id, topics, require_stable=require_stable)
 
     def describe_group(self, group_id: str) -> GroupDescription:
         err, shard = self._shard(group_id)

@@ -96,6 +96,7 @@ class GroupCoordinatorState(ClassicGroupMachine):
             and not group.offsets
             and group.generation == 0
             and group.pending_offset_writes == 0
+            and not self.txn.has_open(group_id)
         ):
             del self.groups[group_id]  # a rejected first join leaves nothing behind
         return res

@@ -1,0 +1,85 @@
+"""TxnOffsetCommit (key 28), v0-4.
+
+A transactional producer commits a consumer group's offsets in its transaction (after
+AddOffsetsToTxn). The offsets are appended to the group's partition of __consumer_offsets
+as one transactional batch of the producer (its id and epoch, base sequence -1) and the
+answer comes once they are durable; they stay pending, invisible to OffsetFetch, until the
+transaction coordinator's marker commits or aborts them (WriteTxnMarkers calls the group
+coordinator's complete_transaction).
+
+The group is checked as Kafka checks it: an unknown group is accepted with generation -1
+(v0-2 have no generation) and ILLEGAL_GENERATION otherwise; v3+ (KIP-447) member id,
+generation and group instance id must be current when given (UNKNOWN_MEMBER_ID,
+ILLEGAL_GENERATION, FENCED_INSTANCE_ID); unlike OffsetCommit, a request without member id
+is accepted whatever the group's state, and CompletingRebalance is no error. Metadata longer
+than offset.metadata.max.bytes: OFFSET_METADATA_TOO_LARGE for that partition. A partition of
+a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION, before the group is consulted.
+v0-1 see COORDINATOR_NOT_AVAILABLE instead of COORDINATOR_LOAD_IN_PROGRESS (Kafka's KAFKA-7296
+compatibility). A producer epoch older than the partition's: INVALID_PRODUCER_EPOCH.
+
+Not served: v5 (transactions v2, KIP-890 part 2: the coordinator adds the partition to the
+transaction itself); Kafka's KIP-890 part 1 check that AddOffsetsToTxn added the partition.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.handlers._groups import nested
+from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.errors import ErrorCode
+
+
+@handles(28, 0, 4)
+async def handle(ctx: RequestContext, req) -> object:
+    gc = ctx.services.group_coordinator
+    topics_known = ctx.services.snapshot.topics
+    unknown: dict[tuple[str, int], int] = {}
+    entries = []
+    for t in req.topics:
+        info = topics_known.get(t.name)
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < len(info.partitions):
+                unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+                continue
+            entries.append(
+                (
+                    t.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
+    errors = unknown
+    if entries:
+        errors = unknown | await gc.commit_txn_offsets(
+            req.group_id,
+            req.producer_id,
+            req.producer_epoch,
+            getattr(req, "member_id", ""),
+            getattr(req, "group_instance_id", None),
+            getattr(req, "generation_id", -1),
+            entries,
+        )
+    if ctx.api_version < 2:
+        errors = {
+            tp: ErrorCode.coordinator_not_available if e == ErrorCode.coordinator_load_in_progress else e
+            for tp, e in errors.items()
+        }
+    topics = tuple(
+        nested(
+            ctx,
+            "TxnOffsetCommitResponseTopic",
+            name=t.name,
+            partitions=tuple(
+                nested(
+                    ctx,
+                    "TxnOffsetCommitResponsePartition",
+                    partition_index=p.partition_index,
+                    error_code=errors.get((t.name, p.partition_index), 0),
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in req.topics
+    )
+    return ctx.respond(throttle_time=0, topics=topics)
