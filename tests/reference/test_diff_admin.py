@@ -411,10 +411,12 @@ def test_api_versions_of_the_apis_odradek_serves(pair):
 #: between brokers, as Kafka 3.9 in ZooKeeper mode does
 ZOOKEEPER_MODE_APIS = {7, 56}
 
-#: api key -> the newest version Kafka 4.4 serves, one above odradek's: ApiVersions v5 and
+#: api key -> the newest version Kafka 4.4 serves, above odradek's: ApiVersions v5 and
 #: DeleteGroups v3 have no kio schema yet; ListOffsets v11, OffsetCommit v10 and OffsetFetch v10
-#: (topic ids), DescribeGroups v6 and DescribeLogDirs v5 have one and are not served yet
-KAFKA_NEWER_VERSIONS = {2: 11, 8: 10, 9: 10, 15: 6, 18: 5, 35: 5, 42: 3}
+#: (topic ids), DescribeGroups v6 and DescribeLogDirs v5 have one and are not served yet;
+#: TxnOffsetCommit: v5 (transactions v2, KIP-890 part 2) is not served, v6 (topic ids, KIP-1319)
+#: has no kio schema yet
+KAFKA_NEWER_VERSIONS = {2: 11, 8: 10, 9: 10, 15: 6, 18: 5, 28: 6, 35: 5, 42: 3}
 
 
 def _read(s, n: int) -> bytes:

@@ -18,7 +18,8 @@ v0-1 see COORDINATOR_NOT_AVAILABLE instead of COORDINATOR_LOAD_IN_PROGRESS (Kafk
 compatibility). A producer epoch older than the partition's: INVALID_PRODUCER_EPOCH.
 
 Not served: v5 (transactions v2, KIP-890 part 2: the coordinator adds the partition to the
-transaction itself); Kafka's KIP-890 part 1 check that AddOffsetsToTxn added the partition.
+transaction itself), v6 (topic ids, KIP-1319: no kio schema yet; Kafka 4.4 serves v0-6);
+Kafka's KIP-890 part 1 check that AddOffsetsToTxn added the partition before the append.
 """
 
 from __future__ import annotations
