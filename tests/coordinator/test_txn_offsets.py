@@ -187,6 +187,7 @@ def test_delete_group_with_pending_offsets():
     tombstones = [e.key for e in h.log if e.key is not None and e.value is None]
     assert len(tombstones) == 3  # (t,0), (t,1) and the group
     assert h.fetch("g", ("t", 1), require_stable=True) == (-1, 0)
+    assert not h.state.txn.has_open("g")  # nothing pending left (Kafka 4.4's OpenTransactions)
     h.assert_replay_matches()
     h.end_txn(commit=True)
     assert "g" not in h.state.groups
@@ -207,6 +208,21 @@ def test_offset_delete_with_pending_offsets():
     h.end_txn(commit=True)
     assert h.fetch("g", ("t", 0)) == (-1, 0)
     h.assert_replay_matches()
+
+
+def test_a_group_whose_pending_offsets_were_deleted_can_expire():
+    h = Harness(offsets_retention_ms=1000)
+    h.commit("g", [("t", 0, 1, -1, "")])
+    h.txn_commit("g", [("t", 1, 2, -1, "")])
+    assert h.delete_offsets("g", [("t", [1])]) == (0, {("t", 1): 0})
+    assert not h.state.txn.has_open("g") and not h.state.txn.by_producer
+    h.now += 1000
+    for res in h.state.expire_offsets(h.now):
+        h.run(res)
+    assert "g" not in h.state.groups
+    h.assert_replay_matches()
+    h.end_txn(commit=True)  # the marker finds nothing left
+    assert "g" not in h.state.groups
 
 
 def test_expiry_waits_for_open_transactions():

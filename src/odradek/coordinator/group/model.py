@@ -226,8 +226,8 @@ TopicPartition = tuple[str, int]
 class PendingTxnOffsets:
     """Offsets committed in open transactions (TxnOffsetCommit), not yet visible: per producer
     id, per group, per partition (Kafka's pendingTransactionalOffsets), and the producer ids
-    with an open transaction per group (openTransactionsByGroup). A group stays listed until
-    its producer's transaction ends, even when a tombstone dropped its partitions, as in Kafka."""
+    with pending offsets per group (Kafka 4.4's OpenTransactions: a group whose pending
+    partitions were all dropped by tombstones has no open transaction any more)."""
 
     __slots__ = ("by_producer", "by_group")
 
@@ -254,8 +254,22 @@ class PendingTxnOffsets:
 
     def drop(self, group_id: str, tp: TopicPartition) -> None:
         """A tombstone of `tp` was written: its pending offsets go too."""
-        for pid in self.by_group.get(group_id, ()):
-            self.by_producer.get(pid, {}).get(group_id, {}).pop(tp, None)
+        open_ = self.by_group.get(group_id)
+        if open_ is None:
+            return
+        for pid in list(open_):
+            by_group = self.by_producer.get(pid, {})
+            offsets = by_group.get(group_id)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if offsets:
+                    continue
+                del by_group[group_id]
+                if not by_group:
+                    del self.by_producer[pid]
+            open_.discard(pid)
+        if not open_:
+            del self.by_group[group_id]
 
     def end(self, producer_id: int) -> dict[str, dict[TopicPartition, OffsetCommitValue]]:
         """The producer's transaction ended: its pending offsets, by group, leave the store."""
