@@ -145,3 +145,32 @@ def test_txn_offset_commit_checks(tmp_path):
         await b.stop()
 
     asyncio.run(main())
+
+
+def test_transaction_completed_while_the_partition_loads(tmp_path):
+    """WriteTxnMarkers may complete a transaction while the group's partition is still being
+    loaded: the completion is applied once the load is done (whether or not the load read the
+    marker), never lost to a load that started before the marker."""
+
+    async def main():
+        b = await broker(tmp_path).start()
+        await create_topic_t(b)
+        await find_coordinator(b, GROUP)
+        conn = RawConnection(f"127.0.0.1:{b.broker.bound[0][1]}")
+        try:
+            assert await asyncio.to_thread(txn_commit, conn, {("t", 0): 7}) == {("t", 0): 0}
+        finally:
+            conn.close()
+        await b.stop()
+
+        b2 = await broker(tmp_path).start()
+        gc = b2.services.group_coordinator
+        p = partition_for(GROUP, 5)
+        assert p in gc.loading  # the load runs in the background; nothing has yielded to it yet
+        gc.complete_transaction(p, PID, EPOCH, True)  # as if its marker were appended after the load's read
+        await loaded(b2)
+        assert gc.fetch_offsets(GROUP, [("t", [0])], require_stable=True) == (0, [("t", [(0, 7, 3, "md", 0)])])
+        gc.complete_transaction(p + 1, PID, EPOCH, False)  # a partition with nothing of it: nothing happens
+        await b2.stop()
+
+    asyncio.run(main())
