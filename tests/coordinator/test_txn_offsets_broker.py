@@ -7,8 +7,11 @@ coordinator path, then GroupCoordinator.complete_transaction. A restart reloads 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 
+import pytest
+from support.apache_kafka import tool_command, unavailable_reason
 from support.inprocess import InProcessBroker
 from support.raw import RawConnection, nested
 from test_runtime import broker, create_topic_t, find_coordinator, loaded
@@ -174,3 +177,40 @@ def test_transaction_completed_while_the_partition_loads(tmp_path):
         await b2.stop()
 
     asyncio.run(main())
+
+
+@pytest.mark.reference
+def test_kafkas_dump_log_segments_reads_the_transactional_offsets_and_markers(tmp_path):
+    """Kafka 4.4's DumpLogSegments (--offsets-decoder) reads the group's partition: the offsets
+    in a transactional batch of the producer (base sequence -1), then its COMMIT; again, ABORT."""
+    if reason := unavailable_reason("4"):
+        pytest.skip(reason)
+
+    async def main():
+        b = await broker(tmp_path).start()
+        await create_topic_t(b)
+        await find_coordinator(b, GROUP)
+        conn = RawConnection(f"127.0.0.1:{b.broker.bound[0][1]}")
+        try:
+            await asyncio.to_thread(txn_commit, conn, {("t", 0): 42, ("t", 1): 43})
+            await end_transaction(b, commit=True)
+            await asyncio.to_thread(txn_commit, conn, {("t", 0): 50})
+            await end_transaction(b, commit=False)
+        finally:
+            conn.close()
+        await b.stop()
+
+    asyncio.run(main())
+    logs = sorted((tmp_path / "data" / f"{OFFSETS_TOPIC}-{partition_for(GROUP, 5)}").glob("*.log"))
+    cmd = tool_command("4", "DumpLogSegments", "--deep-iteration", "--print-data-log", "--offsets-decoder")
+    p = subprocess.run([*cmd, "--files", ",".join(map(str, logs))], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0 and "Exception" not in p.stderr, p.stderr[-3000:]
+    batches = [ln for ln in p.stdout.splitlines() if ln.startswith("baseOffset:")]
+    records = [ln for ln in p.stdout.splitlines() if ln.startswith("| offset:")]
+    txn = f"baseSequence: -1 lastSequence: -1 producerId: {PID} producerEpoch: {EPOCH}"
+    assert len(batches) == 4 and all(txn in ln and "isTransactional: true" in ln for ln in batches), batches
+    assert ["isControl: true" in ln for ln in batches] == [False, True, False, True]
+    assert all("isvalid: true" in ln for ln in batches)
+    assert ['"offset":42' in records[0], '"offset":43' in records[1]] == [True, True]
+    assert '"group":"txn-group","topic":"t","partition":0' in records[0]
+    assert "endTxnMarker: COMMIT" in records[2] and '"offset":50' in records[3] and "endTxnMarker: ABORT" in records[4]
