@@ -183,7 +183,8 @@ def test_control_aborted_and_legacy(impl):
     data = bytes(ctrl) + bytes(txn) + legacy + plain
     got, nxt = CR.decode_fetched("t", 0, data, 0)
     assert [(r.offset, r.value) for r in got] == [(1, b"a"), (2, b"old"), (3, b"new")] and nxt == 4
-    got, nxt = CR.decode_fetched("t", 0, data, 0, aborted={9: 0})
+    assert CR.aborted_batches(data, [(9, 1)]) == {1}
+    got, nxt = CR.decode_fetched("t", 0, data, 0, aborted={1})  # the batch at 1 (producer 9) was aborted
     assert [(r.offset, r.value) for r in got] == [(2, b"old"), (3, b"new")] and nxt == 4
     cols, nxt = CR.decode_fetched_columns("t", 0, data, 0)
     assert list(cols.offset_list()) == [1, 2, 3] and nxt == 4
@@ -313,21 +314,23 @@ def test_random_bytes_never_crash(data):
         assert all(r == res[0] for r in res)
 
 
+@pytest.mark.parametrize("transactional_id", [None, "txn-é"])
 @pytest.mark.parametrize("version", range(3, 13))
-def test_hand_encoded_produce_matches_kio(version):
+def test_hand_encoded_produce_matches_kio(version, transactional_id):
     from odradek.client import _wire
     from odradek.protocol import messages
 
     topics = {"t1": [(0, b"abc" * 50), (3, b"")], "tópic": [(7, b"x" * 300)]}
     data = {
-        "transactional_id": None,
+        "transactional_id": transactional_id,
         "acks": -1,
         "timeout": 30000,
         "topic_data": [
             {"name": t, "partition_data": [{"index": i, "records": r} for i, r in ps]} for t, ps in topics.items()
         ],
     }
-    assert _wire.encode_produce(version, -1, 30000, topics) == messages.encode(_wire.request(0, version, data))
+    ours = _wire.encode_produce(version, -1, 30000, topics, transactional_id)
+    assert ours == messages.encode(_wire.request(0, version, data))
 
 
 def test_a_record_below_the_fetch_offset_is_skipped_before_its_headers_are_read():

@@ -8,7 +8,7 @@ See docs/client.md.
 from ._records import ConsumerRecord
 from .aio.admin import NewTopic
 from .consumer.assignors import CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor
-from .consumer.subscription import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from .consumer.subscription import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .producer.accumulator import FutureRecordMetadata, RecordMetadata
 from .producer.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2
 from .sync import Admin, Consumer, Producer
@@ -23,6 +23,7 @@ __all__ = [
     "TopicPartition",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
+    "ConsumerGroupMetadata",
     "NewTopic",
     "DefaultPartitioner",
     "RoundRobinPartitioner",

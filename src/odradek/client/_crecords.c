@@ -10,6 +10,8 @@
  *       appends ConsumerRecords of the v2 batches at data[pos:] to `out`; returns
  *       (pos, next_offset, legacy): legacy is True when it stopped at a MessageSet
  *       v0/v1 batch (the caller decodes that one in Python and calls again).
+ *       `aborted`: None, or a set of the base offsets of transactional batches to skip
+ *       (read_committed: _records.aborted_batches); control batches are always skipped.
  *   decode_columns(data, pos, start_offset, next_offset, check_crcs, aborted)
  *       the same walk, but into column buffers (for Arrow); headers are skipped.
  *       Returns (pos, next_offset, legacy, columns) with columns = (count, offsets,
@@ -408,7 +410,7 @@ static PyObject *walk(Sink *s, Py_buffer *data, Py_ssize_t pos, int64_t start_of
         if (__builtin_add_overflow(base_offset, (int64_t)be32(h + 23) + 1, &last_offset))
             return corrupt(s->topic, s->partition, base_offset, "last offset out of range");
         last_offset--; /* computed +1 first so that next_offset below cannot overflow */
-        int64_t base_ts = be64(h + 27), max_ts = be64(h + 35), pid = be64(h + 43);
+        int64_t base_ts = be64(h + 27), max_ts = be64(h + 35);
         int32_t count = be32(h + 57);
         if (last_offset < start_offset) {
             pos = end;
@@ -436,7 +438,7 @@ static PyObject *walk(Sink *s, Py_buffer *data, Py_ssize_t pos, int64_t start_of
             continue;
         }
         if (aborted != Py_None && (attrs & 0x10)) {
-            PyObject *k = PyLong_FromLongLong(pid);
+            PyObject *k = PyLong_FromLongLong(base_offset); /* aborted: base offsets of batches to skip */
             int hit = k ? PySequence_Contains(aborted, k) : -1;
             Py_XDECREF(k);
             if (hit < 0)

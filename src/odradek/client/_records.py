@@ -5,7 +5,8 @@ module trades generality for speed where the client spends its time:
 
 * `BatchBuilder.append` encodes one record straight into the batch's buffer;
 * `decode_fetched` turns a partition's fetched bytes into `ConsumerRecord`s, skipping
-  control batches and records before the fetch position;
+  control batches (transaction markers), records before the fetch position and, under
+  read_committed, the batches `aborted_batches` names;
 * `decode_fetched_columns` does the same into column buffers (`RecordColumns`), which
   the Spark reader hands to Arrow without a Python object per record.
 
@@ -364,7 +365,7 @@ def _py_decode(out, topic, partition, data, pos, start_offset, next_offset, chec
         if attrs & 0x20:  # control batch (transaction marker)
             pos = end
             continue
-        if aborted is not None and attrs & 0x10 and h[9] in aborted:
+        if aborted is not None and attrs & 0x10 and base_offset in aborted:
             pos = end
             continue
         count = h[12]
@@ -543,10 +544,74 @@ def scan_next_offset(data, start_offset: int) -> int:
     return nxt
 
 
+_Q = struct.Struct(">q")
+_H = struct.Struct(">h")
+
+
+def aborted_batches(data, aborted_transactions) -> set[int]:
+    """Base offsets of the batches in fetched bytes that belong to aborted transactions:
+    Kafka's read_committed filter (the Java consumer's CompletedFetch), from the batch
+    headers and the Fetch response's aborted transactions ((producer id, first offset) pairs).
+
+    Walking the batches in offset order, a producer id becomes aborted once the batch reached
+    has a last offset at or past that transaction's first offset; its transactional batches
+    are then skipped until its ABORT marker (a control batch whose record's type is 0). A
+    COMMIT marker or another producer's batches are unaffected. Only the framing and the
+    markers' first record are read; `decode_fetched` validates the rest."""
+    pending = sorted(((int(first), int(pid)) for pid, first in aborted_transactions), reverse=True)
+    active: set[int] = set()
+    skip: set[int] = set()
+    n = len(data)
+    pos = 0
+    while pos + 61 <= n:
+        base, length = _Q_I.unpack_from(data, pos)
+        end = pos + 12 + length
+        if length < 0 or end > n:
+            break
+        if data[pos + 16] != 2 or length < MIN_BATCH_LENGTH:
+            pos = end
+            continue
+        attrs = _H.unpack_from(data, pos + 21)[0]
+        last = base + _I32.unpack_from(data, pos + 23)[0]
+        pid = _Q.unpack_from(data, pos + 43)[0]
+        if pid >= 0:
+            while pending and pending[-1][0] <= last:
+                active.add(pending.pop()[1])
+            if attrs & 0x20:
+                if pid in active and _is_abort_marker(data, pos, end, attrs):
+                    active.discard(pid)
+            elif attrs & 0x10 and pid in active:
+                skip.add(base)
+        pos = end
+    return skip
+
+
+def _is_abort_marker(data, pos: int, end: int, attrs: int) -> bool:
+    """Whether a control batch's first record is an ABORT marker (key: version int16, type int16)."""
+    try:
+        body = bytes(data[pos + HEADER_SIZE : end])
+        if attrs & 0x07:
+            body = _decompress(attrs & 0x07, memoryview(body))
+        p = 0
+        for _ in range(4):  # length, then (after the attributes byte) timestamp delta, offset delta, key length
+            b = body[p]
+            while b & 0x80:
+                p += 1
+                b = body[p]
+            p += 1
+            if _ == 0:
+                p += 1  # attributes
+        return len(body) >= p + 4 and _H.unpack_from(body, p + 2)[0] == 0
+    except (IndexError, ValueError, CorruptRecordError):
+        return False
+
+
 def decode_fetched(
-    topic: str, partition: int, data: bytes, start_offset: int, *, check_crcs: bool = True, aborted: dict | None = None
+    topic: str, partition: int, data: bytes, start_offset: int, *, check_crcs: bool = True, aborted: set | None = None
 ) -> tuple[list[ConsumerRecord], int]:
     """Records at or after `start_offset` in a fetched partition's bytes, and the next offset.
+
+    `aborted`: base offsets of transactional batches to skip (`aborted_batches`; read_committed).
 
     A trailing partial batch (fetches may end in one) is ignored. `next offset` is past the
     last complete batch, so control batches and compacted gaps advance the position too.
@@ -579,7 +644,7 @@ def _decode_fetched(topic, partition, data, start_offset, check_crcs, aborted):
 
 
 def decode_fetched_columns(
-    topic: str, partition: int, data: bytes, start_offset: int, *, check_crcs: bool = True, aborted: dict | None = None
+    topic: str, partition: int, data: bytes, start_offset: int, *, check_crcs: bool = True, aborted: set | None = None
 ) -> tuple[RecordColumns | None, int]:
     """Like `decode_fetched`, as one `RecordColumns` (None when no record is at or after
     `start_offset`), and the next offset."""

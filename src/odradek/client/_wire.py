@@ -83,14 +83,21 @@ def ms(v) -> int:
 _PRODUCE_HEAD = struct.Struct(">hi")  # acks, timeout_ms
 
 
-def encode_produce(version: int, acks: int, timeout_ms: int, topics: dict[str, list[tuple[int, bytes]]]) -> bytes:
-    """The body of a Produce request (v3..v12, no transactional id) from
+def encode_produce(
+    version: int, acks: int, timeout_ms: int, topics: dict[str, list[tuple[int, bytes]]], transactional_id=None
+) -> bytes:
+    """The body of a Produce request (v3..v12) from
     {topic: [(partition, record batch bytes)]}; the same bytes kio writes (tested), without
     building entities first: this runs once per request on the producer's hot path."""
     if not 3 <= version <= 12:
         raise ValueError(f"Produce v{version} is not encoded by hand")
     flexible = version >= 9
-    out = [b"\x00" if flexible else b"\xff\xff", _PRODUCE_HEAD.pack(acks, timeout_ms)]
+    if transactional_id is None:
+        tid = b"\x00" if flexible else b"\xff\xff"
+    else:
+        tb = transactional_id.encode()
+        tid = write_uvarint(len(tb) + 1) + tb if flexible else struct.pack(">h", len(tb)) + tb
+    out = [tid, _PRODUCE_HEAD.pack(acks, timeout_ms)]
     if flexible:
         out.append(write_uvarint(len(topics) + 1))
         for name, parts in topics.items():

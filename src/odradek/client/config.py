@@ -38,6 +38,7 @@ PRODUCER: dict[str, Any] = {
     "value.serializer": None,
     "partitioner": None,
     "transactional.id": None,
+    "transaction.timeout.ms": 60000,
 }
 
 CONSUMER: dict[str, Any] = {

@@ -53,7 +53,14 @@ CLIENT_MAX_VERSION = {
     14: 3,  # SyncGroup
     15: 5,  # DescribeGroups
     16: 4,  # ListGroups
-    22: 4,  # InitProducerId
+    22: 4,  # InitProducerId (v5+ is KIP-939's two-phase commit)
+    # Transactions as "transaction version 1": the client adds partitions itself (AddPartitionsToTxn
+    # v4+ is the brokers' batched verification; EndTxn v5+, TxnOffsetCommit v5+ and AddOffsetsToTxn
+    # v5+ mean transaction version 2, where the broker bumps the epoch at every EndTxn).
+    24: 3,  # AddPartitionsToTxn
+    25: 4,  # AddOffsetsToTxn
+    26: 4,  # EndTxn
+    28: 4,  # TxnOffsetCommit
 }
 # Versions below these do not exist in kio or in any broker we care about.
 CLIENT_MIN_VERSION = {1: 4}

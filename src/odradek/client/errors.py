@@ -54,6 +54,13 @@ class RecordTooLargeClientError(KafkaError):
     name = "record_too_large"
 
 
+class TransactionAbortedError(KafkaError):
+    """A record of a transaction that `abort_transaction` aborted before it was sent
+    (Java's TransactionAbortedException)."""
+
+    name = "transaction_aborted"
+
+
 __all__ = [
     "KafkaConnectionError",
     "KafkaTimeoutError",
@@ -63,5 +70,6 @@ __all__ = [
     "CommitFailedError",
     "NoOffsetForPartitionError",
     "RecordTooLargeClientError",
+    "TransactionAbortedError",
 ]
 __all__ += _perrors.__all__

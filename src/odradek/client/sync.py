@@ -108,6 +108,8 @@ class Producer:
             self._io.run(core.cluster.wait_for_topic(topic, core.max_block, partition))
             parts = core.partitions(topic)
         p, ts, kb, vb, hs, size = core.prepare(topic, value, key, headers, partition, timestamp, parts)
+        if core.txn is not None:
+            core.txn.maybe_add_partition((topic, p))
         fut = core.acc.append_blocking(topic, p, ts, kb, vb, hs, size, core.max_block)
         if callback is not None:
             fut.add_callback(callback)
@@ -120,6 +122,22 @@ class Producer:
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._io.run(self._aio.partitions_for(topic))
+
+    # Transactions: see AIOProducer; the same names, blocking.
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._io.run(self._aio.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._io.call(self._aio.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout: float | None = None) -> None:
+        self._io.run(self._aio.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._io.run(self._aio.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._io.run(self._aio.abort_transaction(timeout))
 
     def close(self, timeout: float | None = None) -> None:
         if self._closed:
@@ -256,6 +274,9 @@ class Consumer:
     def poll_columns(self, timeout: float = 1.0) -> list:
         """Records as `RecordColumns` (see `AIOConsumer.poll_columns`)."""
         return self._io.run(self._aio.poll_columns(timeout))
+
+    def group_metadata(self):
+        return self._call("group_metadata")
 
     def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
         self._io.run(self._aio.commit(offsets, timeout))

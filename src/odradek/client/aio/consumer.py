@@ -12,7 +12,7 @@ from ..cluster import Cluster
 from ..config import CONSUMER, make_config
 from ..consumer.fetcher import EARLIEST, LATEST, Fetcher
 from ..consumer.group import GroupCoordinator
-from ..consumer.subscription import OffsetAndMetadata, SubscriptionState, TopicPartition
+from ..consumer.subscription import ConsumerGroupMetadata, OffsetAndMetadata, SubscriptionState, TopicPartition
 
 
 class AIOConsumer:
@@ -215,6 +215,14 @@ class AIOConsumer:
         return {tp for tp, st in self.subs.assignment.items() if st.paused}
 
     # ------------------------------------------------------------------ commits
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id, for a transactional producer's
+        `send_offsets_to_transaction` (the coordinator refuses offsets of a past generation)."""
+        if self.group is None:
+            raise E.IllegalStateError("group_metadata() needs group.id")
+        g = self.group
+        return ConsumerGroupMetadata(g.group_id, g.generation, g.member_id, g.instance_id)
+
     async def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
         """Commit `offsets` ({tp: offset or OffsetAndMetadata}) or every current position."""
         if self.group is None:

@@ -7,6 +7,12 @@ decoded on arrival (`_records.decode_fetched`) and buffered per partition; `poll
 records from the buffers and advances positions. In columnar mode (`set_columnar`, used by
 `poll_columns`) responses are decoded into `RecordColumns` instead, one per response and
 partition, and `take_columns` hands them out whole.
+
+``isolation.level=read_committed``: the broker serves data up to the last stable offset and
+names the aborted transactions in that range; their batches are found from the batch
+headers (`_records.aborted_batches`, Kafka's algorithm) and skipped while decoding. Control
+batches (transaction markers) are never returned, under either level, and the position
+moves past them.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 from .. import _wire
 from .. import errors as E
-from .._records import decode_fetched, decode_fetched_columns, scan_next_offset
+from .._records import aborted_batches, decode_fetched, decode_fetched_columns, scan_next_offset
 from ..cluster import STALE_METADATA_CODES, Cluster
 from .subscription import OffsetAndTimestamp, SubscriptionState, TopicPartition
 
@@ -38,7 +44,10 @@ class Fetcher:
         self.max_bytes = int(config["fetch.max.bytes"])
         self.max_wait_ms = int(config["fetch.max.wait.ms"])
         self.partition_max_bytes = int(config["max.partition.fetch.bytes"])
-        self.isolation = 1 if config["isolation.level"] == "read_committed" else 0
+        level = config["isolation.level"]
+        if level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation.level must be read_uncommitted or read_committed, not {level!r}")
+        self.isolation = 1 if level == "read_committed" else 0
         self.check_crcs = bool(config["check.crcs"])
         self.reset_policy = config["auto.offset.reset"]
         self.rack = config.get("client.rack") or ""
@@ -207,7 +216,12 @@ class Fetcher:
                     ahead = scan_next_offset(raw, pos)
                     if ahead > pos:
                         st.ahead = ahead
-                    arrived.append((tp, st, epoch, pos, raw, ahead))
+                    aborted = None
+                    if self.isolation:
+                        txns = p.aborted_transactions
+                        if txns:
+                            aborted = aborted_batches(raw, _aborted_pairs(txns))
+                    arrived.append((tp, st, epoch, pos, raw, ahead, aborted))
             # The next Fetch goes out from the offsets the batch headers give, before this
             # response is decoded: the broker serves it while we decode (one yield sends it).
             self._release(node, sent)
@@ -216,13 +230,13 @@ class Fetcher:
                 self._send_fetches()
                 await asyncio.sleep(0)
             got = False
-            for tp, st, epoch, pos, raw, ahead in arrived:
+            for tp, st, epoch, pos, raw, ahead, aborted in arrived:
                 if self.subs.assignment.get(tp) is not st or st.epoch != epoch:
                     continue  # seeked or unassigned while the next Fetch went out
                 st.ahead = None
                 decode = decode_fetched_columns if self.columnar else decode_fetched
                 try:
-                    recs, nxt = decode(tp.topic, tp.partition, raw, pos, check_crcs=self.check_crcs)
+                    recs, nxt = decode(tp.topic, tp.partition, raw, pos, check_crcs=self.check_crcs, aborted=aborted)
                 except E.KafkaError as e:
                     st.error = e
                     st.epoch += 1  # drop what was fetched past the bad batch
@@ -395,6 +409,13 @@ class Fetcher:
     async def offsets_for_times(self, timestamps: dict, timeout: float | None = None) -> dict:
         raw = await self.list_offsets({TopicPartition(*tp): int(ts) for tp, ts in timestamps.items()}, timeout)
         return {tp: (None if off < 0 else OffsetAndTimestamp(off, ts)) for tp, (off, ts) in raw.items()}
+
+
+def _aborted_pairs(txns) -> list:
+    """(producer id, first offset) pairs from the hand decoder's tuples or kio's entities."""
+    if isinstance(txns[0], tuple):
+        return txns
+    return [(int(t.producer_id), int(t.first_offset)) for t in txns]
 
 
 def _raise_if_nothing_else(errored: list, out: list) -> None:

@@ -23,6 +23,17 @@ class OffsetAndTimestamp(NamedTuple):
     timestamp: int
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """What a transactional producer's `send_offsets_to_transaction` needs of the consumer's
+    group (Java's ConsumerGroupMetadata): the coordinator fences a commit from a member that
+    left or a generation that ended (KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class PartitionState:
     __slots__ = (
         "position",

@@ -13,6 +13,7 @@ from ..config import PRODUCER, make_config
 from .accumulator import Accumulator
 from .partitioner import make_partitioner
 from .sender import Sender
+from .transactions import State, TransactionManager
 
 CODECS = {"none": R.NONE, None: R.NONE, "gzip": R.GZIP, "snappy": R.SNAPPY, "lz4": R.LZ4, "zstd": R.ZSTD}
 
@@ -34,8 +35,12 @@ class ProducerCore:
         if ctype not in CODECS:
             raise ValueError(f"unknown compression.type {ctype!r}")
         self.compression = CODECS[ctype]
-        if cfg["transactional.id"]:
-            raise NotImplementedError("transactions are not supported yet")
+        self.transactional_id = cfg["transactional.id"] or None
+        if self.transactional_id is not None and not cfg["enable.idempotence"]:
+            raise ValueError(
+                "transactional.id requires enable.idempotence=true (a transactional producer is idempotent); "
+                "leave enable.idempotence unset or true"
+            )
         self.batch_size = int(cfg["batch.size"])
         self.max_request_size = int(cfg["max.request.size"])
         self.max_block = int(cfg["max.block.ms"]) / 1000
@@ -53,6 +58,13 @@ class ProducerCore:
             threaded=False,
         )
         self.sender = Sender(self.cluster, self.acc, cfg, self.compression)
+        self.txn: TransactionManager | None = None
+        if self.transactional_id is not None:
+            self.txn = TransactionManager(
+                self.transactional_id, int(cfg["transaction.timeout.ms"]), self.cluster, self.sender, self.acc
+            )
+            self.sender.txn = self.txn
+            self.sender.transactional_id = self.transactional_id
         self._parts_cache: dict[str, tuple[Any, tuple[list, list]]] = {}  # topic -> (metadata, parts)
         self.closed = False
 
@@ -103,34 +115,72 @@ class ProducerCore:
         return partition, timestamp, kb, vb, headers, size
 
     async def flush(self, timeout: float | None = None) -> None:
-        import asyncio
-
-        pending = list(self.acc.incomplete)
-        if not pending:
+        if not self.acc.incomplete:
             return
         self.acc.flushing += 1
         self.sender.wakeup()
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            for b in pending:
-                if b.done:
-                    continue
-                loop = asyncio.get_running_loop()
-                fut = loop.create_future()
-                if b.waiters is None:
-                    b.waiters = []
-                b.waiters.append((fut, loop))
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    await asyncio.wait_for(fut, remaining)
-                except TimeoutError:
-                    raise E.KafkaTimeoutError(f"flush did not complete within {timeout}s") from None
+            await self.wait_incomplete(timeout)
         finally:
             self.acc.flushing -= 1
+
+    async def wait_incomplete(self, timeout: float | None = None) -> None:
+        """Until every batch appended so far is delivered or failed."""
+        import asyncio
+
+        pending = list(self.acc.incomplete)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for b in pending:
+            if b.done:
+                continue
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            if b.waiters is None:
+                b.waiters = []
+            b.waiters.append((fut, loop))
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                raise E.KafkaTimeoutError(f"flush did not complete within {timeout}s") from None
+
+    # ------------------------------------------------------------------ transactions
+    def _txn_manager(self) -> TransactionManager:
+        if self.txn is None:
+            raise E.IllegalStateError("transactional method called on a producer without transactional.id")
+        return self.txn
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        await self._txn_manager().init_transactions(self.max_block if timeout is None else timeout)
+
+    def begin_transaction(self) -> None:
+        self._txn_manager().begin_transaction()
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout: float | None = None) -> None:
+        await self._txn_manager().send_offsets_to_transaction(
+            offsets, group_metadata, self.max_block if timeout is None else timeout
+        )
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        await self._txn_manager().commit_transaction(self.flush, self.max_block if timeout is None else timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        await self._txn_manager().abort_transaction(
+            self.wait_incomplete, self.max_block if timeout is None else timeout
+        )
 
     async def close(self, timeout: float | None = None) -> None:
         if self.closed:
             return
+        txn = self.txn
+        if txn is not None and txn.state in (State.IN_TRANSACTION, State.ABORTABLE_ERROR, State.ABORTING):
+            # as Java's producer: a transaction still open at close is aborted (not left to time out)
+            try:
+                await self.abort_transaction(self.max_block if timeout is None else timeout)
+            except Exception as e:  # closing anyway
+                import logging
+
+                logging.getLogger(__name__).warning("abort of the open transaction at close failed: %r", e)
         self.closed = True
         try:
             await self.sender.stop(drain=True, timeout=timeout)

@@ -14,6 +14,11 @@ gets that answer (or UNKNOWN_PRODUCER_ID), the producer bumps its epoch locally,
 idempotent producer does (KIP-360): it stops sending, waits for its requests in flight, takes
 epoch + 1 (a new producer id from InitProducerId once the epoch is exhausted), numbers every
 partition from 0 again and re-sends the unacknowledged batches under the new epoch.
+
+A transactional producer (``transactional.id``) gets its producer id from
+`TransactionManager.init_transactions` instead, marks its batches transactional, sends a
+partition's batches only once the partition is in the transaction, and leaves sequence gaps
+to the transaction: they abort it and the abort bumps the epoch (producer/transactions.py).
 """
 
 from __future__ import annotations
@@ -109,6 +114,8 @@ class Sender:
         self._running = False
         self._tasks: set[asyncio.Task] = set()
         self.fatal: BaseException | None = None
+        self.txn: Any = None  # the TransactionManager of a transactional producer
+        self.transactional_id: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -116,7 +123,7 @@ class Sender:
         self._loop_thread = threading.get_ident()
         self._wake = _Wakeup(self._loop)
         self.acc.wakeup = self.wakeup
-        if self.idempotent:
+        if self.idempotent and self.txn is None:
             await self._init_producer_id()
         self._running = True
         self._task = self._loop.create_task(self._run())
@@ -210,6 +217,8 @@ class Sender:
         wake = self._wake
         while self._running:
             try:
+                if self.txn is not None:
+                    self.txn.on_sender_round()
                 now = time.monotonic()
                 md = cluster.metadata
 
@@ -259,7 +268,8 @@ class Sender:
         return self.node_in_flight.get(node, 0) < self.max_in_flight
 
     def _tp_ok(self, topic: str, partition: int, batch: ProducerBatch) -> bool:
-        return True
+        txn = self.txn
+        return txn is None or txn.send_allowed(topic, partition)
 
     # ------------------------------------------------------------------ sending
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
@@ -276,6 +286,7 @@ class Sender:
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=b.sequence,
+                    transactional=self.txn is not None,
                 )
             b.attempts += 1
             topics.setdefault(b.topic, []).append((b.partition, b.wire))
@@ -288,9 +299,9 @@ class Sender:
         """The Produce request for `topics` ({name: [(partition, batch bytes)]}): encoded by
         hand where `_wire.encode_produce` knows the version, else as fields for kio."""
         if 3 <= version <= 12:
-            return _wire.encode_produce(version, self.acks, self.request_timeout_ms, topics)
+            return _wire.encode_produce(version, self.acks, self.request_timeout_ms, topics, self.transactional_id)
         return {
-            "transactional_id": None,
+            "transactional_id": self.transactional_id,
             "acks": self.acks,
             "timeout": self.request_timeout_ms,
             "topic_data": [
@@ -332,7 +343,11 @@ class Sender:
                         err = E.error_class(code)(f"{b.topic}-{b.partition}: {msg or E.error_class(code).name}")
                         if code in STALE_METADATA_CODES:
                             self.cluster.request_update()
-                        if code in (OUT_OF_ORDER_SEQUENCE, UNKNOWN_PRODUCER_ID) and self.idempotent:
+                        if (
+                            code in (OUT_OF_ORDER_SEQUENCE, UNKNOWN_PRODUCER_ID)
+                            and self.idempotent
+                            and self.txn is None
+                        ):
                             err.retriable = True
                             if b.sequence >= 0 and self._gap_at(b):
                                 self.bump_pending = True
@@ -361,4 +376,6 @@ class Sender:
     def _fail(self, b: ProducerBatch, err: BaseException) -> None:
         b.in_flight = False
         self.acc.release(b)
+        if self.txn is not None:
+            self.txn.batch_failed(err)
         b.complete(-1, -1, err)
