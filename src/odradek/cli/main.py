@@ -30,6 +30,7 @@ class LazyGroup(click.Group):
         "consume": "odradek.cli.console:consume_cmd",
         "perf": "odradek.cli.perf:perf",
         "groups": "odradek.cli.groups:groups",
+        "transactions": "odradek.cli.transactions:transactions",
         "pipeline": "odradek.cli.pipeline:pipeline",
         "cluster": "odradek.cli.cluster:cluster",
     }

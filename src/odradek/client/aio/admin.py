@@ -1,4 +1,5 @@
-"""AIOAdmin: topics, configs, groups, records and cluster administration (asyncio).
+"""AIOAdmin: topics, configs, groups, records, transactions (admin_txn.py) and cluster
+administration (asyncio).
 
 Every method raises the `odradek.client.errors` class of the first error the broker
 reports (e.g. `TopicAlreadyExistsError`), after retrying retriable ones until
@@ -16,6 +17,7 @@ from .. import errors as E
 from ..cluster import Cluster, TopicInfo, parse_metadata
 from ..config import ADMIN, make_config
 from ..consumer.subscription import OffsetAndMetadata, TopicPartition
+from .admin_txn import TransactionAdmin
 
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, CREATE_PARTITIONS = 32, 44, 37
@@ -44,7 +46,7 @@ class GroupDescription:
     members: list[dict]
 
 
-class AIOAdmin:
+class AIOAdmin(TransactionAdmin):
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = make_config(ADMIN, config, kwargs)
         self.config["allow.auto.create.topics"] = False
