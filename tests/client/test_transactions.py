@@ -345,3 +345,50 @@ def test_admin_abort_with_an_explicit_spec(txn_broker):
         assert a.describe_producers([tp])[tp][0].current_transaction_start_offset == -1
         p.abort_transaction()
     assert values(read_all(txn_broker, topic, 1, "read_committed")[0]) == []
+
+
+def test_a_failed_record_makes_the_transaction_abortable(txn_broker):
+    """A batch the broker refuses (larger than the topic's max.message.bytes) fails the
+    transaction: commit is refused until abort, and the next transaction works."""
+    from odradek.client import NewTopic
+
+    topic = f"txn-{uuid.uuid4().hex[:10]}"
+    with Admin(bootstrap_servers=txn_broker) as a:
+        a.create_topics([NewTopic(topic, 1, 1, {"max.message.bytes": "1000"})])
+    with Producer(bootstrap_servers=txn_broker, transactional_id=f"tid-{topic}") as p:
+        p.init_transactions()
+        p.begin_transaction()
+        ok = p.send(topic, b"small", partition=0)
+        ok.get(10)
+        big = p.send(topic, b"x" * 5000, partition=0)
+        with pytest.raises(E.KafkaError):
+            big.get(10)
+        with pytest.raises(E.KafkaError, match="abort_transaction"):
+            p.send(topic, b"refused", partition=0)
+        with pytest.raises(E.KafkaError, match="abort_transaction"):
+            p.commit_transaction()
+        p.abort_transaction()
+        p.begin_transaction()
+        p.send(topic, b"after", partition=0)
+        p.commit_transaction()
+    assert values(read_all(txn_broker, topic, 1, "read_committed")[0]) == [b"after"]
+
+
+def test_an_abort_that_needs_a_new_epoch_bumps_it(txn_broker):
+    """KIP-360: after an error that leaves the sequences unknown (UNKNOWN_PRODUCER_ID, a gap),
+    the abort ends with InitProducerId carrying the current producer id and epoch; the
+    coordinator answers epoch + 1 and the next transaction's sequences start at 0."""
+    topic = new_topic(txn_broker, 1)
+    with Producer(bootstrap_servers=txn_broker, transactional_id=f"tid-{topic}") as p:
+        p.init_transactions()
+        sender = p._core.sender
+        pid, epoch = sender.producer_id, sender.producer_epoch
+        p.begin_transaction()
+        p.send(topic, b"a", partition=0).get(10)
+        p._core.txn.epoch_bump_required = True  # what UNKNOWN_PRODUCER_ID or a sequence gap sets
+        p.abort_transaction()
+        assert (sender.producer_id, sender.producer_epoch) == (pid, epoch + 1)
+        p.begin_transaction()
+        p.send(topic, b"b", partition=0)
+        p.commit_transaction()
+    assert values(read_all(txn_broker, topic, 1, "read_committed")[0]) == [b"b"]

@@ -377,5 +377,5 @@ class Sender:
         b.in_flight = False
         self.acc.release(b)
         if self.txn is not None:
-            self.txn.batch_failed(err)
+            self.txn.batch_failed(b, err)
         b.complete(-1, -1, err)

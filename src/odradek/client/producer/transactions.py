@@ -171,17 +171,29 @@ class TransactionManager:
                 self.epoch_bump_required = True
             self.sender._fail(b, err)
 
-    def batch_failed(self, err: BaseException) -> None:
+    def batch_failed(self, b, err: BaseException) -> None:
         """A batch of the transaction failed for good (from the sender)."""
         if isinstance(err, E.TransactionAbortedError) or self.state is State.FATAL_ERROR:
             return
         code = getattr(err, "code", -1)
         if code in FENCED:
             self._fatal(_fenced("produce"))
-        elif code in NEEDS_NEW_EPOCH:
+            return
+        if code in NEEDS_NEW_EPOCH:
             self._abortable(err, new_epoch=True)
-        else:
-            self._abortable(err)
+            return
+        if b.sequence >= 0:
+            # The broker refused the batch (its own error code): it never took these sequences,
+            # so the partition's next batch takes them again when this was the last one
+            # numbered; otherwise (a client-side timeout: written or not is unknown, or later
+            # batches already numbered) the abort starts the sequences over under a new epoch.
+            tp = (b.topic, b.partition)
+            end = (b.sequence + b.builder.count) & 0x7FFFFFFF
+            if code >= 0 and not getattr(err, "retriable", False) and self.sender.next_seq.get(tp) == end:
+                self.sender.next_seq[tp] = b.sequence
+            else:
+                self.epoch_bump_required = True
+        self._abortable(err)
 
     # ------------------------------------------------------------------ coordinator requests
     async def _to_coordinator(self, api_key: int, data: dict, error_of, *, deadline: float, what: str):
