@@ -6,7 +6,8 @@
     odradek transactions abort --topic T --partition P --start-offset N
     odradek transactions abort --topic T --partition P --producer-id N --producer-epoch E --coordinator-epoch C
 
-All take ``--bootstrap-server host:port`` (default 127.0.0.1:9092) and use
+All take ``--bootstrap-server/-b host:port`` (default 127.0.0.1:9092, or
+$ODRADEK_BOOTSTRAP_SERVER) and use
 `odradek.client.Admin`. `abort` ends a hanging transaction on one partition by writing an
 ABORT marker there (WriteTxnMarkers to the partition's leader): with ``--start-offset`` it
 finds, as Kafka's tool does, the producer whose open transaction on that partition starts at
@@ -19,7 +20,8 @@ import time
 
 import click
 
-from .groups import _bootstrap_opt, _console, _fail, _run
+from .groups import _console, _fail, _run
+from .topics import bootstrap_option as _bootstrap_opt
 
 
 def _admin(bootstrap: str):
