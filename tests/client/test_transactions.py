@@ -392,3 +392,55 @@ def test_an_abort_that_needs_a_new_epoch_bumps_it(txn_broker):
         p.send(topic, b"b", partition=0)
         p.commit_transaction()
     assert values(read_all(txn_broker, topic, 1, "read_committed")[0]) == [b"b"]
+
+
+def test_consume_transform_produce_asyncio(txn_broker):
+    """The asyncio API end to end: a read_committed group consumer, a transactional producer
+    committing outputs and the group's offsets together; a zombie with the same id is fenced."""
+    src, dst = new_topic(txn_broker, 2), new_topic(txn_broker, 2)
+    group, tid = f"g-{src}", f"tid-{src}"
+
+    async def run():
+        async with AIOProducer(bootstrap_servers=txn_broker, transactional_id=f"in-{tid}") as p:
+            await p.init_transactions()
+            p.begin_transaction()
+            for i in range(8):
+                await p.send(src, f"{i}".encode(), partition=i % 2)
+            await p.commit_transaction()
+        async with (
+            AIOProducer(bootstrap_servers=txn_broker, transactional_id=tid) as p,
+            AIOConsumer(
+                src,
+                bootstrap_servers=txn_broker,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+            ) as c,
+        ):
+            await p.init_transactions()
+            got: list = []
+            deadline = time.monotonic() + 30
+            while len(got) < 8 and time.monotonic() < deadline:
+                got += await c.poll(0.5)
+            p.begin_transaction()
+            for r in got:
+                await p.send(dst, r.value * 2, partition=r.partition)
+            offsets = {TopicPartition(r.topic, r.partition): r.offset + 1 for r in got}
+            await p.send_offsets_to_transaction(offsets, c.group_metadata())
+            await p.commit_transaction()
+            committed = await c.committed(list(offsets))
+            assert {tp: om.offset for tp, om in committed.items()} == offsets
+
+            p.begin_transaction()
+            await p.send(dst, b"zombie", partition=0)
+            await p.flush()
+            async with AIOProducer(bootstrap_servers=txn_broker, transactional_id=tid) as newer:
+                await newer.init_transactions()
+                with pytest.raises(E.ProducerFencedError):
+                    await p.commit_transaction()
+            return sorted(r.value for r in got)
+
+    assert asyncio.run(run()) == [f"{i}".encode() for i in range(8)]
+    out = read_all(txn_broker, dst, 2, "read_committed")
+    assert sorted(v for recs in out.values() for v in values(recs)) == sorted(f"{i}".encode() * 2 for i in range(8))
