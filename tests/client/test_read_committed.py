@@ -100,3 +100,70 @@ def test_only_an_abort_marker_ends_the_skipping(commit):
     own (a COMMIT marker does not end it); after the ABORT its next transaction is read."""
     data = b"".join([batch(0, [b"x"], pid=7, txn=True), marker(1, 7, commit), batch(2, [b"y"], pid=7, txn=True)])
     assert CR.aborted_batches(data, [(7, 0)]) == ({0, 2} if commit else {0})
+
+
+# --------------------------------------------------------------------------- a property: random interleavings
+
+try:
+    from hypothesis import given
+    from hypothesis import strategies as st
+except ImportError:  # the test extra not installed
+    given = None
+
+if given is not None:
+    OPS = st.lists(
+        st.tuples(st.sampled_from(["data", "data", "commit", "abort", "plain"]), st.integers(0, 2)), max_size=40
+    )
+
+    def build_log(ops, end_open_with_abort: bool):
+        """A partition's log as a broker would write it for these operations (transactions of
+        up to three producers interleaved, plain records between): the bytes, the aborted
+        transactions (producer id, first offset, marker offset) and each data record's fate."""
+        parts, aborted, fate = [], [], {}  # fate: offset -> (value, visible under read_committed)
+        open_txn: dict[int, tuple[int, list[int]]] = {}  # pid -> (first offset, data offsets)
+        off = 0
+
+        def end(pid, commit):
+            nonlocal off
+            first, offsets = open_txn.pop(pid)
+            parts.append(marker(off, pid, commit))
+            if not commit:
+                aborted.append((pid, first, off))
+            for o in offsets:
+                fate[o] = (fate[o][0], commit)
+            off += 1
+
+        for action, pid in ops:
+            if action == "plain":
+                parts.append(batch(off, [b"p%d" % off]))
+                fate[off] = (b"p%d" % off, True)
+                off += 1
+            elif action == "data":
+                parts.append(batch(off, [b"t%d" % off], pid=pid, txn=True))
+                open_txn.setdefault(pid, (off, []))[1].append(off)
+                fate[off] = (b"t%d" % off, None)
+                off += 1
+            elif pid in open_txn:
+                end(pid, action == "commit")
+        for pid in sorted(open_txn):
+            end(pid, not end_open_with_abort)
+        return b"".join(parts), aborted, fate, off
+
+    @given(ops=OPS, end_open_with_abort=st.booleans(), start_frac=st.floats(0, 1))
+    def test_read_committed_matches_a_model_of_the_log(ops, end_open_with_abort, start_frac):
+        data, aborted, fate, end_offset = build_log(ops, end_open_with_abort)
+        start = int(start_frac * end_offset)
+        # what the broker names for a fetch from `start`: the aborted transactions that overlap it
+        named = [(pid, first) for pid, first, last in aborted if last >= start]
+        for impl in CR.IMPLEMENTATIONS:
+            CR.set_implementation(impl)
+            try:
+                got, nxt = CR.decode_fetched("t", 0, data, start, aborted=CR.aborted_batches(data, named))
+                everything, _ = CR.decode_fetched("t", 0, data, start)
+            finally:
+                CR.set_implementation(CR.IMPLEMENTATIONS[0])
+            assert [(r.offset, r.value) for r in got] == [
+                (o, v) for o, (v, visible) in sorted(fate.items()) if o >= start and visible
+            ]
+            assert [r.offset for r in everything] == [o for o in sorted(fate) if o >= start]
+            assert nxt == max(end_offset, start)
