@@ -231,6 +231,15 @@ def test_send_offsets_to_transaction(txn_broker):
             p.abort_transaction()
             assert c.committed([tp])[tp].offset == got[2].offset + 1
 
+            # KIP-447: while a transaction holds offsets for the partition, the consumer's
+            # OffsetFetch (require_stable) gets UNSTABLE_OFFSET_COMMIT until it ends
+            p.begin_transaction()
+            p.send_offsets_to_transaction({tp: got[4].offset + 1}, gm)
+            with pytest.raises(E.UnstableOffsetCommitError):
+                c.committed([tp], timeout=1)
+            p.abort_transaction()
+            assert c.committed([tp])[tp].offset == got[2].offset + 1
+
             p.begin_transaction()
             stale = gm._replace(generation_id=gm.generation_id + 5)
             with pytest.raises(E.CommitFailedError):

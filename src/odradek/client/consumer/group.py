@@ -443,7 +443,9 @@ class GroupCoordinator:
                     OFFSET_FETCH,
                     {
                         "group_id": self.group_id,
-                        "require_stable": False,
+                        # as Java's consumer (KIP-447): offsets a transaction has pending are not
+                        # answered; UNSTABLE_OFFSET_COMMIT (retriable) until it ends
+                        "require_stable": True,
                         "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
                     },
                 )
