@@ -153,7 +153,7 @@ class TransactionManager:
         state = self.state
         if state in (State.ABORTABLE_ERROR, State.ABORTING, State.FATAL_ERROR):
             self.abort_undrained()
-        elif self.new_partitions and self.adding is None:
+        elif self.new_partitions and self.adding is None and state in (State.IN_TRANSACTION, State.COMMITTING):
             self.adding = asyncio.get_running_loop().create_task(self._add_partitions())
 
     def abort_undrained(self) -> None:
@@ -467,6 +467,8 @@ class TransactionManager:
         self._complete()
 
     def _complete(self) -> None:
+        with self.lock:
+            self.new_partitions.clear()  # a send whose append failed leaves its partition here
         self.partitions.clear()
         self.started = False
         self.state = State.READY
