@@ -9,9 +9,12 @@ import pytest
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_COMMIT, Record, build_batch, build_control_batch
+from odradek.storage.log import AppendOrigin
 from odradek.storage import FaultyFileSystem, KafkaStorageError, LogConfig, LogManager
 
 SEGMENT_FILES = (".log", ".index", ".timeindex")
+
+COORDINATOR = AppendOrigin.COORDINATOR
 
 
 class RecordingFileSystem(FaultyFileSystem):
@@ -34,7 +37,9 @@ def _busy_broker_life(tmp_path, clock, fs):
     for i in range(12):
         plain.append(batch(1, producer_id=1, producer_epoch=0, base_sequence=i), leader_epoch=i // 4)
         compacted.append(build_batch([Record(-1, clock.ms, b"k%d" % (i % 3), b"v" * 40)]), leader_epoch=1)
-    plain.append(build_control_batch(CONTROL_COMMIT, producer_id=1, producer_epoch=0, timestamp=clock.ms))
+    plain.append(
+        build_control_batch(CONTROL_COMMIT, producer_id=1, producer_epoch=0, timestamp=clock.ms), origin=COORDINATOR
+    )
     for lg in (plain, compacted):
         lg.high_watermark = lg.log_end_offset
         lg.flush()

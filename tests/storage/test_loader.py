@@ -6,10 +6,13 @@ import os
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_COMMIT, build_control_batch, iter_batches
+from odradek.storage.log import AppendOrigin
 from odradek.storage import FaultyFileSystem, LogConfig
 from odradek.storage.checkpoint import LeaderEpochCache, read_epochs
 from odradek.storage.loader import LogLoader, rebuild_producer_state
 from odradek.storage.producer_state import ProducerStateManager
+
+COORDINATOR = AppendOrigin.COORDINATOR
 
 
 def load(directory, config=None, now_ms=1_700_000_000_000, **kw):
@@ -131,7 +134,9 @@ def test_producer_state_comes_from_the_snapshot_then_a_replay(make_mgr, clock):
     lg.append(pbatch(1, pid=1))
     lg.roll()  # snapshot at offset 2 holds producer 1
     lg.append(pbatch(0, pid=2, txn=True))  # 2
-    lg.append(build_control_batch(CONTROL_COMMIT, producer_id=2, producer_epoch=0, timestamp=clock.ms))  # 3
+    lg.append(
+        build_control_batch(CONTROL_COMMIT, producer_id=2, producer_epoch=0, timestamp=clock.ms), origin=COORDINATOR
+    )  # 3
     lg.append(pbatch(0, pid=3, txn=True))  # 4: left open
     lg.append(pbatch(2, pid=1))  # 5
     crash(lg)
@@ -144,6 +149,8 @@ def test_producer_state_comes_from_the_snapshot_then_a_replay(make_mgr, clock):
     assert producers.producers[1].batches[0][:2] == (0, 0)  # from the snapshot
     assert producers.producers[1].last_seq == 2 and producers.producers[1].last_offset == 5  # replayed
     assert producers.producers[2].txn_first_offset == -1  # committed by the replayed marker
+    assert producers.first_unstable_offset() == 2  # the commit at 3 is above the high watermark (2)
+    producers.on_high_watermark_updated(6)
     assert producers.first_unstable_offset() == 4
     close(loaded.segments)
 

@@ -4,8 +4,11 @@ import pytest
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, iter_batches
+from odradek.storage.log import AppendOrigin
 from odradek.storage import InvalidProducerEpochError, LogConfig, LogManager, OutOfOrderSequenceError
 from odradek.storage.producer_state import control_type
+
+COORDINATOR = AppendOrigin.COORDINATOR
 
 
 def pbatch(seq, n=1, pid=7, epoch=0, txn=False):
@@ -63,10 +66,18 @@ def test_transactions_tracked_and_ended_by_markers(make_mgr, clock):
     lg.high_watermark = lg.log_end_offset
     assert lg.producer_state.first_unstable_offset() == 1
     assert lg.last_stable_offset == 1
-    lg.append(build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, timestamp=clock.ms))
-    assert lg.producer_state.first_unstable_offset() is None
+    lg.append(
+        build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, timestamp=clock.ms), origin=COORDINATOR
+    )
+    # complete, but unstable until the high watermark passes the marker (Kafka's unreplicated transactions)
+    assert lg.producer_state.first_unstable_offset() == 1 and lg.last_stable_offset == 1
+    lg.high_watermark = lg.log_end_offset
+    assert lg.producer_state.first_unstable_offset() is None and lg.last_stable_offset == 5
     lg.append(pbatch(3, 1, pid=7, txn=True))
-    lg.append(build_control_batch(CONTROL_ABORT, producer_id=7, producer_epoch=0, timestamp=clock.ms))
+    lg.append(
+        build_control_batch(CONTROL_ABORT, producer_id=7, producer_epoch=0, timestamp=clock.ms), origin=COORDINATOR
+    )
+    lg.high_watermark = lg.log_end_offset
     assert lg.producer_state.first_unstable_offset() is None
     lg.append(pbatch(0, 1, pid=8, txn=True))
     assert lg.producer_state.first_unstable_offset() == lg.log_end_offset - 1

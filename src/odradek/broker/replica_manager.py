@@ -52,6 +52,7 @@ _ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (serr.RecordTooLargeError, ErrorCode.message_too_large),
     (serr.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (serr.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (serr.TransactionCoordinatorFencedError, ErrorCode.transaction_coordinator_fenced),
     (serr.KafkaStorageError, ErrorCode.kafka_storage_error),
     (serr.StorageError, ErrorCode.kafka_storage_error),
 )

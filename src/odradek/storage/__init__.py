@@ -12,7 +12,7 @@ from .errors import (
     StorageError,
 )
 from .fs import FaultyFileSystem, FileSystem, OSFileSystem
-from .log import AppendInfo, FileRegion, Log, ReadResult
+from .log import AppendInfo, AppendOrigin, FileRegion, Log, ReadResult
 from .manager import LogManager
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "LogConfig",
     "FileRegion",
     "AppendInfo",
+    "AppendOrigin",
     "ReadResult",
     "FileSystem",
     "OSFileSystem",

@@ -13,6 +13,7 @@ __all__ = [
     "RecordTooLargeError",
     "InvalidTimestampError",
     "InconsistentTopicIdError",
+    "TransactionCoordinatorFencedError",
 ]
 
 
@@ -34,6 +35,11 @@ class OutOfOrderSequenceError(StorageError):
 
 class InvalidProducerEpochError(StorageError):
     """INVALID_PRODUCER_EPOCH (47): the producer epoch is older than the known one."""
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """TRANSACTION_COORDINATOR_FENCED (52): a marker from an older coordinator epoch than the
+    producer's last marker (a zombie coordinator)."""
 
 
 class RecordTooLargeError(StorageError):

@@ -12,10 +12,14 @@ Steps, in order:
    offset falls in its offset range (Kafka's rule) and takes its final name; leftover ``.swap``
    files and indexes without a log go;
 4. the leader-epoch checkpoint is loaded;
-5. unclean stop only (no clean-shutdown marker): every batch from the segment holding the
-   recovery point on is validated (framing, magic, CRC32C, offsets increasing), the indexes are
-   rebuilt, the leader-epoch cache is rebuilt from the batch headers, and the log is cut at the
-   first invalid or incomplete batch (later segments are deleted);
+5. unclean stop only (no clean-shutdown marker), or a ``.txnindex`` that failed its checks
+   (then from that segment): every batch from the segment holding the recovery point on is
+   validated (framing, magic, CRC32C, offsets increasing), the indexes are rebuilt, the
+   leader-epoch cache is rebuilt from the batch headers, and the log is cut at the first
+   invalid or incomplete batch (later segments are deleted). The transaction indexes of these
+   segments are rebuilt too: the producer state is rebuilt up to the first of them (step 8's
+   way), then each batch replayed updates it, and each ABORT marker that ends a transaction
+   adds its entry, with the last stable offset of that moment (Kafka's recoverSegment);
 6. an empty directory gets its first segment, at the log start offset;
 7. offsets: log end offset from the last segment; log start offset, recovery point and high
    watermark from the checkpoints, clamped to what is there; the epoch cache is trimmed to them;
@@ -31,11 +35,14 @@ import logging
 import os
 from dataclasses import dataclass
 
+from odradek.protocol.records import CONTROL_MASK
+
 from .checkpoint import LeaderEpochCache
 from .config import LogConfig
 from .fs import FileSystem
-from .producer_state import ProducerStateManager, control_type
+from .producer_state import ProducerStateManager, control_record
 from .segment import LogSegment, new_segment, offset_from_name, open_segment
+from .txn_index import AbortedTxn
 
 __all__ = ["LogLoader", "LoadedLog", "rebuild_producer_state"]
 
@@ -87,8 +94,13 @@ class LogLoader:
         the offsets come from the log directory's checkpoints; ``now_ms`` dates a new segment."""
         ordered = self._open_segments()
         self.epoch_cache.load()
+        bad_txn_index = [s.base_offset for s in ordered if not s.txn_index_ok]
+        if bad_txn_index:
+            log.warning("%s: rebuilding the transaction index from offset %d", self.dir, bad_txn_index[0])
+            recovery_point = min(recovery_point, bad_txn_index[0])
+            clean = False
         if not clean and ordered:
-            self._recover(ordered, recovery_point)
+            self._recover(ordered, recovery_point, log_start_offset)
         created = not ordered
         if created:
             ordered = [new_segment(self.fs, self.dir, max(log_start_offset, 0), self.config, now_ms)]
@@ -142,7 +154,7 @@ class LogLoader:
             log.info("%s: completed interrupted segment swap at offset %d", self.dir, base)
         for name in fs.listdir(self.dir):
             if name.endswith(".swap") or (
-                name.endswith((".index", ".timeindex")) and offset_from_name(name) not in segs
+                name.endswith((".index", ".timeindex", ".txnindex")) and offset_from_name(name) not in segs
             ):
                 fs.remove(os.path.join(self.dir, name))
         ordered = [segs[b] for b in sorted(segs)]
@@ -156,7 +168,7 @@ class LogLoader:
                 )
         return ordered
 
-    def _recover(self, ordered: list[LogSegment], recovery_point: int) -> None:
+    def _recover(self, ordered: list[LogSegment], recovery_point: int, log_start_offset: int) -> None:
         """Step 5, unclean shutdown: revalidate everything from the segment holding the recovery
         point; cut ``ordered`` (in place) where the valid log ends."""
         start = 0
@@ -167,12 +179,23 @@ class LogLoader:
         truncated_bytes = sum(s.truncated_bytes for s in ordered)
         batches_seen = 0
         epoch_cache = self.epoch_cache
+        producers = self.producer_state
+        rebuild_producer_state(producers, ordered[:start], max(log_start_offset, 0), expected)
+        seg = ordered[start]
 
         def on_batch(pos, h, mv):
             nonlocal batches_seen
             batches_seen += 1
             if h.partition_leader_epoch >= 0:
                 epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+            if h.producer_id >= 0:
+                c = control_record(mv, h)
+                done = producers.update(h, None if c is None else c[0], -1 if c is None else c[1])
+                if done is not None:
+                    if done.aborted:
+                        lso = producers.last_stable_offset_after(done)
+                        seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+                    producers.complete_txn(done)
 
         epoch_cache.truncate_from_end(ordered[start].base_offset)
         cut_at = None
@@ -181,6 +204,7 @@ class LogLoader:
             if seg.base_offset < expected:
                 cut_at = i
                 break
+            seg.txn_index.reset()
             dropped = seg.recover(on_batch, start_offset=expected)
             seg.rebuilt_index = True
             expected = seg.next_offset
@@ -223,6 +247,8 @@ def rebuild_producer_state(
 
 
 def _replay(producer_state: ProducerStateManager, segments, from_offset: int, to_offset: int) -> None:
+    """Replay the batch headers of ``segments`` in [from_offset, to_offset) into the producer
+    state; a marker completes its transaction (the transaction indexes are not touched)."""
     for seg in segments:
         if seg.next_offset <= from_offset or seg.base_offset >= to_offset:
             continue
@@ -234,4 +260,10 @@ def _replay(producer_state: ProducerStateManager, segments, from_offset: int, to
                 break
             if h.producer_id < 0:
                 continue
-            producer_state.update(h, control_type(mv, h))
+            if h.attributes & CONTROL_MASK:
+                c = control_record(mv, h)
+                done = producer_state.update(h, None if c is None else c[0], -1 if c is None else c[1])
+                if done is not None:
+                    producer_state.complete_txn(done)
+            else:
+                producer_state.update(h)

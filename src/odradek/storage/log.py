@@ -2,7 +2,14 @@
 
 Around it: validator.py decides what an append writes (checks, offset assignment), loader.py
 opens a log directory and recovers it after an unclean stop, producer_state.py keeps the
-idempotent/transactional producer state, checkpoint.py the leader-epoch cache.
+idempotent/transactional producer state, txn_index.py each segment's aborted transactions,
+checkpoint.py the leader-epoch cache.
+
+Transactions: an append whose markers end transactions indexes each aborted one in the active
+segment's ``.txnindex`` (with the last stable offset of that moment) before the producer state
+completes it, for every origin (leader, replication), as Kafka's UnifiedLog.append; the
+last stable offset is the high watermark capped by the first unstable offset.
+`collect_aborted_transactions` answers a read_committed fetch.
 
 Threading: append/read/roll/retention run on the event-loop thread. ``flush`` and the
 cleaner run in worker threads; they never mutate the segment list except under
@@ -12,6 +19,7 @@ locking (copy-on-write).
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import threading
@@ -21,23 +29,35 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
-from odradek.protocol.records import decode_records
+from odradek.protocol.records import CONTROL_MASK, InvalidRecordError, decode_records
 
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import InconsistentTopicIdError, KafkaStorageError, OffsetOutOfRangeError, StorageError
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
-from .producer_state import ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import LogSegment, new_segment
+from .txn_index import AbortedTxn
 from .validator import BatchValidator, ValidatedBatches, WritePlan
 
-__all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo", "parse_log_dir_name"]
+__all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo", "AppendOrigin", "parse_log_dir_name"]
 
 log = logging.getLogger("odradek.storage")
 
 _SNAPSHOTS_KEPT = 4
 _INT32_MAX = 2**31 - 1
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends (Kafka's AppendOrigin). Only a coordinator may append control batches
+    (transaction markers) as leader; a client's are refused (INVALID_RECORD, as Kafka's
+    LogValidator). Replicated batches (``assign_offsets=False``) are taken as the leader
+    wrote them."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 class FileRegion(NamedTuple):
@@ -145,6 +165,9 @@ class Log:
         self.log_start_dirty = False  # the log start offset moved since the last checkpoint write
         self._dir_dirty = False
         self._validator: BatchValidator | None = None  # built from self.config (rebuilt when it changes)
+        # (the segment tuple it was computed from, its segments whose .txnindex has entries);
+        # None: recompute (see aborted_transactions)
+        self._txn_segments: tuple[tuple[LogSegment, ...], tuple[LogSegment, ...]] | None = None
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, {self.log_start_offset}..{self._leo})"
@@ -186,7 +209,9 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        self._hw = min(max(value, self.log_start_offset), self._leo)
+        self._hw = hw = min(max(value, self.log_start_offset), self._leo)
+        if self.producer_state.unreplicated:
+            self.producer_state.on_high_watermark_updated(hw)
 
     @property
     def last_stable_offset(self) -> int:
@@ -244,6 +269,7 @@ class Log:
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
         self._hw = loaded.high_watermark
+        self.producer_state.on_high_watermark_updated(self._hw)
         self._dir_dirty = loaded.created_segment
         try:
             self.topic_id = read_partition_metadata(fs, directory)
@@ -279,13 +305,14 @@ class Log:
         now_ms: int | None = None,
         validate: bool = True,
         assign_offsets: bool = True,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append already-framed v2 batches: validate, check producer state, assign offsets, write.
 
         ``validate`` (every producer append): framing, magic, counts, CRC32C, size and
         timestamp bounds, keys on compacted topics (validator.py). ``assign_offsets=False``
         (replication) keeps the batches' offsets and epochs, which must start at or after the
-        log end offset."""
+        log end offset. ``origin``: a CLIENT's control batches are refused (InvalidRecordError)."""
         if self.dir_state.offline or self.closed:
             self._check_online()
         validator = self._validator
@@ -296,7 +323,14 @@ class Log:
         if checked.has_producer_ids and assign_offsets:
             # (a follower's copy keeps what its leader accepted: no duplicate or sequence checks,
             # only the producer state recorded below, as Kafka's replication origin does)
-            dup = self.producer_state.find_duplicate(checked.headers)
+            if origin is AppendOrigin.CLIENT:
+                for h in checked.headers:
+                    if h.attributes & CONTROL_MASK:
+                        raise InvalidRecordError(
+                            f"Clients are not allowed to write control records in topic partition "
+                            f"{self.topic}-{self.partition}"
+                        )
+            dup = self.producer_state.find_duplicate(checked.headers, checked.buffer)
             if dup is not None:
                 return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
         plan = checked.assign_offsets(self._leo, leader_epoch) if assign_offsets else checked.keep_offsets(self._leo)
@@ -326,7 +360,9 @@ class Log:
         """After the write: producer state, leader-epoch cache, log end offset. ``leader_epoch``:
         the epoch stamped on the batches, None when they kept their own (replication)."""
         if checked.has_producer_ids:
-            self.producer_state.record_appended(checked.buffer, checked.headers, plan.batches, leader_epoch)
+            completed = self.producer_state.record_appended(checked.buffer, checked.headers, plan.batches, leader_epoch)
+            if completed is not None:
+                self._complete_txns(completed)
         ec = self.epoch_cache
         if leader_epoch is not None:
             if leader_epoch > ec.latest_epoch:
@@ -336,6 +372,45 @@ class Log:
                 if h.partition_leader_epoch > ec.latest_epoch:
                     ec.assign(h.partition_leader_epoch, h.base_offset)
         self._leo = plan.next_offset
+
+    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
+        """Index the aborted ones in the active segment (where the append went), then complete
+        them in the producer state, in order (Kafka's UnifiedLog.append)."""
+        ps = self.producer_state
+        seg = self.segments[-1]
+        for txn in completed:
+            if txn.aborted:
+                lso = ps.last_stable_offset_after(txn)
+                try:
+                    seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso))
+                except OSError as e:
+                    self._fail(e)
+                self._txn_segments = None
+            ps.complete_txn(txn)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of each aborted transaction with data in [start_offset,
+        upper_bound_offset), from the transaction indexes of the segment holding
+        ``start_offset`` and the ones after it, until an entry's last stable offset reaches
+        the upper bound (Kafka's collectAbortedTransactions). Costs one test when the log has
+        no aborted transaction."""
+        return [(t.producer_id, t.first_offset) for t in self.aborted_transactions(start_offset, upper_bound_offset)]
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The index entries `collect_aborted_transactions` names."""
+        all_segs = self.segments
+        cached = self._txn_segments
+        if cached is None or cached[0] is not all_segs:
+            cached = self._txn_segments = (all_segs, tuple(s for s in all_segs if s.txn_index.entries))
+        segs = cached[1]
+        out: list[AbortedTxn] = []
+        if not segs:
+            return out
+        for seg in segs:
+            # a segment wholly below start_offset has no entry whose marker is at or above it
+            if seg.next_offset > start_offset and seg.txn_index.collect(start_offset, upper_bound_offset, out):
+                break
+        return out
 
     def _should_roll(self, seg: LogSegment, size: int, first_offset: int, last_offset: int, now: int) -> bool:
         if seg.size == 0:
@@ -554,6 +629,7 @@ class Log:
             new_start = max(self.log_start_offset, keep[0].base_offset)
             if new_start != self.log_start_offset:
                 self.log_start_offset = new_start
+                self.producer_state.on_high_watermark_updated(new_start)
                 self.epoch_cache.truncate_from_start(new_start)
                 self.log_start_dirty = True
         log.info(
@@ -603,6 +679,7 @@ class Log:
             self.log_start_offset = before_offset
             self.epoch_cache.truncate_from_start(before_offset)
             self.log_start_dirty = True
+            self.producer_state.on_high_watermark_updated(before_offset)  # Kafka's onLogStartOffsetIncremented
             self.delete_old_segments()
         return self.log_start_offset
 
@@ -636,7 +713,9 @@ class Log:
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
                 self.epoch_cache.truncate_from_end(offset)
+                self._txn_segments = None
                 rebuild_producer_state(self.producer_state, self.segments, self.log_start_offset, offset)
+                self.producer_state.on_high_watermark_updated(self._hw)
         except OSError as e:
             self._fail(e)
 

@@ -1,7 +1,17 @@
 """Idempotent / transactional producer state of one partition (Kafka's ProducerStateManager).
 
 Per producer id: epoch, the last 5 batches (first seq, last seq, first offset, last offset),
-the first offset of its ongoing transaction (for the last stable offset).
+the first offset of its ongoing transaction, the coordinator epoch of its last marker.
+
+Transactions, as Kafka tracks them: a transactional data batch of a producer with no open
+transaction starts one (``ongoing``, by first offset). A control batch (COMMIT or ABORT marker)
+ends it: `record_appended` / `update` return a `CompletedTxn` for it (none for a marker of a
+producer with no open transaction: an empty transaction changes nothing). The log then asks
+`last_stable_offset_after` for the ABORT's ``.txnindex`` entry and calls `complete_txn`, which
+moves the transaction to ``unreplicated`` until the high watermark passes its marker
+(`on_high_watermark_updated`). The first unstable offset, which caps the last stable offset,
+is the lowest first offset of both. Snapshots store each producer's open transaction, not the
+completed ones (as Kafka's): after a reload, markers above the snapshot are replayed.
 
 Snapshot file ``<20-digit offset>.snapshot`` (state as of that offset, i.e. after every batch
 below it), big endian::
@@ -18,13 +28,14 @@ import logging
 import os
 import struct
 from bisect import insort
+from typing import NamedTuple
 
-from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c, decode_control_record
+from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c, decode_records
 
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .errors import InvalidProducerEpochError, OutOfOrderSequenceError, TransactionCoordinatorFencedError
 from .fs import FileSystem
 
-__all__ = ["ProducerStateManager", "ProducerEntry", "SNAPSHOT_SUFFIX", "control_type"]
+__all__ = ["ProducerStateManager", "ProducerEntry", "CompletedTxn", "SNAPSHOT_SUFFIX", "control_type", "control_record"]
 
 log = logging.getLogger("odradek.storage")
 
@@ -36,6 +47,17 @@ _HDR = struct.Struct(">4sHI")
 _BODY_HDR = struct.Struct(">qi")
 _ENTRY = struct.Struct(">qhiqqB")
 _BATCH = struct.Struct(">iiqq")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker (Kafka's CompletedTxn): ``last_offset`` is the marker's."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 class ProducerEntry:
@@ -62,17 +84,30 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
 
 
-def control_type(buffer, h: BatchHeader) -> int | None:
-    """The type of the control record in the control batch ``h`` (``h.position`` indexes
-    ``buffer``): 0 abort, 1 commit. None for a data batch, and for a control batch whose first
-    record is missing or unreadable."""
+def control_record(buffer, h: BatchHeader) -> tuple[int, int] | None:
+    """(type, coordinator epoch) of the control record in the control batch ``h``
+    (``h.position`` indexes ``buffer``): type 0 abort, 1 commit; the coordinator epoch -1 when
+    the record has no readable value. None for a data batch, and for a control batch whose
+    first record is missing or unreadable (a cleaned-out marker)."""
     if not h.is_control:
         return None
     try:
-        c = decode_control_record(buffer, h.position)
+        recs = decode_records(buffer, h.position)
     except ValueError:
         return None
-    return None if c is None else c[1]
+    if not recs or recs[0].key is None or len(recs[0].key) < 4:
+        return None
+    ctype = _CONTROL_KEY.unpack_from(recs[0].key, 0)[1]
+    value = recs[0].value
+    epoch = _CONTROL_VALUE.unpack_from(value, 0)[1] if value is not None and len(value) >= 6 else -1
+    return ctype, epoch
+
+
+def control_type(buffer, h: BatchHeader) -> int | None:
+    """The type of the control record in the control batch ``h``: 0 abort, 1 commit (see
+    `control_record`)."""
+    c = control_record(buffer, h)
+    return None if c is None else c[0]
 
 
 class ProducerStateManager:
@@ -80,21 +115,36 @@ class ProducerStateManager:
         self.fs = fs
         self.dir = directory
         self.producers: dict[int, ProducerEntry] = {}
-        self.ongoing: set[int] = set()  # producer ids with an open transaction (txn_first_offset >= 0)
+        self.ongoing: dict[int, int] = {}  # open transactions: first offset -> producer id
+        # transactions ended by a marker at or above the high watermark: first offset -> (producer id, marker offset)
+        self.unreplicated: dict[int, tuple[int, int]] = {}
         self._snapshots: list[int] | None = None  # snapshot file offsets; None: list the directory
 
     # ------------------------------------------------------------------ append path
-    def find_duplicate(self, headers: list[BatchHeader]) -> tuple[int, int] | None:
+    def find_duplicate(self, headers: list[BatchHeader], buffer=None) -> tuple[int, int] | None:
         """Check the batches of one append in order (`check`); the original (first offset, last
         offset) of the first duplicate, or None. Raises InvalidProducerEpochError /
-        OutOfOrderSequenceError."""
+        OutOfOrderSequenceError; with the appended ``buffer``, TransactionCoordinatorFencedError
+        for a marker of an older coordinator epoch than the producer's last (Kafka checks it
+        for every leader append)."""
         pending: dict[int, tuple[int, int]] = {}
         for h in headers:
             if h.producer_id >= 0:
+                if buffer is not None and h.attributes & CONTROL_MASK:
+                    self._check_coordinator_epoch(buffer, h)
                 dup = self.check(h, pending)
                 if dup is not None:
                     return dup
         return None
+
+    def _check_coordinator_epoch(self, buffer, h: BatchHeader) -> None:
+        e = self.producers.get(h.producer_id)
+        c = control_record(buffer, h)
+        if e is not None and c is not None and e.coordinator_epoch > c[1]:
+            raise TransactionCoordinatorFencedError(
+                f"producer {h.producer_id}: marker of coordinator epoch {c[1]} (zombie), "
+                f"{e.coordinator_epoch} (current)"
+            )
 
     def record_appended(
         self,
@@ -102,10 +152,13 @@ class ProducerStateManager:
         headers: list[BatchHeader],
         written: list[tuple[int, int, int, int]],
         leader_epoch: int | None,
-    ) -> None:
+    ) -> list[CompletedTxn] | None:
         """Record the batches of one append as written. ``written``: per batch (position, last
         offset, max timestamp, size), as the log wrote them; ``leader_epoch``: the epoch stamped on
-        them, None when they kept their own (replication)."""
+        them, None when they kept their own (replication). Returns the transactions the
+        append's markers ended (None: none), for the log to index and `complete_txn` in
+        order after the whole append, as Kafka does."""
+        completed = None
         for h, info in zip(headers, written):
             if h.producer_id < 0:
                 continue
@@ -122,14 +175,20 @@ class ProducerStateManager:
                     h.is_transactional,
                 )
                 continue
-            ctype = control_type(buffer, h)
+            c = control_record(buffer, h)
             if leader_epoch is not None:
                 h = h._replace(
                     base_offset=info[1] - h.last_offset_delta,
                     max_timestamp=info[2],
                     partition_leader_epoch=leader_epoch,
                 )
-            self.update(h, ctype)
+            done = self.update(h, None if c is None else c[0], -1 if c is None else c[1])
+            if done is not None:
+                if completed is None:
+                    completed = [done]
+                else:
+                    completed.append(done)
+        return completed
 
     def check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
         """Validate one batch of an append against the state (and earlier batches of the
@@ -183,10 +242,13 @@ class ProducerStateManager:
         pending[pid] = (epoch, h.last_sequence)
         return None
 
-    def update(self, h: BatchHeader, control_type: int | None = None) -> None:
-        """Record an appended batch (with its final offsets). ``control_type`` (see the module
-        function of that name) is not used yet: a commit and an abort both end the producer's
-        transaction here; the aborted-transaction index (.txnindex, not implemented) needs it."""
+    def update(
+        self, h: BatchHeader, control_type: int | None = None, coordinator_epoch: int = -1
+    ) -> CompletedTxn | None:
+        """Record an appended batch (with its final offsets). For a control batch,
+        ``control_type`` and ``coordinator_epoch`` are its record's (see `control_record`;
+        None: a marker whose record the cleaner removed, which ends nothing); the transaction
+        it ends is returned (not yet completed: see `complete_txn`)."""
         if not h.is_control:
             self.record(
                 h.producer_id,
@@ -198,7 +260,9 @@ class ProducerStateManager:
                 h.max_timestamp,
                 h.is_transactional,
             )
-            return
+            return None
+        if control_type is None:
+            return None  # an empty control batch: its transaction was cleaned away (Kafka skips it)
         pid = h.producer_id
         e = self.producers.get(pid)
         if e is None:
@@ -207,8 +271,34 @@ class ProducerStateManager:
             e.epoch = h.producer_epoch
             e.batches.clear()
         e.last_timestamp = h.max_timestamp
+        if coordinator_epoch >= 0:
+            e.coordinator_epoch = coordinator_epoch
+        first = e.txn_first_offset
+        if first < 0:
+            return None
         e.txn_first_offset = -1
-        self.ongoing.discard(pid)
+        return CompletedTxn(pid, first, h.base_offset, control_type == 0)
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """The last stable offset once ``txn`` is complete (Kafka's lastStableOffset): the first
+        offset of the earliest open transaction of another producer, else the marker's offset
+        + 1. Asked before `complete_txn`."""
+        others = [first for first, pid in self.ongoing.items() if pid != txn.producer_id]
+        return min(others) if others else txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        """``txn`` ended: it stays unstable until the high watermark passes its marker."""
+        self.ongoing.pop(txn.first_offset, None)
+        self.unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below the high watermark are stable now
+        (also called with the log start offset when it moves, as Kafka's
+        onLogStartOffsetIncremented)."""
+        if self.unreplicated:
+            done = [first for first, (_pid, last) in self.unreplicated.items() if last < high_watermark]
+            for first in done:
+                del self.unreplicated[first]
 
     def record(
         self,
@@ -236,7 +326,7 @@ class ProducerStateManager:
                 del b[0]
         if transactional and e.txn_first_offset < 0:
             e.txn_first_offset = first_offset
-            self.ongoing.add(pid)
+            self.ongoing[first_offset] = pid
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle longer than `producer.id.expiration.ms` (by their last
@@ -248,9 +338,14 @@ class ProducerStateManager:
         return len(gone)
 
     def first_unstable_offset(self) -> int | None:
-        if not self.ongoing:  # asked on every fetch: no scan over all producers
-            return None
-        return min(self.producers[pid].txn_first_offset for pid in self.ongoing)
+        """The lowest first offset of an open transaction or of a completed one whose marker the
+        high watermark has not passed (Kafka's firstUnstableOffset); None when there is none."""
+        ongoing = self.ongoing
+        unreplicated = self.unreplicated
+        if not ongoing:  # asked on every fetch: no scan over all producers
+            return min(unreplicated) if unreplicated else None
+        first = min(ongoing)
+        return min(first, min(unreplicated)) if unreplicated else first
 
     def last_batch_offsets(self) -> dict[int, int]:
         """producer id -> last offset of its latest batch (compaction keeps those batches)."""
@@ -333,7 +428,8 @@ class ProducerStateManager:
     def load_latest(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; return its offset."""
         self.producers = {}
-        self.ongoing = set()
+        self.ongoing = {}
+        self.unreplicated = {}
         for off in reversed(self.snapshot_offsets()):
             if off > max_offset:
                 continue
@@ -346,7 +442,7 @@ class ProducerStateManager:
                 self.remove_snapshot(off)
                 continue
             self.producers = producers
-            self.ongoing = {pid for pid, e in producers.items() if e.txn_first_offset >= 0}
+            self.ongoing = {e.txn_first_offset: pid for pid, e in producers.items() if e.txn_first_offset >= 0}
             return off
         return None
 

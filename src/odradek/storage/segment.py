@@ -1,4 +1,4 @@
-"""LogSegment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex``."""
+"""LogSegment: ``<base>.log`` + ``<base>.index`` + ``<base>.timeindex`` (+ ``<base>.txnindex``, see txn_index.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from odradek.protocol.records import (
 from .config import LogConfig
 from .fs import FileSystem, OSFileSystem
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
+from .txn_index import TransactionIndex
 
 __all__ = ["LogSegment", "segment_name", "offset_from_name", "scan_buffer_size", "new_segment", "open_segment"]
 
@@ -60,6 +61,7 @@ class LogSegment:
         self.log_path = stem + ".log" + suffix
         self.index_path = stem + ".index" + suffix
         self.timeindex_path = stem + ".timeindex" + suffix
+        self.txn_index = TransactionIndex(fs, stem + ".txnindex" + suffix, base_offset)
         self.index_bytes = index_bytes
         self.index_interval = index_interval
         self.offset_index = OffsetIndex(fs, self.index_path, base_offset, index_bytes)
@@ -75,6 +77,7 @@ class LogSegment:
         self.flushed_size = 0
         self.deleted = False
         self.rebuilt_index = False
+        self.txn_index_ok = True  # False: the .txnindex failed its checks on open (recovery rebuilds it)
         self._hint: tuple[int, int, int, int] | None = None  # see translate()
         self._tail: tuple[int, int] | None = None  # (position, base offset) of the last write's first batch
         # header peeks skip the FileSystem wrapper on real files (a short read is handled)
@@ -88,7 +91,7 @@ class LogSegment:
     @classmethod
     def create(cls, fs, directory, base_offset, *, index_bytes, index_interval, now_ms, suffix=""):
         seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval, suffix=suffix)
-        for p in (seg.log_path, seg.index_path, seg.timeindex_path):
+        for p in (seg.log_path, seg.index_path, seg.timeindex_path, seg.txn_index.path):
             fs.remove(p)
         seg.fd = fs.open(seg.log_path, create=True)
         seg.offset_index.open(load=False, preallocate=not suffix)
@@ -124,6 +127,16 @@ class LogSegment:
         if not ok:
             seg.rebuilt_index = True
             seg.truncated_bytes = seg.recover()
+        try:
+            seg.txn_index.load()
+        except ValueError:
+            # Kafka's sanity check failed: the log loader rebuilds it (LogLoader recovers the segment)
+            seg.txn_index.entries = []
+            seg.txn_index_ok = False
+        else:
+            seg.txn_index_ok = True
+        if seg.txn_index.entries and seg.truncated_bytes:
+            seg.txn_index.truncate_to(seg.next_offset)
         return seg
 
     def _load_tail(self) -> bool:
@@ -174,6 +187,7 @@ class LogSegment:
             self.fs.close(fd)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
 
     # ------------------------------------------------------------------ reading
     def read_header(self, pos: int) -> BatchHeader | None:
@@ -368,6 +382,7 @@ class LogSegment:
         self.fs.ftruncate(self.fd, pos)
         self.offset_index.truncate_to_offset(offset)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         # recompute bookkeeping from the remaining tail
         self.size = pos
         self.flushed_size = min(self.flushed_size, pos)
@@ -395,6 +410,7 @@ class LogSegment:
         self.fs.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.flushed_size = max(self.flushed_size, size)
 
     def on_roll(self) -> None:
@@ -418,11 +434,12 @@ class LogSegment:
             setattr(self, attr, new)
         self.offset_index.path = self.index_path
         self.time_index.path = self.timeindex_path
+        self.txn_index.rename(os.path.join(self.dir, segment_name(self.base_offset) + ".txnindex" + new_suffix))
         self.suffix = new_suffix
 
     def delete_files(self) -> None:
         self.close()
-        for p in (self.log_path, self.index_path, self.timeindex_path):
+        for p in (self.log_path, self.index_path, self.timeindex_path, self.txn_index.path):
             self.fs.remove(p)
 
     def __repr__(self) -> str:

@@ -1,0 +1,142 @@
+"""The transaction index of one segment, ``<base>.txnindex`` (Kafka's TransactionIndex).
+
+One entry per aborted transaction whose ABORT marker is in the segment, in marker order,
+34 bytes each, big endian (Kafka's AbortedTxn, version 0)::
+
+    version i16 = 0 | producer id i64 | first offset i64 | last offset i64 | last stable offset i64
+
+``first offset`` is the transaction's first data offset, ``last offset`` the marker's offset,
+``last stable offset`` the log's last stable offset once the marker is written (the first
+offset of the next still-open transaction of another producer, else last offset + 1).
+
+As in Kafka the file is created when the first entry is appended: a segment without aborted
+transactions has none. The entries are kept in memory as well (a segment holds few), so a
+read_committed fetch never reads the file. A trailing partial entry (a crash during an
+append) is ignored and overwritten by the next append. Writes are unbuffered ``pwrite``s;
+the file is fsynced with its segment (``flush``).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .fs import FileSystem
+
+__all__ = ["AbortedTxn", "TransactionIndex", "ENTRY_SIZE"]
+
+_ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = _ENTRY.size  # 34
+VERSION = 0
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _ENTRY.pack(VERSION, *self)
+
+
+class TransactionIndex:
+    """Aborted transactions of one segment. Mutated on the event-loop thread (appends,
+    truncation) or by the cleaner on a segment not yet in the log; ``flush`` may run in the
+    flush thread."""
+
+    __slots__ = ("fs", "path", "base_offset", "entries", "_fd")
+
+    def __init__(self, fs: FileSystem, path: str, base_offset: int) -> None:
+        self.fs = fs
+        self.path = path
+        self.base_offset = base_offset
+        self.entries: list[AbortedTxn] = []
+        self._fd = -1
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> None:
+        """Read the file when there is one. Raises ValueError for an entry of an unknown
+        version or one whose last offset is below the segment's base offset, or when the last
+        offsets do not increase (Kafka's sanity check): the caller rebuilds the index."""
+        self.entries = []
+        if not self.fs.exists(self.path):
+            return
+        data = self.fs.read_file(self.path)
+        prev = -1
+        for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
+            version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
+            if version != VERSION:
+                raise ValueError(f"{self.path}: aborted transaction of unknown version {version} at {pos}")
+            if last < self.base_offset or last <= prev:
+                raise ValueError(f"{self.path}: aborted transaction at {pos} has last offset {last} out of order")
+            prev = last
+            self.entries.append(AbortedTxn(pid, first, last, lso))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            self.fs.close(fd)
+
+    def _file(self) -> int:
+        if self._fd < 0:
+            self._fd = self.fs.open(self.path, create=True)
+        return self._fd
+
+    # ------------------------------------------------------------------ writing
+    def append(self, txn: AbortedTxn) -> None:
+        """Add an entry; its last offset must be above the previous entry's."""
+        if self.entries and self.entries[-1].last_offset >= txn.last_offset:
+            raise ValueError(
+                f"{self.path}: aborted transaction last offset {txn.last_offset} does not follow "
+                f"{self.entries[-1].last_offset}"
+            )
+        self.fs.pwrite(self._file(), txn.encode(), len(self.entries) * ENTRY_SIZE)
+        self.entries.append(txn)
+
+    def write_all(self, entries: list[AbortedTxn]) -> None:
+        """Replace the contents (the cleaner's new segment, a rebuilt index)."""
+        self.reset()
+        for e in entries:
+            self.append(e)
+
+    def reset(self) -> None:
+        """Empty the index (a segment being recovered rebuilds it)."""
+        self.entries = []
+        if self._fd >= 0 or self.fs.exists(self.path):
+            self.fs.ftruncate(self._file(), 0)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at or above ``offset``."""
+        keep = len(self.entries)
+        while keep and self.entries[keep - 1].last_offset >= offset:
+            keep -= 1
+        if keep == len(self.entries):
+            return
+        del self.entries[keep:]
+        self.fs.ftruncate(self._file(), keep * ENTRY_SIZE)
+
+    def flush(self) -> None:
+        if self._fd >= 0:
+            self.fs.fsync(self._fd)
+
+    def delete(self) -> None:
+        self.close()
+        self.fs.remove(self.path)
+
+    def rename(self, new_path: str) -> None:
+        if self.fs.exists(self.path):
+            self.fs.rename(self.path, new_path)
+        self.path = new_path
+
+    # ------------------------------------------------------------------ reading
+    def collect(self, fetch_offset: int, upper_bound_offset: int, out: list[AbortedTxn]) -> bool:
+        """Append to ``out`` the aborted transactions overlapping [fetch_offset,
+        upper_bound_offset); True when no later segment can hold one (an entry's last stable
+        offset reached the upper bound), as Kafka's collectAbortedTxns."""
+        for e in self.entries:
+            if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset:
+                out.append(e)
+            if e.last_stable_offset >= upper_bound_offset:
+                return True
+        return False
