@@ -9,8 +9,8 @@ import pytest
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_COMMIT, Record, build_batch, build_control_batch
-from odradek.storage.log import AppendOrigin
 from odradek.storage import FaultyFileSystem, KafkaStorageError, LogConfig, LogManager
+from odradek.storage.log import AppendOrigin
 
 SEGMENT_FILES = (".log", ".index", ".timeindex")
 

@@ -6,10 +6,10 @@ import os
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_COMMIT, build_control_batch, iter_batches
-from odradek.storage.log import AppendOrigin
 from odradek.storage import FaultyFileSystem, LogConfig
 from odradek.storage.checkpoint import LeaderEpochCache, read_epochs
 from odradek.storage.loader import LogLoader, rebuild_producer_state
+from odradek.storage.log import AppendOrigin
 from odradek.storage.producer_state import ProducerStateManager
 
 COORDINATOR = AppendOrigin.COORDINATOR

@@ -4,8 +4,8 @@ import pytest
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, iter_batches
-from odradek.storage.log import AppendOrigin
 from odradek.storage import InvalidProducerEpochError, LogConfig, LogManager, OutOfOrderSequenceError
+from odradek.storage.log import AppendOrigin
 from odradek.storage.producer_state import control_type
 
 COORDINATOR = AppendOrigin.COORDINATOR
