@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from odradek.cluster.metadata import PartitionInfo
 from odradek.protocol.errors import ErrorCode
+from odradek.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.storage import Log
@@ -217,9 +218,16 @@ class Partition:
             )
 
     # ----------------------------------------------------------------- writes
-    def append_as_leader(self, records: bytes | memoryview, now_ms: int, required_acks: int) -> AppendInfo:
+    def append_as_leader(
+        self,
+        records: bytes | memoryview,
+        now_ms: int,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendInfo:
         """Validate and append a producer's batches (storage raises its errors), then let the
-        high watermark follow what the ISR has."""
+        high watermark follow what the ISR has. ``origin``: who wrote them (only a
+        coordinator may append transaction markers)."""
         if self.role is not Role.LEADER:
             raise PartitionError(
                 ErrorCode.not_leader_or_follower, f"this broker is not the leader of {self.topic}-{self.partition}"
@@ -230,7 +238,7 @@ class Partition:
                 f"The size of the current ISR {list(self.isr)} is insufficient to satisfy the min.isr requirement "
                 f"of {self.min_insync_replicas} for partition {self.topic}-{self.partition}",
             )
-        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        info = self.log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms, origin=origin)
         if not info.duplicate:
             self._appended_bytes += len(records)
             if self._solo:
@@ -327,7 +335,7 @@ class Partition:
         """Append what the leader sent, offsets and epochs as they are; then take the leader's
         high watermark (as far as this log reaches) and log start offset."""
         if records:
-            self.log.append(records, validate=True, assign_offsets=False)
+            self.log.append(records, validate=True, assign_offsets=False, origin=AppendOrigin.REPLICATION)
         self.follow_leader_offsets(leader_hw, leader_log_start)
 
     def follow_leader_offsets(self, leader_hw: int, leader_log_start: int) -> None:

@@ -32,6 +32,7 @@ from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDe
 from odradek.protocol.errors import ErrorCode, KafkaError, error_class
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 from odradek.storage import errors as serr
+from odradek.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.broker.alter_partition import AlterPartitionSender
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.replica_fetcher import ReplicaFetcherManager
     from odradek.storage import Log, LogManager
+    from odradek.storage.producer_state import ProducerEntry
 
 log = logging.getLogger("odradek.broker.replica_manager")
 
@@ -98,6 +100,9 @@ class ReadResult:
     first_offset: int = -1  # base offset of the first batch returned
     next_offset: int = -1  # the offset after the batches returned
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): a follower must truncate
+    # read_committed only (None otherwise): (producer id, first offset) of the aborted
+    # transactions overlapping the batches returned (empty when there are none)
+    aborted_transactions: list[tuple[int, int]] | None = None
 
     @property
     def offsets_returned(self) -> int:
@@ -290,9 +295,12 @@ class ReplicaManager:
         entries: Sequence[tuple[str, int, bytes | memoryview]],
         required_acks: int,
         timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> list[ProduceResult]:
         """Append each (topic, partition, batches) as leader, then, for acks=all, wait until
-        the ISR has them all (or `timeout_ms` passes: REQUEST_TIMED_OUT)."""
+        the ISR has them all (or `timeout_ms` passes: REQUEST_TIMED_OUT). ``origin``
+        COORDINATOR: batches a coordinator wrote (transaction markers are allowed; a
+        client's are refused with INVALID_RECORD, as Kafka)."""
         now = int(time.time() * 1000)
         results: list[ProduceResult] = []
         waits: list[ProduceWait] = []
@@ -301,7 +309,7 @@ class ReplicaManager:
             if part is None:
                 results.append(ProduceResult(self.missing(topic, partition)))
                 continue
-            result = await self._append(part, data, now, required_acks)
+            result = await self._append(part, data, now, required_acks, origin)
             results.append(result)
             if required_acks == -1 and not result.error_code:
                 waits.append(ProduceWait(part, result.last_offset + 1))
@@ -315,9 +323,11 @@ class ReplicaManager:
                         result.error_code = w.error_code
         return results
 
-    async def _append(self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int) -> ProduceResult:
+    async def _append(
+        self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int, origin: AppendOrigin
+    ) -> ProduceResult:
         try:
-            info = part.append_as_leader(data, now_ms, acks)
+            info = part.append_as_leader(data, now_ms, acks, origin)
         except Exception as e:  # storage and the partition raise their documented errors; anything else is a bug
             code = error_for(e)
             if code == ErrorCode.unknown_server_error:
@@ -357,8 +367,9 @@ class ReplicaManager:
         now_ms: int = 0,
     ) -> ReadResult:
         """Read for a consumer (up to the high watermark, or with TXN_COMMITTED up to the last
-        stable offset) or for a follower (`replica_id` >= 0: up to the log end, and the
-        fetch offset recorded as the follower's position)."""
+        stable offset, with the aborted transactions overlapping what is returned) or for a
+        follower (`replica_id` >= 0: up to the log end, and the fetch offset recorded as the
+        follower's position)."""
         part = self.partitions.get((topic, partition))
         if part is None:
             return ReadResult(self.missing(topic, partition))
@@ -391,8 +402,11 @@ class ReplicaManager:
             # as Kafka: no high watermark or log start offset with the error (the client asks ListOffsets)
             return ReadResult(ErrorCode.offset_out_of_range)
         limit = part.read_limit(isolation)
+        committed = isolation is Isolation.TXN_COMMITTED
         if offset >= limit:  # nothing visible to this reader yet
             result.regions = []
+            if committed:
+                result.aborted_transactions = []
             return result
         try:
             rr = lg.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one)
@@ -406,6 +420,11 @@ class ReplicaManager:
         result.size = rr.size
         result.first_offset = rr.first_offset
         result.next_offset = rr.next_offset
+        if committed:
+            # Kafka's bound: the offset after the batches returned
+            result.aborted_transactions = (
+                lg.collect_aborted_transactions(offset, rr.next_offset) if rr.next_offset >= 0 else []
+            )
         return result
 
     # ----------------------------------------------------------------- offsets
@@ -450,6 +469,14 @@ class ReplicaManager:
         except Exception as e:
             return self._failed(e, "delete records", part), -1
 
+    def describe_producers(self, topic: str, partition: int) -> tuple[int, list[ProducerEntry]]:
+        """DescribeProducers: (error code, the producers the partition's log knows), from any
+        hosted replica, as Kafka's Partition.activeProducerState."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return self.missing(topic, partition), []
+        return 0, list(part.log.producer_state.producers.values())
+
     @staticmethod
     def _failed(e: BaseException, what: str, part: Partition) -> int:
         code = error_for(e)
@@ -484,7 +511,9 @@ class ReplicaManager:
     async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:
         """Append a batch built by a coordinator as leader with acks=all; returns its base
         offset once the ISR has it (raises the KafkaError of the code otherwise)."""
-        (result,) = await self.append_records([(topic, partition, batch)], -1, timeout_ms)
+        (result,) = await self.append_records(
+            [(topic, partition, batch)], -1, timeout_ms, origin=AppendOrigin.COORDINATOR
+        )
         if result.error_code:
             raise error_class(result.error_code)(result.error_message or f"append to {topic}-{partition} failed")
         return result.base_offset

@@ -18,7 +18,18 @@ One pass over a log:
    records is dropped unless it is its producer's last batch (kept empty, like Kafka, to
    preserve sequence state). Tombstones get a delete horizon (now + delete.retention.ms,
    KIP-534: attribute bit 6, horizon stored as baseTimestamp) and are dropped by a later
-   pass after it. Control batches are kept.
+   pass after it.
+   Transactions (Kafka's CleanedTransactionMetadata): the aborted transactions overlapping a
+   segment come from the transaction indexes; every record of an aborted transaction's data
+   batches is removed (a batch is dropped, or kept empty when it is its producer's last), and
+   never enters the offset map (an aborted value does not shadow a committed one). A marker
+   stays while data of its transaction remains: an ABORT whose data this pass saw (and
+   removed) is kept with its ``.txnindex`` entry copied to the cleaned segment; a COMMIT whose
+   transaction had batches in this pass is kept. A marker with no data left gets a delete
+   horizon (now + delete.retention.ms, as a tombstone) and a later pass after it removes it
+   (an empty batch stays when the marker is its producer's last record with its current
+   epoch, to keep the epoch for fencing). The cleaned segment's ``.txnindex`` holds only the
+   entries of markers kept with their data.
 4. Crash-safe swap: write <base>.log.cleaned (+ indexes), fsync, rename to .swap, rename the
    old segments to .deleted, rename .swap to the final name. Recovery deletes .cleaned,
    and completes a .swap (see loader.py).
@@ -27,13 +38,16 @@ One pass over a log:
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 
-from odradek.protocol.records import DELETE_HORIZON_MASK, build_batch, decode_records
+from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, DELETE_HORIZON_MASK, build_batch, decode_records
 
 from .config import LONG_MAX
 from .log import Log
+from .producer_state import control_type
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 __all__ = ["clean_log", "CleanStats"]
 
@@ -49,6 +63,61 @@ class CleanStats:
     bytes_in: int
     bytes_out: int
     records_removed: int
+
+
+class _TxnCleaning:
+    """Which transactional batches of a cleaning pass go (Kafka's CleanedTransactionMetadata).
+    Fed every batch in offset order; `add` the aborted transactions of each segment first."""
+
+    def __init__(self) -> None:
+        self.pending: deque[AbortedTxn] = deque()  # by first offset, not yet reached
+        self.seen: set[tuple[int, int]] = set()
+        self.aborted: dict[int, list] = {}  # producer id -> [AbortedTxn, last offset of a batch seen or -1]
+        self.committed: set[int] = set()  # producer ids whose open (not aborted) transaction had batches here
+        self.kept_index: list[AbortedTxn] = []  # entries of the ABORT markers kept with their data
+
+    def add(self, txns: list[AbortedTxn]) -> None:
+        new = [t for t in txns if (t.producer_id, t.first_offset) not in self.seen]
+        if new:
+            self.seen.update((t.producer_id, t.first_offset) for t in new)
+            self.pending = deque(sorted([*self.pending, *new], key=lambda t: t.first_offset))
+
+    def _reach(self, offset: int) -> None:
+        pending = self.pending
+        while pending and pending[0].first_offset <= offset:
+            t = pending.popleft()
+            self.aborted.setdefault(t.producer_id, [t, -1])
+
+    def on_data(self, h) -> bool:
+        """True: the batch belongs to an aborted transaction (its records go)."""
+        self._reach(h.last_offset)
+        if not h.is_transactional:
+            return False
+        state = self.aborted.get(h.producer_id)
+        if state is not None:
+            state[1] = h.last_offset
+            return True
+        self.committed.add(h.producer_id)
+        return False
+
+    def on_control(self, h, ctype: int | None) -> bool:
+        """True: the marker may go (no data of its transaction left), once past its horizon."""
+        self._reach(h.last_offset)
+        if ctype is None:
+            return True  # an empty control batch: already cleaned
+        pid = h.producer_id
+        if ctype == CONTROL_ABORT:
+            state = self.aborted.pop(pid, None)
+            if state is not None and state[1] >= 0:
+                self.kept_index.append(state[0])
+                return False
+            return True
+        if ctype == CONTROL_COMMIT:
+            if pid in self.committed:
+                self.committed.discard(pid)
+                return False
+            return True
+        return False
 
 
 def _scan_delete_horizon(lg: Log, segs) -> int | None:
@@ -120,7 +189,9 @@ def clean_log(
 
     # 2. offset map over the dirty section, whole segments while the map stays within
     # max_keys (log.cleaner.dedupe.buffer.size); the segments after it wait for the next pass
-    offset_map, stop_at = _build_offset_map(group_all, first_dirty, max_keys)
+    map_txns = _TxnCleaning()
+    map_txns.add(lg.aborted_transactions(first_dirty, end))
+    offset_map, stop_at = _build_offset_map(group_all, first_dirty, max_keys, map_txns)
     partial = stop_at < len(group_all)
     if partial:
         log.info(
@@ -149,12 +220,13 @@ def clean_log(
         groups.append(cur)
 
     last_batches = lg.producer_state.last_batch_offsets()
+    last_epochs = {pid: e.epoch for pid, e in lg.producer_state.producers.items() if not e.batches}
     stats = CleanStats(first_dirty, end, len(group_all), 0, total, 0, 0)
     min_horizon = -1
     for group in groups:
         if stop():
             break
-        new, removed, hz = _clean_group(lg, group, offset_map, last_batches, now)
+        new, removed, hz = _clean_group(lg, group, offset_map, (last_batches, last_epochs), now)
         stats.records_removed += removed
         if hz >= 0:
             min_horizon = hz if min_horizon < 0 else min(min_horizon, hz)
@@ -179,9 +251,12 @@ def clean_log(
     return stats
 
 
-def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int | None) -> tuple[dict[bytes, int], int]:
-    """key -> latest offset over the dirty part of ``group``. Returns the map and the index
-    of the first segment left out (``len(group)`` when all fit)."""
+def _build_offset_map(
+    group: list[LogSegment], first_dirty: int, max_keys: int | None, txns: _TxnCleaning
+) -> tuple[dict[bytes, int], int]:
+    """key -> latest offset over the dirty part of ``group``, records of aborted
+    transactions left out. Returns the map and the index of the first segment left out
+    (``len(group)`` when all fit)."""
     offset_map: dict[bytes, int] = {}
     first = True
     for i, seg in enumerate(group):
@@ -192,7 +267,12 @@ def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int |
         room = None if max_keys is None or first else max_keys - len(offset_map)
         first = False
         for _, h, mv in seg.scan(0, seg.size, validate=False):
-            if h.is_control or h.last_offset < first_dirty:
+            if h.last_offset < first_dirty:
+                continue
+            if h.is_control:
+                txns.on_control(h, control_type(mv, h))
+                continue
+            if txns.on_data(h):
                 continue
             for r in decode_records(mv, h.position):
                 k = r.key
@@ -206,8 +286,10 @@ def _build_offset_map(group: list[LogSegment], first_dirty: int, max_keys: int |
     return offset_map, len(group)
 
 
-def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now: int):
+def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_records, now: int):
     cfg = lg.config
+    last_batches, last_epochs = last_records
+    txns = _TxnCleaning()
     new = LogSegment.create(
         lg.fs,
         lg.dir,
@@ -219,27 +301,36 @@ def _clean_group(lg: Log, group: list[LogSegment], offset_map, last_batches, now
     )
     removed = 0
     min_hz = -1
+    segs = lg.segments
     try:
         for seg in group:
+            nxt = next((s.base_offset for s in segs if s.base_offset > seg.base_offset), seg.next_offset)
+            txns.add(lg.aborted_transactions(seg.base_offset, nxt))
             with seg.pin_lock:
                 seg.pins += 1
             try:
                 for _, h, mv in seg.scan(0, seg.size, validate=False):
                     raw = mv[h.position : h.position + h.size]
                     if h.is_control:
-                        out = raw
+                        out, dropped, hz = _clean_marker(
+                            h, raw, txns.on_control(h, control_type(mv, h)), last_epochs, now, cfg.delete_retention_ms
+                        )
                     else:
-                        out, dropped, hz = _clean_batch(h, raw, offset_map, last_batches, now, cfg.delete_retention_ms)
-                        removed += dropped
-                        if hz >= 0:
-                            min_hz = hz if min_hz < 0 else min(min_hz, hz)
-                        if out is None:
-                            continue
+                        out, dropped, hz = _clean_batch(
+                            h, raw, offset_map, last_batches, now, cfg.delete_retention_ms, txns.on_data(h)
+                        )
+                    removed += dropped
+                    if hz >= 0:
+                        min_hz = hz if min_hz < 0 else min(min_hz, hz)
+                    if out is None:
+                        continue
                     max_ts = h.max_timestamp if out is raw else _max_ts(out)
                     new.append([out], [(0, h.last_offset, max_ts, len(out))], len(out))
             finally:
                 with seg.pin_lock:
                     seg.pins -= 1
+        for entry in txns.kept_index:
+            new.txn_index.append(entry)
         new.on_roll()
         new.flush()
         new.rename_suffix(".swap")
@@ -256,12 +347,51 @@ def _max_ts(batch: bytes | memoryview) -> int:
     return struct.unpack_from(">q", batch, 35)[0]
 
 
-def _clean_batch(h, raw, offset_map, last_batches, now, delete_retention_ms):
+def _clean_marker(h, raw, can_discard: bool, last_epochs, now: int, delete_retention_ms: int):
+    """A control batch: (bytes to write or None, records removed, its delete horizon or -1)."""
+    if not can_discard:
+        return raw, 0, -1
+    keep_empty = last_epochs.get(h.producer_id) == h.producer_epoch  # its producer's last record
+    if h.record_count == 0:  # emptied by an earlier pass
+        return (raw if keep_empty else None), 0, -1
+    horizon = h.delete_horizon_ms
+    if horizon >= 0 and now >= horizon:
+        if not keep_empty:
+            return None, h.record_count, -1
+        records: list = []
+        dropped = h.record_count
+    elif horizon >= 0:
+        return raw, 0, horizon
+    else:
+        records = decode_records(raw)
+        dropped = 0
+        horizon = now + delete_retention_ms
+    out = build_batch(
+        records,
+        base_offset=h.base_offset,
+        compression=h.compression,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        is_transactional=h.is_transactional,
+        is_control=True,
+        timestamp_type=h.timestamp_type,
+        partition_leader_epoch=h.partition_leader_epoch,
+        last_offset_delta=h.last_offset_delta,
+        max_timestamp=h.max_timestamp,
+        delete_horizon_ms=horizon if records else None,
+    )
+    return out, dropped, horizon if records else -1
+
+
+def _clean_batch(h, raw, offset_map, last_batches, now, delete_retention_ms, aborted: bool = False):
+    """A data batch: (bytes to write or None, records removed, its delete horizon or -1).
+    ``aborted``: it belongs to an aborted transaction (every record goes)."""
     records = decode_records(raw)
     horizon = h.delete_horizon_ms
     retained = []
     has_tombstone = False
-    for r in records:
+    for r in records if not aborted else ():
         if r.key is not None and offset_map.get(r.key, -1) > r.offset:
             continue
         if r.value is None and horizon >= 0 and now >= horizon:

@@ -9,7 +9,10 @@ the partition's is fenced (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). When few
 `min_bytes` are visible and `max_wait_ms` > 0, the request waits in the fetch purgatory,
 woken when a partition's high watermark advances (not on append) or by the timeout (no
 polling). Record bytes go to the socket with sendfile (see protocol/fetch_codec.py, the
-codec of every version). Fetch sessions (KIP-227) are in broker/fetch_session.py; v13+ name
+codec of every version). Under read_committed (isolation_level 1) each partition read
+answers its aborted transactions overlapping the batches returned (producer id, first
+offset; an empty list when none, null under read_uncommitted and with an error, as Kafka);
+every answer carries the last stable offset. Fetch sessions (KIP-227) are in broker/fetch_session.py; v13+ name
 topics by id. Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, the fencing errors.
 """
@@ -115,6 +118,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 pr.last_stable_offset = r.last_stable_offset
                 pr.log_start_offset = r.log_start_offset
                 pr.diverging_epoch = r.diverging_epoch
+                pr.aborted = r.aborted_transactions
                 if r.error_code:
                     errors = True
                 elif r.diverging_epoch is not None:
