@@ -4,7 +4,9 @@ A broker is started in this process (temp dir, uvloop, no listener traffic); eac
 exact code a connection runs for one frame: framing and parsing (the protocol connection's
 receive_data + next_event: header + body), the handler, the response framing. Requests are
 the ones librdkafka 2.16 sends (Produce v10 with one 100-byte record, acks=1; Fetch v16 of one
-partition, session-less) rebuilt from tests/protocol/fixtures/confluent.
+partition, session-less) rebuilt from tests/protocol/fixtures/confluent. The fetch is timed
+under read_uncommitted, read_committed (isolation_level 1: the last stable offset and the
+aborted-transaction lookup), and read_committed once the log holds an aborted transaction.
 
     .venv/bin/python bench/broker/micro.py [-n 20000]
 
@@ -35,6 +37,7 @@ from odradek.protocol import messages, records  # noqa: E402
 from odradek.protocol.connection import ServerConnection  # noqa: E402
 from odradek.protocol.framing import encode_frame  # noqa: E402
 from odradek.protocol.headers import encode_request_header  # noqa: E402
+from odradek.storage import AppendOrigin  # noqa: E402
 
 SENTINEL = 0x0123456789ABCDEF
 FIX = ROOT / "tests" / "protocol" / "fixtures" / "confluent"
@@ -86,10 +89,11 @@ async def main(n: int) -> None:
         freq = dataclasses.replace(freq, topics=(ftopic,), max_wait=freq.max_wait, isolation_level=0)
         fframe = frame_for(1, 16, freq)
         at = fframe.index(SENTINEL.to_bytes(8, "big"))
+        committed_frame = frame_for(1, 16, dataclasses.replace(freq, isolation_level=1))
         log_ = services.replica_manager.get_partition("micro", 0).log
 
-        def fetch_frame_at(offset: int) -> bytes:
-            return fframe[:at] + offset.to_bytes(8, "big") + fframe[at + 8 :]
+        def fetch_frame_at(offset: int, template: bytes = fframe) -> bytes:
+            return template[:at] + offset.to_bytes(8, "big") + template[at + 8 :]
 
         async def run_frame(frame, fetch_offset=None):
             event = parse_frame(frame)
@@ -131,21 +135,45 @@ async def main(n: int) -> None:
             for _ in range(n):
                 await run_frame(pframe)
 
-        async def fetch_all():  # the consumer's next fetch finds exactly the batch just produced
+        async def fetch_all(template: bytes = fframe):  # the consumer's next fetch finds the batch just produced
             took = 0.0
             pc = time.perf_counter
             for _ in range(n):
-                f = fetch_frame_at(log_.log_end_offset)
+                f = fetch_frame_at(log_.log_end_offset, template)
                 await run_frame(pframe)
                 t = pc()
                 await run_frame(f)
                 took += pc() - t
             return took
 
-        for name, coro_fn in (
-            ("produce: parse+handle+encode", produce_all),
-            ("fetch:   parse+handle+encode", fetch_all),
+        async def fetch_committed():
+            return await fetch_all(committed_frame)
+
+        def add_aborted_transaction():
+            pid = 1 << 40
+            log_.append(
+                records.build_batch(
+                    [records.Record(timestamp=int(time.time() * 1000), value=b"t")],
+                    producer_id=pid,
+                    producer_epoch=0,
+                    base_sequence=0,
+                    is_transactional=True,
+                )
+            )
+            marker = records.build_control_batch(
+                records.CONTROL_ABORT, producer_id=pid, producer_epoch=0, timestamp=int(time.time() * 1000)
+            )
+            log_.append(marker, origin=AppendOrigin.COORDINATOR)
+            log_.high_watermark = log_.log_end_offset
+
+        for name, coro_fn, before in (
+            ("produce: parse+handle+encode", produce_all, None),
+            ("fetch:   parse+handle+encode", fetch_all, None),
+            ("fetch:   read_committed", fetch_committed, None),
+            ("fetch:   read_committed, aborts", fetch_committed, add_aborted_transaction),
         ):
+            if before is not None:
+                before()
             best = None
             for _ in range(5):
                 t = time.perf_counter()

@@ -30,6 +30,8 @@ _i16 = struct.Struct(">h").pack
 _i32 = struct.Struct(">i").pack
 _i64 = struct.Struct(">q").pack
 _part_fixed = struct.Struct(">ihqq").pack  # partition, error, high watermark, last stable offset
+_aborted = struct.Struct(">qq").pack  # producer id, first offset
+_aborted_flexible = struct.Struct(">qqx").pack  # the same and an empty tagged-field section
 
 
 @dataclass(slots=True)
@@ -94,12 +96,12 @@ def encode_fetch_response(
             aborted = p.aborted
             if aborted is None:
                 buf += b"\x00" if flexible else _i32(-1)
+            elif not aborted:
+                buf += b"\x01" if flexible else b"\x00\x00\x00\x00"
             else:
                 buf += uvarint(len(aborted) + 1) if flexible else _i32(len(aborted))
-                for producer_id, first_offset in aborted:
-                    buf += _i64(producer_id) + _i64(first_offset)
-                    if flexible:
-                        buf += b"\x00"
+                pack = _aborted_flexible if flexible else _aborted
+                buf += b"".join([pack(producer_id, first_offset) for producer_id, first_offset in aborted])
             if version >= 11:
                 buf += _i32(p.preferred_read_replica)
             rsize = p.records_size

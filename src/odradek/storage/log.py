@@ -394,21 +394,21 @@ class Log:
         ``start_offset`` and the ones after it, until an entry's last stable offset reaches
         the upper bound (Kafka's collectAbortedTransactions). Costs one test when the log has
         no aborted transaction."""
-        return [(t.producer_id, t.first_offset) for t in self.aborted_transactions(start_offset, upper_bound_offset)]
+        return self._collect(start_offset, upper_bound_offset, True)
 
     def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The index entries `collect_aborted_transactions` names."""
+        return self._collect(start_offset, upper_bound_offset, False)
+
+    def _collect(self, start_offset: int, upper_bound_offset: int, pairs: bool) -> list:
         all_segs = self.segments
         cached = self._txn_segments
         if cached is None or cached[0] is not all_segs:
             cached = self._txn_segments = (all_segs, tuple(s for s in all_segs if s.txn_index.entries))
-        segs = cached[1]
-        out: list[AbortedTxn] = []
-        if not segs:
-            return out
-        for seg in segs:
+        out: list = []
+        for seg in cached[1]:
             # a segment wholly below start_offset has no entry whose marker is at or above it
-            if seg.next_offset > start_offset and seg.txn_index.collect(start_offset, upper_bound_offset, out):
+            if seg.next_offset > start_offset and seg.txn_index.collect(start_offset, upper_bound_offset, out, pairs):
                 break
         return out
 

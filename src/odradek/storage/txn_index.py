@@ -19,6 +19,7 @@ the file is fsynced with its segment (``flush``).
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from typing import NamedTuple
 
 from .fs import FileSystem
@@ -45,13 +46,14 @@ class TransactionIndex:
     truncation) or by the cleaner on a segment not yet in the log; ``flush`` may run in the
     flush thread."""
 
-    __slots__ = ("fs", "path", "base_offset", "entries", "_fd")
+    __slots__ = ("fs", "path", "base_offset", "entries", "_lasts", "_fd")
 
     def __init__(self, fs: FileSystem, path: str, base_offset: int) -> None:
         self.fs = fs
         self.path = path
         self.base_offset = base_offset
         self.entries: list[AbortedTxn] = []
+        self._lasts: list[int] = []  # the entries' last offsets (increasing), for bisect
         self._fd = -1
 
     # ------------------------------------------------------------------ lifecycle
@@ -60,6 +62,7 @@ class TransactionIndex:
         version or one whose last offset is below the segment's base offset, or when the last
         offsets do not increase (Kafka's sanity check): the caller rebuilds the index."""
         self.entries = []
+        self._lasts = []
         if not self.fs.exists(self.path):
             return
         data = self.fs.read_file(self.path)
@@ -72,6 +75,7 @@ class TransactionIndex:
                 raise ValueError(f"{self.path}: aborted transaction at {pos} has last offset {last} out of order")
             prev = last
             self.entries.append(AbortedTxn(pid, first, last, lso))
+        self._lasts = [e.last_offset for e in self.entries]
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -93,6 +97,7 @@ class TransactionIndex:
             )
         self.fs.pwrite(self._file(), txn.encode(), len(self.entries) * ENTRY_SIZE)
         self.entries.append(txn)
+        self._lasts.append(txn.last_offset)
 
     def write_all(self, entries: list[AbortedTxn]) -> None:
         """Replace the contents (the cleaner's new segment, a rebuilt index)."""
@@ -103,6 +108,7 @@ class TransactionIndex:
     def reset(self) -> None:
         """Empty the index (a segment being recovered rebuilds it)."""
         self.entries = []
+        self._lasts = []
         if self._fd >= 0 or self.fs.exists(self.path):
             self.fs.ftruncate(self._file(), 0)
 
@@ -114,6 +120,7 @@ class TransactionIndex:
         if keep == len(self.entries):
             return
         del self.entries[keep:]
+        del self._lasts[keep:]
         self.fs.ftruncate(self._file(), keep * ENTRY_SIZE)
 
     def flush(self) -> None:
@@ -130,13 +137,22 @@ class TransactionIndex:
         self.path = new_path
 
     # ------------------------------------------------------------------ reading
-    def collect(self, fetch_offset: int, upper_bound_offset: int, out: list[AbortedTxn]) -> bool:
+    def collect(self, fetch_offset: int, upper_bound_offset: int, out: list, pairs: bool = False) -> bool:
         """Append to ``out`` the aborted transactions overlapping [fetch_offset,
-        upper_bound_offset); True when no later segment can hold one (an entry's last stable
-        offset reached the upper bound), as Kafka's collectAbortedTxns."""
-        for e in self.entries:
-            if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset:
-                out.append(e)
-            if e.last_stable_offset >= upper_bound_offset:
+        upper_bound_offset) (with ``pairs``, as (producer id, first offset)); True when no
+        later segment can hold one (an entry's last stable offset reached the upper bound), as
+        Kafka's collectAbortedTxns.
+
+        Kafka walks the entries from the first; this starts at the first entry whose marker is
+        at or above ``fetch_offset`` (bisect), which finds the same: an earlier entry is not
+        added, and cannot end the walk either, since a last stable offset is at most its
+        marker's offset + 1 <= fetch_offset < upper_bound_offset."""
+        entries = self.entries
+        for k in range(bisect_left(self._lasts, fetch_offset), len(entries)):
+            e = entries[k]
+            pid, first, _last, lso = e
+            if first < upper_bound_offset:
+                out.append((pid, first) if pairs else e)
+            if lso >= upper_bound_offset:
                 return True
         return False
