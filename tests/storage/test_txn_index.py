@@ -89,6 +89,9 @@ def test_clients_may_not_write_control_batches(make_mgr):
     with pytest.raises(InvalidRecordError, match="Clients are not allowed to write control records"):
         lg.append(marker(7, commit=False))
     assert lg.log_end_offset == 1 and lg.producer_state.first_unstable_offset() == 0
+    no_producer = build_batch([Record(-1, NOW, b"\x00\x00\x00\x00", b"")], is_control=True)
+    with pytest.raises(InvalidRecordError, match="Clients are not allowed to write control records"):
+        lg.append(no_producer)
     # replication keeps what the leader wrote
     lg.append(
         build_control_batch(CONTROL_ABORT, producer_id=7, producer_epoch=0, timestamp=NOW, base_offset=1),

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from odradek.protocol.records import (
     CODEC_NAMES,
+    CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     NONE,
@@ -96,7 +97,7 @@ class ValidatedBatches:
     buffer: memoryview  # the received bytes
     headers: list[BatchHeader]  # one per batch; ``position`` indexes ``buffer``
     log_append_time: int  # the timestamp LogAppendTime stamps on these batches; -1: keep theirs
-    has_producer_ids: bool  # any idempotent or transactional batch (producer state to check)
+    has_producer_ids: bool  # any idempotent, transactional or control batch (producer state to check)
     # compression.type: (codec, level) producer batches are stored with; None keeps the producer's
     target_compression: tuple[int, int] | None = None
     max_message_bytes: int = 0  # the size limit a recompressed batch is checked against again
@@ -234,7 +235,7 @@ class BatchValidator:
                 check_keys or (check_ts and h.max_timestamp >= 0 and self._timestamps_need_records(h, now_ms))
             ):
                 self._check_records(mv, h, now_ms, check_keys, check_ts)
-            if h.producer_id >= 0:
+            if h.producer_id >= 0 or h.attributes & CONTROL_MASK:
                 with_pids = True
         if self._target_compression is not None and assign_offsets:
             return ValidatedBatches(
