@@ -17,7 +17,7 @@ from odradek.protocol.records import (
     iter_batches,
 )
 from odradek.storage import LogConfig, LogManager
-from odradek.storage.errors import TransactionCoordinatorFencedError
+from odradek.storage.errors import KafkaStorageError, TransactionCoordinatorFencedError
 from odradek.storage.log import AppendOrigin
 from odradek.storage.txn_index import AbortedTxn
 
@@ -291,3 +291,35 @@ def test_cleaner_removes_aborted_data_then_the_marker_after_delete_retention(mak
     assert 4 not in left
     assert 7 in left
     assert _records(lg)[:3] == [(0, b"a0"), (3, b"b0"), (6, b"c0")]
+
+
+# ------------------------------------------------------------------ faults
+def test_a_failed_txnindex_write_takes_the_log_directory_offline(make_mgr, fs):
+    lg = make_mgr().create_log("t", 0, LogConfig())
+    lg.append(txn(7, 0))
+    fs.fail("write", path=".txnindex")
+    with pytest.raises(KafkaStorageError):
+        lg.append(marker(7, commit=False), origin=COORDINATOR)
+    assert lg.dir_state.offline
+
+
+def test_power_loss_between_the_log_fsync_and_the_txnindex_fsync(make_mgr, fs, clock):
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    lg.append(txn(7, 0, 2))  # 0-1
+    lg.append(txn(8, 0))  # 2
+    lg.append(marker(7, commit=False), origin=COORDINATOR)  # 3: lso 2
+    fs.fail("fsync", path=".txnindex")  # the log's data reached the disk, its .txnindex did not
+    with pytest.raises(KafkaStorageError):
+        lg.flush()
+    for seg in lg.segments:
+        seg.close()
+    fs.clear()
+    fs.crash()
+    assert os.path.getsize(lg.active_segment.txn_index.path) == 0
+    assert os.path.getsize(lg.active_segment.log_path) == lg.active_segment.size
+    m2, lg2 = _reload(m, clock)
+    # the recovery point never passed the marker: recovery re-reads it and rebuilds the entry
+    assert lg2.active_segment.txn_index.entries == [AbortedTxn(7, 0, 3, 2)]
+    assert txnindex_bytes(lg2.active_segment) == AbortedTxn(7, 0, 3, 2).encode()
+    m2.shutdown()
