@@ -8,7 +8,9 @@ handler and codec at offsets spread over each log, the isolation levels interlea
 by request, so contention from other processes hits both alike; each request is timed on its
 own and the lower decile and median are printed per (topic, isolation).
 
-    .venv/bin/python bench/broker/read_committed.py [-n 20000]
+    .venv/bin/python bench/broker/read_committed.py [-n 20000] [--partition-max-bytes 1048576]
+
+(``--partition-max-bytes 1000``: small reads of about five batches, as a caught-up consumer's.)
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def fill(log_, transactional: bool) -> None:
     log_.high_watermark = log_.log_end_offset
 
 
-async def main(n: int) -> None:
+async def main(n: int, partition_max_bytes: int) -> None:
     load_handlers()
     tmp = tempfile.mkdtemp(prefix="odradek-rc-")
     cfg = BrokerConfig({"log.dirs": tmp, "listeners": "PLAINTEXT://127.0.0.1:0", "num.partitions": "1"})
@@ -85,7 +87,14 @@ async def main(n: int) -> None:
             ftopic = dataclasses.replace(
                 freq.topics[0],
                 topic_id=info.topic_id,
-                partitions=(dataclasses.replace(freq.topics[0].partitions[0], partition=0, fetch_offset=SENTINEL),),
+                partitions=(
+                    dataclasses.replace(
+                        freq.topics[0].partitions[0],
+                        partition=0,
+                        fetch_offset=SENTINEL,
+                        partition_max_bytes=partition_max_bytes,
+                    ),
+                ),
             )
             for iso in (0, 1):
                 f = frame_for(1, 16, dataclasses.replace(freq, topics=(ftopic,), isolation_level=iso))
@@ -130,7 +139,8 @@ async def main(n: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=20000)
+    ap.add_argument("--partition-max-bytes", type=int, default=1 << 20)
     a = ap.parse_args()
     import uvloop
 
-    uvloop.run(main(a.n))
+    uvloop.run(main(a.n, a.partition_max_bytes))
