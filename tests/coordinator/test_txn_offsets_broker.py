@@ -85,7 +85,7 @@ def test_txn_offset_commit_pending_until_marker_then_reloaded(tmp_path):
             # one transactional batch of the producer, without sequence numbers
             log = b.services.replica_manager.get_partition(OFFSETS_TOPIC, partition_for(GROUP, 5)).log
             (h,) = list(iter_batches(log.read_bytes(0, 1 << 20)))
-            assert (h.producer_id, h.producer_epoch, h.base_sequence) == (PID, EPOCH, -1)
+            assert (h.producer_id, h.producer_epoch, h.base_sequence) == (PID, EPOCH, 0)
             assert h.is_transactional and not h.is_control and h.record_count == 2
 
             # pending: not returned; require_stable answers UNSTABLE_OFFSET_COMMIT
@@ -182,7 +182,7 @@ def test_transaction_completed_while_the_partition_loads(tmp_path):
 @pytest.mark.reference
 def test_kafkas_dump_log_segments_reads_the_transactional_offsets_and_markers(tmp_path):
     """Kafka 4.4's DumpLogSegments (--offsets-decoder) reads the group's partition: the offsets
-    in a transactional batch of the producer (base sequence -1), then its COMMIT; again, ABORT."""
+    in a transactional batch of the producer (base sequence 0, as Kafka's), then its COMMIT; again, ABORT."""
     if reason := unavailable_reason("4"):
         pytest.skip(reason)
 
@@ -207,9 +207,11 @@ def test_kafkas_dump_log_segments_reads_the_transactional_offsets_and_markers(tm
     assert p.returncode == 0 and "Exception" not in p.stderr, p.stderr[-3000:]
     batches = [ln for ln in p.stdout.splitlines() if ln.startswith("baseOffset:")]
     records = [ln for ln in p.stdout.splitlines() if ln.startswith("| offset:")]
-    txn = f"baseSequence: -1 lastSequence: -1 producerId: {PID} producerEpoch: {EPOCH}"
+    txn = f"producerId: {PID} producerEpoch: {EPOCH}"
     assert len(batches) == 4 and all(txn in ln and "isTransactional: true" in ln for ln in batches), batches
     assert ["isControl: true" in ln for ln in batches] == [False, True, False, True]
+    # offsets batches start at sequence 0, as Kafka's coordinator writes them; markers have none
+    assert ["baseSequence: 0 " in ln for ln in batches] == [True, False, True, False], batches
     assert all("isvalid: true" in ln for ln in batches)
     assert ['"offset":42' in records[0], '"offset":43' in records[1]] == [True, True]
     assert '"group":"txn-group","topic":"t","partition":0' in records[0]

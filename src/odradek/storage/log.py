@@ -330,7 +330,13 @@ class Log:
                             f"Clients are not allowed to write control records in topic partition "
                             f"{self.topic}-{self.partition}"
                         )
-            dup = self.producer_state.find_duplicate(checked.headers, checked.buffer)
+                    if h.producer_id >= 0 and h.base_sequence < 0:
+                        raise InvalidRecordError(
+                            f"Invalid sequence number {h.base_sequence} in record batch with producerId {h.producer_id}"
+                        )
+            dup = self.producer_state.find_duplicate(
+                checked.headers, checked.buffer, client=origin is AppendOrigin.CLIENT
+            )
             if dup is not None:
                 return AppendInfo(dup[0], dup[1], -1, self.log_start_offset, 0, True, False)
         plan = checked.assign_offsets(self._leo, leader_epoch) if assign_offsets else checked.keep_offsets(self._leo)

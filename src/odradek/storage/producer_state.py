@@ -121,9 +121,11 @@ class ProducerStateManager:
         self._snapshots: list[int] | None = None  # snapshot file offsets; None: list the directory
 
     # ------------------------------------------------------------------ append path
-    def find_duplicate(self, headers: list[BatchHeader], buffer=None) -> tuple[int, int] | None:
+    def find_duplicate(self, headers: list[BatchHeader], buffer=None, *, client: bool = True) -> tuple[int, int] | None:
         """Check the batches of one append in order (`check`); the original (first offset, last
-        offset) of the first duplicate, or None. Raises InvalidProducerEpochError /
+        offset) of the first duplicate, or None. ``client=False`` (a coordinator's append):
+        producer epochs are checked, sequences are not and nothing is a duplicate, as Kafka
+        checks sequences of client appends only. Raises InvalidProducerEpochError /
         OutOfOrderSequenceError; with the appended ``buffer``, TransactionCoordinatorFencedError
         for a marker of an older coordinator epoch than the producer's last (Kafka checks it
         for every leader append)."""
@@ -132,7 +134,7 @@ class ProducerStateManager:
             if h.producer_id >= 0:
                 if buffer is not None and h.attributes & CONTROL_MASK:
                     self._check_coordinator_epoch(buffer, h)
-                dup = self.check(h, pending)
+                dup = self.check(h, pending, client=client)
                 if dup is not None:
                     return dup
         return None
@@ -190,7 +192,9 @@ class ProducerStateManager:
                     completed.append(done)
         return completed
 
-    def check(self, h: BatchHeader, pending: dict[int, tuple[int, int]]) -> tuple[int, int] | None:
+    def check(
+        self, h: BatchHeader, pending: dict[int, tuple[int, int]], *, client: bool = True
+    ) -> tuple[int, int] | None:
         """Validate one batch of an append against the state (and earlier batches of the
         same append in ``pending``: pid -> (epoch, last seq)). Returns the original
         (first offset, last offset) when the batch is a duplicate; raises
@@ -204,6 +208,7 @@ class ProducerStateManager:
             and h.producer_epoch == e.epoch
             and not h.attributes & CONTROL_MASK
             and pid not in pending
+            and client
         ):
             # the common case: the next batch of a known producer (no retained batch can
             # start at that sequence, so it is no duplicate)
@@ -213,7 +218,7 @@ class ProducerStateManager:
             cur_epoch, cur_last = pending[pid]
         elif e is not None:
             cur_epoch, cur_last = e.epoch, e.last_seq
-            if h.producer_epoch == e.epoch and not h.is_control and h.base_sequence >= 0:
+            if client and h.producer_epoch == e.epoch and not h.is_control and h.base_sequence >= 0:
                 last_seq = h.last_sequence
                 for first_seq, lseq, first_off, last_off in e.batches:
                     if first_seq == h.base_sequence and lseq == last_seq:
@@ -225,10 +230,9 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}"
             )
-        if h.is_control or (h.base_sequence < 0 and h.is_transactional):
-            # A marker, or a transactional batch without sequence numbers (NO_SEQUENCE: the
-            # group coordinator's transactional offset commits): epoch-checked only, and never
-            # kept for deduplication (Kafka checks sequences of client appends only).
+        if h.is_control or not client:
+            # A marker, or a coordinator's batch (the group coordinator's transactional offset
+            # commits): epoch-checked only (Kafka checks sequences of client appends only).
             pending[pid] = (epoch, cur_last if epoch == cur_epoch else -1)
             return None
         seq = h.base_sequence

@@ -304,12 +304,14 @@ class GroupCoordinator:
             else:
                 value = encode_offset_value(v)  # type: ignore[arg-type]
             records.append(Record(i, now, encode_key(k), value, ()))
-        # TxnOffsetCommit: a transactional batch of the producer, without sequence numbers
+        # TxnOffsetCommit: a transactional batch of the producer, base sequence 0 as Kafka's
+        # coordinator writes it (sequences of a coordinator's appends are not checked)
         batch = build_batch(
             records,
             base_offset=0,
             producer_id=res.producer_id,
             producer_epoch=res.producer_epoch,
+            base_sequence=0 if res.producer_id >= 0 else -1,
             is_transactional=res.producer_id >= 0,
         )
         try:

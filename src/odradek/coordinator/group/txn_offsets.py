@@ -8,8 +8,8 @@ replayEndTransactionMarker) and ClassicGroup.validateOffsetCommit:
   error; an unknown group is created (empty, no protocol type) when the generation is < 0,
   ILLEGAL_GENERATION otherwise;
 - the offsets are appended to the group's partition of __consumer_offsets as one transactional
-  batch of the producer (its id and epoch, base sequence -1: the broker checks no sequence of
-  the coordinator's batches); once durable they are pending under the producer id, and
+  batch of the producer (its id and epoch, base sequence 0 as Kafka writes it: the broker
+  checks no sequence of the coordinator's batches); once durable they are pending under the producer id, and
   OffsetFetch does not return them (require_stable: UNSTABLE_OFFSET_COMMIT);
 - `complete_transaction(producer_id, commit)` runs once the transaction's marker is committed
   to that partition: a commit moves the producer's pending offsets into their groups' committed
