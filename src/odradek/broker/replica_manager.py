@@ -30,7 +30,7 @@ from odradek.broker.partition import Isolation, Partition, PartitionError, Role
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError, error_class
-from odradek.protocol.records import CorruptRecordError, InvalidRecordError
+from odradek.protocol.records import CorruptRecordError, InvalidRecordError, build_control_batch
 from odradek.storage import errors as serr
 from odradek.storage.log import AppendOrigin
 
@@ -506,6 +506,40 @@ class ReplicaManager:
                 pass
             out.append(desc)
         return out
+
+    # ----------------------------------------------------------- transaction markers
+    async def write_txn_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        timeout_ms: int,
+    ) -> ErrorCode:
+        """Append a transaction marker (a control batch: COMMIT or ABORT of the producer's
+        transaction on this partition) as leader, written by the transaction coordinator
+        (clients may not write control batches: the Produce handler refuses them), and
+        return once the high watermark passed it (acks=all)."""
+        batch = build_control_batch(
+            1 if commit else 0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp=int(time.time() * 1000),
+            coordinator_epoch=coordinator_epoch,
+        )
+        (result,) = await self.append_records([(topic, partition, batch)], -1, timeout_ms)
+        if result.error_code:
+            log.info(
+                "marker for producer %d epoch %d on %s-%d failed: %s",
+                producer_id,
+                producer_epoch,
+                topic,
+                partition,
+                result.error_message or ErrorCode(result.error_code).name,
+            )
+        return ErrorCode(result.error_code)
 
     # ----------------------------------------------------- coordinators' writer
     async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:

@@ -40,6 +40,7 @@ from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.txn_markers import MarkerChannel
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
 from odradek.cluster.kafka_dir import AdoptionError
@@ -50,6 +51,8 @@ from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC
 from odradek.coordinator.group.runtime import RuntimeConfig
+from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
+from odradek.coordinator.txn.records import TXN_STATE_TOPIC
 from odradek.storage import FileSystem, LogConfig, LogManager, OSFileSystem
 
 log = logging.getLogger("odradek.broker")
@@ -214,8 +217,29 @@ class Broker:
                 },
             )
 
+        async def ensure_txn_state_topic() -> None:
+            rf = min(config["transaction.state.log.replication.factor"], max(len(topics.live_brokers), 1))
+            await topics.ensure_internal_topic(
+                TXN_STATE_TOPIC,
+                config["transaction.state.log.num.partitions"],
+                rf,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                    "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], rf)),
+                    "unclean.leader.election.enable": "false",
+                    "compression.type": "uncompressed",
+                },
+            )
+
         groups = GroupCoordinator(RuntimeConfig.from_broker(config), rm, ensure_offsets_topic)
         rm.add_leadership_listener(groups)
+        producer_ids = ProducerIdAllocator(next_block)
+        txn_markers = MarkerChannel(lambda: self._services(), store, config["offsets.commit.timeout.ms"])
+        txns = TransactionCoordinator(
+            TxnConfig.from_broker(config), rm, ensure_txn_state_topic, producer_ids.next_id, txn_markers
+        )
+        rm.add_leadership_listener(txns)
         services = self.services = BrokerServices(
             config=config,
             node_id=self.node_id,
@@ -226,8 +250,10 @@ class Broker:
             replica_manager=rm,
             group_coordinator=groups,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
-            producer_ids=ProducerIdAllocator(next_block),
+            producer_ids=producer_ids,
             metrics=metrics,
+            txn_coordinator=txns,
+            txn_markers=txn_markers,
             controller=self.controller,
             controller_channel=ControllerChannel(self.node_id, store) if replication else None,
         )
@@ -235,6 +261,7 @@ class Broker:
         store.add_listener(DynamicConfigListener(services))
         store.add_listener(rm)
         await groups.start()
+        await txns.start()
         await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
         if self.controller is not None:
@@ -252,6 +279,10 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self._close_idle_connections()))
         self._tasks.append(asyncio.ensure_future(self._warm_up()))
         return services
+
+    def _services(self) -> BrokerServices:
+        assert self.services is not None, "used before the broker started"
+        return self.services
 
     async def _run_log_manager(self, lm: LogManager) -> None:
         try:
@@ -416,6 +447,13 @@ class Broker:
                 await services.group_coordinator.stop()
             except Exception:
                 log.exception("group coordinator failed to stop cleanly")
+            if services.txn_coordinator is not None:
+                try:
+                    await services.txn_coordinator.stop()
+                except Exception:
+                    log.exception("transaction coordinator failed to stop cleanly")
+            if services.txn_markers is not None:
+                services.txn_markers.close()
             if self.controller is not None:
                 await self.controller.stop()
             await services.metadata.stop()

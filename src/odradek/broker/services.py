@@ -2,14 +2,14 @@
 
 `Broker.start()` (server.py) constructs and wires them once; every request's
 `RequestContext` carries the same `BrokerServices`. Who owns what is in
-docs/architecture.md. Later capabilities add a field here (the transaction coordinator,
-an authorizer) rather than attributes on a shared object.
+docs/architecture.md. Later capabilities add a field here (an authorizer) rather than
+attributes on a shared object.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
@@ -20,16 +20,12 @@ if TYPE_CHECKING:
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.topic_admin import TopicAdmin
+    from odradek.broker.txn_markers import MarkerChannel
     from odradek.cluster.controller import Controller
     from odradek.cluster.metadata import ClusterSnapshot
     from odradek.cluster.store import MetadataStore
     from odradek.coordinator.group import GroupCoordinator
-
-
-class TransactionCoordinator(Protocol):
-    """The transaction coordinator's face to handlers (none yet: transactional producers are refused)."""
-
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int) -> Any: ...
+    from odradek.coordinator.txn import TransactionCoordinator
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +44,7 @@ class BrokerServices:
     txn_coordinator: TransactionCoordinator | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
     controller_channel: ControllerChannel | None = None  # cluster mode: requests passed on to the controller
+    txn_markers: MarkerChannel | None = None  # the transaction coordinator's way to partition leaders
 
     @property
     def snapshot(self) -> ClusterSnapshot:

@@ -2,10 +2,10 @@
 
 v0-3 ask for one key, v4+ for a batch (`coordinator_keys`). Key type 0 (group): the
 leader of the group's partition of `__consumer_offsets`, from the metadata, after making
-sure the topic exists (created on first use). Key type 1 (transaction): this broker (no
-transaction coordinator yet). Other key types (2, share) get INVALID_REQUEST. When the
-group coordinator is not up or the partition has no leader, the answer is
-COORDINATOR_NOT_AVAILABLE, which clients retry.
+sure the topic exists (created on first use). Key type 1 (transaction): the leader of the
+transactional id's partition of `__transaction_state`, created the same way. Other key
+types (2, share) get INVALID_REQUEST. When the coordinator is not up or the partition
+has no leader, the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ import logging
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
 from odradek.cluster.metadata import BrokerInfo
+from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC
+from odradek.coordinator.txn import TransactionCoordinator
+from odradek.coordinator.txn.records import TXN_STATE_TOPIC
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.broker.find_coordinator")
@@ -25,28 +28,27 @@ NOT_AVAILABLE = int(ErrorCode.coordinator_not_available)
 async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, BrokerInfo | None]:
     """(error, message, the coordinator's broker)."""
     s = ctx.services
+    coordinator: GroupCoordinator | TransactionCoordinator | None
     if key_type == 0:
-        gc = s.group_coordinator
-        if not gc.active:
-            return NOT_AVAILABLE, "the group coordinator is not available", None
-        try:
-            await gc.ensure_topic()
-        except Exception as e:  # creation failed: clients retry
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
-            return NOT_AVAILABLE, str(e) or None, None
-        snap = s.snapshot
-        part = snap.partition(OFFSETS_TOPIC, gc.partition_for(key))
-        leader = snap.broker(part.leader) if part is not None else None
-        leader = leader.at(ctx.connection.listener_name) if leader is not None else None
-        if leader is None:
-            return NOT_AVAILABLE, f"{OFFSETS_TOPIC} has no leader for this group yet", None
-        return 0, None, leader
-    if key_type == 1:
-        # No transaction coordinator yet: this broker answers, and InitProducerId refuses
-        # transactional ids with a fatal error (k22), so transactional producers fail at once.
-        me = s.snapshot.broker(s.node_id)
-        return 0, None, me.at(ctx.connection.listener_name) if me is not None else None
-    return int(ErrorCode.invalid_request), f"unsupported key type {key_type}", None
+        coordinator, topic, what = s.group_coordinator, OFFSETS_TOPIC, "group"
+    elif key_type == 1:
+        coordinator, topic, what = s.txn_coordinator, TXN_STATE_TOPIC, "transactional id"
+    else:
+        return int(ErrorCode.invalid_request), f"unsupported key type {key_type}", None
+    if coordinator is None or not coordinator.active:
+        return NOT_AVAILABLE, f"the {what} coordinator is not available", None
+    try:
+        await coordinator.ensure_topic()
+    except Exception as e:  # creation failed: clients retry
+        log.warning("cannot create %s: %s", topic, e)
+        return NOT_AVAILABLE, str(e) or None, None
+    snap = s.snapshot
+    part = snap.partition(topic, coordinator.partition_for(key))
+    leader = snap.broker(part.leader) if part is not None else None
+    leader = leader.at(ctx.connection.listener_name) if leader is not None else None
+    if leader is None:
+        return NOT_AVAILABLE, f"{topic} has no leader for this {what} yet", None
+    return 0, None, leader
 
 
 @handles(10, 0, 6)

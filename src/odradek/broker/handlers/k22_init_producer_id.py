@@ -1,11 +1,16 @@
-"""InitProducerId (key 22), v0-5, for idempotent producers.
+"""InitProducerId (key 22), v0-5.
 
-Without a transactional id: a new producer id (epoch 0), or, when the client
-passes its current id and epoch (v3+, KIP-360), the same id with the epoch
-bumped. Ids come from a block persisted in the metadata directory so they are
-never reused across restarts. Transactional ids are answered by the transaction
-coordinator; until one exists they get TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-a fatal error, so a transactional producer fails at once instead of retrying.
+Without a transactional id (idempotent producers): a new producer id (epoch 0), or, when
+the client passes its current id and epoch (v3+, KIP-360), the same id with the epoch
+bumped. Ids come from a block persisted in the metadata (producer_ids.py) so they are
+never reused across restarts.
+
+With a transactional id: the transaction coordinator of the id (coordinator/txn) answers:
+a new producer id the first time, the epoch bumped after (an open transaction of the
+previous epoch is aborted first: CONCURRENT_TRANSACTIONS, which the client retries), a
+timeout above `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT, and a broker
+that is not the id's coordinator answers NOT_COORDINATOR. PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH below v4, as Kafka does for clients that do not know it.
 """
 
 from __future__ import annotations
@@ -19,23 +24,17 @@ MAX_EPOCH = 32767
 @handles(22, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
-    if req.transactional_id:
-        txn = s.txn_coordinator
-        if txn is None:
-            return ctx.respond(
-                throttle_time=0,
-                error_code=ErrorCode.transactional_id_authorization_failed,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-        return await txn.init_producer_id(
-            req.transactional_id,
-            ms(req.transaction_timeout),
-            getattr(req, "producer_id", -1),
-            getattr(req, "producer_epoch", -1),
-        )
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
+    if req.transactional_id is not None:
+        txn = s.txn_coordinator
+        if txn is None:  # pragma: no cover - every broker runs one
+            err, pid, epoch = int(ErrorCode.coordinator_not_available), -1, -1
+        else:
+            err, pid, epoch = await txn.init_producer_id(req.transactional_id, ms(req.transaction_timeout), pid, epoch)
+        if err == ErrorCode.producer_fenced and ctx.api_version < 4:
+            err = int(ErrorCode.invalid_producer_epoch)
+        return ctx.respond(throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return ctx.respond(throttle_time=0, error_code=0, producer_id=pid, producer_epoch=epoch + 1)
     return ctx.respond(throttle_time=0, error_code=0, producer_id=await s.producer_ids.next_id(), producer_epoch=0)

@@ -1,0 +1,27 @@
+"""EndTxn (key 26), v0-5.
+
+Commits or aborts the producer's transaction: the coordinator writes PrepareCommit /
+PrepareAbort and answers once it is committed; the markers and CompleteCommit /
+CompleteAbort follow in the background (a retry meanwhile gets CONCURRENT_TRANSACTIONS,
+then success once complete). A stale epoch is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
+below v2); ending a transaction the other way than it is ending, or one that never
+started, is INVALID_TXN_STATE. v5 answers the producer id and epoch (the same ones: the
+epoch bump of transaction.version 2 is not offered).
+"""
+
+from __future__ import annotations
+
+from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.errors import ErrorCode
+
+
+@handles(26, 0, 5)
+async def handle(ctx: RequestContext, req) -> object:
+    txn = ctx.services.txn_coordinator
+    if txn is None:  # pragma: no cover - every broker runs one
+        err, pid, epoch = int(ErrorCode.coordinator_not_available), -1, -1
+    else:
+        err, pid, epoch = await txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    if err == ErrorCode.producer_fenced and ctx.api_version < 2:
+        err = int(ErrorCode.invalid_producer_epoch)
+    return ctx.respond(throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)

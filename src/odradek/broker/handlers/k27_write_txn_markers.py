@@ -1,0 +1,53 @@
+"""WriteTxnMarkers (key 27), v1-2 (Kafka 4 serves v1+).
+
+Sent by a transaction coordinator to the leader of each partition of a transaction that
+ends: for every marker and partition, a COMMIT or ABORT control batch is appended as
+leader with the coordinator's epoch (broker/txn_markers.py, ReplicaManager.write_txn_marker),
+answered once the in-sync replicas have it. A partition not led here is
+NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the metadata does not have it),
+which the coordinator retries with its leader. On `__consumer_offsets` the group
+coordinator then completes the producer's transactional offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from odradek.broker.handlers._groups import nested
+from odradek.broker.registry import RequestContext, handles
+from odradek.broker.txn_markers import write_marker_here
+
+MARKER_TIMEOUT_MS = 30000  # Kafka appends markers with its request timeout
+
+
+@handles(27, 1, 2)
+async def handle(ctx: RequestContext, req) -> object:
+    s = ctx.services
+    out = []
+    for m in req.markers:
+        parts = [(t.name, int(p)) for t in m.topics for p in t.partition_indexes]
+        errors = await asyncio.gather(
+            *(
+                write_marker_here(
+                    s,
+                    topic,
+                    p,
+                    m.producer_id,
+                    m.producer_epoch,
+                    m.coordinator_epoch,
+                    m.transaction_result,
+                    MARKER_TIMEOUT_MS,
+                )
+                for topic, p in parts
+            )
+        )
+        by_topic: dict[str, list[object]] = {}
+        for (topic, p), err in zip(parts, errors):
+            by_topic.setdefault(topic, []).append(
+                nested(ctx, "WritableTxnMarkerPartitionResult", partition_index=p, error_code=err)
+            )
+        topics = tuple(
+            nested(ctx, "WritableTxnMarkerTopicResult", name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+        )
+        out.append(nested(ctx, "WritableTxnMarkerResult", producer_id=m.producer_id, topics=topics))
+    return ctx.respond(markers=tuple(out))

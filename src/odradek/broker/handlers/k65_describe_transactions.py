@@ -1,0 +1,59 @@
+"""DescribeTransactions (key 65), v0.
+
+For each transactional id: its state as its coordinator holds it (state name, producer
+id and epoch, timeout, start time, partitions). An id this broker is not the coordinator
+of is NOT_COORDINATOR (admin clients ask FindCoordinator first); an unknown or expired
+one TRANSACTIONAL_ID_NOT_FOUND; an empty one INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.handlers._groups import nested
+from odradek.broker.registry import RequestContext, handles
+from odradek.protocol.errors import ErrorCode
+
+
+@handles(65, 0, 0)
+async def handle(ctx: RequestContext, req) -> object:
+    txn = ctx.services.txn_coordinator
+    states = []
+    for txn_id in req.transactional_ids:
+        if txn is None:  # pragma: no cover - every broker runs one
+            d_err, d = int(ErrorCode.coordinator_not_available), None
+        else:
+            d = txn.describe(txn_id)
+            d_err = d.error_code
+        if d is None or d_err:
+            states.append(
+                nested(
+                    ctx,
+                    "TransactionState",
+                    error_code=d_err,
+                    transactional_id=txn_id,
+                    transaction_state="",
+                    transaction_timeout=0,
+                    transaction_start_time=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=(),
+                )
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in d.partitions:
+            by_topic.setdefault(topic, []).append(p)
+        states.append(
+            nested(
+                ctx,
+                "TransactionState",
+                error_code=0,
+                transactional_id=txn_id,
+                transaction_state=d.state,
+                transaction_timeout=d.timeout_ms,
+                transaction_start_time=d.start_ms,
+                producer_id=d.producer_id,
+                producer_epoch=d.producer_epoch,
+                topics=tuple(nested(ctx, "TopicData", topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            )
+        )
+    return ctx.respond(throttle_time=0, transaction_states=tuple(states))
