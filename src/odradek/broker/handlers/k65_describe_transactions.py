@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, req) -> object:
                     transactional_id=txn_id,
                     transaction_state="",
                     transaction_timeout=0,
-                    transaction_start_time=-1,
+                    transaction_start_time=0,  # Kafka leaves the field at its default
                     producer_id=-1,
                     producer_epoch=-1,
                     topics=(),

@@ -577,7 +577,8 @@ class TransactionCoordinator:
     def list_transactions(
         self, states: Iterable[str] = (), producer_ids: Iterable[int] = (), min_duration_ms: int = -1
     ) -> tuple[int, list[str], list[TxnListing]]:
-        """(error, unknown state filters, the matching transactions) of the shards loaded here."""
+        """(error, unknown state filters, the matching transactions) of the shards here (as
+        Kafka: nothing but COORDINATOR_LOAD_IN_PROGRESS while one is loading)."""
         if not self.active:
             return int(E.coordinator_not_available), [], []
         wanted_states = set()
@@ -589,20 +590,20 @@ class TransactionCoordinator:
             else:
                 wanted_states.add(st)
         pids = set(producer_ids)
-        if unknown and not wanted_states:
-            return 0, unknown, []  # only unknown states asked for: nothing can match
-        err = int(E.coordinator_load_in_progress) if self.loading else 0
+        if self.loading:
+            return int(E.coordinator_load_in_progress), [], []
+        filtering_states = bool(unknown or wanted_states)
         now = self.clock()
         out = []
         for shard in list(self.shards.values()):
             for md in shard.values():
                 if md.state == TxnState.DEAD:
                     continue
-                if wanted_states and md.state not in wanted_states:
+                if filtering_states and md.state not in wanted_states:
                     continue
                 if pids and md.producer_id not in pids:
                     continue
-                if min_duration_ms >= 0 and now - md.start_ms < min_duration_ms:
-                    continue
+                if min_duration_ms >= 0 and now - md.start_ms <= min_duration_ms:
+                    continue  # (as Kafka: an Empty one, start -1, passes any duration)
                 out.append(TxnListing(md.transactional_id, md.producer_id, md.state.kafka_name))
-        return err, unknown, out
+        return 0, unknown, out
