@@ -178,6 +178,18 @@ else
     javac -nowarn -encoding UTF-8 -d "$DEPS/java/classes" -cp "$DEPS/java/*" "$GSRC"
 fi
 
+# --- 5c. Java transactional producer harness -------------------------------------
+step "Java transactional producer harness TxnProducerCli (.deps/java/classes)"
+TSRC="$ROOT/tests/clients/java/TxnProducerCli.java"
+TCLS="$DEPS/java/classes/TxnProducerCli.class"
+if [ -f "$TCLS" ] && [ "$TCLS" -nt "$TSRC" ] && [ "$TCLS" -nt "$DEPS/java/kafka-clients.jar" ]; then
+    info "up to date"
+else
+    info "javac TxnProducerCli.java"
+    mkdir -p "$DEPS/java/classes"
+    javac -nowarn -encoding UTF-8 -d "$DEPS/java/classes" -cp "$DEPS/java/*" "$TSRC"
+fi
+
 # --- 6. Tansu -------------------------------------------------------------------
 step "Tansu broker (.deps/bin/tansu)"
 if [ -x "$DEPS/bin/tansu" ]; then
