@@ -94,9 +94,9 @@ async def end(b, pid, epoch, commit, txn_id="tx", version=3):
     return r.error_code
 
 
-async def produce(b, pid, epoch, seq, parts, value=b"v"):
+async def produce(b, pid, epoch, seq, parts, value=b"v", *, version=9, txn_id="tx", control=False):
     """One transactional batch to each partition through the Produce handler."""
-    mod = messages.module_of(messages.request_class(0, 9))
+    mod = messages.module_of(messages.request_class(0, version))
     topics = []
     for t, p in parts:
         batch = build_batch(
@@ -105,9 +105,10 @@ async def produce(b, pid, epoch, seq, parts, value=b"v"):
             producer_epoch=epoch,
             base_sequence=seq,
             is_transactional=True,
+            is_control=control,
         )
         topics.append(mod.TopicProduceData(name=t, partition_data=(mod.PartitionProduceData(index=p, records=batch),)))
-    r = await b.call(0, 9, transactional_id="tx", acks=-1, timeout=ms(5000), topic_data=tuple(topics))
+    r = await b.call(0, version, transactional_id=txn_id, acks=-1, timeout=ms(5000), topic_data=tuple(topics))
     return [p.error_code for t in r.responses for p in t.partition_responses]
 
 
@@ -385,6 +386,33 @@ def test_write_txn_markers_handler_and_verify_only(tmp_path):
         res = {(t.name, p.partition_index): p.error_code for t in r.markers[0].topics for p in t.partitions}
         assert res == {("t", 2): E.none, ("gone", 0): E.unknown_topic_or_partition}
         assert batches(b, "t", 2) == [(True, 0, pid, 0)]
+        await b.stop()
+
+    run(main())
+
+
+def test_kip890_leader_verifies_a_producers_first_transactional_batch(tmp_path):
+    async def main():
+        b = await broker(tmp_path).start()
+        await create_topic(b)
+        await coordinator(b, "tx")
+        _, pid, e0 = await init(b)
+        await add(b, pid, e0, [("t", 0)])
+        # partition 1 was never added: refused, nothing appended, no transaction opened there
+        assert await produce(b, pid, e0, 0, [("t", 0), ("t", 1)]) == [E.none, E.invalid_txn_state]
+        assert await produce(b, pid, e0, 0, [("t", 1)], version=11) == [E.transaction_abortable]
+        assert batches(b, "t", 1) == []
+        assert b.services.replica_manager.get_partition("t", 1).log.last_stable_offset == 0
+        # the open transaction on partition 0 needs no verification; a fenced epoch is refused
+        assert await produce(b, pid, e0, 1, [("t", 0)]) == [E.none]
+        assert await produce(b, pid, e0 + 3, 0, [("t", 2)]) == [E.invalid_producer_epoch]
+        assert await produce(b, pid, e0, 0, [("t", 2)], txn_id="unknown-id") == [E.invalid_producer_id_mapping]
+        # a client may not write a transaction marker
+        assert await produce(b, pid, e0, 0, [("t", 2)], control=True) == [E.invalid_record]
+        assert batches(b, "t", 2) == []
+        assert await end(b, pid, e0, True) == E.none
+        await settled(b)
+        assert batches(b, "t", 0) == [(False, None, pid, 0), (False, None, pid, 0), (True, 1, pid, 0)]
         await b.stop()
 
     run(main())

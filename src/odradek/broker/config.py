@@ -495,6 +495,13 @@ SETTINGS: tuple[Setting, ...] = (
         "How often the transaction coordinator removes expired transactional ids.",
         at_least(1),
     ),
+    S(
+        "transaction.partition.verification.enable",
+        "bool",
+        True,
+        "KIP-890: a partition leader verifies with the transaction coordinator that a partition was added to "
+        "the producer's transaction before taking its first transactional batch there.",
+    ),
     S("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
     S(
         "transaction.state.log.replication.factor",

@@ -150,6 +150,10 @@ class ReplicaManager:
         self.alter_isr = alter_isr
         self.replica_lag_max_ms = replica_lag_max_ms
         self._isr_task: asyncio.Task[None] | None = None
+        # KIP-890 verifications in flight with a remote coordinator: guard -> whether a marker
+        # for that producer was appended to that partition meanwhile (see txn_verification.py)
+        self._verifications: dict[int, tuple[tuple[str, int, int], bool]] = {}
+        self._verification_ids = 0
 
     async def start(self) -> None:
         """Cluster mode: check the ISR of the partitions led here every half replica.lag.time.max.ms."""
@@ -529,6 +533,9 @@ class ReplicaManager:
             timestamp=int(time.time() * 1000),
             coordinator_epoch=coordinator_epoch,
         )
+        for guard, (key, _seen) in self._verifications.items():
+            if key == (topic, partition, producer_id):
+                self._verifications[guard] = (key, True)
         (result,) = await self.append_records([(topic, partition, batch)], -1, timeout_ms)
         if result.error_code:
             log.info(
@@ -540,6 +547,17 @@ class ReplicaManager:
                 result.error_message or ErrorCode(result.error_code).name,
             )
         return ErrorCode(result.error_code)
+
+    def start_verification(self, topic: str, partition: int, producer_id: int) -> int:
+        """A verification guard (Kafka's VerificationGuard): `end_verification` says whether a
+        marker for the producer was written to the partition since."""
+        self._verification_ids += 1
+        self._verifications[self._verification_ids] = ((topic, partition, producer_id), False)
+        return self._verification_ids
+
+    def end_verification(self, guard: int) -> bool:
+        entry = self._verifications.pop(guard, None)
+        return entry is not None and entry[1]
 
     # ----------------------------------------------------- coordinators' writer
     async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:

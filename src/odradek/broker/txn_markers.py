@@ -22,7 +22,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.client.conn import Connection
 from odradek.coordinator.group.records import OFFSETS_TOPIC
@@ -194,6 +194,18 @@ class MarkerChannel:
                 for pr in topic.partitions:
                     out[(topic.name, pr.partition_index)] = int(pr.error_code)
         return out
+
+    async def request_to(self, node_id: int, api_key: int, data: Any, *, version: int) -> Any:
+        """One request to another broker over this channel's connection to it (KIP-890's
+        verify-only AddPartitionsToTxn); raises ConnectionError when it cannot be sent."""
+        conn = await self._connection(node_id)
+        if conn is None:
+            raise ConnectionError(f"broker {node_id} is not in the metadata")
+        try:
+            return await conn.request(api_key, data, version=version, timeout=self.timeout_ms / 1000 + 5)
+        except Exception:
+            self._drop(node_id)
+            raise
 
     async def _connection(self, node_id: int) -> Connection | None:
         conn = self._conns.get(node_id)

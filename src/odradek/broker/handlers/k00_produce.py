@@ -12,7 +12,10 @@ otherwise, as Kafka's LogValidator); a name that is not a topic, valid or not, i
 UNKNOWN_TOPIC_OR_PARTITION. acks must be 0, 1 or -1; acks=0 gets no response. Every partition is appended
 first, then acks=-1 waits once for the in-sync replicas (`timeout_ms`: REQUEST_TIMED_OUT
 for what they do not have by then); while the ISR is this broker alone that wait ends at
-once. An fsync demanded by `flush.messages` completes before the response. Responses are
+once. An fsync demanded by `flush.messages` completes before the response. A control batch
+(a transaction marker) is INVALID_RECORD: only the transaction coordinator writes those. With
+a transactional id, a producer's first transactional batch on a partition is verified with
+the transaction coordinator first (KIP-890, broker/txn_verification.py). Responses are
 written by protocol/produce_codec.py (the hot path), not through kio entities.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import txn_verification
 from odradek.broker.registry import NO_RESPONSE, RequestContext, VersionCodec, handles, ms
 from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
@@ -38,6 +42,12 @@ def _more_than_one_batch(records) -> bool:
     if len(records) < LOG_OVERHEAD:
         return False
     return LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True) < len(records)
+
+
+def _control_batch(records) -> bool:
+    """Whether the first batch is a control batch (attributes bit 5): only the transaction
+    coordinator writes those (ReplicaManager.write_txn_marker); Kafka refuses them from clients."""
+    return len(records) > 22 and bool(records[22] & 0x20)
 
 
 def _encode(version: int, topics: list[TopicProduceResult]) -> tuple[list[Any], int]:
@@ -95,10 +105,32 @@ async def handle(ctx: RequestContext, req) -> object:
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message="empty records"))
             elif _more_than_one_batch(pd.records):
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message=_ONE_BATCH))
+            elif _control_batch(pd.records):
+                msg = f"Clients are not allowed to write control records in topic partition {info.name}-{pd.index}"
+                parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message=msg))
             else:
                 parts.append(len(entries))
                 entries.append((info.name, pd.index, pd.records))
         slots.append(parts)
+    if (
+        req.transactional_id is not None
+        and entries
+        and ctx.services.config["transaction.partition.verification.enable"]
+    ):
+        refused = await txn_verification.verify(ctx.services, req.transactional_id, entries, v)
+        if refused:
+            for parts in slots:
+                for j, slot in enumerate(parts):
+                    if isinstance(slot, int) and slot in refused:
+                        code, message = refused[slot]
+                        parts[j] = _Part(entries[slot][1], code, error_message=message)
+            kept = [i for i in range(len(entries)) if i not in refused]
+            renumber = {old: new for new, old in enumerate(kept)}
+            for parts in slots:
+                for j, slot in enumerate(parts):
+                    if isinstance(slot, int):
+                        parts[j] = renumber[slot]
+            entries = [entries[i] for i in kept]
     results = await ctx.services.replica_manager.append_records(entries, acks, ms(req.timeout)) if entries else []
     if acks == 0:
         return NO_RESPONSE
