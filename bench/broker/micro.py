@@ -8,7 +8,11 @@ partition, session-less) rebuilt from tests/protocol/fixtures/confluent. The fet
 under read_uncommitted, read_committed (isolation_level 1: the last stable offset and the
 aborted-transaction lookup), and read_committed once the log holds an aborted transaction.
 
-    .venv/bin/python bench/broker/micro.py [-n 20000]
+    .venv/bin/python bench/broker/micro.py [-n 20000] [--producer plain|idempotent|transactional]
+
+--producer: the Produce requests' batches are plain (librdkafka's, the default), idempotent
+(producer id and epoch, a new sequence each request), or transactional (the same, inside one
+open transaction of a transactional id: the KIP-890 check finds it open after the first batch).
 
 Prints microseconds per request for each step (best of 5 rounds); compare before/after a change.
 This measures Python work only: syscalls (recv, send, sendfile, pwritev) and event-loop wake-ups
@@ -49,7 +53,7 @@ def frame_for(api_key: int, version: int, req, corr: int = 1) -> bytes:
     return encode_frame(head + messages.encode(req))
 
 
-async def main(n: int) -> None:
+async def main(n: int, producer: str = "plain") -> None:
     load_handlers()
     tmp = tempfile.mkdtemp(prefix="odradek-micro-")
     cfg = BrokerConfig({"log.dirs": tmp, "listeners": "PLAINTEXT://127.0.0.1:0", "num.partitions": "1"})
@@ -79,7 +83,43 @@ async def main(n: int) -> None:
                 ),
             ),
         )
-        pframe = frame_for(0, 10, preq)
+        pframes = [frame_for(0, 10, preq)]
+        if producer != "plain":
+            pid, epoch, txn_id = 4242, 0, None
+            if producer == "transactional":
+                txn_id = "micro-tx"
+                txn = services.txn_coordinator
+                await services.topics.ensure_internal_topic("__transaction_state", 50, 1, {"cleanup.policy": "compact"})
+                await asyncio.sleep(0.2)  # the shards load
+                err, pid, epoch = await txn.init_producer_id(txn_id, 60000)
+                assert not err, err
+                assert not await txn.add_partitions(txn_id, pid, epoch, [("micro", 0)])
+            # every request of a round carries the next sequences: built ahead, rounds * n of them
+            seqs = iter(range(1 << 30))
+            pframes = [
+                frame_for(
+                    0,
+                    10,
+                    dataclasses.replace(
+                        preq,
+                        transactional_id=txn_id,
+                        topic_data=(
+                            dataclasses.replace(
+                                preq.topic_data[0],
+                                partition_data=(
+                                    dataclasses.replace(
+                                        preq.topic_data[0].partition_data[0],
+                                        records=make_batch(pid, epoch, next(seqs), txn_id is not None),
+                                    ),
+                                ),
+                            ),
+                        ),
+                    ),
+                )
+                for _ in range(n * 10)
+            ]
+        pframe_iter = iter(pframes * (1 if producer != "plain" else n * 10))
+        pframe = pframes[0]
         freq = parse_frame(encode_frame((FIX / "fetch_v16.bin").read_bytes())).request
         ftopic = dataclasses.replace(
             freq.topics[0],
@@ -133,14 +173,14 @@ async def main(n: int) -> None:
 
         async def produce_all():
             for _ in range(n):
-                await run_frame(pframe)
+                await run_frame(next(pframe_iter))
 
         async def fetch_all(template: bytes = fframe):  # the consumer's next fetch finds the batch just produced
             took = 0.0
             pc = time.perf_counter
             for _ in range(n):
                 f = fetch_frame_at(log_.log_end_offset, template)
-                await run_frame(pframe)
+                await run_frame(next(pframe_iter))
                 t = pc()
                 await run_frame(f)
                 took += pc() - t
@@ -187,14 +227,21 @@ async def main(n: int) -> None:
         await broker.stop()
 
 
-def make_batch() -> bytes:
-    return records.build_batch([records.Record(timestamp=int(time.time() * 1000), value=b"x" * 100)])
+def make_batch(producer_id: int = -1, epoch: int = -1, sequence: int = -1, transactional: bool = False) -> bytes:
+    return records.build_batch(
+        [records.Record(timestamp=int(time.time() * 1000), value=b"x" * 100)],
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=transactional,
+    )
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=20000)
+    ap.add_argument("--producer", choices=("plain", "idempotent", "transactional"), default="plain")
     a = ap.parse_args()
     import uvloop
 
-    uvloop.run(main(a.n))
+    uvloop.run(main(a.n, a.producer))
