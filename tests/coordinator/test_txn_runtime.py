@@ -416,3 +416,24 @@ def test_kip890_leader_verifies_a_producers_first_transactional_batch(tmp_path):
         await b.stop()
 
     run(main())
+
+
+def test_a_client_end_txn_while_a_fence_is_pending_is_told_to_retry(tmp_path):
+    async def main():
+        b = await broker(tmp_path).start()
+        await create_topic(b)
+        await coordinator(b, "tx")
+        _, pid, e0 = await init(b)
+        await add(b, pid, e0, [("t", 0)])
+        tc = b.services.txn_coordinator
+        md = tc.shards[tc.partition_for("tx")]["tx"]
+        fence = md.prepare_fence_epoch()  # what a timeout does, before its abort task runs
+        assert await end(b, pid, e0, True) == E.concurrent_transactions
+        assert await add(b, pid, e0, [("t", 1)]) == {("t", 1): E.concurrent_transactions}
+        assert (await init(b))[0] == E.concurrent_transactions
+        assert (await tc._end("tx", pid, fence.producer_epoch, False, False))[0] == E.none
+        await settled(b)
+        assert txn_log(b, "tx")[-2:] == [(3, 1, (("t", 0),)), (5, 1, ())]
+        await b.stop()
+
+    run(main())

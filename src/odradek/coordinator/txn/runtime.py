@@ -453,32 +453,36 @@ class TransactionCoordinator:
     async def _end(
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, from_client: bool
     ) -> tuple[int, int, int]:
+        """EndTxn from a client, or (`from_client` false) the abort that follows an epoch fence
+        (InitProducerId on an Ongoing transaction, a timeout), which carries the fenced epoch."""
         fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         if not txn_id:
             return int(E.invalid_request), *fail
         err, p, cepoch, shard = self._lookup(txn_id)
+        md = shard.get(txn_id) if not err else None
+        fencing = md is not None and md.pending == TxnState.PREPARE_EPOCH_FENCE and not from_client
+        t: Transit | None = None
         if err:
-            return err, *fail
-        md = shard.get(txn_id)
-        if md is None or md.producer_id != producer_id:
-            return int(E.invalid_producer_id_mapping), *fail
-        if not ((not from_client or epoch == md.producer_epoch) and epoch >= md.producer_epoch):
-            return int(E.producer_fenced), *fail
-        fencing = md.pending == TxnState.PREPARE_EPOCH_FENCE
-        if md.pending is not None and not fencing:
-            return int(E.concurrent_transactions), *fail
-        state = md.state
-        if state == TxnState.ONGOING:
+            pass
+        elif md is None or md.producer_id != producer_id:
+            err = int(E.invalid_producer_id_mapping)
+        elif not ((not from_client or epoch == md.producer_epoch) and epoch >= md.producer_epoch):
+            err = int(E.producer_fenced)
+        elif md.pending is not None and not fencing:
+            err = int(E.concurrent_transactions)  # (a client's EndTxn while a fence is pending, too)
+        elif md.state == TxnState.ONGOING:
             now = self.clock()
-            t = md.prepare_abort_after_fence(epoch, now) if fencing and not commit else md.prepare_end(commit, now)
-        elif state == TxnState.COMPLETE_COMMIT and commit or state == TxnState.COMPLETE_ABORT and not commit:
+            t = md.prepare_abort_after_fence(epoch, now) if fencing else md.prepare_end(commit, now)
+        elif md.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
             return 0, md.producer_id, md.producer_epoch  # a retry of an EndTxn that completed
-        elif state == TxnState.PREPARE_COMMIT and commit or state == TxnState.PREPARE_ABORT and not commit:
-            return int(E.concurrent_transactions), *fail
+        elif md.state == (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            err = int(E.concurrent_transactions)
         else:
-            if fencing:
+            err = int(E.invalid_txn_state)
+        if t is None or md is None:
+            if fencing and md is not None:
                 md.abort_pending()
-            return int(E.invalid_txn_state), *fail
+            return err or int(E.unknown_server_error), *fail
         err = await self._write(p, cepoch, txn_id, t)
         if err:
             if fencing:
