@@ -158,12 +158,15 @@ class MarkerChannel:
     ) -> dict[tuple[str, int], int]:
         services = self._services_of()
         if leader == services.node_id:
-            out = {}
-            for topic, p in tps:
-                out[(topic, p)] = await write_marker_here(
-                    services, topic, p, producer_id, producer_epoch, coordinator_epoch, commit, self.timeout_ms
+            errors = await asyncio.gather(
+                *(
+                    write_marker_here(
+                        services, topic, p, producer_id, producer_epoch, coordinator_epoch, commit, self.timeout_ms
+                    )
+                    for topic, p in tps
                 )
-            return out
+            )
+            return dict(zip(tps, errors))
         by_topic: dict[str, list[int]] = {}
         for topic, p in tps:
             by_topic.setdefault(topic, []).append(p)
