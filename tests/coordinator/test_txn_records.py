@@ -77,6 +77,10 @@ def test_tombstone_and_bad_values():
     assert decode_value(None) is None
     with pytest.raises(RecordFormatError):
         decode_value(b"\x00\x02" + b"\x00" * 40)
+    bad_state = bytearray(encode_value(TxnLogValue(1, 0, 1, 1, (("t", 0),), 1, 1)))
+    bad_state[2 + 8 + 2 + 4] = 9
+    with pytest.raises(RecordFormatError):
+        decode_value(bytes(bad_state))
     with pytest.raises(RecordFormatError):
         decode_value(encode_value(TxnLogValue(1, 0, 1, 1, (("t", 0),), 1, 1))[:-3])
 

@@ -197,6 +197,8 @@ def decode_value(value: bytes | None) -> TxnLogValue | None:
     epoch = r.unpack(_H)
     timeout = r.unpack(_I)
     state = r.unpack(_b)
+    if not 0 <= state <= 7:
+        raise RecordFormatError(f"unknown transaction state {state}")
     parts: list[tuple[str, int]] = []
     if version == 0:
         n = r.unpack(_I)
