@@ -21,19 +21,10 @@ from odradek.client import errors as E
 from odradek.client.aio import AIOConsumer, AIOProducer
 from odradek.client.aio.admin_txn import AbortTransactionSpec
 
-ODRADEK_TXN_GAP = (
-    "odradek does not serve transactions yet: InitProducerId with a transactional.id answers "
-    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED and AddPartitionsToTxn/AddOffsetsToTxn/EndTxn/TxnOffsetCommit/"
-    "ListTransactions/DescribeTransactions/WriteTxnMarkers are not served (issue #15, txn-coordinator)"
-)
-
-
 @pytest.fixture(params=["kafka4", "odradek"])
 def txn_broker(request) -> str:
     """The bootstrap of a broker that serves transactions."""
     if request.param == "odradek":
-        if ODRADEK_TXN_GAP:
-            pytest.skip(ODRADEK_TXN_GAP)
         return request.getfixturevalue("odradek_broker").bootstrap
     return request.getfixturevalue("kafka4").bootstrap
 

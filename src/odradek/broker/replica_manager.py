@@ -536,7 +536,9 @@ class ReplicaManager:
         for guard, (key, _seen) in self._verifications.items():
             if key == (topic, partition, producer_id):
                 self._verifications[guard] = (key, True)
-        (result,) = await self.append_records([(topic, partition, batch)], -1, timeout_ms)
+        (result,) = await self.append_records(
+            [(topic, partition, batch)], -1, timeout_ms, origin=AppendOrigin.COORDINATOR
+        )
         if result.error_code:
             log.info(
                 "marker for producer %d epoch %d on %s-%d failed: %s",

@@ -19,7 +19,6 @@ coordinator is fenced (INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -73,13 +72,7 @@ async def write_marker_here(
         )
     )
     if not err and topic == OFFSETS_TOPIC:
-        # txn-groups adds GroupCoordinator.complete_transaction (TXN-PLAN.md); until then a
-        # transaction's offsets never reach the group coordinator (TxnOffsetCommit is not served).
-        complete = getattr(services.group_coordinator, "complete_transaction", None)
-        if complete is not None:
-            result = complete(partition, producer_id, producer_epoch, commit)
-            if inspect.isawaitable(result):
-                await result
+        services.group_coordinator.complete_transaction(partition, producer_id, producer_epoch, commit)
     return err
 
 

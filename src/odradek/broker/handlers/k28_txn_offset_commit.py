@@ -2,7 +2,7 @@
 
 A transactional producer commits a consumer group's offsets in its transaction (after
 AddOffsetsToTxn). The offsets are appended to the group's partition of __consumer_offsets
-as one transactional batch of the producer (its id and epoch, base sequence -1) and the
+as one transactional batch of the producer (its id and epoch, base sequence 0, as Kafka's) and the
 answer comes once they are durable; they stay pending, invisible to OffsetFetch, until the
 transaction coordinator's marker commits or aborts them (WriteTxnMarkers calls the group
 coordinator's complete_transaction).
