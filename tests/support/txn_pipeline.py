@@ -220,6 +220,24 @@ class Pipeline:
         for loop in self.loops:
             loop.kill()
 
+    def diagnose(self) -> str:
+        """describe(), the coordinator's view of the transactional id, and each loop's stderr tail."""
+        try:
+            p = subprocess.run(
+                java_cmd() + ["--bootstrap", self.bootstrap, "describe-transaction", self.transactional_id],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            coordinator = p.stdout.strip() or p.stderr[-500:]
+        except subprocess.TimeoutExpired:
+            coordinator = "describe-transaction timed out"
+        tails = []
+        for lp in self.loops[-3:]:
+            err = (self.workdir / f"{lp.name}.stderr").read_text(errors="replace").splitlines()
+            tails.append(f"--- {lp.name} stderr\n" + "\n".join(err[-15:]))
+        return f"{self.describe()}\ncoordinator: {coordinator}\n" + "\n".join(tails)
+
     def describe(self) -> str:
         return ", ".join(
             f"{lp.name}: {lp.committed} commits, exit {lp.proc.poll()} {lp.exit_line}" for lp in self.loops

@@ -18,6 +18,7 @@
 //         {"op": "close", "p": NAME}
 //       -> one line per operation: {"i": index, "op": OP, "ok": true} or {"i", "op", "error", "message"}
 //          (a failed operation does not stop the script: the test decides what it expected)
+//   describe-transaction ID -> {"transactional_id", "state", "coordinator", "producer_id", "epoch", "partitions", ...}
 //   ctp --input IN --output OUT --group G --transactional-id ID [--name NAME] [--max-poll N]
 //       [--pause-ms P] [--abort-every K] [--until-end] [--transaction-timeout-ms T]
 //       The consume-transform-produce loop: a read_committed consumer of IN (partitions assigned,
@@ -105,6 +106,7 @@ public class TxnCli {
         switch (cmd) {
             case "script": script(); break;
             case "ctp": ctp(); break;
+            case "describe-transaction": describeTransaction(); break;
             default: throw new IllegalArgumentException("unknown command " + cmd);
         }
     }
@@ -154,6 +156,24 @@ public class TxnCli {
             }
         } finally {
             for (KafkaProducer<byte[], byte[]> p : producers.values()) p.close(Duration.ZERO);
+        }
+    }
+
+    /** Admin.describeTransactions, for a failing test's diagnosis. */
+    void describeTransaction() throws Exception {
+        String id = positional.get(1);
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("default.api.timeout.ms", String.valueOf(timeoutMs));
+        p.put("request.timeout.ms", String.valueOf(timeoutMs));
+        try (org.apache.kafka.clients.admin.Admin a = org.apache.kafka.clients.admin.Admin.create(p)) {
+            org.apache.kafka.clients.admin.TransactionDescription d =
+                    a.describeTransactions(List.of(id)).description(id).get();
+            List<Object> parts = new ArrayList<>();
+            for (TopicPartition tp : d.topicPartitions()) parts.add(tp.toString());
+            OUT.println(KafkaCli.obj("transactional_id", id, "state", d.state().toString(), "coordinator", d.coordinatorId(),
+                    "producer_id", d.producerId(), "epoch", d.producerEpoch(), "partitions", parts,
+                    "started_ms", d.transactionStartTimeMs().isPresent() ? d.transactionStartTimeMs().getAsLong() : null));
         }
     }
 
