@@ -8,9 +8,14 @@ transactional rows fail and the report says why).
 Workloads (bench/txn/load.py, each its own process; librdkafka through confluent-kafka; 100 B
 records over --partitions partitions, acks=all, idempotent):
   * produce, plain: as fast as the producer goes for --seconds;
-  * produce, transactional at each of --rates transactions/s: the same, committing every 1/R s;
+  * produce, transactional at each of --rates transactions/s: the same, committing every 1/R s
+    (the commit is synchronous: where one takes longer than 1/R, the achieved rate, in its own
+    column, is what the commits allow);
   * consume: the topic of the highest rate (markers in every partition R times a second), from
     the start to the end, once read_uncommitted and once read_committed.
+
+Before measuring, each broker gets one unmeasured --warmup-seconds transactional produce and a
+read of it at each isolation level (the JVM's JIT).
 
 Each row: records/s, the broker's CPU-seconds per million records (utime+stime of the broker
 process from /proc/<pid>/stat over the load's run, every thread), its memory, the command. Rows
@@ -54,6 +59,7 @@ def options(argv=None):
     ap.add_argument("--rates", default="1,10,100", help="transactions per second, comma list")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--warmup-seconds", type=float, default=2.0, help="unmeasured produce per broker first (0: none)")
     ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
     return ap.parse_args(argv)
 
@@ -78,8 +84,24 @@ def consume_cmd(bootstrap: str, topic: str, a, isolation: str) -> list[str]:
     ]
 
 
+def warm_up(r: Runner, a) -> None:
+    """One unmeasured transactional produce and read of each isolation (the JVM compiles what it
+    runs); its rows are dropped."""
+    topic = "bench-warm-up"
+    r.create_topic(topic, a.partitions)
+    warm = argparse.Namespace(**{**vars(a), "seconds": a.warmup_seconds})
+    r.run(produce_cmd(r.bootstrap, topic, warm, 10.0), {"workload": "warm-up"})
+    for isolation in ("read_uncommitted", "read_committed"):
+        r.run(consume_cmd(r.bootstrap, topic, a, isolation), {"workload": "warm-up"})
+    r.results.clear()
+    brokers_mod.settle(r.pid)
+
+
 def run_all(runners: list[Runner], a) -> None:
     rates = [float(r) for r in a.rates.split(",") if r]
+    for r in runners:
+        if a.warmup_seconds > 0:
+            warm_up(r, a)
     for rep in range(a.repeats):
         for r in rotation(runners, rep):
             for rate in [0.0, *rates]:
@@ -87,18 +109,23 @@ def run_all(runners: list[Runner], a) -> None:
                 topic = f"bench-{name}-{rep}"
                 r.create_topic(topic, a.partitions)
                 meta = {"workload": "produce", "mode": name, "txn_per_s": rate or None, "repeat": rep}
-                r.run(produce_cmd(r.bootstrap, topic, a, rate), meta)
+                written = r.run(produce_cmd(r.bootstrap, topic, a, rate), meta)
                 brokers_mod.settle(r.pid)
             topic = f"bench-txn{max(rates):g}-{rep}"
-            for isolation in ("read_uncommitted", "read_committed"):
+            # the two isolation levels take turns going first, repeat by repeat
+            order = ["read_uncommitted", "read_committed"][:: 1 if rep % 2 == 0 else -1]
+            for isolation in order:
                 meta = {"workload": "consume", "mode": isolation, "topic": topic, "repeat": rep}
+                if written is None:  # the topic's produce run failed: nothing to read
+                    r.results.append({"broker": r.name, **meta, "error": "its topic was not written"})
+                    continue
                 r.run(consume_cmd(r.bootstrap, topic, a, isolation), meta)
                 brokers_mod.settle(r.pid)
 
 
 def report(rows: list[dict], meta: dict) -> str:
     out = [
-        f"Run {meta['when']} on {meta['cpus']} CPUs, load average at start {meta['load']}; "
+        f"Run {meta['when']} on {meta['cpus']} CPUs, load average at start {meta['load']:.2f}; "
         f"{meta['seconds']} s per produce run, {meta['partitions']} partitions, 100 B records, "
         f"median of {meta['repeats']}; versions: {meta['versions']}",
         "",
@@ -111,7 +138,8 @@ def report(rows: list[dict], meta: dict) -> str:
     for (broker, workload, mode), rs in keys.items():
         ok = [r for r in rs if "error" not in r]
         if not ok:
-            out.append(f"| {broker} | {workload} | {mode} | failed: {rs[0]['error'][:120]} | | | |")
+            last = (rs[0]["error"].strip().splitlines() or ["?"])[-1]
+            out.append(f"| {broker} | {workload} | {mode} | failed: {last[:160].replace('|', '/')} | | | |")
             continue
 
         def med(k, ok=ok):
