@@ -73,7 +73,7 @@ def test_coordinator_and_leader_killed(cluster, tmp_path):
     try:
         loop = pipe.start_loop()
         for victim in ("coordinator", "leader"):
-            assert loop.wait_committed(loop.committed + rng.randint(2, 5), timeout=120), pipe.describe()
+            loop = pipe.run_until(loop, rng.randint(2, 5), timeout=120)
             if victim == "coordinator":
                 node_id = transaction_coordinator(cluster.bootstrap, pipe.transactional_id)
             else:
@@ -83,7 +83,7 @@ def test_coordinator_and_leader_killed(cluster, tmp_path):
             node.kill()
             time.sleep(rng.uniform(1.0, 3.0))  # the loop runs on with the other two meanwhile
             node.start(timeout=120)
-            loop = pipe.keep_alive(loop)
+        loop.kill()
         pipe.drain(timeout=240)
         report = pipe.check()
         print(killed, report)

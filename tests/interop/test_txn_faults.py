@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 
 import pytest
+from support.txn_checker import Report
 from support.txn_clients import unavailable_reason
-from support.txn_pipeline import Pipeline
+from support.txn_pipeline import Pipeline, Stalled
 
 pytestmark = pytest.mark.interop
 
@@ -74,11 +76,23 @@ def own_node(request) -> Node:
     return Node("odradek", request.getfixturevalue("broker_factory")())
 
 
-def finish(pipe: Pipeline) -> None:
-    """Drain, check, and check the group's offsets reached the input's end."""
+#: what Kafka 4.4's transaction coordinator logs when it drops a transaction's markers because
+#: the metadata it has names no leader endpoint for a partition (it assumes the topic deleted)
+KAFKA_SKIPPED_MARKERS = "these partitions are likely deleted already and hence can be skipped"
+
+
+def finish(pipe: Pipeline, excused: Callable[[Report], str | None] = lambda r: None) -> None:
+    """Drain, check, and check the group's offsets reached the input's end. ``excused`` may
+    return why the report's lost committed transactions are a known behaviour of the broker
+    (every other anomaly still fails)."""
     pipe.drain(timeout=180)
     report = pipe.check()
     print(report)
+    if report.lost_transactions and not (report.lost or report.duplicated or report.torn):
+        why = excused(report)
+        if why:
+            print(f"lost committed transactions {report.lost_transactions} excused: {why}")
+            report.lost_transactions = []
     assert report.ok, f"{report}\nloops: {pipe.describe()}"
     assert report.transactions.get("aborted", 0) >= 1, "no aborted transaction: the check of them proved nothing"
     assert pipe.committed_offsets() == pipe.input_ends(), pipe.describe()
@@ -115,6 +129,23 @@ def test_loop_killed(shared_bootstrap, tmp_path):
         pipe.stop()
 
 
+def kafka_skipped_markers(node: Node, pipe: Pipeline) -> str | None:
+    """Kafka 4.4, single node: while it restarts, its transaction coordinator can complete a
+    PrepareCommit it loaded before the broker's metadata names the partitions' leader; it then
+    logs KAFKA_SKIPPED_MARKERS, writes CompleteCommit without a marker, and the producer's next
+    abort marker aborts the committed records with it (seen about 1 run in 8 here: the client
+    saw commitTransaction() succeed; the group's offsets were rolled back too, so end to end the
+    input was still copied exactly once). Excused only for Kafka and only with that log line
+    for this transactional id; odradek gets no such excuse."""
+    if node.kind != "kafka4":
+        return None
+    log = node.handle.nodes[0].log_path.read_text(errors="replace")
+    for line in log.splitlines():
+        if KAFKA_SKIPPED_MARKERS in line and pipe.transactional_id in line:
+            return f"Kafka 4.4 skipped markers: {line.strip()[:400]}"
+    return None
+
+
 def test_broker_killed(own_node, tmp_path):
     """kill -9 of the (only) broker while the loop runs, ROUNDS - 1 times; the loop is restarted
     whenever the outage killed it (the Java client gives up on a transaction after its timeouts)."""
@@ -123,12 +154,19 @@ def test_broker_killed(own_node, tmp_path):
     try:
         loop = pipe.start_loop()
         for _ in range(max(1, ROUNDS - 1)):
-            if not loop.wait_committed(loop.committed + rng.randint(2, 5), timeout=90):
-                raise AssertionError(f"the loop made no progress: {pipe.diagnose()}\n{own_node.handle.log_tail(60)}")
+            loop = pipe.run_until(loop, rng.randint(2, 5), timeout=90)
             own_node.kill()
             time.sleep(rng.uniform(0.2, 1.0))
             own_node.restart()
-            loop = pipe.keep_alive(loop)
-        finish(pipe)
+        loop.kill()
+        finish(pipe, excused=lambda r: kafka_skipped_markers(own_node, pipe))
+    except Stalled as e:
+        # Kafka's skipped markers leave the group's transactional offsets pending for good when
+        # the producer that wrote them never writes to that partition again: the next loop's
+        # consumer gets UNSTABLE_OFFSET_COMMIT forever. The reference fails here; say so.
+        why = kafka_skipped_markers(own_node, pipe)
+        if why:
+            pytest.xfail(f"the pipeline stalled after {why}")
+        raise AssertionError(f"{e}\n{own_node.handle.log_tail(60)}") from None
     finally:
         pipe.stop()

@@ -4,6 +4,7 @@
                                                          # (replication_factor=3: min.insync.replicas=2)
     loop = pipe.start_loop()                             # one TxnCli ``ctp`` JVM (a new name each time)
     loop.wait_committed(5, timeout=30); loop.kill()      # kill -9 mid-stream
+    loop = pipe.run_until(loop, 5, timeout=90)           # 5 more commits, restarting loops that die
     pipe.drain(timeout=120)                              # loops (restarted as they die) until the input is done
     report = pipe.check()                                # support/txn_checker.py over the read_committed output
 
@@ -17,6 +18,7 @@ output log for the checker to find invisible.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -28,6 +30,10 @@ from support.txn_clients import java_cmd
 
 PARTITIONS = 3
 ABORT_EVERY = 7
+
+
+class Stalled(AssertionError):
+    """The pipeline made no progress in time (the message carries Pipeline.diagnose())."""
 
 
 class Loop:
@@ -207,14 +213,26 @@ class Pipeline:
             if loop.done:
                 return loop
             time.sleep(0.5)
-        raise AssertionError(f"the pipeline did not drain its input in {timeout} s: {self.describe()}")
+        raise Stalled(f"the pipeline did not drain its input in {timeout} s: {self.diagnose()}")
 
-    def keep_alive(self, loop: Loop) -> Loop:
-        """The loop itself if it runs, else a new one (after a broker fault killed it)."""
-        if loop.running:
-            return loop
-        loop.kill()
-        return self.start_loop()
+    def committed(self) -> int:
+        return sum(lp.committed for lp in self.loops)
+
+    def run_until(self, loop: Loop, commits: int, timeout: float) -> Loop:
+        """Until ``commits`` more transactions committed, by this loop or by the ones started
+        when it dies (a broker outage makes the Java client give up after its timeouts, at any
+        moment); returns the loop running then. Fails with :meth:`diagnose` on no progress."""
+        target = self.committed() + commits
+        deadline = time.monotonic() + timeout
+        while self.committed() < target:
+            if time.monotonic() > deadline:
+                raise Stalled(f"no {commits} commits in {timeout} s: {self.diagnose()}")
+            if not loop.running:
+                loop.kill()
+                time.sleep(0.2)
+                loop = self.start_loop()
+            time.sleep(0.05)
+        return loop
 
     def stop(self) -> None:
         for loop in self.loops:
@@ -236,6 +254,13 @@ class Pipeline:
         for lp in self.loops[-3:]:
             err = (self.workdir / f"{lp.name}.stderr").read_text(errors="replace").splitlines()
             tails.append(f"--- {lp.name} stderr\n" + "\n".join(err[-15:]))
+            if lp.running and shutil.which("jstack"):  # where a stalled loop waits
+                try:
+                    dump = subprocess.run(["jstack", str(lp.proc.pid)], capture_output=True, text=True, timeout=30)
+                    main = dump.stdout.split('"main"', 1)[-1].split("\n\n", 1)[0]
+                    tails.append(f"--- {lp.name} main thread\n{main[:3000]}")
+                except subprocess.TimeoutExpired:
+                    pass
         return f"{self.describe()}\ncoordinator: {coordinator}\n" + "\n".join(tails)
 
     def describe(self) -> str:
