@@ -7,7 +7,7 @@ transaction torn, order kept per partition, and the group's committed offsets at
 
 Against Apache Kafka 4.4 (the reference) and odradek (skipped until it serves transactions; the
 lead removes the skip at merge). The cluster case (3 brokers: kill the coordinator's broker, a
-partition leader) is in tests/cluster/test_txn_faults.py.
+partition leader) is in tests/cluster/test_txn_cluster_faults.py.
 """
 
 from __future__ import annotations

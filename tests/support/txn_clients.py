@@ -42,8 +42,6 @@ FENCED = {
     "ProducerFenced",  # Java, kafka-python, aiokafka, kafkajs (PRODUCER_FENCED)
     "InvalidProducerEpoch",  # Java (abortable since KIP-588), kafkajs (INVALID_PRODUCER_EPOCH)
     "Fenced",  # librdkafka's _FENCED (its fatal error for either of the above)
-    "InvalidTxnState",  # librdkafka after its fatal error, on the next call
-    "Fatal",  # librdkafka: "_FATAL" once a fatal error was raised
 }
 
 
