@@ -23,8 +23,8 @@ pytestmark = pytest.mark.cluster
 
 ODRADEK_MISSING = (
     "odradek does not serve transactions yet: needs the transaction coordinator with shards that "
-    "follow __transaction_state's leaders, markers to other brokers (WriteTxnMarkers), "
-    "TxnOffsetCommit and read_committed Fetch (issue #15)"
+    "follow __transaction_state's leaders, markers to other brokers (WriteTxnMarkers) and "
+    "read_committed Fetch (issue #15)"
 )
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
 
