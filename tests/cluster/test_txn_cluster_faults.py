@@ -21,11 +21,6 @@ from support.txn_pipeline import Pipeline, partition_leader, transaction_coordin
 
 pytestmark = pytest.mark.cluster
 
-ODRADEK_MISSING = (
-    "odradek does not serve transactions yet: needs the transaction coordinator with shards that "
-    "follow __transaction_state's leaders, markers to other brokers (WriteTxnMarkers) and "
-    "read_committed Fetch (issue #15)"
-)
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
 
 
@@ -49,7 +44,7 @@ class Cluster:
 @pytest.fixture(
     params=[
         pytest.param("kafka4", id="kafka4"),
-        pytest.param("odradek", id="odradek", marks=pytest.mark.skip(reason=ODRADEK_MISSING)),
+        pytest.param("odradek", id="odradek"),
     ]
 )
 def cluster(request, tmp_path):

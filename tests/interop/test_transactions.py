@@ -21,9 +21,6 @@ so the set it returns would not be the committed set.
 
 kafka-python 3.0.12 has transactions (KIP-98 producer and isolation_level); every client here
 has every feature tested, so nothing is skipped for a client.
-
-The odradek parameter is skipped until odradek serves transactions (the reason names what is
-missing); the lead removes the skip at merge.
 """
 
 from __future__ import annotations
@@ -38,11 +35,6 @@ from support.txn_clients import CLIENTS, FENCED, run_script, unavailable_reason
 
 pytestmark = pytest.mark.interop
 
-ODRADEK_MISSING = (
-    "odradek does not serve transactions yet: InitProducerId with a transactional.id answers "
-    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED and transaction.* settings are refused; needs the "
-    "transaction coordinator, markers and read_committed Fetch (issue #15)"
-)
 #: the coordinator looks for timed-out transactions this often (Kafka's default is 10 s)
 ABORT_SCAN_MS = 500
 #: settings both brokers get for the timeout test
@@ -50,7 +42,7 @@ FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": ABO
 PARTITIONS = 3
 BROKERS = [
     pytest.param("kafka4", id="kafka4"),
-    pytest.param("odradek", id="odradek", marks=pytest.mark.skip(reason=ODRADEK_MISSING)),
+    pytest.param("odradek", id="odradek"),
 ]
 
 

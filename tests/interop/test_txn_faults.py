@@ -24,14 +24,9 @@ from support.txn_pipeline import Pipeline, Stalled
 
 pytestmark = pytest.mark.interop
 
-ODRADEK_MISSING = (
-    "odradek does not serve transactions yet: needs the transaction coordinator (InitProducerId "
-    "with a transactional.id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn), markers and "
-    "read_committed Fetch (issue #15)"
-)
 BROKERS = [
     pytest.param("kafka4", id="kafka4"),
-    pytest.param("odradek", id="odradek", marks=pytest.mark.skip(reason=ODRADEK_MISSING)),
+    pytest.param("odradek", id="odradek"),
 ]
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
 ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
