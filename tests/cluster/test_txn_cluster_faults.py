@@ -4,8 +4,7 @@ over topics with replication factor 3 and min.insync.replicas=2, while the broke
 loop's transaction coordinator, then the broker leading an output partition, is killed and
 restarted; then the read_committed output is checked (tests/support/txn_checker.py).
 
-Against Apache Kafka 4.4 (3 KRaft nodes) and odradek (3 brokers + ZooKeeper, skipped until it
-serves transactions; the lead removes the skip at merge).
+Against Apache Kafka 4.4 (3 KRaft nodes) and odradek (3 brokers + ZooKeeper).
 """
 
 from __future__ import annotations
@@ -22,6 +21,13 @@ from support.txn_pipeline import Pipeline, partition_leader, transaction_coordin
 pytestmark = pytest.mark.cluster
 
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
+#: a known bug, found by this test (issue #15): after the coordinator's broker is killed, a
+#: transaction's offsets stay pending in __consumer_offsets, so every new loop instance times out
+#: on its committed offsets (UNSTABLE_OFFSET_COMMIT); the skip goes with the fix
+ODRADEK_BUG = (
+    "odradek bug: after kill -9 of the transaction coordinator's broker a transaction's offsets stay "
+    "pending in __consumer_offsets (the next loop waits on UNSTABLE_OFFSET_COMMIT forever)"
+)
 
 
 class Cluster:
@@ -44,7 +50,7 @@ class Cluster:
 @pytest.fixture(
     params=[
         pytest.param("kafka4", id="kafka4"),
-        pytest.param("odradek", id="odradek"),
+        pytest.param("odradek", id="odradek", marks=pytest.mark.skip(reason=ODRADEK_BUG)),
     ]
 )
 def cluster(request, tmp_path):

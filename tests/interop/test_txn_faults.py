@@ -5,8 +5,7 @@ broker, is killed; then a read_committed reader of the output is checked
 (tests/support/txn_checker.py): nothing lost, nothing duplicated, no aborted record visible, no
 transaction torn, order kept per partition, and the group's committed offsets at the input's end.
 
-Against Apache Kafka 4.4 (the reference) and odradek (skipped until it serves transactions; the
-lead removes the skip at merge). The cluster case (3 brokers: kill the coordinator's broker, a
+Against Apache Kafka 4.4 (the reference) and odradek. The cluster case (3 brokers: kill the coordinator's broker, a
 partition leader) is in tests/cluster/test_txn_cluster_faults.py.
 """
 
