@@ -21,6 +21,7 @@ from odradek.client import errors as E
 from odradek.client.aio import AIOConsumer, AIOProducer
 from odradek.client.aio.admin_txn import AbortTransactionSpec
 
+
 @pytest.fixture(params=["kafka4", "odradek"])
 def txn_broker(request) -> str:
     """The bootstrap of a broker that serves transactions."""
