@@ -14,6 +14,7 @@ from typing import Any
 from odradek.client.config import CONSUMER, PRODUCER
 
 EARLIEST, LATEST = -2, -1
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 # Kafka (de)serializer and group keys Spark refuses, with its reasons.
 REJECTED_KAFKA_KEYS = {
@@ -199,6 +200,10 @@ class SourceOptions:
     def bootstrap(self) -> str:
         return ",".join(self.consumer_config["bootstrap.servers"])
 
+    @property
+    def read_committed(self) -> bool:
+        return self.consumer_config.get("isolation.level") == "read_committed"
+
 
 def _lower(options) -> dict[str, str]:
     return {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(options).items()}
@@ -233,6 +238,11 @@ def parse_source_options(options, streaming: bool) -> SourceOptions:
         )
     cc = client_config(opts, CONSUMER)
     cc["bootstrap.servers"] = opts["kafka.bootstrap.servers"]
+    if "isolation.level" in cc:
+        level = str(cc["isolation.level"]).strip().lower()
+        if level not in ISOLATION_LEVELS:
+            raise OptionError(f"option kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}")
+        cc["isolation.level"] = level
     so = SourceOptions(consumer_config=cc)
     so.consumer_config = _normalize_servers(cc)
     kind = strategies[0]
