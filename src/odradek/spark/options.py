@@ -60,6 +60,7 @@ SINK_OPTIONS = {
     "kafka.partitioner.class",
     "path",
     "checkpointlocation",
+    "exactlyonce",
 }
 BATCH_ONLY = {"endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"}
 STREAM_ONLY = {"maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay"}
@@ -339,6 +340,7 @@ class SinkOptions:
     producer_config: dict[str, Any]
     topic: str | None = None
     include_headers: bool = False
+    exactly_once: bool = False
 
 
 def parse_sink_options(options) -> SinkOptions:
@@ -346,13 +348,21 @@ def parse_sink_options(options) -> SinkOptions:
     _check_known(opts, SINK_OPTIONS, "sink")
     if not opts.get("kafka.bootstrap.servers"):
         raise OptionError("option kafka.bootstrap.servers is required")
+    if "kafka.transactional.id" in opts:
+        raise OptionError(
+            "option kafka.transactional.id is not supported: with exactlyOnce=true the sink derives one "
+            "transactional id per query and Spark partition itself (docs/spark.md)"
+        )
     pc = client_config(opts, PRODUCER)
     pc["bootstrap.servers"] = opts["kafka.bootstrap.servers"]
     pclass = opts.get("kafka.partitioner.class")
     if pclass:
         pc["partitioner"] = _partitioner(pclass)
     return SinkOptions(
-        _normalize_servers(pc), opts.get("topic") or None, _bool("includeHeaders", opts.get("includeheaders"), False)
+        _normalize_servers(pc),
+        opts.get("topic") or None,
+        _bool("includeHeaders", opts.get("includeheaders"), False),
+        _bool("exactlyOnce", opts.get("exactlyonce"), False),
     )
 
 

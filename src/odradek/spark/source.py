@@ -6,6 +6,7 @@ from pyspark.sql.datasource import DataSource
 
 from .options import parse_sink_options, parse_source_options
 from .reader import OdradekBatchReader, OdradekStreamReader, source_schema
+from .txn_sink import check_exactly_once
 from .writer import OdradekBatchWriter, OdradekStreamWriter, check_columns
 
 
@@ -36,9 +37,11 @@ class OdradekDataSource(DataSource):
     def writer(self, schema, overwrite: bool):
         opts = parse_sink_options(self.options)
         check_columns(schema, opts)
+        check_exactly_once(opts, streaming=False)
         return OdradekBatchWriter(opts)
 
     def streamWriter(self, schema, overwrite: bool):
         opts = parse_sink_options(self.options)
         check_columns(schema, opts)
+        check_exactly_once(opts, streaming=True)
         return OdradekStreamWriter(opts)

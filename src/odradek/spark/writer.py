@@ -76,12 +76,9 @@ class SinkCommitMessage(WriterCommitMessage):
 PRODUCER_DEFAULTS = {"linger.ms": 20, "batch.size": 256 * 1024}
 
 
-def produce_batches(iterator, opts: SinkOptions) -> int:
-    """Send every row of the Arrow batches; flush; raise the first delivery error."""
-    from odradek.client import Producer
-
-    cfg = dict(PRODUCER_DEFAULTS)
-    cfg.update(opts.producer_config)
+def send_rows(producer_for, iterator, opts: SinkOptions) -> int:
+    """Send every row of the Arrow batches with the producer `producer_for()` gives (called at
+    the first row, so an empty task creates none); flush; raise the first delivery error."""
     failures: list = []
 
     def on_done(_md, exc):
@@ -90,44 +87,59 @@ def produce_batches(iterator, opts: SinkOptions) -> int:
 
     n = 0
     producer = None
-    try:
-        for rb in iterator:
-            if rb.num_rows == 0:
-                continue
-            if producer is None:
-                producer = Producer(cfg)
-            names = {name.lower(): i for i, name in enumerate(rb.schema.names)}
-            rows = rb.num_rows
-            values = rb.column(names["value"]).to_pylist()
-            keys = rb.column(names["key"]).to_pylist() if "key" in names else [None] * rows
-            if opts.topic is not None:
-                topics = [opts.topic] * rows
-            else:
-                topics = rb.column(names["topic"]).to_pylist()
-            parts = rb.column(names["partition"]).to_pylist() if "partition" in names else [None] * rows
-            if "headers" in names:
-                headers = [
-                    None if h is None else [(x["key"], x["value"]) for x in h]
-                    for h in rb.column(names["headers"]).to_pylist()
-                ]
-            else:
-                headers = [None] * rows
-            send = producer.send
-            for t, v, k, p, h in zip(topics, values, keys, parts, headers):
-                if t is None:
-                    raise ValueError("a row has a null topic and no topic option is set")
-                send(t, v, key=k, headers=h, partition=p, callback=on_done)
-                n += 1
-            if failures:
-                break
-        if producer is not None:
-            producer.flush()
-    finally:
-        if producer is not None:
-            producer.close()
+    for rb in iterator:
+        if rb.num_rows == 0:
+            continue
+        if producer is None:
+            producer = producer_for()
+        names = {name.lower(): i for i, name in enumerate(rb.schema.names)}
+        rows = rb.num_rows
+        values = rb.column(names["value"]).to_pylist()
+        keys = rb.column(names["key"]).to_pylist() if "key" in names else [None] * rows
+        if opts.topic is not None:
+            topics = [opts.topic] * rows
+        else:
+            topics = rb.column(names["topic"]).to_pylist()
+        parts = rb.column(names["partition"]).to_pylist() if "partition" in names else [None] * rows
+        if "headers" in names:
+            headers = [
+                None if h is None else [(x["key"], x["value"]) for x in h]
+                for h in rb.column(names["headers"]).to_pylist()
+            ]
+        else:
+            headers = [None] * rows
+        send = producer.send
+        for t, v, k, p, h in zip(topics, values, keys, parts, headers):
+            if t is None:
+                raise ValueError("a row has a null topic and no topic option is set")
+            send(t, v, key=k, headers=h, partition=p, callback=on_done)
+            n += 1
+        if failures:
+            break
+    if producer is not None:
+        producer.flush()
     if failures:
         raise RuntimeError(f"odradek sink: {len(failures)}+ records failed: {failures[0]!r}") from failures[0]
     return n
+
+
+def produce_batches(iterator, opts: SinkOptions) -> int:
+    """Send every row of the Arrow batches with a producer of this task's own (at least once)."""
+    from odradek.client import Producer
+
+    cfg = dict(PRODUCER_DEFAULTS)
+    cfg.update(opts.producer_config)
+    made: list = []
+
+    def producer_for():
+        made.append(Producer(cfg))
+        return made[0]
+
+    try:
+        return send_rows(producer_for, iterator, opts)
+    finally:
+        for p in made:
+            p.close()
 
 
 class OdradekBatchWriter(DataSourceArrowWriter):
@@ -168,8 +180,7 @@ def last_committed_batch(admin, query_id: str) -> int:
     return -1 if om is None else om.offset - 1
 
 
-def record_committed_batch(admin, query_id: str, batch_id: int) -> None:
-    from odradek.client import TopicPartition
+def ensure_commits_topic(admin) -> None:
     from odradek.client import errors as E
 
     if COMMITS_TOPIC not in admin.list_topics(internal=True):
@@ -177,6 +188,12 @@ def record_committed_batch(admin, query_id: str, batch_id: int) -> None:
             admin.create_topic(COMMITS_TOPIC, 1, -1, {"cleanup.policy": "compact"})
         except E.TopicAlreadyExistsError:
             pass
+
+
+def record_committed_batch(admin, query_id: str, batch_id: int) -> None:
+    from odradek.client import TopicPartition
+
+    ensure_commits_topic(admin)
     admin.alter_group_offsets(_sink_group(query_id), {TopicPartition(COMMITS_TOPIC, 0): batch_id + 1})
 
 
@@ -217,6 +234,19 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         from odradek.client import Admin
 
         qid, bid = _task_batch()
+        if self.opts.exactly_once:
+            from pyspark import TaskContext
+
+            from .txn_sink import write_in_transaction
+
+            tc = TaskContext.get()
+            if qid is None or bid is None or tc is None:
+                raise RuntimeError(
+                    "odradek sink: exactlyOnce needs the streaming query id and batch id of the task "
+                    f"(TaskContext local properties; got query id {qid!r}, batch id {bid!r})"
+                )
+            n, skipped = write_in_transaction(iterator, self.opts, qid, bid, tc.partitionId())
+            return SinkCommitMessage(records=n, skipped=skipped, query_id=qid, batch_id=bid)
         if qid is not None and bid is not None:
             admin = Admin(_admin_config(self.opts))
             try:
@@ -233,6 +263,10 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages, batchId: int) -> None:
         from odradek.client import Admin
 
+        if self.opts.exactly_once:  # each task committed its own transaction
+            written = sum(m.records for m in messages if m is not None)
+            log.info("odradek sink: batch %d committed in per-task transactions (%d records)", batchId, written)
+            return
         qids = {m.query_id for m in messages if m is not None and m.query_id}
         if not qids:
             return
@@ -246,6 +280,14 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 
     def abort(self, messages, batchId: int) -> None:
         done = sum(m.records for m in messages if m is not None)
+        if self.opts.exactly_once:
+            log.warning(
+                "odradek sink: batch %d aborted; %d records of successful tasks are committed and recorded "
+                "(a replay of the batch skips those tasks)",
+                batchId,
+                done,
+            )
+            return
         log.warning(
             "odradek sink: batch %d aborted; %d records of successful tasks were already written", batchId, done
         )
