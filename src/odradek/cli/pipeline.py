@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 
 import click
@@ -138,6 +139,45 @@ def stream(
         q.stop()
     finally:
         spark.stop()
+
+
+@pipeline.command()
+@bootstrap_opt
+@topic_opt
+@click.option("--output", default="sessions", show_default=True, help="Topic of the session summaries.")
+@click.option("--group", default="sessionize", show_default=True, help="Consumer group (also names the state topic).")
+@click.option("--gap-ms", type=int, default=30 * 60 * 1000, show_default=True, help="Inactivity that ends a session.")
+@click.option("--lateness-ms", type=int, default=0, show_default=True, help="How far the watermark trails.")
+@click.option("--max-records", type=int, default=500, show_default=True, help="Records per transaction at most.")
+@click.option("--idle-exit", type=float, default=None, help="Stop after this many seconds without input.")
+def sessionize(bootstrap, topic, output, group, gap_ms, lateness_ms, max_records, idle_exit):
+    """Per-user session summaries, exactly once (transactions; see docs/pipeline.md)."""
+    import logging
+
+    from odradek.pipeline.sessionize import client_has_transactions, run_until_idle
+
+    if not client_has_transactions():
+        raise click.ClickException("sessionize needs the odradek client's transactional producer, not installed here")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    last = [0.0]
+
+    def progress(s) -> None:
+        now = time.monotonic()
+        if now - last[0] > 5:
+            last[0] = now
+            click.echo(f"{s.events_read} events, {s.sessions_written} sessions written", err=True)
+
+    args = dict(
+        bootstrap=bootstrap,
+        input_topic=topic,
+        output_topic=output,
+        group=group,
+        gap_ms=gap_ms,
+        lateness_ms=lateness_ms,
+        max_records=max_records,
+    )
+    run_until_idle(args, idle_exit, on_commit=progress)
+    click.echo("sessionize: idle, stopped")
 
 
 @pipeline.command()
