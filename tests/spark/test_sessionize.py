@@ -86,11 +86,27 @@ def test_session_json_round_trip():
 
 
 # ---------------------------------------------------------------------- kill -9, end to end
+class Killable:
+    """A broker of this test's own that can be killed -9 and started again on the same port."""
+
+    def __init__(self, bootstrap: str, kill, start) -> None:
+        self.bootstrap, self.kill, self.start = bootstrap, kill, start
+
+
 @pytest.fixture(params=["kafka4", pytest.param("odradek", marks=pytest.mark.skip(reason=ODRADEK_SKIP))])
-def killable_kafka(request, kafka_factory):
+def killable_broker(request, kafka_factory, tmp_path):
     if not client_has_transactions():
         pytest.skip(NO_CLIENT_TXN)
-    return kafka_factory("4")
+    if request.param == "kafka4":
+        k = kafka_factory("4")
+        yield Killable(k.bootstrap, k.nodes[0].kill, lambda: k.nodes[0].start(timeout=120))
+        return
+    from support.broker import BrokerProcess
+
+    b = BrokerProcess(tmp_path / "odradek", {"num.partitions": "3"})
+    b.start()
+    yield Killable(b.bootstrap, b.kill, lambda: b.start(timeout=120))
+    b.stop()
 
 
 def _expected(bootstrap: str, topic: str, partitions: int) -> list[dict]:
@@ -147,10 +163,10 @@ def _start(bootstrap: str, topic: str, out_topic: str, log_path) -> subprocess.P
     return subprocess.Popen(cmd, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, env=dict(os.environ))
 
 
-def test_every_session_exactly_once_across_kill_9_of_pipeline_and_broker(killable_kafka, tmp_path):
+def test_every_session_exactly_once_across_kill_9_of_pipeline_and_broker(killable_broker, tmp_path):
     from odradek.pipeline.events import generate
 
-    k = killable_kafka
+    k = killable_broker
     topic, out_topic = f"act-{uuid.uuid4().hex[:6]}", f"ses-{uuid.uuid4().hex[:6]}"
     generate(k.bootstrap, topic, count=20_000, partitions=3, seed=11, progress=False, start_ms=T0, spacing_ms=700)
     want = _expected(k.bootstrap, topic, 3)
@@ -173,9 +189,9 @@ def test_every_session_exactly_once_across_kill_9_of_pipeline_and_broker(killabl
                 proc.wait(30)
                 proc = _start(k.bootstrap, topic, out_topic, log)
             else:
-                k.nodes[0].kill()
+                k.kill()
                 time.sleep(2)
-                k.nodes[0].start(timeout=120)
+                k.start()
             kills += 1
             continue
         try:
