@@ -136,6 +136,8 @@ def test_stream_stats_restart_safe(spark, spark_broker, tmp_path):
     bs = spark_broker.bootstrap
     topic, stats = f"act-{os.getpid()}", f"act-stats-{os.getpid()}"
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    # old event times: kept from the broker's retention check, as in the `activity` fixture above
+    make_topic(bs, topic, 2, {"retention.ms": "-1"})
     # 2 x 600 events 200 ms apart: minutes 0..3 of event time; bots make ~8 requests a minute
     generate(bs, topic, count=600, partitions=2, progress=False, start_ms=START_MS, spacing_ms=200)
 

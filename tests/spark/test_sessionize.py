@@ -168,6 +168,11 @@ def test_every_session_exactly_once_across_kill_9_of_pipeline_and_broker(killabl
 
     k = killable_broker
     topic, out_topic = f"act-{uuid.uuid4().hex[:6]}", f"ses-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": k.bootstrap})  # event times of 2023: kept from retention
+    for f in admin.create_topics([NewTopic(topic, 3, 1, config={"retention.ms": "-1"})]).values():
+        f.result(30)
     generate(k.bootstrap, topic, count=20_000, partitions=3, seed=11, progress=False, start_ms=T0, spacing_ms=700)
     want = _expected(k.bootstrap, topic, 3)
     assert len(want) > 1000
