@@ -23,8 +23,8 @@ BS = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"}
 NO_CLIENT_TXN = "the odradek client has no transactional producer yet (txn-client: init_transactions, ...)"
 ODRADEK_SKIP = (
     "odradek serves no transactions yet: InitProducerId refuses transactional ids "
-    "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until the transaction coordinator (txn-coordinator), "
-    "transactional offsets (txn-groups) and Fetch aborted_transactions (txn-storage) land"
+    "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until the transaction coordinator (txn-coordinator) and "
+    "Fetch aborted_transactions / the last stable offset (txn-storage) land"
 )
 
 

@@ -25,8 +25,8 @@ GAP = 60_000
 T0 = 1_700_000_000_000
 NO_CLIENT_TXN = "the odradek client has no transactional producer yet (txn-client: init_transactions, ...)"
 ODRADEK_SKIP = (
-    "odradek serves no transactions yet (txn-coordinator, txn-groups, txn-storage), and the test kills "
-    "and restarts the broker"
+    "odradek serves no transactions yet: the transaction coordinator (txn-coordinator) and Fetch "
+    "aborted_transactions / the last stable offset (txn-storage) are missing"
 )
 
 

@@ -201,10 +201,6 @@ class SourceOptions:
     def bootstrap(self) -> str:
         return ",".join(self.consumer_config["bootstrap.servers"])
 
-    @property
-    def read_committed(self) -> bool:
-        return self.consumer_config.get("isolation.level") == "read_committed"
-
 
 def _lower(options) -> dict[str, str]:
     return {str(k).lower(): ("" if v is None else str(v)) for k, v in dict(options).items()}

@@ -66,7 +66,6 @@ class RangePartition(InputPartition):
         self.include_headers = opts.include_headers
         self.fail_on_data_loss = opts.fail_on_data_loss
         self.poll_timeout_s = opts.poll_timeout_s
-        self.read_committed = opts.read_committed
         self.value = (r.topic, r.partition, r.start, r.end)
 
 
@@ -151,9 +150,6 @@ def read_range(p: RangePartition) -> Iterator:
     """Yield Arrow batches with every record of ``[p.start, p.end)`` of one partition."""
     if p.end <= p.start:
         return
-    if p.read_committed:
-        yield from read_committed_range(p)
-        return
     from odradek.client import Consumer, TopicPartition
     from odradek.client import errors as E
 
@@ -231,31 +227,6 @@ def read_range(p: RangePartition) -> Iterator:
                 yield records_to_arrow(recs, p.include_headers)
     finally:
         c.close(autocommit=False)
-
-
-def read_committed_range(p: RangePartition) -> Iterator:
-    """Like `read_range` under read_committed: records of aborted transactions are skipped
-    (committed.py), and Arrow batches are still built from the decoder's column buffers."""
-    from .committed import read_committed_batches
-
-    end = p.end
-    for kind, item in read_committed_batches(p):
-        if kind == "columns":
-            offsets = item.offset_list()
-            if offsets[-1] >= end:
-                k = bisect.bisect_left(offsets, end)
-                if k:
-                    yield columns_to_arrow(item, k)
-                return
-            yield columns_to_arrow(item, item.count)
-        else:
-            recs = item
-            if recs[-1].offset >= end:
-                recs = recs[: bisect.bisect_left([r.offset for r in recs], end)]
-                if recs:
-                    yield records_to_arrow(recs, p.include_headers)
-                return
-            yield records_to_arrow(recs, p.include_headers)
 
 
 # ---------------------------------------------------------------------- batch
