@@ -15,17 +15,11 @@ from confluent_kafka import Producer as CKProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.spark.options import OptionError, parse_sink_options
-from odradek.spark.txn_sink import check_exactly_once, client_has_transactions, transactional_id
+from odradek.spark.txn_sink import check_exactly_once, transactional_id
 
 pytestmark = pytest.mark.spark
 
 BS = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"}
-NO_CLIENT_TXN = "the odradek client has no transactional producer yet (txn-client: init_transactions, ...)"
-ODRADEK_SKIP = (
-    "odradek serves no transactions yet: InitProducerId refuses transactional ids "
-    "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until the transaction coordinator (txn-coordinator) and "
-    "Fetch aborted_transactions / the last stable offset (txn-storage) land"
-)
 
 
 # ---------------------------------------------------------------------- refusals (no broker)
@@ -45,43 +39,16 @@ def test_exactly_once_bad_value_is_refused():
         parse_sink_options({**BS, "exactlyOnce": "sure"})
 
 
-def test_exactly_once_is_refused_without_a_transactional_client():
-    opts = parse_sink_options({**BS, "exactlyOnce": "true"})
-    if client_has_transactions():
-        check_exactly_once(opts, streaming=True)  # accepted
-    else:
-        with pytest.raises(OptionError, match="transactional producer"):
-            check_exactly_once(opts, streaming=True)
-
-
-def test_exactly_once_stream_is_refused_at_start_without_a_transactional_client(spark, tmp_path):
-    if client_has_transactions():
-        pytest.skip("the client has transactions: the refusal does not apply")
-    df = spark.readStream.format("rate").load().selectExpr("CAST(value AS STRING) AS value")
-    with pytest.raises(Exception, match="exactlyOnce"):
-        q = (
-            df.writeStream.format("odradek")
-            .option("kafka.bootstrap.servers", "127.0.0.1:1")
-            .option("topic", "t")
-            .option("exactlyOnce", "true")
-            .option("checkpointLocation", str(tmp_path / "ck"))
-            .start()
-        )
-        try:
-            q.awaitTermination(60)
-            raise AssertionError(f"the query ran: {q.exception()!r}")
-        finally:
-            q.stop()
+def test_exactly_once_is_accepted_for_streaming_writes():
+    check_exactly_once(parse_sink_options({**BS, "exactlyOnce": "true"}), streaming=True)
 
 
 # ---------------------------------------------------------------------- against a broker
 @pytest.fixture(
     scope="module",
-    params=["kafka4", pytest.param("odradek", marks=pytest.mark.skip(reason=ODRADEK_SKIP))],
+    params=["kafka4", "odradek"],
 )
 def txn_bootstrap(request):
-    if not client_has_transactions():
-        pytest.skip(NO_CLIENT_TXN)
     if request.param == "kafka4":
         return request.getfixturevalue("kafka4").bootstrap
     return request.getfixturevalue("spark_broker").bootstrap

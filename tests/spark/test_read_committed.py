@@ -22,16 +22,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 pytestmark = pytest.mark.spark
 
 PARTITIONS = 3
-ODRADEK_SKIP = (
-    "odradek serves no transactions yet: InitProducerId refuses transactional ids "
-    "(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) until the transaction coordinator (txn-coordinator) and "
-    "Fetch aborted_transactions / ListOffsets at the last stable offset (txn-storage) land"
-)
 
 
 @pytest.fixture(
     scope="module",
-    params=["kafka4", pytest.param("odradek", marks=pytest.mark.skip(reason=ODRADEK_SKIP))],
+    params=["kafka4", "odradek"],
 )
 def txn_bootstrap(request):
     if request.param == "kafka4":

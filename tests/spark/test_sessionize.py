@@ -19,15 +19,10 @@ import uuid
 import pytest
 
 from odradek.pipeline.events import EventGenerator
-from odradek.pipeline.sessionize import PartitionSessions, Session, client_has_transactions
+from odradek.pipeline.sessionize import PartitionSessions, Session
 
 GAP = 60_000
 T0 = 1_700_000_000_000
-NO_CLIENT_TXN = "the odradek client has no transactional producer yet (txn-client: init_transactions, ...)"
-ODRADEK_SKIP = (
-    "odradek serves no transactions yet: the transaction coordinator (txn-coordinator) and Fetch "
-    "aborted_transactions / the last stable offset (txn-storage) are missing"
-)
 
 
 # ---------------------------------------------------------------------- the pure part
@@ -93,10 +88,8 @@ class Killable:
         self.bootstrap, self.kill, self.start = bootstrap, kill, start
 
 
-@pytest.fixture(params=["kafka4", pytest.param("odradek", marks=pytest.mark.skip(reason=ODRADEK_SKIP))])
+@pytest.fixture(params=["kafka4", "odradek"])
 def killable_broker(request, kafka_factory, tmp_path):
-    if not client_has_transactions():
-        pytest.skip(NO_CLIENT_TXN)
     if request.param == "kafka4":
         k = kafka_factory("4")
         yield Killable(k.bootstrap, k.nodes[0].kill, lambda: k.nodes[0].start(timeout=120))

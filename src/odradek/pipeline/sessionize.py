@@ -168,12 +168,6 @@ def parse_event(raw: bytes | None) -> dict | None:
     return ev
 
 
-def client_has_transactions() -> bool:
-    from odradek.client import Consumer, Producer
-
-    return hasattr(Producer, "init_transactions") and hasattr(Consumer, "group_metadata")
-
-
 class Sessionizer:
     """One run: restore the committed state, then consume-transform-produce until idle."""
 

@@ -45,21 +45,6 @@ def commit_group(query_id: str, partition_id: int) -> str:
     return f"odradek-spark-sink-{query_id}-{partition_id}"
 
 
-def client_has_transactions() -> bool:
-    from odradek.client import Producer
-
-    return all(
-        hasattr(Producer, m)
-        for m in (
-            "init_transactions",
-            "begin_transaction",
-            "send_offsets_to_transaction",
-            "commit_transaction",
-            "abort_transaction",
-        )
-    )
-
-
 def check_exactly_once(opts: SinkOptions, streaming: bool) -> None:
     """Refuse exactlyOnce where it is not supported, at planning time."""
     if not opts.exactly_once:
@@ -68,11 +53,6 @@ def check_exactly_once(opts: SinkOptions, streaming: bool) -> None:
         raise OptionError(
             "option exactlyOnce applies only to streaming writes (a batch write has no batch id to "
             "make a retried job idempotent)"
-        )
-    if not client_has_transactions():
-        raise OptionError(
-            "option exactlyOnce needs the odradek client's transactional producer "
-            "(init_transactions, send_offsets_to_transaction, ...), which this installation lacks"
         )
 
 
