@@ -58,7 +58,14 @@ def test_topic_admin_and_records_across_leaders(cluster, client):
         lambda s: topic in s.topics and all(len(p.isr) == len(p.replicas) for p in s.topics[topic].partitions), 20
     )
     assert sorted(p.leader for p in snap.topics[topic].partitions) == [1, 2, 3]  # one leader per broker
-    assert c.describe_topic(topic) == {p.partition: p.leader for p in snap.topics[topic].partitions}
+    leaders = {p.partition: p.leader for p in snap.topics[topic].partitions}
+    # every broker's metadata cache takes the new topic from ZooKeeper on its own: the broker a
+    # client asks can name a leader a moment after the controller's snapshot does (as in Kafka)
+    seen: list[dict] = []
+    wait_until(
+        lambda: seen.append(c.describe_topic(topic)) or seen[-1] == leaders, 10, lambda: f"{seen[-1:]} != {leaders}"
+    )
+    assert seen[-1] == leaders
     sent = _records(1500)
     meta = c.produce(topic, sent)
     assert len(meta) == len(sent)
