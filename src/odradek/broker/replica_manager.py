@@ -572,23 +572,24 @@ class ReplicaManager:
             raise error_class(result.error_code)(result.error_message or f"append to {topic}-{partition} failed")
         return result.base_offset
 
-    def read_committed_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        """Batches from `offset` below the high watermark (a coordinator loading its state):
-        (bytes, the high watermark). Raises KafkaError when this broker does not lead it."""
+    def read_log_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """Batches from `offset` below the log end offset (a coordinator loading its state, as
+        Kafka's loaders read with FetchIsolation.LOG_END): (bytes, the log end offset). Raises
+        KafkaError when this broker does not lead it."""
         part = self.partitions.get((topic, partition))
         if part is None or not part.is_leader:
             raise error_class(ErrorCode.not_leader_or_follower)(f"not the leader of {topic}-{partition}")
-        hw = part.high_watermark
+        end = part.log_end_offset
         start = max(offset, part.log_start_offset)
-        if start >= hw:
-            return b"", hw
-        return part.log.read_bytes(start, max_bytes, max_offset=hw), hw
+        if start >= end:
+            return b"", end
+        return part.log.read_bytes(start, max_bytes, max_offset=end), end
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self._hosted(topic, partition).log_start_offset
 
-    def committed_offset(self, topic: str, partition: int) -> int:
-        return self._hosted(topic, partition).high_watermark
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        return self._hosted(topic, partition).log_end_offset
 
     def _hosted(self, topic: str, partition: int) -> Partition:
         part = self.partitions.get((topic, partition))

@@ -7,7 +7,7 @@ loading of shards.
 
 Shards follow leadership: the broker calls `on_elected(topic, partition, epoch)` when it
 becomes leader of a partition of `__consumer_offsets` (the shard is created and loaded by
-replaying the committed records; requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
+replaying its log to the end; requests for its groups get COORDINATOR_LOAD_IN_PROGRESS
 meanwhile) and `on_resigned(...)` when it stops (the shard is dropped; waiting joins and
 syncs get NOT_COORDINATOR, as do later requests for its groups). On a single node every
 partition is elected at start, through the same hooks.
@@ -167,7 +167,7 @@ class GroupCoordinator:
         shard = self.shards[partition] = GroupCoordinatorState(self.config.state)
         self.epochs[partition] = leader_epoch
         try:
-            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.committed_offset(
+            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.log_end_offset(
                 topic, partition
             )
         except KafkaError:
@@ -213,8 +213,8 @@ class GroupCoordinator:
         try:
             offset = self.partitions.log_start_offset(OFFSETS_TOPIC, partition)
             while True:
-                data, hw = await asyncio.to_thread(
-                    self.partitions.read_committed_bytes, OFFSETS_TOPIC, partition, offset, LOAD_READ_BYTES
+                data, end = await asyncio.to_thread(
+                    self.partitions.read_log_bytes, OFFSETS_TOPIC, partition, offset, LOAD_READ_BYTES
                 )
                 if not data or self.epochs.get(partition) != epoch:
                     break
@@ -231,7 +231,7 @@ class GroupCoordinator:
                                 self._replay_bytes(shard, rec.key, rec.value, rec.offset, pid)
                                 count += 1
                     offset = max(offset, h.next_offset)
-                if offset >= hw:
+                if offset >= end:
                     break
         except asyncio.CancelledError:
             raise

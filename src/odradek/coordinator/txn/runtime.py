@@ -2,7 +2,7 @@
 
 Shards follow leadership, as the group coordinator's (coordinator/group/runtime.py): the
 broker calls `on_elected(topic, partition, epoch)` when it becomes leader of a partition
-of `__transaction_state` (the shard is loaded by replaying the committed records;
+of `__transaction_state` (the shard is loaded by replaying its log to the end;
 requests for its ids get COORDINATOR_LOAD_IN_PROGRESS meanwhile, and transactions found
 in PrepareCommit / PrepareAbort get their markers sent again) and `on_resigned(...)`
 when it stops (the shard is dropped; NOT_COORDINATOR). The leader epoch of the partition
@@ -221,7 +221,7 @@ class TransactionCoordinator:
         self.shards[partition] = {}
         self.epochs[partition] = leader_epoch
         try:
-            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.committed_offset(
+            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.log_end_offset(
                 topic, partition
             )
         except KafkaError:
@@ -250,8 +250,8 @@ class TransactionCoordinator:
         try:
             offset = self.partitions.log_start_offset(TXN_STATE_TOPIC, partition)
             while True:
-                data, hw = await asyncio.to_thread(
-                    self.partitions.read_committed_bytes, TXN_STATE_TOPIC, partition, offset, LOAD_READ_BYTES
+                data, end = await asyncio.to_thread(
+                    self.partitions.read_log_bytes, TXN_STATE_TOPIC, partition, offset, LOAD_READ_BYTES
                 )
                 if not data or self.epochs.get(partition) != epoch:
                     break
@@ -262,7 +262,7 @@ class TransactionCoordinator:
                                 self._replay(shard, rec.key, rec.value)
                                 count += 1
                     offset = max(offset, h.next_offset)
-                if offset >= hw:
+                if offset >= end:
                     break
         except asyncio.CancelledError:
             raise

@@ -1,0 +1,166 @@
+"""A coordinator elected on a follower loads its partition up to the log end offset, not the
+high watermark it knows (Kafka's loaders read with FetchIsolation.LOG_END).
+
+A follower learns the high watermark from the leader's next fetch response, so right after
+the leader dies its own high watermark can lag its log: the tail holds records the old
+leader had committed and answered for (here the transaction's COMMIT marker that followed
+a TxnOffsetCommit). A load that stopped at the high watermark left those offsets pending
+forever (OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT, and a later ABORT
+marker of the same producer dropped them: the consume-transform-produce loop restarted
+from older offsets and duplicated its output; tests/cluster/test_txn_cluster_faults.py).
+
+Real parts: a ReplicaManager over a real LogManager, the replica appended as a follower
+(the fetcher's path), then leadership moved to this broker through a metadata delta.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.log_configs import TopicConfigs
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
+from odradek.coordinator.group.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_offset_value
+from odradek.coordinator.group.records import encode_key as encode_offset_key
+from odradek.coordinator.group.runtime import GroupCoordinator, RuntimeConfig
+from odradek.coordinator.txn.records import TXN_STATE_TOPIC, TxnLogValue
+from odradek.coordinator.txn.records import encode_key as encode_txn_key
+from odradek.coordinator.txn.records import encode_value as encode_txn_value
+from odradek.coordinator.txn.runtime import TransactionCoordinator, TxnConfig
+from odradek.coordinator.txn.state import TxnState
+from odradek.protocol.records import CONTROL_COMMIT, Record, build_batch, build_control_batch
+from odradek.storage import LogConfig, LogManager
+
+PID, EPOCH = 1000, 0
+TOPIC_IDS = {OFFSETS_TOPIC: uuid.uuid4(), TXN_STATE_TOPIC: uuid.uuid4()}
+
+
+@pytest.fixture
+def log_manager(tmp_path):
+    m = LogManager([str(tmp_path / "logs")], LogConfig())
+    m.load()
+    yield m
+    m.shutdown()
+
+
+def snapshot(topic: str, leader: int, leader_epoch: int) -> ClusterSnapshot:
+    part = PartitionInfo(0, leader, (1, 2), (1, 2), leader_epoch=leader_epoch)
+    return ClusterSnapshot("c", 1, (), {topic: TopicInfo(topic, TOPIC_IDS[topic], (part,), {})})
+
+
+def replica_manager(log_manager: LogManager) -> ReplicaManager:
+    return ReplicaManager(1, log_manager, TopicConfigs(BrokerConfig({})), log_dirs=log_manager.log_dirs)
+
+
+async def follow_then_lead(rm: ReplicaManager, topic: str, records: bytes, leader_hw: int) -> None:
+    """Broker 1 follows broker 2, takes `records` with the leader's high watermark `leader_hw`
+    (as a fetch response brings them), then becomes the leader (broker 2 died)."""
+    s1 = snapshot(topic, 2, 0)
+    await rm.on_metadata(MetadataDelta(EMPTY_SNAPSHOT, s1))
+    part = rm.get_partition(topic, 0)
+    assert part is not None and not part.is_leader
+    part.append_as_follower(records, leader_hw, 0)
+    assert part.high_watermark == leader_hw < part.log_end_offset
+    await rm.on_metadata(MetadataDelta(s1, snapshot(topic, 1, 1)))
+    assert part.is_leader
+
+
+async def until(cond, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_group_coordinator_loads_the_marker_past_the_high_watermark(log_manager):
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(RuntimeConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        offsets = build_batch(
+            [
+                Record(
+                    0,
+                    now,
+                    encode_offset_key(OffsetCommitKey("g", "in", 0)),
+                    encode_offset_value(OffsetCommitValue(40, "", now)),
+                    (),
+                )
+            ],
+            base_offset=0,
+            producer_id=PID,
+            producer_epoch=EPOCH,
+            base_sequence=0,
+            is_transactional=True,
+            partition_leader_epoch=0,
+        )
+        marker = build_control_batch(
+            CONTROL_COMMIT,
+            producer_id=PID,
+            producer_epoch=EPOCH,
+            timestamp=now,
+            base_offset=1,
+            partition_leader_epoch=0,
+        )
+        # the follower has both; the leader's last fetch response said only the offsets are committed
+        await follow_then_lead(rm, OFFSETS_TOPIC, offsets + marker, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        err, result = groups.fetch_offsets("g", [("in", [0])], require_stable=True)
+        assert err == 0
+        # committed (not pending: UNSTABLE_OFFSET_COMMIT, offset -1)
+        assert result == [("in", [(0, 40, -1, "", 0)])]
+        await groups.stop()
+
+    asyncio.run(main())
+
+
+class RecordingMarkers:
+    """The transaction coordinator's marker channel, recording what it is asked to write."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, bool, frozenset]] = []
+
+    async def write_markers(self, producer_id, producer_epoch, coordinator_epoch, commit, partitions, still_valid):
+        self.calls.append((producer_id, producer_epoch, commit, partitions))
+        return True
+
+
+def test_transaction_coordinator_loads_the_record_past_the_high_watermark(log_manager):
+    async def main():
+        rm = replica_manager(log_manager)
+        markers = RecordingMarkers()
+
+        async def next_pid() -> int:
+            return PID
+
+        txns = TransactionCoordinator(TxnConfig(num_partitions=1), rm, lambda: asyncio.sleep(0), next_pid, markers)
+        await txns.start()
+        rm.add_leadership_listener(txns)
+        now = int(time.time() * 1000)
+
+        def record(i: int, state: TxnState, partitions: tuple[tuple[str, int], ...]) -> Record:
+            value = TxnLogValue(PID, EPOCH, 60000, int(state), partitions, now, now)
+            return Record(i, now, encode_txn_key("tx"), encode_txn_value(value), ())
+
+        log = b"".join(
+            build_batch([record(i, state, parts)], base_offset=i, partition_leader_epoch=0)
+            for i, (state, parts) in enumerate(
+                [(TxnState.PREPARE_COMMIT, (("out", 0),)), (TxnState.COMPLETE_COMMIT, ())]
+            )
+        )
+        # the old coordinator wrote the markers and CompleteCommit; this follower knew only PrepareCommit committed
+        await follow_then_lead(rm, TXN_STATE_TOPIC, log, leader_hw=1)
+        await until(lambda: txns.describe("tx").error_code == 0)
+        assert txns.describe("tx").state == "CompleteCommit"
+        await asyncio.sleep(0.05)
+        assert markers.calls == []  # nothing to send again: the transaction is complete
+        await txns.stop()
+
+    asyncio.run(main())
