@@ -21,13 +21,6 @@ from support.txn_pipeline import Pipeline, partition_leader, transaction_coordin
 pytestmark = pytest.mark.cluster
 
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
-#: a known bug, found by this test (issue #15): after the coordinator's broker is killed, a
-#: transaction's offsets stay pending in __consumer_offsets, so every new loop instance times out
-#: on its committed offsets (UNSTABLE_OFFSET_COMMIT); the skip goes with the fix
-ODRADEK_BUG = (
-    "odradek bug: after kill -9 of the transaction coordinator's broker a transaction's offsets stay "
-    "pending in __consumer_offsets (the next loop waits on UNSTABLE_OFFSET_COMMIT forever)"
-)
 
 
 class Cluster:
@@ -50,7 +43,7 @@ class Cluster:
 @pytest.fixture(
     params=[
         pytest.param("kafka4", id="kafka4"),
-        pytest.param("odradek", id="odradek", marks=pytest.mark.skip(reason=ODRADEK_BUG)),
+        pytest.param("odradek", id="odradek"),
     ]
 )
 def cluster(request, tmp_path):
