@@ -1,12 +1,14 @@
-"""Exactly-once under kill -9: a consume-transform-produce loop with Apache Kafka's Java client
-(tests/clients/java/TxnCli.java ``ctp``: read_committed consumer, one transaction per poll with
-the input offsets sent to it) copies an input topic to an output topic while its process, or the
-broker, is killed; then a read_committed reader of the output is checked
-(tests/support/txn_checker.py): nothing lost, nothing duplicated, no aborted record visible, no
-transaction torn, order kept per partition, and the group's committed offsets at the input's end.
+"""Exactly-once under kill -9: a consume-transform-produce loop (read_committed consumer, one
+transaction per poll with the input offsets sent to it), with Apache Kafka's Java client
+(tests/clients/java/TxnCli.java ``ctp``) and with odradek's client (tests/support/ctp_odradek.py),
+copies an input topic to an output topic while its process, or the broker, is killed; then a
+read_committed reader of the output is checked (tests/support/txn_checker.py): nothing lost,
+nothing duplicated, no aborted record visible, no transaction torn, order kept per partition, and
+the group's committed offsets at the input's end.
 
-Against Apache Kafka 4.4 (the reference) and odradek. The cluster case (3 brokers: kill the coordinator's broker, a
-partition leader) is in tests/cluster/test_txn_cluster_faults.py.
+Both loops against odradek and Apache Kafka 4.4 (the reference; the odradek loop in
+test_loop_killed only unless ODRADEK_TXN_FAULT_ALL=1, for CI's time). The cluster case (3 brokers:
+kill the coordinator's broker, a partition leader) is in tests/cluster/test_txn_cluster_faults.py.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 import pytest
 from support.txn_checker import Report
 from support.txn_clients import unavailable_reason
-from support.txn_pipeline import Pipeline, Stalled
+from support.txn_pipeline import LOOP_CLIENTS, Pipeline, Stalled, skip_odradek_loop_on_kafka
 
 pytestmark = pytest.mark.interop
 
@@ -31,11 +33,13 @@ RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
 ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
 
 
-@pytest.fixture(autouse=True)
-def _java():
+@pytest.fixture(params=LOOP_CLIENTS, ids=[f"{c}-loop" for c in LOOP_CLIENTS])
+def client(request) -> str:
+    """The loop's client. Java is needed either way (Kafka 4.4, the pipeline's diagnosis)."""
     reason = unavailable_reason("java")
     if reason:
         pytest.skip(f"java: {reason}")
+    return request.param
 
 
 class Node:
@@ -65,6 +69,7 @@ def shared_bootstrap(request) -> str:
 
 @pytest.fixture(params=BROKERS)
 def own_node(request) -> Node:
+    skip_odradek_loop_on_kafka(request.getfixturevalue("client"), request.param)  # before Kafka starts
     if request.param == "kafka4":
         return Node("kafka4", request.getfixturevalue("kafka_factory")())
     return Node("odradek", request.getfixturevalue("broker_factory")())
@@ -92,12 +97,12 @@ def finish(pipe: Pipeline, excused: Callable[[Report], str | None] = lambda r: N
     assert pipe.committed_offsets() == pipe.input_ends(), pipe.describe()
 
 
-def test_loop_killed(shared_bootstrap, tmp_path):
+def test_loop_killed(client, shared_bootstrap, tmp_path):
     """kill -9 of the loop's process, inside a transaction (records sent, offsets added, no
     commit asked) and at a random moment, ROUNDS times each; the next process with the same
     transactional.id fences the dead one and aborts what it left open."""
     rng = random.Random(int(os.environ.get("ODRADEK_FAULT_SEED", "0")) or None)
-    pipe = Pipeline(shared_bootstrap, tmp_path, records=RECORDS)
+    pipe = Pipeline(shared_bootstrap, tmp_path, records=RECORDS, client=client)
     try:
         open_at_kill = []
         for _ in range(ROUNDS):
@@ -140,11 +145,11 @@ def kafka_skipped_markers(node: Node, pipe: Pipeline) -> str | None:
     return None
 
 
-def test_broker_killed(own_node, tmp_path):
+def test_broker_killed(client, own_node, tmp_path):
     """kill -9 of the (only) broker while the loop runs, ROUNDS - 1 times; the loop is restarted
-    whenever the outage killed it (the Java client gives up on a transaction after its timeouts)."""
+    whenever the outage killed it (the client gives up on a transaction after its timeouts)."""
     rng = random.Random(int(os.environ.get("ODRADEK_FAULT_SEED", "0")) or None)
-    pipe = Pipeline(own_node.bootstrap, tmp_path, records=RECORDS)
+    pipe = Pipeline(own_node.bootstrap, tmp_path, records=RECORDS, client=client)
     try:
         loop = pipe.start_loop()
         for _ in range(max(1, ROUNDS - 1)):
