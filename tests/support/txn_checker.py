@@ -1,8 +1,9 @@
 """A checker for exactly-once pipelines: what a consume-transform-produce loop copied, against what
 a read_committed reader sees.
 
-The loop (tests/clients/java/TxnCli.java ``ctp``) copies each input record to the output partition
-of the same number, one transaction per poll, and tags every output record with headers
+The loop (tests/clients/java/TxnCli.java ``ctp``, or tests/support/ctp_odradek.py with odradek's
+client) copies each input record to the output partition of the same number, one transaction
+per poll, and tags every output record with headers
 ``txn`` (the transaction's id, ``<process>:<k>``), ``n`` (how many records that transaction
 wrote) and ``src`` (``<partition>:<offset>`` of the input record). It reports each transaction's
 values before asking for the commit, then ``committed`` or ``aborted`` once answered; a process
