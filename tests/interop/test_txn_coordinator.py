@@ -214,7 +214,7 @@ def test_coordinator_aborts_a_transaction_past_its_timeout(broker_factory):
     b = broker_factory(FAST)
     create_topic(b.bootstrap)
     slow = Producer(
-        {"bootstrap.servers": b.bootstrap, "transactional.id": "slow", "transaction.timeout.ms": 1000, "linger.ms": 0}
+        {"bootstrap.servers": b.bootstrap, "transactional.id": "slow", "transaction.timeout.ms": 4000, "linger.ms": 0}
     )
     slow.init_transactions(20)
     slow.begin_transaction()
@@ -227,8 +227,9 @@ def test_coordinator_aborts_a_transaction_past_its_timeout(broker_factory):
     other.produce(TOPIC, value=b"after", partition=1)
     other.commit_transaction(20)
     assert b"after" not in values(read_committed(b.bootstrap, [1], expect=2, timeout=0.5))
-    # ... until the coordinator aborts it (timeout 1 s, checked every 200 ms)
-    assert b"after" in values(read_committed(b.bootstrap, [1], expect=2, timeout=10))
+    # ... until the coordinator aborts it (timeout 4 s, long enough for the steps above on a loaded
+    # machine; checked every 200 ms)
+    assert b"after" in values(read_committed(b.bootstrap, [1], expect=2, timeout=15))
     with pytest.raises(KafkaException) as e:
         slow.commit_transaction(10)
     assert e.value.args[0].fatal() or e.value.args[0].txn_requires_abort(), e.value

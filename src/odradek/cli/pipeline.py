@@ -149,7 +149,12 @@ def stream(
 @click.option("--gap-ms", type=int, default=30 * 60 * 1000, show_default=True, help="Inactivity that ends a session.")
 @click.option("--lateness-ms", type=int, default=0, show_default=True, help="How far the watermark trails.")
 @click.option("--max-records", type=int, default=500, show_default=True, help="Records per transaction at most.")
-@click.option("--idle-exit", type=float, default=None, help="Stop after this many seconds without input.")
+@click.option(
+    "--idle-exit",
+    type=float,
+    default=None,
+    help="Stop after this many seconds without input, once the input is read to its end.",
+)
 def sessionize(bootstrap, topic, output, group, gap_ms, lateness_ms, max_records, idle_exit):
     """Per-user session summaries, exactly once (transactions; see docs/pipeline.md)."""
     import logging

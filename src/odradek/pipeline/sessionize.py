@@ -274,7 +274,9 @@ class Sessionizer:
                 recs = consumer.poll(1.0, max_records=self.max_records)
                 if not recs:
                     if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
-                        return
+                        if self._caught_up(consumer, tps):
+                            return
+                        idle_since = time.monotonic()  # no input because the broker is away: not idle
                     continue
                 idle_since = time.monotonic()
                 self._transaction(producer, consumer, state, recs)
@@ -284,6 +286,17 @@ class Sessionizer:
             if consumer is not None:
                 consumer.close(autocommit=False)
             producer.close()
+
+    @staticmethod
+    def _caught_up(consumer, tps) -> bool:
+        """Whether every input partition's position reached its end (the last stable offset:
+        the consumer reads committed): idle means no input left, not no answer from the broker."""
+        try:
+            ends = consumer.end_offsets(tps, timeout=5)
+            return all(consumer.position(tp, timeout=5) >= ends[tp] for tp in tps)
+        except Exception as e:  # noqa: BLE001 - any failure to find out means "not known to be idle"
+            log.info("sessionize: cannot tell whether the input is consumed (%r): not idle", e)
+            return False
 
     def _transaction(self, producer, consumer, state: dict[int, PartitionSessions], recs) -> None:
         from odradek.client import TopicPartition
