@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator.txn.records import TXN_STATE_TOPIC
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:
     from odradek.broker.services import BrokerServices
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("odradek.broker.txn_verification")
 
 ADD_PARTITIONS_TO_TXN = 24
-_TRANSACTIONAL = 0x10
 _RETRIABLE = frozenset(
     {
         int(ErrorCode.concurrent_transactions),
@@ -54,7 +54,7 @@ Refusal = tuple[int, str | None]  # (error code, message)
 
 def _transactional_producer(records: Any) -> tuple[int, int] | None:
     """(producer id, epoch) of a transactional first batch (header fields read in place), or None."""
-    if len(records) < 61 or not records[22] & _TRANSACTIONAL:  # attributes: bytes 21-22, big endian
+    if len(records) < 61 or not records[22] & TRANSACTIONAL_MASK:  # attributes: bytes 21-22, big endian
         return None
     return int.from_bytes(records[43:51], "big", signed=True), int.from_bytes(records[51:53], "big", signed=True)
 
