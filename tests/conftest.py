@@ -13,9 +13,11 @@
   Use unique topic names; never stop them. A test that stops, kills or reconfigures Kafka makes
   its own with ``kafka_factory(line="4", brokers=1, zookeeper=False, overrides=None)``.
 
-Markers: ``interop`` (real broker process + real clients), ``harness`` (adapter self-tests against
-third-party brokers; run alone with ``pytest tests/support -m harness``), ``reference`` (given to
-every test that uses one of the Apache Kafka fixtures; ``-m "not reference"`` leaves them out).
+Tiers are folders (tests/README.md): each test gets its folder's tier as a marker (``unit``,
+``inprocess``, ``sim``, ``interop``, ``cluster``, ``reference``, ``spark``, ``pipeline``,
+``harness``), so ``-m unit`` or ``tests/unit`` select the same tests. ``reference`` is also given
+to every test that uses one of the Apache Kafka fixtures, wherever it lives
+(``-m "not reference"`` leaves Kafka out). Markers are declared in pyproject.toml only.
 Run ``bash scripts/install-test-deps.sh`` first for the Java, kafkajs, kcat, Tansu and Kafka parts.
 """
 
@@ -40,23 +42,29 @@ from support import apache_kafka  # noqa: E402
 from support.broker import BrokerProcess, MockClusterBroker, TansuBroker  # noqa: E402
 from support.clients import CLIENTS, make_client, unavailable_reason  # noqa: E402
 
+pytest_plugins = ["support.spark_session"]  # the SparkSession fixtures of tests/spark and tests/pipeline
+
 CLIENT_NAMES = list(CLIENTS)
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "interop: tests that start a real broker process and use real clients")
-    config.addinivalue_line("markers", "harness: self-tests of the client adapters against third-party brokers")
-    config.addinivalue_line("markers", "cluster: several odradek brokers and a private ZooKeeper")
-    config.addinivalue_line("markers", "reference: tests that run Apache Kafka itself (tests/support/apache_kafka.py)")
-    # kafka-python 3.0.12 loads its protocol schemas with deprecated importlib.resources calls.
-    config.addinivalue_line("filterwarnings", "ignore:.*is deprecated. Use files:DeprecationWarning")
-
-
+TESTS = Path(__file__).resolve().parent
+#: the folders that are tiers (tests/README.md); the marker of each is its name
+TIERS = ("unit", "inprocess", "sim", "interop", "cluster", "reference", "spark", "pipeline", "harness")
 KAFKA_FIXTURES = {"kafka39", "kafka4", "kafka39_zk", "kafka_cluster", "kafka39_zk_cluster", "kafka_factory"}
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier of a test file: the first folder under tests/ (None for a file outside the tiers)."""
+    try:
+        parts = path.resolve().relative_to(TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
+        tier = tier_of(Path(item.path))
+        if tier:
+            item.add_marker(getattr(pytest.mark, tier))
         if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.reference)
 

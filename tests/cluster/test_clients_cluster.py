@@ -9,9 +9,8 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from interop.test_clients import _records
-from interop.test_groups_member import Member, split_ok, wait_until
-from support.clients import unavailable_reason
+from support.clients import keyed_records, unavailable_reason
+from support.group_member import Member, split_ok, wait_until
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 
 
@@ -66,7 +65,7 @@ def test_topic_admin_and_records_across_leaders(cluster, client):
         lambda: seen.append(c.describe_topic(topic)) or seen[-1] == leaders, 10, lambda: f"{seen[-1:]} != {leaders}"
     )
     assert seen[-1] == leaders
-    sent = _records(1500)
+    sent = keyed_records(1500)
     meta = c.produce(topic, sent)
     assert len(meta) == len(sent)
     got = c.consume(topic, expected=len(sent), timeout=60)

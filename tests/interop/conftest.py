@@ -1,4 +1,6 @@
-"""Fixtures for odradek.client tests: the same tests run against real peers.
+"""Fixtures of the interop tier (a real broker process, real clients; tests/README.md).
+
+Tests of odradek's own client run the same test against real peers:
 
 ``peer`` is parametrized over:
   * ``mock``    librdkafka's mock cluster (confluent-kafka), session scope;

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from sparkutil import make_topic
+from support.spark_data import make_topic
 
 pytestmark = pytest.mark.spark
 

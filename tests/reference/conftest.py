@@ -7,22 +7,15 @@
 * ``pair``         :class:`diff.Pair` of the session's Apache Kafka 4.x (``kafka4``) and ``odradek_ref``.
 * ``pair39``       the same with Kafka 3.9 (``kafka39``), for behaviour that differs between lines.
 
-Both brokers are shared by every test: use unique names (:func:`unique`), leave the brokers'
+Both brokers are shared by every test: use unique names (:func:`support.diff.unique`), leave the brokers'
 own settings alone (validate_only for broker-level config changes).
 """
 
 from __future__ import annotations
 
-import sys
-import uuid
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # `diff` and `scenarios` importable from here
-
-from diff import Pair, Target  # noqa: E402
-from support.broker import BrokerProcess  # noqa: E402
+from support.broker import BrokerProcess
+from support.diff import Pair, Target
 
 #: what tests/support/apache_kafka.py base_properties() sets on Kafka (the same values, so that
 #: DescribeConfigs sources compare), and a quick cleaner
@@ -32,10 +25,6 @@ ODRADEK_OVERRIDES = {
     "offsets.topic.replication.factor": "1",
     "log.cleaner.backoff.ms": "200",
 }
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="session")

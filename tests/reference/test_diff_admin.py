@@ -11,8 +11,8 @@ import socket
 import struct
 
 import pytest
-from conftest import unique
-from proto import (
+from support.diff import unique
+from support.proto import (
     API_VERSIONS,
     BROKER,
     CREATE_PARTITIONS,

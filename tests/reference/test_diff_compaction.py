@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import unique
-from proto import batch, create_topic, fetch, produce_ok
+from support.diff import unique
+from support.proto import batch, create_topic, fetch, produce_ok
 
 from odradek.protocol.records import decode_records, parse_header
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import unique
-from proto import TOPIC, create_topic, create_topics, describe_configs, fetch, produce, produce_ok
+from support.diff import unique
+from support.proto import TOPIC, create_topic, create_topics, describe_configs, fetch, produce, produce_ok
 
 from odradek.protocol import records as R
 from odradek.protocol.records import Record

@@ -12,13 +12,12 @@ Member ids are drawn by each broker and compared only as "set or not" (diff.MASK
 from __future__ import annotations
 
 import struct
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import unique
-from proto import (
+from support.diff import unique
+from support.group_member import Member, split_ok, wait_until
+from support.proto import (
     FIND_COORDINATOR,
     HEARTBEAT,
     JOIN_GROUP,
@@ -37,9 +36,6 @@ from proto import (
     produce_ok,
 )
 from support.raw import nested
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
-from test_groups_member import Member, split_ok, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.reference
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import unique
-from proto import batch, create_topic, delete_records, fetch, list_offsets, produce, produce_ok
+from support.diff import unique
+from support.proto import batch, create_topic, delete_records, fetch, list_offsets, produce, produce_ok
 
 from odradek.protocol.records import Record, parse_header
 

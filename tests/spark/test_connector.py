@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from sparkutil import checksum, make_topic, produce
+from support.spark_data import checksum, make_topic, produce
 
 pytestmark = pytest.mark.spark
 

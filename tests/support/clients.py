@@ -213,6 +213,18 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def keyed_records(n: int, keys: int = 50) -> list[Rec]:
+    """n records over `keys` keys, each with two headers (one of them binary) and a 46-byte value."""
+    return [
+        Rec(
+            key=f"user-{i % keys}".encode(),
+            value=f"value-{i:06d}-".encode() + bytes([i % 256]) * 40,
+            headers=[("seq", str(i).encode()), ("src", b"\x01\xfe")],
+        )
+        for i in range(n)
+    ]
+
+
 def java_partition(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 

@@ -35,6 +35,12 @@ from typing import Any
 
 from support.raw import RawConnection
 
+
+def unique(prefix: str) -> str:
+    """A name no other test uses: the brokers of tests/reference are shared by the whole session."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
 #: fields that legitimately differ between two brokers, dropped wherever they appear
 IGNORED_FIELDS = frozenset(
     {

@@ -240,3 +240,22 @@ class Harness:
                 assert {tp: v.record_offset for tp, v in theirs.items()} == {
                     tp: v.record_offset for tp, v in group.offsets.items()
                 }
+
+
+def static_stable(h: Harness, instances=("i0", "i1")) -> tuple[dict[str, str], int]:
+    """Static members join (no MEMBER_ID_REQUIRED for them) and sync; returns instance -> member id."""
+    for inst in instances:
+        h.join(("j", inst), instance=inst, client=inst)
+    h.advance(200)  # the initial delay (and its extension) passes
+    results = {inst: h.reply(("j", inst)) for inst in instances}
+    ids = {inst: r.member_id for inst, r in results.items()}
+    gen = results[instances[0]].generation
+    assert all(r.error == 0 and r.generation == gen for r in results.values())
+    leader = results[instances[0]].leader
+    assignment = {mid: f"A-{inst}".encode() for inst, mid in ids.items()}
+    for inst, mid in ids.items():
+        if mid != leader:
+            h.sync(("s", inst), "g", gen, mid, instance=inst)
+    h.sync(("s", "leader"), "g", gen, leader, assignment)
+    assert h.state.groups["g"].state is GroupState.STABLE
+    return ids, gen

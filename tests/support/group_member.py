@@ -1,5 +1,5 @@
 """A consumer-group member as a child process, for the group interop tests (not a test module:
-pytest collects nothing here; run it as ``python test_groups_member.py CLIENT ...``).
+run it as ``python tests/support/group_member.py CLIENT ...``).
 
 Every group member the tests start is its own process, whatever the client, so that a member
 can be killed with SIGKILL and so that no two consumers share a process: kafka-python 3.0.12's
@@ -519,3 +519,26 @@ def split_ok(members, partitions: int) -> bool:
     """Every partition owned by exactly one of ``members``, each owning at least one."""
     owned = [p for m in members for p in m.assignment]
     return sorted(owned) == list(range(partitions)) and all(m.assignment for m in members)
+
+
+# --- helpers of the group tests (tests/interop/groups, tests/reference/test_diff_groups.py)
+
+#: broker settings of the group tests: no initial rebalance delay, a few offsets partitions
+OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "8"}
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    for f in a.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(15)
+
+
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, v.encode(), partition=i % partitions)
+    assert p.flush(15) == 0

@@ -5,7 +5,7 @@ from pathlib import Path
 from odradek.broker.config import reference_markdown
 from odradek.broker.registry import api_table_markdown
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def test_configuration_reference_is_current():

@@ -13,8 +13,8 @@ import time
 import pytest
 from support.apache_kafka import tool_command, unavailable_reason
 from support.inprocess import InProcessBroker
+from support.inprocess_groups import broker, create_topic_t, find_coordinator, loaded
 from support.raw import RawConnection, nested
-from test_runtime import broker, create_topic_t, find_coordinator, loaded
 
 from odradek.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from odradek.protocol.errors import ErrorCode as E

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "support" / "client_only.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "support" / "client_only.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

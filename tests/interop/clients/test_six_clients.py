@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from support.clients import ClientError, Rec, Unsupported, java_partition
+from support.clients import ClientError, Rec, Unsupported, java_partition, keyed_records
 
 pytestmark = pytest.mark.interop
 
@@ -19,17 +19,6 @@ CODECS = ["gzip", "snappy", "lz4", "zstd"]
 
 def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def _records(n: int, keys: int = 50) -> list[Rec]:
-    return [
-        Rec(
-            key=f"user-{i % keys}".encode(),
-            value=f"value-{i:06d}-".encode() + bytes([i % 256]) * 40,
-            headers=[("seq", str(i).encode()), ("src", b"\x01\xfe")],
-        )
-        for i in range(n)
-    ]
 
 
 def test_topic_admin(broker, client):
@@ -52,7 +41,7 @@ def test_ten_thousand_keyed_records_round_trip(broker, client):
     c = client(broker.bootstrap)
     topic = _topic("bulk")
     c.create_topic(topic, 4)
-    sent = _records(10_000)
+    sent = keyed_records(10_000)
     meta = c.produce(topic, sent)
     assert len(meta) == len(sent)
     # Same key -> same partition, and the partition the Java client would choose.
@@ -84,7 +73,7 @@ def test_codec_across_clients(broker, client, codec):
         pytest.skip(f"{reader_name} not installed")
     topic = _topic(f"codec-{codec}")
     producer.create_topic(topic, 2)
-    sent = _records(500, keys=10)
+    sent = keyed_records(500, keys=10)
     try:
         producer.produce(topic, sent, compression=codec)
     except Unsupported as e:
@@ -155,7 +144,7 @@ def test_restart_keeps_acknowledged_records(broker, client):
     c = client(broker.bootstrap)
     topic = _topic("restart")
     c.create_topic(topic, 3)
-    first, second = _records(300)[:150], _records(300)[150:]
+    first, second = keyed_records(300)[:150], keyed_records(300)[150:]
     c.produce(topic, first)
     broker.restart()
     c = client(broker.bootstrap)

@@ -11,8 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from test_groups_clients import OVERRIDES, create_topic
-from test_groups_member import Member, split_ok, wait_until
+from support.group_member import OVERRIDES, Member, create_topic, split_ok, wait_until
 
 pytestmark = pytest.mark.interop
 pytest.importorskip("confluent_kafka")

@@ -21,11 +21,10 @@ import time
 
 import pytest
 from support.clients import unavailable_reason
-from test_groups_member import Member, split_ok, wait_until
+from support.group_member import OVERRIDES, Member, create_topic, produce, split_ok, wait_until
 
 pytestmark = pytest.mark.interop
 
-OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "8"}
 SESSION_MS = 6000
 #: after a kill, the coordinator notices within session.timeout.ms; the survivors then need one
 #: heartbeat (1 s) to learn of the rebalance and one join/sync round trip
@@ -48,23 +47,6 @@ def _skip_unless(kind: str) -> None:
 
         if not (JAVA_DIR / "classes" / "GroupCli.class").is_file():
             pytest.skip("GroupCli not built: run scripts/install-test-deps.sh")
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    for f in a.create_topics([NewTopic(name, partitions, 1)]).values():
-        f.result(15)
-
-
-def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i, v in enumerate(values):
-        p.produce(topic, v.encode(), partition=i % partitions)
-    assert p.flush(15) == 0
 
 
 def _stop_all(members) -> None:

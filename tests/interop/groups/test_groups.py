@@ -17,8 +17,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_groups_clients import OVERRIDES, create_topic, produce
-from test_groups_member import Member, split_ok, wait_until
+from support.group_member import OVERRIDES, Member, create_topic, produce, split_ok, wait_until
 
 pytestmark = pytest.mark.interop
 

@@ -1,13 +1,9 @@
-"""Tests of the broker's middle in this process: the registry, purgatory, partition,
-replica manager, fetch sessions, and a whole broker without sockets
-(tests/support/inprocess.py)."""
+"""Tests of the broker's middle in this process, without a broker: the registry, purgatory,
+partition, replica manager and fetch sessions over real logs (tmp_path)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
-from support.inprocess import InProcessBroker
 
 from odradek.storage import LogConfig, LogManager
 
@@ -18,11 +14,3 @@ def log_manager(tmp_path):
     m.load()
     yield m
     m.shutdown()
-
-
-@pytest.fixture
-def inprocess(tmp_path) -> Callable[..., InProcessBroker]:
-    def make(**overrides: str) -> InProcessBroker:
-        return InProcessBroker(tmp_path / "data", overrides)
-
-    return make

@@ -8,7 +8,7 @@ import pytest
 from odradek.protocol import errors
 from odradek.protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError, error_class, raise_for_code
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _generator():

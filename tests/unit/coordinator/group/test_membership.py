@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import Harness
+from support.group_harness import Harness
 
 from odradek.coordinator.group.model import GroupState
 from odradek.protocol.errors import ErrorCode as E

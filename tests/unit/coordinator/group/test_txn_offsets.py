@@ -3,8 +3,7 @@ committed or dropped by it, replayed from the log, and require_stable (KIP-447).
 
 from __future__ import annotations
 
-from harness import Harness
-from test_static_and_offsets import static_stable
+from support.group_harness import Harness, static_stable
 
 from odradek.coordinator.group.model import GroupState
 from odradek.protocol.errors import ErrorCode as E

@@ -1,5 +1,7 @@
-"""Fixtures for the Spark connector and pipeline tests: one local[2] SparkSession and one
-odradek broker for the whole session (tests use their own topics).
+"""Fixtures of the Spark connector and pipeline tests (tests/spark, tests/pipeline): one local[2]
+SparkSession and one odradek broker for the whole session (tests use their own topics).
+A pytest plugin (tests/conftest.py names it in ``pytest_plugins``), so that both folders share
+the one session.
 
 The session is created with Spark's own Kafka connector on ``spark.jars`` when it is installed
 (tests/support/spark_jars.py), so ``format("kafka")`` runs beside ``format("odradek")``; jars can
@@ -12,16 +14,8 @@ import sys
 import uuid
 
 import pytest
-
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
-from support.broker import BrokerProcess  # noqa: E402
-from support.spark_jars import spark_jars_conf  # noqa: E402
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "spark: tests with a real local SparkSession and a real broker")
+from support.broker import BrokerProcess
+from support.spark_jars import spark_jars_conf
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +28,8 @@ def spark_broker(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pyarrow")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
