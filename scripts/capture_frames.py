@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Capture request frames from every real client, as fixtures for tests/protocol.
+"""Capture request frames from every real client, as fixtures for tests/unit/protocol.
 
 Starts an odradek broker and a recording TCP proxy in front of it (the broker
 advertises the proxy, so clients never leave it), then drives each client adapter
@@ -11,7 +11,7 @@ Every request frame (the bytes after the 4-byte size) is attributed to a client 
 the client id in its header (see CLIENT_IDS; frames with any other client id, e.g.
 kcat's topic creation through librdkafka's AdminClient, are ignored) and the first
 frame of each (client, api_key, api_version) is written to
-tests/protocol/fixtures/<client>/<api_name>_v<version>.bin. Frames over 64 KiB are
+tests/unit/protocol/fixtures/<client>/<api_name>_v<version>.bin. Frames over 64 KiB are
 skipped, never truncated.
 
 Run by hand (not in CI), from the repo root, after scripts/install-test-deps.sh:
@@ -44,7 +44,7 @@ from support.clients import CLIENTS, Rec, make_client, unavailable_reason  # noq
 
 from odradek.protocol.messages import api_name  # noqa: E402
 
-FIXTURES = REPO_ROOT / "tests" / "protocol" / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "unit" / "protocol" / "fixtures"
 MAX_FRAME = 64 * 1024
 
 # The client id each adapter sends (tests/support/clients.py, KafkaCli.java, kafkajs_cli.js;

@@ -9,7 +9,7 @@
 #
 #   bash scripts/check-client-install.sh        (needs .venv: scripts/install-test-deps.sh)
 #
-# Slower than the test suite wants (a venv, a wheel build): tests/client/test_client_only.py
+# Slower than the test suite wants (a venv, a wheel build): tests/interop/clients/test_client_only.py
 # checks the same import graph in-process with those packages refused by an import hook.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

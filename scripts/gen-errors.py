@@ -2,7 +2,7 @@
 
 One class per Kafka error code (except NONE), written out as code so IDEs and type checkers see
 them. Only the region between the BEGIN/END markers is rewritten; the rest of the module is
-edited by hand. tests/protocol/test_errors.py fails when the region is out of date with kio:
+edited by hand. tests/unit/protocol/test_errors.py fails when the region is out of date with kio:
 
     python scripts/gen-errors.py
 """

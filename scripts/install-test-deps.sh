@@ -268,7 +268,7 @@ fi
 
 # --- 9. Spark's Kafka connector ------------------------------------------------------
 # format("kafka") beside our format("odradek"): the jars pyspark lacks, handed to the test SparkSession
-# and bench/spark/run.py as spark.jars (tests/spark/conftest.py).
+# and bench/spark/run.py as spark.jars (tests/support/spark_session.py).
 step "Spark's Kafka connector (.deps/spark-kafka, Maven)"
 if maven_fresh "$MAVEN_DIR/spark-sql-kafka.xml" "$DEPS/spark-kafka"; then
     info "present: $(cd "$DEPS/spark-kafka" && ls *.jar | tr '\n' ' ')"

@@ -4,7 +4,7 @@ A broker is started in this process (temp dir, uvloop, no listener traffic); eac
 exact code a connection runs for one frame: framing and parsing (the protocol connection's
 receive_data + next_event: header + body), the handler, the response framing. Requests are
 the ones librdkafka 2.16 sends (Produce v10 with one 100-byte record, acks=1; Fetch v16 of one
-partition, session-less) rebuilt from tests/protocol/fixtures/confluent. The fetch is timed
+partition, session-less) rebuilt from tests/unit/protocol/fixtures/confluent. The fetch is timed
 under read_uncommitted, read_committed (isolation_level 1: the last stable offset and the
 aborted-transaction lookup), and read_committed once the log holds an aborted transaction.
 
@@ -44,7 +44,7 @@ from odradek.protocol.headers import encode_request_header  # noqa: E402
 from odradek.storage import AppendOrigin  # noqa: E402
 
 SENTINEL = 0x0123456789ABCDEF
-FIX = ROOT / "tests" / "protocol" / "fixtures" / "confluent"
+FIX = ROOT / "tests" / "unit" / "protocol" / "fixtures" / "confluent"
 
 
 def frame_for(api_key: int, version: int, req, corr: int = 1) -> bytes:

@@ -1,5 +1,5 @@
 """Exactly-once in a 3-broker cluster under kill -9 (issue #15): the consume-transform-produce
-loop of tests/interop/test_txn_faults.py (read_committed, one transaction per poll; with the Java
+loop of tests/interop/txn/test_faults.py (read_committed, one transaction per poll; with the Java
 client and with odradek's client)
 over topics with replication factor 3 and min.insync.replicas=2, while the broker that is the
 loop's transaction coordinator, then the broker leading an output partition, is killed and

@@ -1,6 +1,6 @@
 """Differential: topic administration, metadata and configs, odradek against Apache Kafka 4.x.
 
-Each test runs one scenario on both brokers (tests/reference/diff.py) and compares the
+Each test runs one scenario on both brokers (tests/support/diff.py) and compares the
 responses field by field; what legitimately differs (ids, hosts, ports, throttle times, message
 texts) is left out by the harness, anything else a test leaves out is named with its reason.
 """

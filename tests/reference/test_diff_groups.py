@@ -2,7 +2,7 @@
 
 Protocol level (raw JoinGroup / SyncGroup / Heartbeat / LeaveGroup / OffsetCommit / OffsetFetch):
 the error codes for bad input and the generation a group reaches. Client level (the Java client
-and librdkafka, each member its own process: tests/interop/test_groups_member.py): the sequence
+and librdkafka, each member its own process: tests/support/group_member.py): the sequence
 of assignments and revocations each member sees, eager and cooperative, and a static member's
 restart.
 

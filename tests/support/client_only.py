@@ -5,7 +5,7 @@ trip against a broker, without any package of the `broker` extra.
 
 In a client-only install (`pip install odradek`, see scripts/check-client-install.sh) those
 packages must be absent, and that is checked first. With `--block` (for a venv that has them,
-as in tests/client/test_client_only.py) an import hook refuses them instead; `--also MODULE`
+as in tests/interop/clients/test_client_only.py) an import hook refuses them instead; `--also MODULE`
 imports MODULE under the hook before anything else, to show the hook bites. Prints
 "client-only round trip ok" and exits 0 on success.
 """

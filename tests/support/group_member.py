@@ -4,7 +4,7 @@ run it as ``python tests/support/group_member.py CLIENT ...``).
 Every group member the tests start is its own process, whatever the client, so that a member
 can be killed with SIGKILL and so that no two consumers share a process: kafka-python 3.0.12's
 new I/O loop was seen to leave one of two in-process consumers waiting forever (see
-tests/interop/test_groups.py).
+tests/interop/groups/test_groups.py).
 
 The same contract is implemented for the Java client by tests/clients/java/GroupCli.java and
 for kafkajs by tests/clients/node/kafkajs_group.js:

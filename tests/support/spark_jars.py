@@ -4,7 +4,7 @@
 ``.deps/spark-kafka``: the connector 4.2.0 (the newest Maven Central serves; there is no 4.3.0
 for the installed pyspark 4.3.0, and 4.2.0 runs on it), its token provider, kafka-clients 3.9.2
 and commons-pool2: the jars pyspark does not ship. A SparkSession loads them with ``spark.jars``
-when it is created (:func:`spark_jars_conf`): the tests' shared session (tests/spark/conftest.py)
+when it is created (:func:`spark_jars_conf`): the tests' shared session (tests/support/spark_session.py)
 and bench/spark/run.py do.
 """
 

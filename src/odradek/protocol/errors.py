@@ -1,7 +1,7 @@
 """Kafka error codes, with their retriable flag, and one exception class per code.
 
 The codes come from kio's ErrorCode (generated from Kafka's own error list). The classes
-below are generated from it by scripts/gen-errors.py (tests/protocol/test_errors.py fails
+below are generated from it by scripts/gen-errors.py (tests/unit/protocol/test_errors.py fails
 when they are out of date with the installed kio). `error_class(code)` gives the class of a
 code; each class has `code`, `name` and `retriable`, so clients can decide what to retry.
 """

@@ -6,7 +6,7 @@ request, where Kafka 3.9/4 take 1.1-1.3 ms of CPU and 0.5-1.2 ms (docs/benchmark
 Apache Kafka"). Here each topic is encoded on its own (`encode_topic`) and the response
 (`encode_metadata_response`) joins the encoded topics, so the broker can keep a topic's bytes
 until its metadata changes (broker/handlers/k03_metadata.py). Versions 0-13;
-tests/protocol/test_metadata_codec.py compares the bytes with kio's for every version.
+tests/unit/protocol/test_metadata_codec.py compares the bytes with kio's for every version.
 
 Layout (Kafka's MetadataResponse.json): throttle time (v3+); brokers: node id, host, port,
 rack (v1+); cluster id (v2+); controller id (v1+); topics: error code, name (nullable v12+),

@@ -4,7 +4,7 @@ Building a kio response means one frozen dataclass per partition and topic, each
 converted (error code enum, `datetime` for the append time) and then written by a generic
 writer: ~20 µs for a one-partition response, a third of what the broker spends on a
 single-record Produce. `encode_produce_response` writes the same bytes directly
-(versions 3-13; tests/protocol/test_produce_codec.py compares it with kio for every version).
+(versions 3-13; tests/unit/protocol/test_produce_codec.py compares it with kio for every version).
 
 Layout (Kafka's ProduceResponse.json): per topic the name (v13: topic id), per partition
 index, error code, base offset, log append time, log start offset (v5+), record errors (batch

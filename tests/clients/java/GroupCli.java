@@ -1,7 +1,7 @@
 // GroupCli: one long-lived consumer-group member on the Apache Kafka Java client (kafka-clients
-// 3.9.1, classic group protocol), for odradek's group interop tests (tests/interop/test_groups*.py).
+// 3.9.1, classic group protocol), for odradek's group interop tests (tests/interop/groups/).
 // The contract (arguments, JSON-lines events on stdout, "stop" on stdin) is the one written down
-// in tests/interop/test_groups_member.py.
+// in tests/support/group_member.py.
 //
 // Build (scripts/install-test-deps.sh does it):
 //   javac -d .deps/java/classes -cp '.deps/java/*' tests/clients/java/GroupCli.java

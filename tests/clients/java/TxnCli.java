@@ -1,5 +1,5 @@
 // TxnCli: Apache Kafka's Java client (kafka-clients 3.9.1) driving transactions, for odradek's
-// transaction tests (tests/interop/test_txn_clients.py, tests/interop/test_txn_faults.py, bench/txn/).
+// transaction tests (tests/interop/txn/test_clients.py, tests/interop/txn/test_faults.py, bench/txn/).
 // Built beside KafkaCli (scripts/install-test-deps.sh), same output contract: stdout carries JSON
 // lines only, logging goes to stderr, bytes are base64, a client exception is
 // {"error": "<simple class name>", "message": ...}.

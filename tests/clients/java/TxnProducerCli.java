@@ -1,5 +1,5 @@
 // TxnProducerCli: one transactional producer on the Apache Kafka Java client (kafka-clients 3.9.1),
-// driven line by line, for odradek's transaction coordinator tests (tests/interop/test_txn_coordinator.py).
+// driven line by line, for odradek's transaction coordinator tests (tests/interop/txn/test_coordinator.py).
 //
 // Build (scripts/install-test-deps.sh does it):
 //   javac -d .deps/java/classes -cp '.deps/java/*' tests/clients/java/TxnProducerCli.java

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // kafkajs_group.js: one long-lived kafkajs 2.2.4 consumer-group member for odradek's group interop
 // tests. Arguments, stdout events and the "stop" line on stdin follow the contract written down in
-// tests/interop/test_groups_member.py.
+// tests/support/group_member.py.
 //
 // kafkajs has no revocation callback: each GROUP_JOIN event carries the member's whole new
 // assignment, and "revoked"/"assigned" events are derived from the difference. It has no

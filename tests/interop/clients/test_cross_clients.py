@@ -27,7 +27,7 @@ CODEC_FOR = {
     "aiokafka": "lz4",
     "kafkajs": "gzip",
 }
-# pairs that cannot work, with the reason (see tests/support/test_harness_thirdparty.py)
+# pairs that cannot work, with the reason (see tests/harness/test_thirdparty.py)
 KNOWN_BROKEN = {("kcat", "tansu"): "kcat (librdkafka 2.0.2) cannot parse Tansu's ApiVersions v3 tagged fields"}
 
 

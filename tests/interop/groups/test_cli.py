@@ -1,5 +1,5 @@
 """`odradek groups ...` against a real broker and a real consumer group (confluent-kafka
-members, each its own process; see test_groups_member.py). The CLI runs as a subprocess."""
+members, each its own process; see tests/support/group_member.py). The CLI runs as a subprocess."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Consumer groups end to end with every real client (project issue #4).
 
-Each member is its own process (tests/interop/test_groups_member.py has the contract and the
+Each member is its own process (tests/support/group_member.py has the contract and the
 Python members; tests/clients/java/GroupCli.java and tests/clients/node/kafkajs_group.js the
 others), so a member can be killed with SIGKILL. Session timeouts are 6 s.
 

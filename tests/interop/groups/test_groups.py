@@ -1,7 +1,7 @@
 """Consumer groups end to end: two kafka-python consumers (and two confluent-kafka ones) share
 a 4-partition topic; committed offsets survive a broker restart; the group can be deleted.
 
-Each consumer runs in its own process (test_groups_member.py). This test used to run the two
+Each consumer runs in its own process (tests/support/group_member.py). This test used to run the two
 kafka-python consumers as threads of the test process and hung about one run in three: one
 consumer thread stayed blocked in kafka-python 3.0.12's ``ensure_coordinator_ready`` ->
 ``NetworkSelector.run`` -> ``threading.Event.wait()`` while both consumers' I/O threads sat idle

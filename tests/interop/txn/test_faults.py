@@ -8,7 +8,7 @@ the group's committed offsets at the input's end.
 
 Both loops against odradek and Apache Kafka 4.4 (the reference; the odradek loop in
 test_loop_killed only unless ODRADEK_TXN_FAULT_ALL=1, for CI's time). The cluster case (3 brokers:
-kill the coordinator's broker, a partition leader) is in tests/cluster/test_txn_cluster_faults.py.
+kill the coordinator's broker, a partition leader) is in tests/cluster/test_transaction_faults.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The consumer's read_committed filter on hand-built logs (both record codecs, `impl`):
 Kafka's algorithm over the Fetch response's aborted transactions, markers never returned.
-The same behaviour against a real broker: tests/client/test_transactions.py."""
+The same behaviour against a real broker: tests/interop/txn/test_odradek_client.py."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ leader had committed and answered for (here the transaction's COMMIT marker that
 a TxnOffsetCommit). A load that stopped at the high watermark left those offsets pending
 forever (OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT, and a later ABORT
 marker of the same producer dropped them: the consume-transform-produce loop restarted
-from older offsets and duplicated its output; tests/cluster/test_txn_cluster_faults.py).
+from older offsets and duplicated its output; tests/cluster/test_transaction_faults.py).
 
 Real parts: a ReplicaManager over a real LogManager, the replica appended as a follower
 (the fetcher's path), then leadership moved to this broker through a metadata delta.

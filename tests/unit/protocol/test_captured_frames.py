@@ -1,4 +1,4 @@
-"""Request frames captured from the six real clients (tests/protocol/fixtures) decode,
+"""Request frames captured from the six real clients (tests/unit/protocol/fixtures) decode,
 re-encode byte for byte, and carry valid record batches.
 
 The fixtures are made by ``scripts/capture_frames.py`` (run by hand): one file per
