@@ -1,0 +1,104 @@
+"""One uniform adapter per real Kafka client, for interop tests.
+
+Every adapter is built as ``make_client(name, bootstrap)`` (or the class
+directly) and exposes exactly::
+
+    create_topic(name, partitions, configs=None, *, replication_factor=1) -> None
+    delete_topic(name) -> None
+    list_topics() -> set[str]                      # internal "__*" topics left out
+    describe_topic(name) -> {partition: leader_id}
+    produce(topic, records: list[Rec], *, acks=-1, compression=None, idempotent=None)
+        -> list[(partition, offset)]               # in the order of ``records``
+    consume(topic, *, expected, timeout=30, from_beginning=True, partitions=None, group=None,
+            start_offset=None, reset=None)
+        -> list[Rec]                               # stops at ``expected`` records or ``timeout`` s
+        ``start_offset``: start every assigned partition at this offset (not with a
+        subscribing group); ``reset``: what to do when the position is out of range,
+        "earliest" | "latest" | "none" (raise ClientError kind "OffsetOutOfRange"),
+        mapped to each client's own setting; None = "earliest" if from_beginning else "latest".
+    offsets_for_times(topic, ts) -> {partition: offset | None}
+
+``make_client(name, bootstrap, isolation="read_committed")`` sets the consumers' isolation
+level (None: each client's default).
+
+``Rec`` carries bytes (key, value, header values; None = null). A client's
+error becomes ``ClientError(client, kind, message)`` with ``kind`` a
+normalized Kafka error name (see :func:`normalize_kind`): "InvalidTopic",
+"OffsetOutOfRange", "MessageTooLarge", "UnknownTopicOrPartition",
+"TopicAlreadyExists", "Timeout", ... or the client's own name otherwise.
+``Unsupported`` (kind "Unsupported") is raised for what a client cannot do.
+
+Clients: java (tests/clients/java/KafkaCli.java via subprocess), confluent
+(confluent-kafka), kcat (Debian kcat), kafka_python, aiokafka, kafkajs
+(tests/clients/node/kafkajs_cli.js via node). Keyed records go to the same
+partition with every client (all use the Java murmur2 partitioner).
+
+Group consumers use a 6 s session and rebalance timeout so a join completes
+quickly (Tansu, for one, holds JoinGroup for the whole rebalance timeout).
+"""
+
+from __future__ import annotations
+
+from support.clients.aiokafka import AiokafkaClient
+from support.clients.base import (
+    ADMIN_TIMEOUT,
+    DEPS,
+    JAVA_DIR,
+    NODE_DIR,
+    REPO_ROOT,
+    Client,
+    ClientError,
+    Rec,
+    Unsupported,
+    java_partition,
+    keyed_records,
+    murmur2,
+    normalize_kind,
+)
+from support.clients.confluent import ConfluentClient
+from support.clients.java import JavaClient
+from support.clients.kafka_python import KafkaPythonClient
+from support.clients.kafkajs import KafkajsClient
+from support.clients.kcat import KcatClient
+
+__all__ = [
+    "ADMIN_TIMEOUT",
+    "CLIENTS",
+    "DEPS",
+    "JAVA_DIR",
+    "NODE_DIR",
+    "REPO_ROOT",
+    "AiokafkaClient",
+    "Client",
+    "ClientError",
+    "ConfluentClient",
+    "JavaClient",
+    "KafkaPythonClient",
+    "KafkajsClient",
+    "KcatClient",
+    "Rec",
+    "Unsupported",
+    "java_partition",
+    "keyed_records",
+    "make_client",
+    "murmur2",
+    "normalize_kind",
+    "unavailable_reason",
+]
+
+CLIENTS: dict[str, type[Client]] = {
+    "java": JavaClient,
+    "confluent": ConfluentClient,
+    "kcat": KcatClient,
+    "kafka_python": KafkaPythonClient,
+    "aiokafka": AiokafkaClient,
+    "kafkajs": KafkajsClient,
+}
+
+
+def make_client(name: str, bootstrap: str, **kw) -> Client:
+    return CLIENTS[name](bootstrap, **kw)
+
+
+def unavailable_reason(name: str) -> str | None:
+    return CLIENTS[name].unavailable_reason()
