@@ -46,6 +46,10 @@ __all__ = [
     "BatchHeader",
     "Record",
     "parse_header",
+    "batch_size",
+    "batch_is_transactional",
+    "batch_is_control",
+    "batch_producer",
     "validate_batch",
     "iter_batches",
     "patch_batch",
@@ -88,6 +92,8 @@ MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
 
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
@@ -183,6 +189,42 @@ class Record(NamedTuple):
 
 
 # --------------------------------------------------------------------------- headers
+
+
+# Single header fields read in place, without parsing or validating the batch: for the broker's
+# quick looks at a request's first batch (Produce, KIP-890 verification, the replica fetcher).
+# Each takes the batch at ``pos`` of any bytes-like buffer.
+
+
+def batch_size(buf, pos: int = 0) -> int | None:
+    """The bytes the batch at ``pos`` takes (its length field plus LOG_OVERHEAD), as its header
+    says, or None when fewer than LOG_OVERHEAD bytes are left. Not checked against anything."""
+    if len(buf) - pos < LOG_OVERHEAD:
+        return None
+    return LOG_OVERHEAD + _I.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+
+
+def _attributes(buf, pos: int) -> int:
+    if len(buf) - pos < ATTRIBUTES_OFFSET + 2:
+        return 0
+    return _H.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+
+
+def batch_is_transactional(buf, pos: int = 0) -> bool:
+    """Attribute bit 4 of the batch at ``pos`` (False when the buffer ends before the attributes)."""
+    return bool(_attributes(buf, pos) & TRANSACTIONAL_MASK)
+
+
+def batch_is_control(buf, pos: int = 0) -> bool:
+    """Attribute bit 5 of the batch at ``pos`` (False when the buffer ends before the attributes)."""
+    return bool(_attributes(buf, pos) & CONTROL_MASK)
+
+
+def batch_producer(buf, pos: int = 0) -> tuple[int, int] | None:
+    """(producer id, producer epoch) of the batch at ``pos``, or None when its header is cut short."""
+    if len(buf) - pos < HEADER_SIZE:
+        return None
+    return _Q.unpack_from(buf, pos + PRODUCER_ID_OFFSET)[0], _H.unpack_from(buf, pos + PRODUCER_EPOCH_OFFSET)[0]
 
 
 def parse_header(buf, pos: int = 0) -> BatchHeader:

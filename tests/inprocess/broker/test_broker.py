@@ -8,9 +8,11 @@ import os
 
 from support.batches import batch
 
+from odradek.broker.handlers.k00_produce import _ONE_BATCH
 from odradek.broker.registry import load_handlers
 from odradek.protocol import messages
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import CONTROL_COMMIT, build_control_batch
 
 MS = datetime.timedelta(milliseconds=1)
 
@@ -124,6 +126,28 @@ def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(inprocess):
             assert r.partition_responses[0].error_code == ErrorCode.not_enough_replicas
             r = await produce(b, "strict", batch(1), acks=1)
             assert (r.partition_responses[0].error_code, r.partition_responses[0].base_offset) == (0, 0)
+
+    asyncio.run(main())
+
+
+def test_a_produce_partition_takes_one_client_batch(inprocess):
+    """Kafka's LogValidator: exactly one batch per partition from a client, never a control batch
+    (INVALID_RECORD, nothing written); a batch cut short is storage's to refuse (CORRUPT_MESSAGE)."""
+
+    async def main():
+        async with inprocess() as b:
+            await create(b, "one")
+            two = batch(1) + batch(1)
+            r = (await produce(b, "one", two)).partition_responses[0]
+            assert (r.error_code, r.error_message) == (ErrorCode.invalid_record, _ONE_BATCH)
+            marker = build_control_batch(CONTROL_COMMIT, producer_id=5, producer_epoch=0, timestamp=1)
+            r = (await produce(b, "one", marker)).partition_responses[0]
+            assert r.error_code == ErrorCode.invalid_record and "control records" in r.error_message
+            r = (await produce(b, "one", batch(1)[:-1])).partition_responses[0]
+            assert r.error_code == ErrorCode.corrupt_message
+            assert b.services.replica_manager.get_partition("one", 0).log.log_end_offset == 0
+            r = (await produce(b, "one", batch(2))).partition_responses[0]
+            assert (r.error_code, r.base_offset) == (0, 0)
 
     asyncio.run(main())
 

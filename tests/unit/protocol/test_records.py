@@ -161,3 +161,28 @@ def test_lz4_frames_have_independent_blocks():
         assert frame[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic
         assert frame[4] & 0x20, f"FLG {frame[4]:#04x} without block independence"
         assert R.decompress(R.LZ4, frame) == data
+
+
+def test_header_fields_read_in_place_match_the_parsed_header():
+    """batch_size / batch_is_transactional / batch_is_control / batch_producer read one field of a
+    batch where it lies, anywhere in a buffer, as parse_header reads it."""
+    recs = [Record(-1, 1_700_000_000_000, b"k", b"v", [])]
+    plain = R.build_batch(recs, producer_id=7, producer_epoch=3, base_sequence=0)
+    txn = R.build_batch(recs, producer_id=2**40, producer_epoch=300, base_sequence=0, is_transactional=True)
+    marker = R.build_control_batch(R.CONTROL_COMMIT, producer_id=9, producer_epoch=1, timestamp=5)
+    buf = memoryview(b"\x00" * 3 + plain + txn + marker)
+    pos = 3
+    for batch, transactional, control in ((plain, False, False), (txn, True, False), (marker, True, True)):
+        h = R.parse_header(buf, pos)
+        assert R.batch_size(buf, pos) == len(batch) == R.LOG_OVERHEAD + h.batch_length
+        assert (R.batch_is_transactional(buf, pos), R.batch_is_control(buf, pos)) == (transactional, control)
+        assert R.batch_producer(buf, pos) == (h.producer_id, h.producer_epoch)
+        pos += len(batch)
+    assert R.batch_producer(txn) == (2**40, 300)
+
+
+def test_header_fields_of_a_cut_batch():
+    txn = R.build_batch([Record(-1, 0, None, b"v", [])], producer_id=1, producer_epoch=0, is_transactional=True)
+    assert R.batch_size(txn[:11]) is None and R.batch_size(txn[:12]) == len(txn)
+    assert not R.batch_is_transactional(txn[:22]) and R.batch_is_transactional(txn[:23])
+    assert not R.batch_is_control(b"") and R.batch_producer(txn[:60]) is None

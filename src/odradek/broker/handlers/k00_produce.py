@@ -30,7 +30,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.legacy import produce as legacy
 from odradek.protocol.produce_codec import PartitionProduceResult as _Part
 from odradek.protocol.produce_codec import TopicProduceResult, encode_produce_response
-from odradek.protocol.records import LOG_OVERHEAD
+from odradek.protocol.records import batch_is_control, batch_size
 
 _ONE_BATCH = "a Produce request carries one record batch per partition (magic v2)"
 
@@ -39,15 +39,8 @@ def _more_than_one_batch(records) -> bool:
     """Whether the partition's records hold more than one batch: Kafka's LogValidator takes exactly
     one from a client (INVALID_RECORD otherwise). Read from the first batch's length alone; the
     framing itself is storage's to check."""
-    if len(records) < LOG_OVERHEAD:
-        return False
-    return LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True) < len(records)
-
-
-def _control_batch(records) -> bool:
-    """Whether the first batch is a control batch (attributes bit 5): only the transaction
-    coordinator writes those (ReplicaManager.write_txn_marker); Kafka refuses them from clients."""
-    return len(records) > 22 and bool(records[22] & 0x20)
+    size = batch_size(records)
+    return size is not None and size < len(records)
 
 
 def _encode(version: int, topics: list[TopicProduceResult]) -> tuple[list[Any], int]:
@@ -105,7 +98,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message="empty records"))
             elif _more_than_one_batch(pd.records):
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message=_ONE_BATCH))
-            elif _control_batch(pd.records):
+            elif batch_is_control(pd.records):  # only the transaction coordinator writes those
                 msg = f"Clients are not allowed to write control records in topic partition {info.name}-{pd.index}"
                 parts.append(_Part(pd.index, ErrorCode.invalid_record, error_message=msg))
             else:
