@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 import click
 
+from odradek.pipeline import ACTIVITY_TOPIC, STATS_TOPIC
+
 
 def _ms(s: str | None) -> int | None:
     """Epoch milliseconds from ISO-8601 (UTC if no zone) or a number of ms."""
@@ -27,7 +29,7 @@ def pipeline() -> None:
 
 
 bootstrap_opt = click.option("--bootstrap-server", "-b", "bootstrap", default="127.0.0.1:9092", show_default=True)
-topic_opt = click.option("--topic", default="activity", show_default=True)
+topic_opt = click.option("--topic", default=ACTIVITY_TOPIC, show_default=True)
 master_opt = click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 
 
@@ -95,7 +97,7 @@ def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, 
 @master_opt
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Parquet output directory.")
 @click.option("--checkpoint", required=True, type=click.Path(file_okay=False))
-@click.option("--stats-topic", default="activity-stats", show_default=True)
+@click.option("--stats-topic", default=STATS_TOPIC, show_default=True)
 @click.option("--threshold", type=int, default=100, show_default=True, help="Requests per minute that flag a crawler.")
 @click.option("--trigger", default="10 seconds", show_default=True)
 @click.option("--available-now", is_flag=True, help="Process what is there, then stop.")

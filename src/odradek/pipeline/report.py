@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import ACTIVITY_TOPIC
 from .load import read_manifest, read_table, table_dir
 
 
-def summarize(warehouse: str | os.PathLike, topic: str = "activity", top: int = 10) -> dict:
+def summarize(warehouse: str | os.PathLike, topic: str = ACTIVITY_TOPIC, top: int = 10) -> dict:
     """Plain summaries (lists of rows) computed with pyarrow from the visible loads."""
     import pyarrow.compute as pc
 

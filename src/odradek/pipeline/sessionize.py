@@ -33,6 +33,8 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 
+from . import ACTIVITY_TOPIC
+
 log = logging.getLogger("odradek.pipeline.sessionize")
 
 MAX_TS_KEY = b"\x00max_ts"
@@ -174,7 +176,7 @@ class Sessionizer:
     def __init__(
         self,
         bootstrap: str,
-        input_topic: str = "activity",
+        input_topic: str = ACTIVITY_TOPIC,
         output_topic: str = "sessions",
         group: str = "sessionize",
         gap_ms: int = 30 * 60 * 1000,

@@ -21,6 +21,7 @@ import json
 import os
 from pathlib import Path
 
+from . import ACTIVITY_TOPIC, STATS_TOPIC
 from .events import EVENT_DDL
 
 
@@ -65,8 +66,8 @@ def start_stream(
     out: str | os.PathLike,
     checkpoint: str | os.PathLike,
     *,
-    topic: str = "activity",
-    stats_topic: str = "activity-stats",
+    topic: str = ACTIVITY_TOPIC,
+    stats_topic: str = STATS_TOPIC,
     watermark: str = "1 minute",
     threshold: int = 100,
     top_n: int = 5,

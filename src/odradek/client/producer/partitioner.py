@@ -46,10 +46,6 @@ def _positive_murmur2(key: bytes) -> int:
     return murmur2(key) & 0x7FFFFFFF
 
 
-def to_positive(n: int) -> int:
-    return n & 0x7FFFFFFF
-
-
 class DefaultPartitioner:
     """Java's built-in partitioner: murmur2 for keys, sticky for null keys.
 
