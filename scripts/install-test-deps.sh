@@ -6,6 +6,7 @@
 # every download lands in .deps/ (git-ignored) and is reused.
 #
 #   bash scripts/install-test-deps.sh
+#   bash scripts/install-test-deps.sh --python-only   # the venv alone (scripts/test.sh --fast)
 #
 # What it installs (all relative to the repo root):
 #   - Debian: kcat, zookeeper, maven (apt is skipped when all are already installed)
@@ -28,6 +29,8 @@
 # Environment knobs: PYTHON (default python3), SKIP_APT=1,
 #   MAVEN_REPO_LOCAL (Maven's local repository; default ~/.m2/repository).
 set -euo pipefail
+PYTHON_ONLY=0
+[ "${1:-}" = --python-only ] && PYTHON_ONLY=1
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -43,8 +46,8 @@ T0=$(date +%s)
 # --- 1. Debian packages -------------------------------------------------------
 APT_PKGS="kcat zookeeper maven"
 step "Debian packages: $APT_PKGS"
-if [ "${SKIP_APT:-0}" = 1 ]; then
-    info "SKIP_APT=1: skipped"
+if [ "${SKIP_APT:-0}" = 1 ] || [ "$PYTHON_ONLY" = 1 ]; then
+    info "skipped (SKIP_APT=1 or --python-only)"
 elif dpkg-query -W -f='${Status}\n' $APT_PKGS 2>/dev/null | grep -c "install ok installed" | grep -qx 3; then
     info "already installed: $(dpkg-query -W -f='${Package} ${Version}  ' $APT_PKGS)"
 else
@@ -75,6 +78,10 @@ else
     info "pip install -c constraints.txt -e '.[test]'"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
     echo "$WANT" >"$STAMP"
+fi
+if [ "$PYTHON_ONLY" = 1 ]; then
+    step "--python-only: done in $(( $(date +%s) - T0 ))s"
+    exit 0
 fi
 
 # --- 3. kafkajs ---------------------------------------------------------------

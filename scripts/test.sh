@@ -1,16 +1,139 @@
 #!/usr/bin/env bash
-# Install everything the tests need (idempotent, cached) and run the whole suite.
-#   bash scripts/test.sh [pytest args...]
+# Run the tests, tier by tier (tests/README.md says what each tier needs and how long it takes).
+#
+#   bash scripts/test.sh                    install what the tests need, lint, run every tier,
+#                                           print each tier's wall time; fails if any tier fails
+#   bash scripts/test.sh --fast             the unit, in-process and simulator tiers only, for the
+#                                           edit-test loop: installs only the Python venv, no lints
+#   bash scripts/test.sh --tier interop,cluster   those tiers (after the installs and lints)
+#   bash scripts/test.sh tests/unit/storage -x    one pytest run of what is named (after them)
+#
+# Other arguments pass through to pytest (every tier's run), e.g. `-q -p no:cacheprovider`.
+# The process tiers run their tests in parallel with pytest-xdist (ODRADEK_TEST_WORKERS, default
+# 3; 0 runs them serially), except tests marked `serial`, which run alone after the others.
+# ODRADEK_SKIP_INSTALL=1 skips scripts/install-test-deps.sh (a venv shared by several checkouts).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash scripts/install-test-deps.sh
-echo "==> ruff (lint and format)"
-.venv/bin/ruff check src tests bench scripts
-.venv/bin/ruff format --check src tests bench scripts
-echo "==> import-linter (layering contracts)"
-.venv/bin/lint-imports
-echo "==> mypy (the packages [tool.mypy] in pyproject.toml names)"
-.venv/bin/mypy --cache-dir .venv/mypy-cache
-echo "==> pytest"
-exec .venv/bin/python -m pytest "$@"
+
+fast=0
+tiers=""
+paths=0
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --fast) fast=1 ;;
+        --tier) tiers="${2//,/ }"; shift ;;
+        --tier=*) tiers="${1#--tier=}"; tiers="${tiers//,/ }" ;;
+        -*) args+=("$1") ;;
+        *) [ -e "${1%%::*}" ] && paths=1; args+=("$1") ;;
+    esac
+    shift
+done
+WORKERS="${ODRADEK_TEST_WORKERS:-3}"
+PY=.venv/bin/python
+
+# tier -> "folder|how": serial (one pytest process), or parallel (xdist for the tests not marked
+# serial, then the serial ones alone). The order puts the quick tiers first.
+declare -A TIER=(
+    [unit]="tests/unit|serial"
+    [inprocess]="tests/inprocess|serial"
+    [sim]="tests/sim|serial"
+    [harness]="tests/harness|parallel"
+    [interop]="tests/interop|parallel"
+    [cluster]="tests/cluster|parallel"
+    [reference]="tests/reference|parallel"
+    [spark]="tests/spark|serial"
+    [pipeline]="tests/pipeline|serial"
+)
+ALL="unit inprocess sim harness interop cluster reference spark pipeline"
+FAST="unit inprocess sim"
+
+T_START=$(date +%s)
+install() {
+    if [ "${ODRADEK_SKIP_INSTALL:-0}" = 1 ]; then
+        echo "==> ODRADEK_SKIP_INSTALL=1: scripts/install-test-deps.sh skipped"
+    else
+        bash scripts/install-test-deps.sh "$@"
+    fi
+}
+if [ "$fast" = 1 ]; then
+    install --python-only
+    tiers="${tiers:-$FAST}"
+else
+    install
+    echo "==> ruff (lint and format)"
+    .venv/bin/ruff check src tests bench scripts
+    .venv/bin/ruff format --check src tests bench scripts
+    echo "==> import-linter (layering contracts)"
+    .venv/bin/lint-imports
+    echo "==> mypy (the packages [tool.mypy] in pyproject.toml names)"
+    .venv/bin/mypy --cache-dir .venv/mypy-cache
+    tiers="${tiers:-$ALL}"
+fi
+
+if [ "$paths" = 1 ]; then
+    echo "==> pytest ${args[*]}"
+    exec "$PY" -m pytest "${args[@]}"
+fi
+
+REPORTS="$(mktemp -d)"
+trap 'rm -rf "$REPORTS"' EXIT
+runs=0
+
+# pytest's exit 5 (nothing collected, e.g. every test of a run deselected) is not a failure
+pytest_ok() {
+    local rc=0
+    runs=$((runs + 1))
+    "$PY" -m pytest --junitxml="$REPORTS/run$runs.xml" "$@" || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 5 ]
+}
+
+run_tier() {  # $1 = tier; returns non-zero when a run of it failed
+    local folder="${TIER[$1]%%|*}" how="${TIER[$1]##*|}" ok=0
+    if [ "$how" = parallel ] && [ "$WORKERS" != 0 ]; then
+        pytest_ok "$folder" -m "not serial" -n "$WORKERS" --dist loadgroup "${args[@]}" || ok=1
+        pytest_ok "$folder" -m serial "${args[@]}" || ok=1
+    else
+        pytest_ok "$folder" "${args[@]}" || ok=1
+    fi
+    return "$ok"
+}
+
+summary=("$(printf '%-10s %7ss  %s' setup "$(( $(date +%s) - T_START ))" "installs and lints")")
+failed=0
+for t in $tiers; do
+    if [ -z "${TIER[$t]:-}" ]; then
+        echo "unknown tier '$t' (tiers: $ALL)" >&2
+        exit 2
+    fi
+    folder="${TIER[$t]%%|*}"
+    if [ ! -d "$folder" ]; then
+        summary+=("$(printf '%-10s %8s  %s' "$t" "-" "no $folder yet")")
+        continue
+    fi
+    echo "==> tier $t ($folder)"
+    t0=$(date +%s)
+    if run_tier "$t"; then result=passed; else result=FAILED; failed=1; fi
+    summary+=("$(printf '%-10s %7ss  %s' "$t" "$(( $(date +%s) - t0 ))" "$result")")
+done
+
+echo
+echo "==> tiers (wall time)"
+printf '%s\n' "${summary[@]}"
+printf '%-10s %7ss\n' all "$(( $(date +%s) - T_START ))"
+# one closing line over every run (pytest's own are spread over the tiers above)
+"$PY" - "$REPORTS" <<'PY'
+import pathlib
+import sys
+import xml.etree.ElementTree as ET
+
+n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+for f in pathlib.Path(sys.argv[1]).glob("*.xml"):
+    for suite in ET.parse(f).getroot().iter("testsuite"):
+        for k in n:
+            n[k] += int(suite.get(k, 0))
+bad = n["failures"] + n["errors"]
+print(f"total: {n['tests'] - bad - n['skipped']} passed, {bad} failed, {n['skipped']} skipped")
+PY
+exit "$failed"
