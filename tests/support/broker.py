@@ -13,6 +13,7 @@ fixture that started it.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,11 +31,37 @@ class BrokerStartError(RuntimeError):
     pass
 
 
+#: ports handed out by free_port: below Linux's ephemeral range (32768-60999), so that the kernel
+#: never gives one to an outgoing connection or a bind to port 0 meanwhile, and one slice of
+#: PORT_SLICE ports per pytest-xdist worker (PYTEST_XDIST_WORKER gw0, gw1, ...; the slice before
+#: them without xdist), so that two workers running at once never pick the same port
+PORT_BASE, PORT_SLICE, PORT_SLICES = 12000, 2000, 10
+_next_port = [-1]
+
+
+def _port_slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    n = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    start = PORT_BASE + (n % PORT_SLICES) * PORT_SLICE
+    return range(start, start + PORT_SLICE)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that was free a moment ago: the next free one of this process's
+    slice (from a random start), so successive calls return different ports."""
+    ports = _port_slice()
+    if _next_port[0] < 0:
+        _next_port[0] = random.randrange(len(ports))
+    for _ in range(len(ports)):
+        port = ports[_next_port[0] % len(ports)]
+        _next_port[0] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BrokerStartError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> bool:
