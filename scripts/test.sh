@@ -33,18 +33,20 @@ done
 WORKERS="${ODRADEK_TEST_WORKERS:-3}"
 PY=.venv/bin/python
 
-# tier -> "folder|how": serial (one pytest process), or parallel (xdist for the tests not marked
-# serial, then the serial ones alone). The order puts the quick tiers first.
+# tier -> "folder|workers": 0 runs the tier in one pytest process; N > 0 runs its tests on N
+# xdist workers, then those marked serial alone. The cluster tier (three brokers and ZooKeeper
+# per test) gets at most 2; Spark and the pipeline share one SparkSession per process.
+W="$WORKERS"
 declare -A TIER=(
-    [unit]="tests/unit|serial"
-    [inprocess]="tests/inprocess|serial"
-    [sim]="tests/sim|serial"
-    [harness]="tests/harness|parallel"
-    [interop]="tests/interop|parallel"
-    [cluster]="tests/cluster|parallel"
-    [reference]="tests/reference|parallel"
-    [spark]="tests/spark|serial"
-    [pipeline]="tests/pipeline|serial"
+    [unit]="tests/unit|0"
+    [inprocess]="tests/inprocess|0"
+    [sim]="tests/sim|0"
+    [harness]="tests/harness|$W"
+    [interop]="tests/interop|$W"
+    [cluster]="tests/cluster|$(( W < 2 ? W : 2 ))"
+    [reference]="tests/reference|$W"
+    [spark]="tests/spark|0"
+    [pipeline]="tests/pipeline|0"
 )
 ALL="unit inprocess sim harness interop cluster reference spark pipeline"
 FAST="unit inprocess sim"
@@ -90,9 +92,9 @@ pytest_ok() {
 }
 
 run_tier() {  # $1 = tier; returns non-zero when a run of it failed
-    local folder="${TIER[$1]%%|*}" how="${TIER[$1]##*|}" ok=0
-    if [ "$how" = parallel ] && [ "$WORKERS" != 0 ]; then
-        pytest_ok "$folder" -m "not serial" -n "$WORKERS" --dist loadgroup "${args[@]}" || ok=1
+    local folder="${TIER[$1]%%|*}" workers="${TIER[$1]##*|}" ok=0
+    if [ "$workers" -gt 0 ]; then
+        pytest_ok "$folder" -m "not serial" -n "$workers" --dist loadgroup "${args[@]}" || ok=1
         pytest_ok "$folder" -m serial "${args[@]}" || ok=1
     else
         pytest_ok "$folder" "${args[@]}" || ok=1

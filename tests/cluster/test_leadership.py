@@ -14,7 +14,7 @@ from support.raw import RawConnection
 
 from odradek.protocol import messages
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
 
 
 def start(tmp_path, **overrides) -> OdradekCluster:

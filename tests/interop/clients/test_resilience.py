@@ -17,6 +17,8 @@ import pytest
 from odradek.client import Admin, Consumer, Producer, TopicPartition, errors
 from odradek.client.aio import AIOProducer
 
+pytestmark = pytest.mark.serial  # timing (max.block.ms, SIGSTOP): alone in its tier (tests/README.md)
+
 RECORD = 1024
 
 

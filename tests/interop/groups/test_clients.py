@@ -23,7 +23,7 @@ import pytest
 from support.clients import unavailable_reason
 from support.group_member import OVERRIDES, Member, create_topic, produce, split_ok, wait_until
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
 
 SESSION_MS = 6000
 #: after a kill, the coordinator notices within session.timeout.ms; the survivors then need one

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
