@@ -102,7 +102,9 @@ run_tier() {  # $1 = tier; returns non-zero when a run of it failed
     return "$ok"
 }
 
-summary=("$(printf '%-10s %7ss  %s' setup "$(( $(date +%s) - T_START ))" "installs and lints")")
+setup="installs and lints"
+[ "$fast" = 1 ] && setup="the venv's install"
+summary=("$(printf '%-10s %7ss  %s' setup "$(( $(date +%s) - T_START ))" "$setup")")
 failed=0
 for t in $tiers; do
     if [ -z "${TIER[$t]:-}" ]; then
