@@ -123,6 +123,7 @@ class Network:
         self._held: dict[Pipe, None] = {}
         self.delivered_bytes = 0
         self.delivered_chunks = 0
+        self.trace_sends = False  # also trace every send (to find where two runs part)
         loop.readable = self._readable
         loop.network = self  # type: ignore[attr-defined]
 
@@ -175,6 +176,8 @@ class Network:
 
     # --------------------------------------------------------------- sending
     def _send_on(self, pipe: Pipe, item: bytes | None) -> None:
+        if self.trace_sends:
+            self.trace.add(f"{self.loop.elapsed:.6f} send {pipe.src}>{pipe.dst} {pipe.to.name} {len(item or b'')}")
         arrival = max(self.loop.time() + self.latency(pipe.src, pipe.dst, len(item or b"")), pipe.last)
         pipe.last = arrival
         pipe.queue.append((arrival, item))
