@@ -159,6 +159,7 @@ class BrokerHost:
         self.node: Node | None = None
         self.broker: SimBroker | None = None
         self.started = False  # the current incarnation finished Broker.start()
+        self.start_task: asyncio.Task[None] | None = None
         self.start_error: BaseException | None = None
         self.io_delay = (0.00005, 0.0005)
         self.slow_io = 1.0
@@ -186,17 +187,18 @@ class BrokerHost:
         self.broker = SimBroker(config, fs=self.disk, net=self.net, zookeeper=self.zookeeper, node=node)
         token = NODE.set(node)
         try:
-            return asyncio.ensure_future(self._start(self.broker))
+            self.start_task = asyncio.ensure_future(self._start(self.broker))
+            return self.start_task
         finally:
             NODE.reset(token)
 
     async def _start(self, broker: SimBroker) -> None:
         try:
             await broker.start()
-        except Exception as e:
+        except Exception as e:  # the supervisor (faults.FaultRunner.restart_dead) starts it again
             self.start_error = e
             log.warning("%s failed to start: %r", self.name, e)
-            raise
+            return
         self.started = True
 
     def kill(self, *, power: bool = False) -> None:

@@ -35,6 +35,7 @@ import random
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,6 +75,10 @@ class Node:
     io_delay: tuple[float, float] = (0.00005, 0.0005)  # to_thread: uniform delay (s), before the function runs
     slow_io: float = 1.0  # multiplies io_delay (a slow disk)
     parked: list[asyncio.Handle] = field(default_factory=list, repr=False)
+    # its tasks in the order they were made (weakly: finished ones go)
+    tasks: weakref.WeakValueDictionary[int, asyncio.Task[Any]] = field(
+        default_factory=weakref.WeakValueDictionary, repr=False
+    )
 
     def __str__(self) -> str:
         return self.name if not self.incarnation else f"{self.name}#{self.incarnation}"
@@ -82,12 +87,39 @@ class Node:
         return WALL_EPOCH + elapsed * (1.0 + self.drift) + self.wall_offset
 
 
+class _Timer(asyncio.TimerHandle):
+    """A timer ordered by (time, creation): timers due at the same instant run in the order they
+    were set, whatever else the heap went through."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, when: float, callback: Any, args: Any, loop: Any, context: Any, seq: int) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._seq = seq
+
+    def __lt__(self, other: Any) -> bool:
+        if self._when != other._when:
+            return self._when < other._when
+        return self._seq < other._seq
+
+    def __le__(self, other: Any) -> bool:
+        return self._when < other._when or (self._when == other._when and self._seq <= other._seq)
+
+    def __gt__(self, other: Any) -> bool:
+        return not self.__le__(other)
+
+    def __ge__(self, other: Any) -> bool:
+        return not self.__lt__(other)
+
+
 class SimLoop(asyncio.BaseEventLoop):
     """An asyncio loop on virtual time; see the module docstring."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         super().__init__()
         self._now = MONO_BASE
+        self._timer_seq = 0
+        self._task_seq = 0
         self.rng = rng or random.Random(0)  # I/O delays
         self._readers: dict[int, asyncio.Handle] = {}
         self._maybe_readable: dict[int, None] = {}  # fds that may be readable (ordered set)
@@ -95,7 +127,20 @@ class SimLoop(asyncio.BaseEventLoop):
         self._charge = 0.0
         self.handles_run = 0
         self.errors: list[str] = []  # unhandled exceptions reported to the loop
+        # Tasks of dead nodes, kept: were they collected, closing their coroutines would run
+        # their `finally:` blocks (I/O, new tasks) at whatever moment the garbage collector
+        # chose. `bury()` closes them when the run is over.
+        self.graveyard: list[asyncio.Task[Any]] = []
         self.set_exception_handler(self._on_error)
+        self.set_task_factory(self._make_task)  # type: ignore[arg-type]
+
+    def _make_task(self, loop: Any, coro: Any, context: contextvars.Context | None = None) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=self, context=context)
+        node = context.get(NODE) if context is not None else NODE.get()
+        if node is not None:
+            self._task_seq += 1
+            node.tasks[self._task_seq] = task
+        return task
 
     # ------------------------------------------------------------------ clock
     def time(self) -> float:
@@ -140,6 +185,23 @@ class SimLoop(asyncio.BaseEventLoop):
         node.dead = True
         node.paused = False
         node.parked.clear()
+        self.graveyard.extend(t for t in list(node.tasks.values()) if not t.done())
+
+    def bury(self) -> None:
+        """After the run (the loop stopped, no loop running): close the coroutines of every task
+        still pending, so that none is finalized later, during another run."""
+        pending = [t for t in asyncio.all_tasks(self) if not t.done()]
+        tasks, self.graveyard = self.graveyard + pending, []
+        seen: set[int] = set()
+        for task in tasks:
+            if id(task) in seen:
+                continue
+            seen.add(id(task))
+            coro = task.get_coro()
+            try:
+                coro.close()  # type: ignore[union-attr]
+            except BaseException:  # noqa: BLE001 - a finally block that wanted a running loop
+                pass
 
     def call_soon_as(self, node: Node | None, callback: Callable[..., Any], *args: Any) -> asyncio.Handle:
         """`call_soon` with `callback` running as `node`."""
@@ -155,6 +217,16 @@ class SimLoop(asyncio.BaseEventLoop):
         return self.call_later(delay, callback, *args, context=ctx)
 
     # ------------------------------------------------------------ running
+    def call_at(
+        self, when: float, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> asyncio.TimerHandle:
+        self._check_closed()
+        self._timer_seq += 1
+        timer = _Timer(when, callback, args, self, context, self._timer_seq)
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
     def _write_to_self(self) -> None:  # call_soon_threadsafe: there are no other threads
         pass
 

@@ -123,7 +123,7 @@ class Network:
         self._held: dict[Pipe, None] = {}
         self.delivered_bytes = 0
         self.delivered_chunks = 0
-        self.trace_sends = False  # also trace every send (to find where two runs part)
+        self.trace_sends = True  # every send too, not only deliveries: where two runs part shows sooner
         loop.readable = self._readable
         loop.network = self  # type: ignore[attr-defined]
 
@@ -153,6 +153,11 @@ class Network:
         else:
             self.cut.discard((a, b))  # type: ignore[arg-type]
             self.cut.discard((b, a))  # type: ignore[arg-type]
+        self._flush_held()
+
+    def uncut(self, a: str, b: str) -> None:
+        """Heal one direction, a to b."""
+        self.cut.discard((a, b))
         self._flush_held()
 
     def _flush_held(self) -> None:
@@ -314,6 +319,8 @@ class Network:
             else:
                 fut.set_result(c)
 
+        if self.trace_sends:
+            self.trace.add(f"{loop.elapsed:.6f} {src} connecting to {host}:{port}")
         loop.call_later(self.latency(src, host), syn, context=_NET_CONTEXT)
         return await fut
 

@@ -510,6 +510,7 @@ class SimZkClient:
             self._session_lost()
             raise SessionExpiredError()
         self.server.touch(s)
+        self.server.trace.add(f"{self.loop.elapsed:.6f} zk {what} by {self.node}")
         net = self.net
         self.loop.charge(net.latency(self.node.name, ZK) + net.latency(ZK, self.node.name))
         return s
@@ -528,6 +529,7 @@ class SimZkClient:
     # ------------------------------------------------------------- watches
     def _event(self, s: Session, w: Watcher, event: WatchedEvent) -> None:
         """The server fired a watch of this client's: it arrives in order, after the latency."""
+        self.server.trace.add(f"{self.loop.elapsed:.6f} zk event {event.type} {event.path} to {self.node}")
         when = max(self.loop.time() + self.net.latency(ZK, self.node.name), self._inbox_last)
         self._inbox_last = when
         self._inbox.append((when, s, w, event))
