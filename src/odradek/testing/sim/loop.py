@@ -87,31 +87,6 @@ class Node:
         return WALL_EPOCH + elapsed * (1.0 + self.drift) + self.wall_offset
 
 
-class _Timer(asyncio.TimerHandle):
-    """A timer ordered by (time, creation): timers due at the same instant run in the order they
-    were set, whatever else the heap went through."""
-
-    __slots__ = ("_seq",)
-
-    def __init__(self, when: float, callback: Any, args: Any, loop: Any, context: Any, seq: int) -> None:
-        super().__init__(when, callback, args, loop, context)
-        self._seq = seq
-
-    def __lt__(self, other: Any) -> bool:
-        if self._when != other._when:
-            return self._when < other._when
-        return self._seq < other._seq
-
-    def __le__(self, other: Any) -> bool:
-        return self._when < other._when or (self._when == other._when and self._seq <= other._seq)
-
-    def __gt__(self, other: Any) -> bool:
-        return not self.__le__(other)
-
-    def __ge__(self, other: Any) -> bool:
-        return not self.__lt__(other)
-
-
 class SimLoop(asyncio.BaseEventLoop):
     """An asyncio loop on virtual time; see the module docstring."""
 
@@ -119,6 +94,7 @@ class SimLoop(asyncio.BaseEventLoop):
         super().__init__()
         self._now = MONO_BASE
         self._timer_seq = 0
+        self._timers: list[tuple[float, int, asyncio.TimerHandle]] = []
         self._task_seq = 0
         self.rng = rng or random.Random(0)  # I/O delays
         self._readers: dict[int, asyncio.Handle] = {}
@@ -222,8 +198,10 @@ class SimLoop(asyncio.BaseEventLoop):
     ) -> asyncio.TimerHandle:
         self._check_closed()
         self._timer_seq += 1
-        timer = _Timer(when, callback, args, self, context, self._timer_seq)
-        heapq.heappush(self._scheduled, timer)
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        # (time, creation): timers due at one instant run in the order they were set, whatever
+        # else the heap went through; and tuples compare in C
+        heapq.heappush(self._timers, (when, self._timer_seq, timer))
         timer._scheduled = True
         return timer
 
@@ -234,32 +212,32 @@ class SimLoop(asyncio.BaseEventLoop):
         pass
 
     def _run_once(self) -> None:
-        sched = self._scheduled
-        if len(sched) > 100 and self._timer_cancelled_count * 2 > len(sched):
+        timers = self._timers
+        if len(timers) > 100 and self._timer_cancelled_count * 2 > len(timers):
             live = []
-            for h in sched:
-                if h._cancelled:
-                    h._scheduled = False
+            for entry in timers:
+                if entry[2]._cancelled:
+                    entry[2]._scheduled = False
                 else:
-                    live.append(h)
+                    live.append(entry)
             heapq.heapify(live)
-            self._scheduled = sched = live
+            self._timers = timers = live
             self._timer_cancelled_count = 0
         else:
-            while sched and sched[0]._cancelled:
+            while timers and timers[0][2]._cancelled:
                 self._timer_cancelled_count -= 1
-                heapq.heappop(sched)._scheduled = False
+                heapq.heappop(timers)[2]._scheduled = False
         ready = self._ready
         io = self._poll_readers()
         if not ready and not io and not self._stopping:
-            if not sched:
+            if not timers:
                 raise SimDeadlock(f"nothing ready and nothing scheduled at t={self.elapsed:.6f}")
-            when = sched[0]._when
+            when = timers[0][0]
             if when > self._now:
                 self._now = when
         now = self._now
-        while sched and sched[0]._when <= now:
-            h = heapq.heappop(sched)
+        while timers and timers[0][0] <= now:
+            h = heapq.heappop(timers)[2]
             h._scheduled = False
             ready.append(h)
         ready.extend(io)

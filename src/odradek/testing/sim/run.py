@@ -28,6 +28,7 @@ from odradek.testing.sim.checker import Anomaly, Final, check
 from odradek.testing.sim.cluster import SimCluster
 from odradek.testing.sim.faults import Fault, FaultRunner, FaultSpec, schedule
 from odradek.testing.sim.history import History
+from odradek.testing.sim.logcap import captured_logs
 from odradek.testing.sim.logs import final_read, read_log
 from odradek.testing.sim.loop import simulated_world
 from odradek.testing.sim.workload import Workload, WorkloadSpec, client_config
@@ -83,6 +84,7 @@ class Result:
     history: History | None = None
     errors: list[str] = field(default_factory=list)
     trace: list[str] | None = None
+    logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (errors by default)
 
     @property
     def ok(self) -> bool:
@@ -121,6 +123,9 @@ class Result:
         if self.errors:
             lines += ["", f"unhandled errors on the loop ({len(self.errors)}):"]
             lines += [f"  {e}" for e in self.errors[:10]]
+        if self.logs and not self.ok:
+            lines += ["", f"errors logged ({self.stats.get('logged', len(self.logs))}; the first ones):"]
+            lines += [f"  {line}" for line in self.logs[:10]]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -141,8 +146,16 @@ def _tmp_root() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def run_seed(seed: int, opts: SimOptions | None = None, faults: list[Fault] | None = None) -> Result:
-    """Run one seed (with `faults` instead of the seed's own schedule, when given)."""
+def run_seed(
+    seed: int,
+    opts: SimOptions | None = None,
+    faults: list[Fault] | None = None,
+    *,
+    log_level: int = logging.ERROR,
+    echo_logs: bool = False,
+) -> Result:
+    """Run one seed (with `faults` instead of the seed's own schedule, when given). Logs at
+    `log_level` and above are kept in the result (`echo_logs`: printed as they come)."""
     opts = opts or SimOptions()
     directory = tempfile.mkdtemp(prefix=f"odradek-sim-{seed}-", dir=_tmp_root())
     cluster = SimCluster(
@@ -154,7 +167,7 @@ def run_seed(seed: int, opts: SimOptions | None = None, faults: list[Fault] | No
     started = _real_clock()
     asyncio.set_event_loop(loop)
     try:
-        with simulated_world(loop, seed):
+        with simulated_world(loop, seed), captured_logs(lambda: loop.elapsed, log_level, echo_logs) as logs:
             final = loop.run_until_complete(_scenario(cluster, history, plan, opts, seed))
         errors = list(loop.errors)
     finally:
@@ -165,6 +178,7 @@ def run_seed(seed: int, opts: SimOptions | None = None, faults: list[Fault] | No
     stats["handles"] = loop.handles_run
     stats["delivered_bytes"] = cluster.net.delivered_bytes
     stats["sessions_expired"] = cluster.zk.expired_sessions
+    stats["logged"] = logs.count
     return Result(
         seed,
         anomalies,
@@ -176,6 +190,7 @@ def run_seed(seed: int, opts: SimOptions | None = None, faults: list[Fault] | No
         history,
         errors,
         cluster.trace.lines,
+        logs.lines,
     )
 
 

@@ -35,7 +35,7 @@ class WorkloadSpec:
     txn_interval: float = 0.6  # s between transactions
     txn_records: tuple[int, int] = (1, 4)
     commit_ratio: float = 0.7
-    readers: tuple[bool, ...] = (True, False)  # read_committed?
+    readers: tuple[bool | None, ...] = (True, False)  # read_committed? (None: drawn from the seed)
     pollers: int = 1
     poll_interval: float = 0.4
 
@@ -71,7 +71,8 @@ class Workload:
             actors.append((f"producer-{i + 1}", functools.partial(self._idempotent, keyed=i > 0)))
         for i in range(s.txn_producers):
             actors.append((f"txn-{i + 1}", self._transactional))
-        for i, committed in enumerate(s.readers):
+        for i, drawn in enumerate(s.readers):
+            committed = drawn if drawn is not None else self._rng(f"reader-{i}").random() < 0.5
             actors.append((f"{'rc' if committed else 'ru'}-reader-{i + 1}", functools.partial(self._reader, committed)))
         for i in range(s.pollers):
             actors.append((f"poller-{i + 1}", self._poller))
