@@ -126,12 +126,12 @@ def test_a_paused_client_loses_its_session_then_gets_a_new_one():
         c.add_listener(states.append)
         eph = c.create("/b1", b"", ephemeral=True)
         first = c.client_id[0]
-        await asyncio.sleep(20)  # pings keep the session
+        await asyncio.sleep(21)  # pings (every 2 s) keep the session
         assert zk.nodes.get(eph) is not None
-        loop.pause(node)
-        await asyncio.sleep(5)
+        loop.pause(node)  # the last ping was at 20 s
+        await asyncio.sleep(4)
         assert eph in zk.nodes  # not yet: the session timeout is 6 s
-        await asyncio.sleep(2)
+        await asyncio.sleep(3)
         assert eph not in zk.nodes  # expired: the ephemeral node went
         loop.resume(node)
         await asyncio.sleep(0.01)

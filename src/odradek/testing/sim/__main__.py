@@ -101,7 +101,8 @@ def _batch(args: argparse.Namespace) -> int:
         if out is not None:
             out.write(json.dumps(r) + "\n")
         if not r.get("ok"):
-            print(f"seed {r['seed']}: {'; '.join(r.get('anomalies', [])[:3])}", flush=True)
+            known = f" [known: {', '.join(r['known'])}]" if r.get("known") else ""
+            print(f"seed {r['seed']}: {'; '.join(r.get('anomalies', [])[:3])}{known}", flush=True)
 
     try:
         summary = run_batch(_seeds(args.seeds), jobs=args.jobs, profile=args.profile, on_result=on_result)
@@ -109,7 +110,7 @@ def _batch(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     print(summary.text())
-    return 0 if not summary.failed else 1
+    return 0 if not summary.unexplained else 1
 
 
 if __name__ == "__main__":

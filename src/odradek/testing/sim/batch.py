@@ -27,6 +27,8 @@ class BatchSummary:
     seeds: int = 0
     failed: list[dict[str, Any]] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
+    known: Counter[str] = field(default_factory=Counter)  # seeds showing each known bug
+    unexplained: list[dict[str, Any]] = field(default_factory=list)  # seeds with an anomaly no known bug explains
     faults: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu_wall: float = 0.0  # the seeds' own wall times, summed
@@ -44,13 +46,16 @@ class BatchSummary:
             f"{self.seeds_per_s:.2f} seeds/s, {self.virtual * 3 / 60 / max(self.wall, 1e-9):.1f} simulated "
             f"broker-minutes per wall second ({self.virtual / 60:.0f} simulated minutes, 3 brokers), "
             f"{self.acked} acknowledged writes checked",
-            f"seeds with anomalies: {len(self.failed)}",
+            f"seeds with anomalies: {len(self.failed)} ({len(self.unexplained)} not explained by a known bug)",
         ]
         for kind, n in sorted(self.kinds.items()):
             lines.append(f"  {kind}: {n} seeds")
+        for bug, n in sorted(self.known.items()):
+            lines.append(f"  known bug {bug}: {n} seeds")
         lines.append("faults applied: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())))
         for r in self.failed[:50]:
-            lines.append(f"  seed {r['seed']}: {', '.join(r['kinds'])} (faults: {', '.join(r.get('faults', []))})")
+            what = ", ".join(r.get("unexplained") or []) or "known: " + ", ".join(r.get("known", []))
+            lines.append(f"  seed {r['seed']}: {what} (faults: {', '.join(r.get('faults', []))})")
         return "\n".join(lines)
 
 
@@ -124,6 +129,9 @@ def run_batch(
         if not r.get("ok", False):
             summary.failed.append(r)
             summary.kinds.update(set(r.get("kinds", [])))
+            summary.known.update(r.get("known", []))
+            if r.get("unexplained", r.get("kinds")):
+                summary.unexplained.append(r)
         if on_result is not None:
             on_result(r)
 
@@ -133,7 +141,9 @@ def run_batch(
         w.proc.kill()
         w.proc.wait()
         if w.seed is not None:
-            record({"seed": w.seed, "ok": False, "kinds": [kind], "anomalies": [kind], "faults": []})
+            record(
+                {"seed": w.seed, "ok": False, "kinds": [kind], "unexplained": [kind], "anomalies": [kind], "faults": []}
+            )
         if todo:
             spawn().give(todo.pop(0))
 
@@ -163,4 +173,5 @@ def run_batch(
                 replace(w, "hang")
     summary.wall = time.monotonic() - started
     summary.failed.sort(key=lambda r: r["seed"])
+    summary.unexplained.sort(key=lambda r: r["seed"])
     return summary

@@ -40,6 +40,7 @@ class Anomaly:
     t: float  # when it showed (virtual seconds), to print the history around it
     detail: str
     partition: int = -1
+    since: float = -1.0  # an earlier moment it relates to (the answer it went back from), or -1
 
     def __str__(self) -> str:
         where = f" p{self.partition}" if self.partition >= 0 else ""
@@ -51,6 +52,7 @@ class Final:
     """The end state a run is checked against."""
 
     end: float  # virtual time of the final reading
+    healed: float = -1.0  # when every fault was healed (the settle time began)
     logs: dict[int, list[LogRecord]] = field(default_factory=dict)  # the leader's log below its HW
     high_watermarks: dict[int, int] = field(default_factory=dict)
     read_uncommitted: dict[int, list[tuple[int, str]]] | None = None
@@ -237,6 +239,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                         e.t_recv,
                         f"{e.poller} got {e.offset}, after {best} at {best_at.t_recv:.3f}",
                         p,
+                        best_at.t_recv,
                     )
                 )
                 break
@@ -250,7 +253,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
     for p, detail in final.divergence:
         out.append(Anomaly("replica-divergence", end, detail, p))
     for problem in final.unhealthy:
-        out.append(Anomaly("unavailable", end, problem))
+        out.append(Anomaly("unavailable", final.healed if final.healed >= 0 else end, problem))
     return out
 
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import shutil
 import warnings
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,24 @@ class SimCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{h.name}:9092" for h in self.hosts.values())
+
+    def follow(self, event: Callable[[str, str], None]) -> None:
+        """Tell `event(actor, text)` of every leadership, ISR, registration and controller change."""
+
+        def observe(op: str, path: str, data: bytes | None) -> None:
+            parts = path.split("/")
+            try:
+                if path.endswith("/state") and data is not None and len(parts) == 7:
+                    st = L.decode_partition_state(parts[3], int(parts[5]), data)
+                    event("zk", f"{parts[3]}-{parts[5]}: leader {st.leader} epoch {st.leader_epoch} isr {list(st.isr)}")
+                elif path.startswith(L.BROKER_IDS + "/") and op in ("create", "delete"):
+                    event("zk", f"broker {parts[-1]} {'registered' if op == 'create' else 'gone'}")
+                elif path == L.CONTROLLER:
+                    event("zk", f"controller {L.decode_controller(data) if data else 'gone'}")
+            except (L.LayoutError, ValueError):
+                pass
+
+        self.zk.observer = observe
 
     def host(self, broker: int) -> BrokerHost:
         return self.hosts[broker]

@@ -75,6 +75,10 @@ class History:
         self.end_offsets: list[EndOffset] = []
         self.events: list[tuple[float, str, str]] = []
 
+    def note(self, actor: str, text: str) -> None:
+        """A readable event that the trace already holds in another form."""
+        self.events.append((self.now(), actor, text))
+
     def event(self, actor: str, text: str) -> None:
         t = self.now()
         self.events.append((t, actor, text))
@@ -119,7 +123,7 @@ class History:
     def end_offset(self, poller: str, partition: int, t_sent: float, offset: int) -> None:
         t = self.now()
         self.end_offsets.append(EndOffset(poller, partition, t_sent, t, offset))
-        self.trace.add(f"{t:.6f} {poller} end p{partition} {offset}")
+        self.event(poller, f"ListOffsets(latest) p{partition}: {offset} (asked at {t_sent:.3f})")
 
     # ------------------------------------------------------------------ summaries
     def around(self, t: float, before: float = 3.0, after: float = 3.0, limit: int = 60) -> list[str]:

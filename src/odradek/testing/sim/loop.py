@@ -101,6 +101,9 @@ class SimLoop(asyncio.BaseEventLoop):
         self._maybe_readable: dict[int, None] = {}  # fds that may be readable (ordered set)
         self.readable: Callable[[int], bool] = lambda fd: False  # set by the network
         self._charge = 0.0
+        # Virtual time each callback takes: time moves while code runs, as it does for real (a
+        # loop that waits "until the deadline has passed" with a timeout of 0 ends)
+        self.cpu_per_handle = 5e-6
         self.handles_run = 0
         self.errors: list[str] = []  # unhandled exceptions reported to the loop
         # Tasks of dead nodes, kept: were they collected, closing their coroutines would run
@@ -255,6 +258,7 @@ class SimLoop(asyncio.BaseEventLoop):
                     continue
             self.handles_run += 1
             h._run()
+            self._now += self.cpu_per_handle
 
     def _poll_readers(self) -> list[asyncio.Handle]:
         out = []

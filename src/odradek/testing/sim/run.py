@@ -114,12 +114,12 @@ class Result:
             if self.history is not None:
                 shown: set[float] = set()
                 for a in self.anomalies[:5]:
-                    t = round(a.t, 1)
-                    if t in shown:
-                        continue
-                    shown.add(t)
-                    lines += ["", f"history around {a.kind} at {a.t:.3f}:"]
-                    lines += [f"  {line}" for line in self.history.around(a.t, around, around)]
+                    for t in (a.since, a.t):
+                        if t < 0 or round(t, 1) in shown:
+                            continue
+                        shown.add(round(t, 1))
+                        lines += ["", f"history around {t:.3f} ({a.kind}):"]
+                        lines += [f"  {line}" for line in self.history.around(t, around, around)]
         if self.errors:
             lines += ["", f"unhandled errors on the loop ({len(self.errors)}):"]
             lines += [f"  {e}" for e in self.errors[:10]]
@@ -129,11 +129,17 @@ class Result:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        from odradek.testing.sim.known import explain
+
+        known, unexplained = explain(self)
         return {
             "seed": self.seed,
             "ok": self.ok,
             "kinds": self.kinds(),
+            "known": known,
+            "unexplained": sorted({a.kind for a in unexplained}),
             "anomalies": [str(a) for a in self.anomalies[:20]],
+            "logs": self.logs[:5],
             "digest": self.digest,
             "faults": [f.kind for f in self.schedule],
             "stats": self.stats,
@@ -163,6 +169,7 @@ def run_seed(
     )
     loop = cluster.loop
     history = History(cluster.trace, lambda: loop.elapsed)
+    cluster.follow(history.note)
     plan = faults if faults is not None else schedule(seed, opts.faults, opts.brokers, opts.workload.partitions)
     started = _real_clock()
     asyncio.set_event_loop(loop)
@@ -242,6 +249,7 @@ async def _scenario(cluster: SimCluster, h: History, plan: list[Fault], opts: Si
     runner.start(plan, loop.elapsed)
     await asyncio.sleep(opts.duration)
     runner.heal_all()
+    healed = loop.elapsed
     supervisor = asyncio.ensure_future(runner.supervise())
     try:
         await workload.stop(90)
@@ -249,7 +257,7 @@ async def _scenario(cluster: SimCluster, h: History, plan: list[Fault], opts: Si
         unhealthy = await cluster.wait_healthy([topic], opts.settle)
         if not unhealthy:
             await _until(cluster, lambda: _transactions_closed(cluster, topic, spec.partitions), 30)
-        final = Final(loop.elapsed, unhealthy=unhealthy)
+        final = Final(loop.elapsed, healed, unhealthy=unhealthy)
         await _read_final(cluster, final, topic, spec.partitions)
         return final
     finally:

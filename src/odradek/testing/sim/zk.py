@@ -121,6 +121,8 @@ class SimZooKeeper:
         self._data_watches: dict[str, list[tuple[Session, Watcher]]] = {}
         self._child_watches: dict[str, list[tuple[Session, Watcher]]] = {}
         self.expired_sessions = 0
+        # told of every change (op, path, data or None): the run's history follows the cluster
+        self.observer: Callable[[str, str, bytes | None], None] | None = None
 
     def client(self, node: Node, session_timeout_ms: int) -> SimZkClient:
         return SimZkClient(self, node, session_timeout_ms / 1000)
@@ -193,6 +195,9 @@ class SimZooKeeper:
     def _log(self, op: str, path: str, s: Session | None) -> None:
         who = s.client.node if s is not None else "-"
         self.trace.add(f"{self.loop.elapsed:.6f} zk {op} {path} zxid {self.zxid} by {who}")
+        if self.observer is not None:
+            n = self.nodes.get(path)
+            self.observer(op, path, n.data if n is not None else None)
 
     def get(self, path: str, s: Session, watch: Watcher | None) -> tuple[bytes, ZnodeStat]:
         n = self.nodes.get(path)
