@@ -27,16 +27,34 @@ class KnownBug:
 
 
 _FOLLOWER_REVALIDATES = re.compile(
-    r"replica fetcher for broker \d+ failed.*(InvalidRecordError|InvalidTimestampError|RecordTooLargeError)"
+    r"replica fetcher for broker %d failed; retrying \[(InvalidRecordError|InvalidTimestampError|RecordTooLargeError)\]"
 )
 
 
+def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.search(t) for t in r.templates)
+
+
 def _follower_revalidates(a: Anomaly, r: Result) -> bool:
-    return a.kind == "unavailable" and any(_FOLLOWER_REVALIDATES.search(line) for line in r.logs)
+    return a.kind == "unavailable" and _logged(r, _FOLLOWER_REVALIDATES)
 
 
 def _end_offset_backwards(a: Anomaly, r: Result) -> bool:
     return a.kind == "end-offset-backwards"
+
+
+_EPOCH_BUMP = re.compile(r"idempotent producer %d: sequence gap, continuing with epoch %d")
+
+
+def _retry_after_gap(a: Anomaly, r: Result) -> bool:
+    return a.kind in ("duplicate", "reordered") and _logged(r, _EPOCH_BUMP)
+
+
+_LOSS = ("lost", "offset-changed", "torn-txn", "consumed-then-lost", "replica-divergence", "final-read")
+
+
+def _power_loss_leader(a: Anomaly, r: Result) -> bool:
+    return a.kind in _LOSS and any(f.kind == "power" for f in r.schedule)
 
 
 KNOWN: tuple[KnownBug, ...] = (
@@ -53,6 +71,25 @@ KNOWN: tuple[KnownBug, ...] = (
         "end offsets go backwards after a leader change",
         "replication-core",
         _end_offset_backwards,
+    ),
+    KnownBug(
+        "producer-retry-across-leaders",
+        "the idempotent producer retries a partition's oldest batch to the old leader while its later "
+        "batches go to the new one; the late retry, now older than the broker's five-batch window, "
+        "gets OUT_OF_ORDER_SEQUENCE and the epoch bump (KIP-360) sends it again: a duplicate, out of "
+        "order (odradek.client.producer.sender; Java sends a partition's retries in sequence order)",
+        "not assigned",
+        _retry_after_gap,
+    ),
+    KnownBug(
+        "restarted-leader-keeps-leading",
+        "a broker that restarted with a shorter log (a power cut) stays in the ISR and can lead when "
+        "the controller did not see it go (paused, cut from ZooKeeper, or a new controller): followers "
+        "truncate to it and acknowledged records are lost (cluster/controller.py `decide`; Kafka's "
+        "controller treats a bounced broker as failed first; a new controller cannot see a bounce in "
+        "either, which KRaft closes with broker epochs, KIP-903)",
+        "not assigned",
+        _power_loss_leader,
     ),
 )
 

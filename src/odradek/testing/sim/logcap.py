@@ -8,6 +8,7 @@ logged it.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable
 
 from odradek.testing.sim.loop import NODE
@@ -23,9 +24,13 @@ class SimLogHandler(logging.Handler):
         self.echo = echo
         self.lines: list[str] = []
         self.count = 0
+        # every distinct message, unformatted, with its exception's class: what known bugs match
+        self.templates: Counter[str] = Counter()
 
     def emit(self, record: logging.LogRecord) -> None:
         self.count += 1
+        exc = record.exc_info[1] if record.exc_info else None
+        self.templates[f"{record.name}: {record.msg}" + (f" [{type(exc).__name__}]" if exc is not None else "")] += 1
         if not self.echo and len(self.lines) >= self.keep:
             return
         node = NODE.get()

@@ -84,7 +84,8 @@ class Result:
     history: History | None = None
     errors: list[str] = field(default_factory=list)
     trace: list[str] | None = None
-    logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (errors by default)
+    logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (warnings by default)
+    templates: dict[str, int] = field(default_factory=dict)  # every message logged, unformatted: count
 
     @property
     def ok(self) -> bool:
@@ -140,6 +141,7 @@ class Result:
             "unexplained": sorted({a.kind for a in unexplained}),
             "anomalies": [str(a) for a in self.anomalies[:20]],
             "logs": self.logs[:5],
+            "templates": {k: v for k, v in self.templates.items() if k.split(": ", 1)[0] != "odradek.sim"},
             "digest": self.digest,
             "faults": [f.kind for f in self.schedule],
             "stats": self.stats,
@@ -157,7 +159,7 @@ def run_seed(
     opts: SimOptions | None = None,
     faults: list[Fault] | None = None,
     *,
-    log_level: int = logging.ERROR,
+    log_level: int = logging.WARNING,
     echo_logs: bool = False,
 ) -> Result:
     """Run one seed (with `faults` instead of the seed's own schedule, when given). Logs at
@@ -198,6 +200,7 @@ def run_seed(
         errors,
         cluster.trace.lines,
         logs.lines,
+        dict(logs.templates),
     )
 
 
