@@ -40,7 +40,6 @@ def _seeds(spec: str) -> list[int]:
 def _worker(profile: str) -> int:
     from odradek.testing.sim.run import run_seed
 
-    logging.disable(logging.CRITICAL)
     opts = PROFILES[profile]
     for line in sys.stdin:
         line = line.strip()

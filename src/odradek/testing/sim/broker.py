@@ -67,6 +67,17 @@ class SimDisk(FaultyFileSystem):
         self.crash()
 
 
+class OrderedSet(dict):  # type: ignore[type-arg]
+    """The set operations the broker uses, iterating in insertion order (a set of objects
+    iterates by address, which differs from run to run)."""
+
+    def add(self, item: Any) -> None:
+        self[item] = None
+
+    def discard(self, item: Any) -> None:
+        self.pop(item, None)
+
+
 class SimBroker(Broker):
     def __init__(
         self,
@@ -78,6 +89,8 @@ class SimBroker(Broker):
         node: Node,
     ) -> None:
         super().__init__(config, fs=fs)
+        self.connections = OrderedSet()  # type: ignore[assignment]
+        self._conn_tasks = OrderedSet()  # type: ignore[assignment]
         self.net = net
         self.zookeeper = zookeeper
         self.node = node

@@ -60,6 +60,7 @@ class Final:
     read_errors: list[str] = field(default_factory=list)
     unhealthy: list[str] = field(default_factory=list)
     divergence: list[tuple[int, str]] = field(default_factory=list)
+    applied: dict[str, int] = field(default_factory=dict)  # the faults that happened, by kind
 
 
 def _order_key(rec: Produced) -> tuple[int, ...]:

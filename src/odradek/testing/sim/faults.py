@@ -69,12 +69,15 @@ class Fault:
     duration: float = 0.0
     arg: Any = None
     partition: int = -1
+    target: str = ""  # instead of `brokers`: "leader" (of `partition`) or "controller", when the fault starts
 
     def __str__(self) -> str:
         parts = [f"{self.at:7.2f}s {self.kind}"]
         if self.brokers:
             parts.append("b" + ",b".join(str(b) for b in self.brokers))
-        if self.partition >= 0:
+        if self.target:
+            parts.append(f"the {self.target}" + (f" of p{self.partition}" if self.target == "leader" else ""))
+        elif self.partition >= 0:
             parts.append(f"p{self.partition}")
         if self.arg is not None:
             parts.append(str(self.arg))
@@ -109,7 +112,7 @@ def schedule(seed: int, spec: FaultSpec, brokers: int, partitions: int) -> list[
         p = rng.randrange(partitions)
         f = Fault(at, kind, (b,), duration)
         if kind in ("leader-kill", "failover"):
-            f.brokers, f.partition = (), p
+            f.brokers, f.partition, f.target = (), p, "leader"
             if kind == "failover":
                 f.duration = max(duration, 15.0)
         elif kind in ("partition", "oneway", "reset"):
@@ -213,6 +216,15 @@ class FaultRunner:
             del self.s.cuts[(a, b)]
             self.c.net.uncut(a, b)
 
+    def _resolve(self, f: Fault) -> Fault:
+        """The fault with its target broker named, now."""
+        if not f.target:
+            return f
+        b = self.c.controller() if f.target == "controller" else self.leader_of(f.partition)
+        if b < 0:
+            raise RuntimeError(f"no {f.target} to target")
+        return Fault(f.at, f.kind, (b, *f.brokers), f.duration, f.arg, f.partition)
+
     def leader_of(self, p: int) -> int:
         for pv in self.c.partitions(self.topic):
             if pv.partition == p:
@@ -234,13 +246,12 @@ class FaultRunner:
     # ------------------------------------------------------------------ faults
     async def _apply(self, fid: int, f: Fault) -> None:
         c = self.c
-        self.applied[f.kind] += 1
         kind = f.kind
+        if kind != "failover":
+            f = self._resolve(f)
+        self.applied[f.kind] += 1
         if kind in ("kill", "power", "leader-kill"):
-            b = f.brokers[0] if f.brokers else self.leader_of(f.partition)
-            if b < 0:
-                self.event(f"{kind}: p{f.partition} has no leader")
-                return
+            b = f.brokers[0]
             self.event(f"{'power cut of' if kind == 'power' else 'kill -9'} b{b} ({f})")
             self._down(b, fid, power=kind == "power")
             await asyncio.sleep(f.duration)
@@ -280,7 +291,15 @@ class FaultRunner:
             await asyncio.sleep(f.duration)
             self._up(b, fid)
         elif kind == "pause":
-            b = f.brokers[0]
+            b = (
+                f.brokers[0]
+                if f.brokers
+                else self.c.controller()
+                if f.arg == "controller"
+                else self.leader_of(f.partition)
+            )
+            if b < 0:
+                return
             self.event(f"SIGSTOP b{b} for {f.duration:.1f}s")
             self.s.paused.setdefault(b, set()).add(fid)
             c.host(b).pause()

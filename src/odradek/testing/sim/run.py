@@ -188,6 +188,7 @@ def run_seed(
     stats["delivered_bytes"] = cluster.net.delivered_bytes
     stats["sessions_expired"] = cluster.zk.expired_sessions
     stats["logged"] = logs.count
+    stats["applied"] = final.applied
     return Result(
         seed,
         anomalies,
@@ -260,7 +261,7 @@ async def _scenario(cluster: SimCluster, h: History, plan: list[Fault], opts: Si
         unhealthy = await cluster.wait_healthy([topic], opts.settle)
         if not unhealthy:
             await _until(cluster, lambda: _transactions_closed(cluster, topic, spec.partitions), 30)
-        final = Final(loop.elapsed, healed, unhealthy=unhealthy)
+        final = Final(loop.elapsed, healed, unhealthy=unhealthy, applied=dict(runner.applied))
         await _read_final(cluster, final, topic, spec.partitions)
         return final
     finally:
@@ -297,9 +298,13 @@ async def _read_final(cluster: SimCluster, final: Final, topic: str, partitions:
         hw = lg.high_watermark
         final.high_watermarks[p] = hw
         final.logs[p] = truth = read_log(lg, hw)
-        leader = next(pv.leader for pv in cluster.partitions(topic) if pv.partition == p)
+        pv = next(pv for pv in cluster.partitions(topic) if pv.partition == p)
+        leader = pv.leader
         for b, host in cluster.hosts.items():
-            if b == leader or not host.running or host.broker is None or host.broker.log_manager is None:
+            # in-sync replicas only: one out of the ISR may still hold what it has to truncate
+            if b == leader or b not in pv.isr or not host.running or host.broker is None:
+                continue
+            if host.broker.log_manager is None:
                 continue
             other = host.broker.log_manager.get_log(topic, p)
             if other is None:
