@@ -49,7 +49,7 @@ class SimDisk(FaultyFileSystem):
         super().__init__(real_fsync=False)
         self.fsyncs = 0
 
-    def fsync(self, fd):  # type: ignore[no-untyped-def]
+    def fsync(self, fd):
         self.fsyncs += 1
         super().fsync(fd)
 
@@ -67,7 +67,7 @@ class SimDisk(FaultyFileSystem):
         self.crash()
 
 
-class OrderedSet(dict):  # type: ignore[type-arg]
+class OrderedSet(dict):
     """The set operations the broker uses, iterating in insertion order (a set of objects
     iterates by address, which differs from run to run)."""
 
@@ -99,10 +99,10 @@ class SimBroker(Broker):
         assert self.zookeeper is not None, "cluster mode needs the simulated ZooKeeper"
         config = self.config
         zk = self.zookeeper.client(self.node, config["zookeeper.session.timeout.ms"])
-        self.zk = zk  # type: ignore[assignment]
+        self.zk = zk
         proposed = config["cluster.id"] or new_cluster_id()
         existing = {cid for d in config["log.dirs"] if (cid := read_meta_properties(d).get("cluster.id"))}
-        cluster_id = await asyncio.to_thread(zk_client.cluster_id, zk, proposed)  # type: ignore[arg-type]
+        cluster_id = await asyncio.to_thread(zk_client.cluster_id, zk, proposed)
         if existing and cluster_id not in existing:
             log.warning("broker %d: directories of cluster %s, ZooKeeper has %s", self.node_id, existing, cluster_id)
         return zk, cluster_id

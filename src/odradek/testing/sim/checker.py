@@ -204,11 +204,11 @@ def check(h: History, final: Final) -> list[Anomaly]:
     # the clients' final reading
     for err in final.read_errors:
         out.append(Anomaly("final-read", end, err))
-    for committed, view in ((False, final.read_uncommitted), (True, final.read_committed)):
+    for is_rc, view in ((False, final.read_uncommitted), (True, final.read_committed)):
         if view is None:
             continue
         for p, records in sorted(final.logs.items()):
-            if committed:
+            if is_rc:
                 expect = _committed_prefix(records, fate, p)
             else:
                 expect = [(r.offset, r.value) for r in records if r.value is not None]
@@ -218,7 +218,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     Anomaly(
                         "final-read",
                         end,
-                        f"{'read_committed' if committed else 'read_uncommitted'}: {_diff(expect, got)}",
+                        f"{'read_committed' if is_rc else 'read_uncommitted'}: {_diff(expect, got)}",
                         p,
                     )
                 )
@@ -244,11 +244,13 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     )
                 )
                 break
-        hw = final.high_watermarks.get(p)
+        final_hw = final.high_watermarks.get(p)
         top = max(answers, key=lambda e: e.offset, default=None)
-        if hw is not None and top is not None and top.offset > hw:
+        if final_hw is not None and top is not None and top.offset > final_hw:
             out.append(
-                Anomaly("end-offset-backwards", end, f"answered {top.offset} at {top.t_recv:.3f}, final HW {hw}", p)
+                Anomaly(
+                    "end-offset-backwards", end, f"answered {top.offset} at {top.t_recv:.3f}, final HW {final_hw}", p
+                )
             )
 
     for p, detail in final.divergence:

@@ -311,17 +311,17 @@ class FaultRunner:
                 self.event(f"SIGCONT b{b}")
         elif kind in ("partition", "oneway", "isolate", "zk-cut"):
             pairs = self._pairs(f)
-            self.event(f"cut {', '.join(f'{a}>{b}' for a, b in pairs)} for {f.duration:.1f}s")
-            for a, b in pairs:
-                self._cut(a, b)
+            self.event(f"cut {', '.join(f'{x}>{y}' for x, y in pairs)} for {f.duration:.1f}s")
+            for x, y in pairs:
+                self._cut(x, y)
             await asyncio.sleep(f.duration)
-            for a, b in pairs:
-                self._uncut(a, b)
-            self.event(f"healed {', '.join(f'{a}>{b}' for a, b in pairs)}")
+            for x, y in pairs:
+                self._uncut(x, y)
+            self.event(f"healed {', '.join(f'{x}>{y}' for x, y in pairs)}")
         elif kind == "reset":
-            a, b = (f"b{x}" for x in f.brokers)
-            n = c.net.reset_connections(a, b)
-            self.event(f"reset {n} connections between {a} and {b}")
+            one, two = (f"b{x}" for x in f.brokers)
+            n = c.net.reset_connections(one, two)
+            self.event(f"reset {n} connections between {one} and {two}")
         elif kind == "clock-step":
             b = f.brokers[0]
             c.host(b).step_clock(f.arg)

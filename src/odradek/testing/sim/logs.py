@@ -86,7 +86,7 @@ async def final_read(
 
     name = "final-rc" if committed else "final-ru"
     c = AIOConsumer(
-        client_config(
+        config=client_config(
             cluster,
             name,
             isolation_level="read_committed" if committed else "read_uncommitted",

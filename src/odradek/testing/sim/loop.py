@@ -111,7 +111,7 @@ class SimLoop(asyncio.BaseEventLoop):
         # chose. `bury()` closes them when the run is over.
         self.graveyard: list[asyncio.Task[Any]] = []
         self.set_exception_handler(self._on_error)
-        self.set_task_factory(self._make_task)  # type: ignore[arg-type]
+        self.set_task_factory(self._make_task)
 
     def _make_task(self, loop: Any, coro: Any, context: contextvars.Context | None = None) -> asyncio.Task[Any]:
         task = asyncio.Task(coro, loop=self, context=context)
@@ -178,7 +178,7 @@ class SimLoop(asyncio.BaseEventLoop):
             seen.add(id(task))
             coro = task.get_coro()
             try:
-                coro.close()  # type: ignore[union-attr]
+                coro.close()
             except BaseException:  # noqa: BLE001 - a finally block that wanted a running loop
                 pass
 
@@ -248,7 +248,7 @@ class SimLoop(asyncio.BaseEventLoop):
             h = ready.popleft()
             if h._cancelled:
                 continue
-            ctx = h._context  # type: ignore[attr-defined]
+            ctx = h._context
             node = ctx.get(NODE) if ctx is not None else None
             if node is not None:
                 if node.dead:
@@ -261,7 +261,7 @@ class SimLoop(asyncio.BaseEventLoop):
             self._now += self.cpu_per_handle
 
     def _poll_readers(self) -> list[asyncio.Handle]:
-        out = []
+        out: list[asyncio.Handle] = []
         maybe = self._maybe_readable
         if not maybe:
             return out
@@ -273,7 +273,7 @@ class SimLoop(asyncio.BaseEventLoop):
             h = self._readers.get(fd)
             if h is None or h._cancelled:
                 continue  # nobody reading now (backpressure); add_reader looks again
-            node = h._context.get(NODE)  # type: ignore[attr-defined]
+            node = h._context.get(NODE)
             if node is not None and (node.dead or node.paused):
                 continue  # resume() runs parked handles; a reader is polled again then
             out.append(h)
@@ -312,7 +312,7 @@ class SimLoop(asyncio.BaseEventLoop):
     # ------------------------------------------------------------ network
     network: Any = None  # net.Network, once one is attached
 
-    async def create_connection(  # type: ignore[override]
+    async def create_connection(
         self, protocol_factory: Callable[[], Any], host: str | None = None, port: int | None = None, **kwargs: Any
     ) -> tuple[Any, Any]:
         if kwargs.get("ssl") or kwargs.get("sock") is not None:
@@ -340,7 +340,11 @@ class SimLoop(asyncio.BaseEventLoop):
             result = func(*args)
         except WouldBlock as blocked:
             ctx = contextvars.copy_context()
-            blocked.wait(lambda: self.call_soon(self._run_inline, fut, func, args, context=ctx))
+
+            def resume() -> None:
+                self.call_soon(self._run_inline, fut, func, args, context=ctx)
+
+            blocked.wait(resume)
             return
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
             charge, self._charge = self._charge, 0.0
@@ -453,7 +457,7 @@ def simulated_world(loop: SimLoop, seed: int) -> Iterator[None]:
     for name, fn in virtual.items():
         setattr(time, name, fn)
     rebound = _rebind_defaults({originals[n]: virtual[n] for n in _CLOCKS})
-    uuid.uuid4 = lambda: uuid.UUID(int=uuid_rng.getrandbits(128), version=4)  # type: ignore[assignment]
+    uuid.uuid4 = lambda: uuid.UUID(int=uuid_rng.getrandbits(128), version=4)
     random.seed(seed)
     try:
         yield
@@ -462,5 +466,5 @@ def simulated_world(loop: SimLoop, seed: int) -> Iterator[None]:
             setattr(time, name, fn)
         for fn, attr, value in rebound:
             setattr(fn, attr, value)
-        uuid.uuid4 = real_uuid4  # type: ignore[assignment]
+        uuid.uuid4 = real_uuid4
         random.setstate(random_state)

@@ -125,7 +125,7 @@ class Network:
         self.delivered_chunks = 0
         self.trace_sends = True  # every send too, not only deliveries: where two runs part shows sooner
         loop.readable = self._readable
-        loop.network = self  # type: ignore[attr-defined]
+        loop.network = self
 
     # ------------------------------------------------------------------ links
     def latency(self, src: str, dst: str, size: int = 0) -> float:
@@ -151,8 +151,8 @@ class Network:
         if a is None:
             self.cut.clear()
         else:
-            self.cut.discard((a, b))  # type: ignore[arg-type]
-            self.cut.discard((b, a))  # type: ignore[arg-type]
+            self.cut.discard((a, b))
+            self.cut.discard((b, a))
         self._flush_held()
 
     def uncut(self, a: str, b: str) -> None:
@@ -488,13 +488,13 @@ class SimClientTransport(asyncio.Transport):
             self._net.close(ep)
             self._connection_lost(ConnectionResetError(104, "connection reset by peer"))
         elif ep.eof:
-            keep = protocol.eof_received() if hasattr(protocol, "eof_received") else None  # type: ignore[attr-defined]
+            keep = protocol.eof_received() if hasattr(protocol, "eof_received") else None
             if not keep:
                 self._closing = True
                 self._net.close(ep)
                 self._connection_lost(None)
 
-    def _connection_lost(self, exc: BaseException | None) -> None:
+    def _connection_lost(self, exc: Exception | None) -> None:
         if self._lost:
             return
         self._lost = True

@@ -183,7 +183,7 @@ def run_seed(
         asyncio.set_event_loop(None)
         cluster.teardown()
     anomalies = check(history, final)
-    stats = history.stats()
+    stats: dict[str, Any] = dict(history.stats())
     stats["handles"] = loop.handles_run
     stats["delivered_bytes"] = cluster.net.delivered_bytes
     stats["sessions_expired"] = cluster.zk.expired_sessions

@@ -211,7 +211,7 @@ class Workload:
     # ------------------------------------------------------------------ readers
     def _consumer(self, name: str, committed: bool) -> AIOConsumer:
         return AIOConsumer(
-            client_config(
+            config=client_config(
                 self.cluster,
                 name,
                 isolation_level="read_committed" if committed else "read_uncommitted",

@@ -527,7 +527,11 @@ class SimZkClient:
         try:
             fn()
         except WouldBlock:
-            self._blocked.append(lambda: self.loop.call_soon_as(self.node, self._run, fn))
+
+            def resume() -> None:
+                self.loop.call_soon_as(self.node, self._run, fn)
+
+            self._blocked.append(resume)
         except ConnectionClosedError:
             pass
 
