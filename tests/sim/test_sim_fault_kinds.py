@@ -27,6 +27,10 @@ SMOKE: dict[str, tuple[list[Fault], list[str]]] = {
     "oneway": ([Fault(3.0, "oneway", (1, 3), duration=5.0)], ["cut b1>b3 for", "healed b1>b3"]),
     "isolate": ([Fault(3.0, "isolate", (2,), duration=5.0)], ["cut b2>b1, b2>b3, b1>b2, b3>b2"]),
     "zk-cut": ([Fault(3.0, "zk-cut", (3,), duration=8.0, arg="both")], ["cut b3>zk, zk>b3", "broker 3 gone"]),
+    "slow-link": (
+        [Fault(3.0, "slow-link", (1,), duration=5.0, arg=0.3)],
+        ["link b1<>zk slow (300 ms", "back to normal"],
+    ),
     "reset": ([Fault(3.0, "reset", (1, 2))], ["reset "]),
     "clock-step": ([Fault(3.0, "clock-step", (2,), arg=30)], ["b2's clock steps +30 s"]),
     "drift": ([Fault(3.0, "drift", (2,), arg=0.01)], ["b2's clock drifts +0.010 s/s"]),

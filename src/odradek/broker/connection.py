@@ -2,8 +2,9 @@
 
 The protocol itself (frames, request headers, decoding, the KIP-511 ApiVersions fallback,
 the authentication gate, response framing) is `odradek.protocol.connection.ServerConnection`;
-the bytes go through a transport (broker/transport.py: plaintext with sendfile; TLS would
-plug in there). What is left here is the driving: socket readiness, backpressure, in-order
+the bytes go through the transport it is given (broker/transport.py: plaintext with
+sendfile, built per socket by server.py's accept loop; TLS would plug in there; the simulator
+gives its own, odradek/testing/sim/net.py). What is left here is the driving: socket readiness, backpressure, in-order
 processing, idle tracking, and handing each request to its handler.
 
 Concurrency (see docs/architecture.md): everything here runs on the broker's single

@@ -13,6 +13,8 @@ Kinds (`KINDS`, with their weights in a draw):
 - `partition`: two brokers cut from each other both ways; `oneway`: one way;
 - `isolate`: a broker cut from every other broker (clients and ZooKeeper still reach it);
 - `zk-cut`: a broker cut from ZooKeeper only (both ways, or one way);
+- `slow-link`: a broker's link to ZooKeeper, or to another broker, slow (100-800 ms each way):
+  watch events and replies come late;
 - `reset`: every connection between two brokers reset;
 - `clock-step`: a broker's wall clock jumps (seconds to two hours, either way);
 - `drift`: a broker's wall clock runs fast or slow from now on;
@@ -50,6 +52,7 @@ KINDS: dict[str, int] = {
     "oneway": 2,
     "isolate": 2,
     "zk-cut": 2,
+    "slow-link": 2,
     "reset": 1,
     "clock-step": 1,
     "drift": 1,
@@ -121,6 +124,9 @@ def schedule(seed: int, spec: FaultSpec, brokers: int, partitions: int) -> list[
                 f.duration = 0.0
         elif kind == "zk-cut":
             f.arg = rng.choice(["both", "both", "to-zk", "from-zk"])
+        elif kind == "slow-link":
+            f.brokers = (b,) if rng.random() < 0.6 else (b, other)
+            f.arg = rng.choice([0.1, 0.3, 0.8])
         elif kind == "clock-step":
             f.arg, f.duration = rng.choice([1, 1, -1]) * rng.choice([2, 30, 600, 7200]), 0.0
         elif kind == "drift":
@@ -318,6 +324,16 @@ class FaultRunner:
             for x, y in pairs:
                 self._uncut(x, y)
             self.event(f"healed {', '.join(f'{x}>{y}' for x, y in pairs)}")
+        elif kind == "slow-link":
+            a = f"b{f.brokers[0]}"
+            z = f"b{f.brokers[1]}" if len(f.brokers) > 1 else ZK
+            self.event(f"link {a}<>{z} slow ({f.arg * 1000:.0f} ms each way) for {f.duration:.1f}s")
+            c.net.set_latency(a, z, f.arg)
+            c.net.set_latency(z, a, f.arg)
+            await asyncio.sleep(f.duration)
+            c.net.set_latency(a, z, None)
+            c.net.set_latency(z, a, None)
+            self.event(f"link {a}<>{z} back to normal")
         elif kind == "reset":
             one, two = (f"b{x}" for x in f.brokers)
             n = c.net.reset_connections(one, two)
@@ -429,6 +445,7 @@ class FaultRunner:
             t.cancel()
         c = self.c
         c.net.heal()
+        c.net.normal_latency()
         self.s = _State()
         for host in c.hosts.values():
             host.set_slow_io(1.0)

@@ -135,8 +135,16 @@ class Network:
             base = self._latency[(src, dst)] = random.Random(f"{self.seed}:{src}->{dst}").uniform(lo, hi) / 1000
         return base + self.rng.expovariate(5000.0) + size / BANDWIDTH
 
-    def set_latency(self, src: str, dst: str, seconds: float) -> None:
-        self._latency[(src, dst)] = seconds
+    def set_latency(self, src: str, dst: str, seconds: float | None) -> None:
+        """The base latency from src to dst (None: back to the one drawn from the seed)."""
+        if seconds is None:
+            self._latency.pop((src, dst), None)
+        else:
+            self._latency[(src, dst)] = seconds
+
+    def normal_latency(self) -> None:
+        """Every link back to the latency drawn from the seed."""
+        self._latency.clear()
 
     def blocked(self, src: str, dst: str) -> bool:
         return (src, dst) in self.cut or dst in self.down
