@@ -62,8 +62,15 @@ class SimCluster:
     def bootstrap(self) -> str:
         return ",".join(f"{h.name}:9092" for h in self.hosts.values())
 
-    def follow(self, event: Callable[[str, str], None]) -> None:
-        """Tell `event(actor, text)` of every leadership, ISR, registration and controller change."""
+    def follow(
+        self,
+        event: Callable[[str, str], None],
+        on_state: Callable[[str, int, L.PartitionState], None] | None = None,
+        on_register: Callable[[int], None] | None = None,
+    ) -> None:
+        """Tell `event(actor, text)` of every leadership, ISR, registration and controller change
+        (`on_state(topic, partition, state)` of every partition state written, `on_register(id)`
+        of every broker registration)."""
 
         def observe(op: str, path: str, data: bytes | None) -> None:
             parts = path.split("/")
@@ -71,14 +78,26 @@ class SimCluster:
                 if path.endswith("/state") and data is not None and len(parts) == 7:
                     st = L.decode_partition_state(parts[3], int(parts[5]), data)
                     event("zk", f"{parts[3]}-{parts[5]}: leader {st.leader} epoch {st.leader_epoch} isr {list(st.isr)}")
+                    if on_state is not None:
+                        on_state(parts[3], int(parts[5]), st)
                 elif path.startswith(L.BROKER_IDS + "/") and op in ("create", "delete"):
                     event("zk", f"broker {parts[-1]} {'registered' if op == 'create' else 'gone'}")
+                    if op == "create" and on_register is not None:
+                        on_register(int(parts[-1]))
                 elif path == L.CONTROLLER:
                     event("zk", f"controller {L.decode_controller(data) if data else 'gone'}")
             except (L.LayoutError, ValueError):
                 pass
 
         self.zk.observer = observe
+
+    def log_end(self, broker: int, topic: str, partition: int) -> int | None:
+        """Broker `broker`'s log end offset of the partition now (None: not running, no log)."""
+        host = self.hosts.get(broker)
+        if host is None or not host.alive or host.broker is None or host.broker.log_manager is None:
+            return None
+        lg = host.broker.log_manager.get_log(topic, partition)
+        return lg.log_end_offset if lg is not None else None
 
     def host(self, broker: int) -> BrokerHost:
         return self.hosts[broker]

@@ -74,6 +74,9 @@ class History:
         self.reads: list[Read] = []
         self.end_offsets: list[EndOffset] = []
         self.events: list[tuple[float, str, str]] = []
+        self.acked_end: dict[int, int] = {}  # partition -> 1 + the highest offset acknowledged (acks=all)
+        # moments a replica took a role it could not hold: (time, partition, what)
+        self.violations: list[tuple[float, int, str]] = []
 
     def note(self, actor: str, text: str) -> None:
         """A readable event that the trace already holds in another form."""
@@ -96,6 +99,8 @@ class History:
         rec.t_done = self.now()
         if error is None and offset is not None:
             rec.offset = offset
+            if rec.txn is None and offset + 1 > self.acked_end.get(rec.partition, 0):
+                self.acked_end[rec.partition] = offset + 1
             self.trace.add(f"{rec.t_done:.6f} ack {rec.value} p{rec.partition}@{offset}")
         else:
             rec.error = type(error).__name__ if error is not None else "no offset"
@@ -113,6 +118,10 @@ class History:
         self.event(
             txn.producer, f"transaction {txn.name} ({len(txn.values)} records, p{parts}) {outcome} {why}".rstrip()
         )
+
+    def violation(self, partition: int, what: str) -> None:
+        self.violations.append((self.now(), partition, what))
+        self.event("check", f"p{partition}: {what}")
 
     # ------------------------------------------------------------------ reading
     def read(self, reader: str, committed: bool, partition: int, offset: int, value: str) -> None:

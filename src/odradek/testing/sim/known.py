@@ -50,7 +50,15 @@ def _retry_after_gap(a: Anomaly, r: Result) -> bool:
     return a.kind in ("duplicate", "reordered") and _logged(r, _EPOCH_BUMP)
 
 
-_LOSS = ("lost", "offset-changed", "torn-txn", "consumed-then-lost", "replica-divergence", "final-read")
+_LOSS = (
+    "lost",
+    "offset-changed",
+    "torn-txn",
+    "consumed-then-lost",
+    "replica-divergence",
+    "final-read",
+    "leader-without-acked",
+)
 
 
 def _power_loss_leader(a: Anomaly, r: Result) -> bool:

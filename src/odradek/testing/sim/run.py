@@ -72,6 +72,18 @@ class SimOptions:
         }
 
 
+# Which anomalies' moments the report shows first: those nearest a root cause.
+_ROOT_FIRST = {
+    "leader-without-acked": 0,
+    "replica-divergence": 1,
+    "duplicate": 2,
+    "reordered": 2,
+    "end-offset-backwards": 3,
+    "aborted-visible": 3,
+    "unavailable": 4,
+}
+
+
 @dataclass
 class Result:
     seed: int
@@ -114,7 +126,8 @@ class Result:
                 lines.append(f"  ... {len(self.anomalies) - 20} more")
             if self.history is not None:
                 shown: set[float] = set()
-                for a in self.anomalies[:5]:
+                first = sorted(self.anomalies, key=lambda a: (_ROOT_FIRST.get(a.kind, 9), a.t))
+                for a in first[:3]:
                     for t in (a.since, a.t):
                         if t < 0 or round(t, 1) in shown:
                             continue
@@ -171,7 +184,31 @@ def run_seed(
     )
     loop = cluster.loop
     history = History(cluster.trace, lambda: loop.elapsed)
-    cluster.follow(history.note)
+    topic = opts.workload.topic
+
+    reported: set[tuple[int, int, int]] = set()
+
+    def on_state(t: str, p: int, st: Any) -> None:
+        """A leader elected must hold every record acknowledged so far (acks=all)."""
+        acked = history.acked_end.get(p, 0)
+        if t != topic or st.leader < 0 or not acked:
+            return
+        end = cluster.log_end(st.leader, t, p)
+        if end is not None and end < acked and (p, st.leader, st.leader_epoch) not in reported:
+            reported.add((p, st.leader, st.leader_epoch))
+            history.violation(
+                p,
+                f"b{st.leader} leads (epoch {st.leader_epoch}) with its log ending at {end}, "
+                f"below offset {acked - 1} acknowledged",
+            )
+
+    def on_register(broker: int) -> None:
+        """A broker back (a new session) resumes leading what ZooKeeper says it leads."""
+        for pv in cluster.partitions(topic):
+            if pv.leader == broker:
+                on_state(topic, pv.partition, pv)
+
+    cluster.follow(history.note, on_state, on_register)
     plan = faults if faults is not None else schedule(seed, opts.faults, opts.brokers, opts.workload.partitions)
     started = _real_clock()
     asyncio.set_event_loop(loop)
