@@ -24,8 +24,9 @@ anomalies, by kind:
 - `replica-divergence`: two replicas of a partition differ below the high watermark;
 - `unavailable`: once every fault is healed, a broker is not back, a partition has no leader
   or its ISR lacks replicas (within the settle time);
-- `leader-without-acked`: a broker became leader while its log lacked a record already
-  acknowledged (seen when ZooKeeper records the election: the moment the loss began).
+- `leader-without-acked`, `isr-without-acked`: a broker led, or was in the ISR, while its log
+  lacked a record already acknowledged (checked at every partition state ZooKeeper records and
+  every registration: the moment a loss begins).
 """
 
 from __future__ import annotations
@@ -255,8 +256,8 @@ def check(h: History, final: Final) -> list[Anomaly]:
                 )
             )
 
-    for t, p, what in h.violations:
-        out.append(Anomaly("leader-without-acked", t, what, p))
+    for t, p, kind, what in h.violations:
+        out.append(Anomaly(kind, t, what, p))
     for p, detail in final.divergence:
         out.append(Anomaly("replica-divergence", end, detail, p))
     for problem in final.unhealthy:

@@ -75,8 +75,8 @@ class History:
         self.end_offsets: list[EndOffset] = []
         self.events: list[tuple[float, str, str]] = []
         self.acked_end: dict[int, int] = {}  # partition -> 1 + the highest offset acknowledged (acks=all)
-        # moments a replica took a role it could not hold: (time, partition, what)
-        self.violations: list[tuple[float, int, str]] = []
+        # moments a replica took a role it could not hold: (time, partition, kind, what)
+        self.violations: list[tuple[float, int, str, str]] = []
 
     def note(self, actor: str, text: str) -> None:
         """A readable event that the trace already holds in another form."""
@@ -119,8 +119,8 @@ class History:
             txn.producer, f"transaction {txn.name} ({len(txn.values)} records, p{parts}) {outcome} {why}".rstrip()
         )
 
-    def violation(self, partition: int, what: str) -> None:
-        self.violations.append((self.now(), partition, what))
+    def violation(self, partition: int, kind: str, what: str) -> None:
+        self.violations.append((self.now(), partition, kind, what))
         self.event("check", f"p{partition}: {what}")
 
     # ------------------------------------------------------------------ reading

@@ -58,6 +58,7 @@ _LOSS = (
     "replica-divergence",
     "final-read",
     "leader-without-acked",
+    "isr-without-acked",
 )
 
 

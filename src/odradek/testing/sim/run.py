@@ -75,6 +75,7 @@ class SimOptions:
 # Which anomalies' moments the report shows first: those nearest a root cause.
 _ROOT_FIRST = {
     "leader-without-acked": 0,
+    "isr-without-acked": 0,
     "replica-divergence": 1,
     "duplicate": 2,
     "reordered": 2,
@@ -186,20 +187,25 @@ def run_seed(
     history = History(cluster.trace, lambda: loop.elapsed)
     topic = opts.workload.topic
 
-    reported: set[tuple[int, int, int]] = set()
+    reported: set[tuple[int, int, int, bool]] = set()
 
     def on_state(t: str, p: int, st: Any) -> None:
-        """A leader elected must hold every record acknowledged so far (acks=all)."""
+        """The leader, and every in-sync replica, must hold every record acknowledged so far
+        (acks=all: the high watermark passed it, and it is the lowest end of the ISR)."""
         acked = history.acked_end.get(p, 0)
         if t != topic or st.leader < 0 or not acked:
             return
-        end = cluster.log_end(st.leader, t, p)
-        if end is not None and end < acked and (p, st.leader, st.leader_epoch) not in reported:
-            reported.add((p, st.leader, st.leader_epoch))
+        for b in (st.leader, *st.isr):
+            end = cluster.log_end(b, t, p)
+            lead = b == st.leader
+            key = (p, b, st.leader_epoch, lead)
+            if end is None or end >= acked or key in reported:
+                continue
+            reported.add(key)
+            role = f"leads (epoch {st.leader_epoch})" if lead else f"is in the ISR of leader b{st.leader}"
+            kind = "leader-without-acked" if lead else "isr-without-acked"
             history.violation(
-                p,
-                f"b{st.leader} leads (epoch {st.leader_epoch}) with its log ending at {end}, "
-                f"below offset {acked - 1} acknowledged",
+                p, kind, f"b{b} {role} with its log ending at {end}, below offset {acked - 1} acknowledged"
             )
 
     def on_register(broker: int) -> None:
