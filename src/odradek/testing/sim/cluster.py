@@ -14,7 +14,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.cluster import zk_layout as L
 from odradek.testing.sim.broker import BrokerHost
@@ -22,6 +22,9 @@ from odradek.testing.sim.loop import NODE, Node, SimLoop
 from odradek.testing.sim.net import Network
 from odradek.testing.sim.trace import Trace
 from odradek.testing.sim.zk import SimZooKeeper
+
+if TYPE_CHECKING:
+    from odradek.storage import Log
 
 
 @dataclass(frozen=True)
@@ -91,12 +94,16 @@ class SimCluster:
 
         self.zk.observer = observe
 
-    def log_end(self, broker: int, topic: str, partition: int) -> int | None:
-        """Broker `broker`'s log end offset of the partition now (None: not running, no log)."""
+    def log_of(self, broker: int, topic: str, partition: int) -> Log | None:
+        """Broker `broker`'s log of the partition (None: not running, or no such log)."""
         host = self.hosts.get(broker)
         if host is None or not host.alive or host.broker is None or host.broker.log_manager is None:
             return None
-        lg = host.broker.log_manager.get_log(topic, partition)
+        return host.broker.log_manager.get_log(topic, partition)
+
+    def log_end(self, broker: int, topic: str, partition: int) -> int | None:
+        """Broker `broker`'s log end offset of the partition now (None: not running, no log)."""
+        lg = self.log_of(broker, topic, partition)
         return lg.log_end_offset if lg is not None else None
 
     def host(self, broker: int) -> BrokerHost:

@@ -303,7 +303,8 @@ async def _scenario(cluster: SimCluster, h: History, plan: list[Fault], opts: Si
         h.event("sim", "workload stopped")
         unhealthy = await cluster.wait_healthy([topic], opts.settle)
         if not unhealthy:
-            await _until(cluster, lambda: _transactions_closed(cluster, topic, spec.partitions), 30)
+            # quiet: nothing open, every replica at the leader's end, the high watermark there too
+            await _until(cluster, lambda: _quiet(cluster, topic, spec.partitions), 30)
         final = Final(loop.elapsed, healed, unhealthy=unhealthy, applied=dict(runner.applied))
         await _read_final(cluster, final, topic, spec.partitions)
         return final
@@ -324,11 +325,19 @@ def _at(records: list, i: int) -> object:
     return records[i] if i < len(records) else "the end"
 
 
-def _transactions_closed(cluster: SimCluster, topic: str, partitions: int) -> bool:
+def _quiet(cluster: SimCluster, topic: str, partitions: int) -> bool:
+    views = {pv.partition: pv for pv in cluster.partitions(topic)}
     for p in range(partitions):
         lg = _leader_log(cluster, topic, p)
-        if lg is None or lg.last_stable_offset < lg.high_watermark:
+        if lg is None or lg.last_stable_offset < lg.high_watermark or lg.high_watermark < lg.log_end_offset:
             return False
+        pv = views.get(p)
+        if pv is None:
+            return False
+        for b in pv.isr:
+            other = cluster.log_of(b, topic, p)
+            if other is None or (other.log_end_offset, other.high_watermark) != (lg.log_end_offset, lg.high_watermark):
+                return False
     return True
 
 
