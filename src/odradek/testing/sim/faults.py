@@ -72,14 +72,16 @@ class Fault:
     duration: float = 0.0
     arg: Any = None
     partition: int = -1
-    target: str = ""  # instead of `brokers`: "leader" (of `partition`) or "controller", when the fault starts
+    # instead of `brokers`, named when the fault starts: "leader" or "preferred" (first replica)
+    # of `partition`, or "controller"
+    target: str = ""
 
     def __str__(self) -> str:
         parts = [f"{self.at:7.2f}s {self.kind}"]
         if self.brokers:
             parts.append("b" + ",b".join(str(b) for b in self.brokers))
         if self.target:
-            parts.append(f"the {self.target}" + (f" of p{self.partition}" if self.target == "leader" else ""))
+            parts.append(f"the {self.target}" + (f" of p{self.partition}" if self.target != "controller" else ""))
         elif self.partition >= 0:
             parts.append(f"p{self.partition}")
         if self.arg is not None:
@@ -226,7 +228,12 @@ class FaultRunner:
         """The fault with its target broker named, now."""
         if not f.target:
             return f
-        b = self.c.controller() if f.target == "controller" else self.leader_of(f.partition)
+        if f.target == "controller":
+            b = self.c.controller()
+        elif f.target == "preferred":
+            b = next((pv.replicas[0] for pv in self.c.partitions(self.topic) if pv.partition == f.partition), -1)
+        else:
+            b = self.leader_of(f.partition)
         if b < 0:
             raise RuntimeError(f"no {f.target} to target")
         return Fault(f.at, f.kind, (b, *f.brokers), f.duration, f.arg, f.partition)
