@@ -69,6 +69,23 @@ def test_audit4_end_offsets_never_go_backwards_across_leader_changes():
     assert [a for a in found if "end-offset-backwards" in a] == []
 
 
+# ----------------------------------------------------------------- issue 25 point 1: clean answers
+@pytest.mark.xfail(
+    strict=True, reason="issue 25 point 1 (clean answers while a cluster stops), fixed on branch controller"
+)
+def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
+    """Seeds 213, 601 (ci): the controller, cut from ZooKeeper past its session, handles an
+    AlterPartitionReassignments; its write is fenced by the new controller's epoch and
+    `Deposed` escapes the handler: the admin's connection is closed with an internal error
+    instead of an answer with NOT_CONTROLLER."""
+    plan = [
+        Fault(2.0, "zk-cut", target="controller", arg="both", duration=8.0),
+        Fault(9.0, "reassign", partition=0, arg="rotate"),
+    ]
+    found = _anomalies(CI, plan, [1, 2, 3, 4, 5, 6, 7, 8])
+    assert [a for a in found if "internal-error" in a] == []
+
+
 # ----------------------------------------------------------------- new: the producer
 @pytest.mark.xfail(
     strict=True, reason="new bug: idempotent producer retries across leaders (client/producer/sender.py), not assigned"
@@ -108,6 +125,7 @@ def test_every_known_bug_has_a_regression_test():
 
     shown = {
         "audit-1": "test_audit1_",
+        "audit-clean-answers": "test_a_deposed_controller_answers",
         "audit-4": "test_audit4_",
         "producer-retry-across-leaders": "test_idempotent_producer_never_duplicates",
         "restarted-leader-keeps-leading": "test_a_leader_back_from_a_power_cut",

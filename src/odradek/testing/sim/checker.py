@@ -24,6 +24,8 @@ anomalies, by kind:
 - `replica-divergence`: two replicas of a partition differ below the high watermark;
 - `unavailable`: once every fault is healed, a broker is not back, a partition has no leader
   or its ISR lacks replicas (within the settle time);
+- `internal-error` (from the logs, run.py): a request handler raised and the broker closed the
+  client's connection instead of answering with an error code;
 - `leader-without-acked`, `isr-without-acked`: a broker led, or was in the ISR, while its log
   lacked a record already acknowledged (checked at every partition state ZooKeeper records and
   every registration: the moment a loss begins).

@@ -50,6 +50,10 @@ def _retry_after_gap(a: Anomaly, r: Result) -> bool:
     return a.kind in ("duplicate", "reordered") and _logged(r, _EPOCH_BUMP)
 
 
+def _deposed_in_handler(a: Anomaly, r: Result) -> bool:
+    return a.kind == "internal-error" and "[Deposed" in a.detail
+
+
 _LOSS = (
     "lost",
     "offset-changed",
@@ -80,6 +84,14 @@ KNOWN: tuple[KnownBug, ...] = (
         "end offsets go backwards after a leader change",
         "replication-core",
         _end_offset_backwards,
+    ),
+    KnownBug(
+        "audit-clean-answers",
+        "a controller deposed while it handles a request (AlterPartitionReassignments) lets `Deposed` "
+        "escape the handler: the connection is closed with an internal error instead of NOT_CONTROLLER "
+        "(issue 25 point 1, 'clean answers while a cluster stops')",
+        "controller",
+        _deposed_in_handler,
     ),
     KnownBug(
         "producer-retry-across-leaders",

@@ -225,7 +225,7 @@ def run_seed(
     finally:
         asyncio.set_event_loop(None)
         cluster.teardown()
-    anomalies = check(history, final)
+    anomalies = check(history, final) + _internal_errors(logs.lines)
     stats: dict[str, Any] = dict(history.stats())
     stats["handles"] = loop.handles_run
     stats["delivered_bytes"] = cluster.net.delivered_bytes
@@ -246,6 +246,17 @@ def run_seed(
         logs.lines,
         dict(logs.templates),
     )
+
+
+def _internal_errors(lines: list[str]) -> list[Anomaly]:
+    """A handler that raised: the broker hung up on its client instead of answering an error
+    code (every request must get a Kafka error code or a clear refusal)."""
+    out = []
+    for line in lines:
+        if " handler failed " in line:
+            t, node = line.split()[:2]
+            out.append(Anomaly("internal-error", float(t), f"{node}: {line.split(': ', 1)[1]}"))
+    return out
 
 
 async def _until(cluster: SimCluster, condition: Any, timeout: float) -> bool:
