@@ -31,7 +31,7 @@ def _anomalies(opts: SimOptions, plan: list[Fault], seeds: list[int]) -> list[st
     strict=True, reason="audit §1 (followers re-validate replicated batches), fixed on branch replication-core"
 )
 def test_audit1_a_follower_with_its_clock_two_hours_behind_keeps_replicating():
-    """Seeds 63 (ci): a follower whose clock is 2 h behind finds every batch "2 h in the future"
+    """Seed 63 (ci): a follower whose clock is 2 h behind finds every batch "2 h in the future"
     (log.message.timestamp.after.max.ms=1 h), fails its whole fetch, and leaves every ISR."""
     assert _anomalies(CI, [Fault(2.0, "clock-step", (2,), arg=-7200)], [1]) == []
 
@@ -50,7 +50,7 @@ def test_audit1_a_follower_copies_batches_larger_than_a_lowered_max_message_byte
     strict=True, reason="audit §1 (followers re-validate replicated batches), fixed on branch replication-core"
 )
 def test_audit1_a_follower_copies_keyless_records_of_a_topic_turned_compacted():
-    """Seeds 27, 31, 82, 115 (ci): cleanup.policy=compact while a follower is down; back, it
+    """Seeds 31, 111, 156 (ci): cleanup.policy=compact while a follower is down; back, it
     refuses the records without keys written before, and never returns to the ISR."""
     plan = [Fault(2.0, "kill", (1,), duration=8.0), Fault(4.0, "config", arg=("cleanup.policy", "compact"))]
     assert _anomalies(CI, plan, [1]) == []
@@ -61,7 +61,7 @@ def test_audit1_a_follower_copies_keyless_records_of_a_topic_turned_compacted():
     strict=True, reason="audit §4 (KIP-207: ListOffsets below the epoch start), fixed on branch replication-core"
 )
 def test_audit4_end_offsets_never_go_backwards_across_leader_changes():
-    """Seeds 58, 327, 328, 377, 393 (ci): right after a leader change the new leader answers
+    """Seeds 58, 61, 141, 213, 256 (ci): right after a leader change the new leader answers
     ListOffsets(latest) with its high watermark, which may lag what the old leader answered."""
     rotations = [Fault(float(t), "reassign", partition=0, arg="rotate") for t in range(2, 14)]
     fast_poller = dataclasses.replace(CI, workload=dataclasses.replace(CI.workload, poll_interval=0.05))
@@ -74,7 +74,7 @@ def test_audit4_end_offsets_never_go_backwards_across_leader_changes():
     strict=True, reason="issue 25 point 1 (clean answers while a cluster stops), fixed on branch controller"
 )
 def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
-    """Seeds 213, 601 (ci): the controller, cut from ZooKeeper past its session, handles an
+    """Seed 176 (ci), 1007, 1116 (full): the controller, cut from ZooKeeper past its session, handles an
     AlterPartitionReassignments; its write is fenced by the new controller's epoch and
     `Deposed` escapes the handler: the admin's connection is closed with an internal error
     instead of an answer with NOT_CONTROLLER."""
@@ -91,7 +91,7 @@ def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
     strict=True, reason="new bug: idempotent producer retries across leaders (client/producer/sender.py), not assigned"
 )
 def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_change():
-    """Seed 92 (ci): the oldest in-flight batch of a partition times out against a paused
+    """Seed 106 (ci), 1106 (full): the oldest in-flight batch of a partition times out against a paused
     leader and is retried there (stale metadata) while the later batches go to the new leader
     and are acknowledged; the late retry, now older than the broker's window of five batches,
     gets OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump sends it again: it is written twice,
@@ -106,7 +106,7 @@ def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_ch
     strict=True, reason="new bug: the controller keeps a restarted broker in the ISR (cluster/controller.py decide)"
 )
 def test_a_leader_back_from_a_power_cut_does_not_lead_with_its_shorter_log():
-    """Seeds 160, 312 (ci): the leader of p0 loses power (its unflushed log is gone) and comes
+    """Seed 160 (ci), 1096, 1125 (full): the leader of p0 loses power (its unflushed log is gone) and comes
     back while the controller is cut from ZooKeeper, so the controller sees it only as
     restarted (a new registration), never as gone. `decide` keeps a restarted broker in the
     ISR and elects it again as the first replica in sync: the followers truncate to its empty
