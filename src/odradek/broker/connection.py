@@ -2,8 +2,9 @@
 
 The protocol itself (frames, request headers, decoding, the KIP-511 ApiVersions fallback,
 the authentication gate, response framing) is `odradek.protocol.connection.ServerConnection`;
-the bytes go through a transport (broker/transport.py: plaintext with sendfile; TLS would
-plug in there). What is left here is the driving: socket readiness, backpressure, in-order
+the bytes go through the transport it is given (broker/transport.py: plaintext with
+sendfile, built per socket by server.py's accept loop; TLS would plug in there; the simulator
+gives its own, odradek/testing/sim/net.py). What is left here is the driving: socket readiness, backpressure, in-order
 processing, idle tracking, and handing each request to its handler.
 
 Concurrency (see docs/architecture.md): everything here runs on the broker's single
@@ -20,13 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.connection_state import ConnectionState
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
-from odradek.broker.transport import INLINE_REGION_BYTES, CloseConnection, PlaintextTransport, Transport
+from odradek.broker.transport import INLINE_REGION_BYTES, CloseConnection, Transport
 from odradek.protocol.connection import (
     NEED_DATA,
     ImmediateResponse,
@@ -71,12 +71,12 @@ def served_apis() -> dict[int, ServedApi]:
 class Connection:
     _next_id = 0
 
-    def __init__(self, services: BrokerServices, sock: socket.socket, peer: str, listener_name: str) -> None:
+    def __init__(self, services: BrokerServices, transport: Transport, peer: str, listener_name: str) -> None:
         Connection._next_id += 1
         self.id = Connection._next_id
         self.services = services
         self.loop = asyncio.get_running_loop()
-        self.transport: Transport = PlaintextTransport(sock, self.loop)
+        self.transport = transport
         self.state = ConnectionState(self.id, peer, listener_name)
         cfg = services.config
         self.proto = ServerConnection(

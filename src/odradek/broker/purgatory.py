@@ -74,7 +74,9 @@ class DelayedOperation:
 class Purgatory:
     def __init__(self, name: str) -> None:
         self.name = name
-        self._watchers: dict[Hashable, set[DelayedOperation]] = {}
+        # Watchers of a key in the order they came (a dict as an ordered set): notified first
+        # come, first served, as Kafka's watcher lists, and in the same order every run.
+        self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
         self._count = 0
 
     def __len__(self) -> int:
@@ -90,7 +92,7 @@ class Purgatory:
     ) -> DelayedOperation:
         op = DelayedOperation(self, keys, target, check)
         for k in op.keys:
-            self._watchers.setdefault(k, set()).add(op)
+            self._watchers.setdefault(k, {})[op] = None
         self._count += 1
         op._timer = asyncio.get_running_loop().call_later(max(timeout_s, 0.0), op.complete, False)
         return op
@@ -110,7 +112,7 @@ class Purgatory:
         for k in op.keys:
             ops = self._watchers.get(k)
             if ops is not None and op in ops:
-                ops.discard(op)
+                del ops[op]
                 removed = True
                 if not ops:
                     del self._watchers[k]

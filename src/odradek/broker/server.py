@@ -40,6 +40,7 @@ from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.transport import PlaintextTransport
 from odradek.broker.txn_markers import MarkerChannel
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
@@ -382,7 +383,7 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcv)
             if snd > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, snd)
-            conn = Connection(services, sock, f"{addr[0]}:{addr[1]}", listener_name)
+            conn = Connection(services, PlaintextTransport(sock, loop), f"{addr[0]}:{addr[1]}", listener_name)
             if services.metrics is not None:
                 services.metrics.connection_accepted()
             self.connections.add(conn)

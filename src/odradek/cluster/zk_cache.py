@@ -1,10 +1,11 @@
 """A watched copy of the cluster's znodes: brokers, controller, topics, partition states, configs.
 
 Every broker keeps one `ZkCache` (its metadata store and, when it is the controller, the
-controller read from it). kazoo's watch recipes call back on kazoo's own thread; the
-callbacks only record the znode's new contents under a lock and tell the event loop
-(`on_change`, through `call_soon_threadsafe`), which builds snapshots from `view()`.
-Nothing here blocks the event loop.
+controller read from it). kazoo's watch recipes, made through the client
+(`zk.DataWatch(path, func)`, as KazooClient offers them, so the simulator's client can stand
+in), call back on kazoo's own thread; the callbacks only record the znode's new contents
+under a lock and tell the event loop (`on_change`, through `call_soon_threadsafe`), which
+builds snapshots from `view()`. Nothing here blocks the event loop.
 
 Watched: the children of /brokers/ids and each registration (with the session that made
 it: a broker that restarted has a new `czxid`), /controller, /controller_epoch, the
@@ -22,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.metadata import BrokerInfo
@@ -75,14 +75,14 @@ class ZkCache:
             self.zk.ensure_path(path)
         data, _ = self.zk.get(L.CLUSTER_ID)
         self._v.cluster_id = L.decode_cluster_id(data)
-        DataWatch(self.zk, L.CONTROLLER, self._controller_changed)
-        DataWatch(self.zk, L.CONTROLLER_EPOCH, self._controller_epoch_changed)
-        ChildrenWatch(self.zk, L.BROKER_IDS, self._brokers_changed)
-        ChildrenWatch(self.zk, L.TOPICS, self._topics_changed)
-        ChildrenWatch(self.zk, L.DELETE_TOPICS, self._deletions_changed)
-        DataWatch(self.zk, L.REASSIGN_PARTITIONS, self._reassignments_changed)
+        self.zk.DataWatch(L.CONTROLLER, self._controller_changed)
+        self.zk.DataWatch(L.CONTROLLER_EPOCH, self._controller_epoch_changed)
+        self.zk.ChildrenWatch(L.BROKER_IDS, self._brokers_changed)
+        self.zk.ChildrenWatch(L.TOPICS, self._topics_changed)
+        self.zk.ChildrenWatch(L.DELETE_TOPICS, self._deletions_changed)
+        self.zk.DataWatch(L.REASSIGN_PARTITIONS, self._reassignments_changed)
         for entity in (L.DEFAULT_BROKER, str(self.node_id)):
-            DataWatch(self.zk, L.broker_config_path(entity), self._broker_config_watcher(entity))
+            self.zk.DataWatch(L.broker_config_path(entity), self._broker_config_watcher(entity))
 
     def stop(self) -> None:
         self._stopped = True
@@ -141,7 +141,7 @@ class ZkCache:
         ids = {int(c) for c in children if c.isdigit()}
         for bid in ids - self._watched_brokers:
             self._watched_brokers.add(bid)
-            DataWatch(self.zk, L.broker_path(bid), self._broker_watcher(bid))
+            self.zk.DataWatch(L.broker_path(bid), self._broker_watcher(bid))
         return self._keep()
 
     def _broker_watcher(self, bid: int) -> Callable[[bytes | None, Any], bool | None]:
@@ -164,8 +164,8 @@ class ZkCache:
     def _topics_changed(self, children: list[str]) -> bool | None:
         for topic in set(children) - self._watched_topics:
             self._watched_topics.add(topic)
-            DataWatch(self.zk, L.topic_path(topic), self._topic_watcher(topic))
-            DataWatch(self.zk, L.topic_config_path(topic), self._topic_config_watcher(topic))
+            self.zk.DataWatch(L.topic_path(topic), self._topic_watcher(topic))
+            self.zk.DataWatch(L.topic_config_path(topic), self._topic_config_watcher(topic))
         return self._keep()
 
     def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
@@ -190,7 +190,7 @@ class ZkCache:
             for p in assignment.partitions:
                 if (topic, p) not in self._watched_partitions:
                     self._watched_partitions.add((topic, p))
-                    DataWatch(self.zk, L.partition_state_path(topic, p), self._state_watcher(topic, p))
+                    self.zk.DataWatch(L.partition_state_path(topic, p), self._state_watcher(topic, p))
             self._changed()
             return self._keep()
 

@@ -188,17 +188,25 @@ class ZooKeeperMetadataStore:
         if broker.node_id != self.node_id:
             raise MetadataError(f"this store belongs to broker {self.node_id}, not {broker.node_id}")
         self._registration = broker
-        await asyncio.to_thread(self._register, broker)
+        await self._register(broker)
         await self.wait_for(lambda s: s.broker(self.node_id) == broker, f"broker {self.node_id}'s registration")
 
-    def _register(self, broker: BrokerInfo) -> None:
-        path = L.broker_path(broker.node_id)
+    async def _register(self, broker: BrokerInfo) -> None:
+        """Create the registration, waiting on the loop (no thread sleeps) for one left by a
+        previous run of this broker to expire."""
         deadline = time.monotonic() + self.session_timeout_ms / 1000 + 10
+        while not await asyncio.to_thread(self._try_register, broker, deadline):
+            log.info("waiting for the previous registration of broker %d to expire", broker.node_id)
+            await asyncio.sleep(0.5)
+
+    def _try_register(self, broker: BrokerInfo, deadline: float) -> bool:
+        """True once registered; False while another session's registration is there."""
+        path = L.broker_path(broker.node_id)
         while True:
             try:
                 self.zk.create(path, L.encode_broker(broker, self.listener), ephemeral=True, makepath=True)
                 log.info("registered broker %d at %s:%d in ZooKeeper", broker.node_id, broker.host, broker.port)
-                return
+                return True
             except NodeExistsError:
                 try:
                     _data, stat = self.zk.get(path)
@@ -206,14 +214,13 @@ class ZooKeeperMetadataStore:
                     continue
                 if stat.ephemeralOwner == self.zk.client_id[0]:
                     self.zk.set(path, L.encode_broker(broker, self.listener))
-                    return
+                    return True
                 if time.monotonic() > deadline:
                     raise MetadataError(
                         f"broker id {broker.node_id} is registered in ZooKeeper by another live broker "
                         f"(session 0x{stat.ephemeralOwner:x}): two brokers cannot share broker.id"
                     ) from None
-                log.info("waiting for the previous registration of broker %d to expire", broker.node_id)
-                time.sleep(0.5)
+                return False
 
     def _session_state(self, state: KazooState) -> None:  # kazoo's thread
         if state == KazooState.LOST:
@@ -221,14 +228,18 @@ class ZooKeeperMetadataStore:
             log.warning("ZooKeeper session expired: the ephemeral registration of broker %d is gone", self.node_id)
         elif state == KazooState.CONNECTED and self._session_lost and self._registration is not None:
             self._session_lost = False
-            broker = self._registration
-            self.zk.handler.spawn(self._reregister, broker)
+            loop = self._loop
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(self._reregister, self._registration)
 
     def _reregister(self, broker: BrokerInfo) -> None:
-        try:
-            self._register(broker)
-        except Exception:
-            log.exception("re-registering broker %d failed", broker.node_id)
+        async def register() -> None:
+            try:
+                await self._register(broker)
+            except Exception:
+                log.exception("re-registering broker %d failed", broker.node_id)
+
+        asyncio.ensure_future(register())
 
     # ------------------------------------------------------------------ topics
     async def create_topic(

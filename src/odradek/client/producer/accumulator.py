@@ -186,7 +186,9 @@ class Accumulator:
         # drained): a batch once sent never takes records again, even if it comes back
         self.open: dict[tuple[str, int], ProducerBatch] = {}
         self.used = 0
-        self.incomplete: set[ProducerBatch] = set()
+        # batches not yet delivered or failed, in the order they were made (a dict as an ordered
+        # set: flush waits for them, and close fails them, oldest first, the same way every run)
+        self.incomplete: dict[ProducerBatch, None] = {}
         self.flushing = 0
         self.closed = False
         self.wakeup: Callable[[], None] = lambda: None
@@ -237,7 +239,7 @@ class Accumulator:
         batch.builder.append(ts, key, value, headers)
         dq.append(batch)
         self.open[tp] = batch
-        self.incomplete.add(batch)
+        self.incomplete[batch] = None
         # a batch that filled up or a first batch (its linger starts now): the sender looks again
         self.yield_due = True
         self.wakeup()
@@ -288,7 +290,7 @@ class Accumulator:
         with self.cond:
             self.used -= batch.reserved
             batch.reserved = 0
-            self.incomplete.discard(batch)
+            self.incomplete.pop(batch, None)
             self.cond.notify_all()
         if self.space is not None:
             self.space.set()

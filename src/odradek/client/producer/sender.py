@@ -112,7 +112,7 @@ class Sender:
         self._loop_thread = 0
         self._task: asyncio.Task | None = None
         self._running = False
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: dict[asyncio.Task, None] = {}  # an ordered set: cancelled in the order they started
         self.fatal: BaseException | None = None
         self.txn: Any = None  # the TransactionManager of a transactional producer
         self.transactional_id: str | None = None
@@ -292,8 +292,8 @@ class Sender:
             topics.setdefault(b.topic, []).append((b.partition, b.wire))
         self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
         task = self._loop.create_task(self._produce(node, batches, topics))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(lambda t: self._tasks.pop(t, None))
 
     def _request(self, version: int, topics: dict):
         """The Produce request for `topics` ({name: [(partition, batch bytes)]}): encoded by

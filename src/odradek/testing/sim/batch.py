@@ -1,0 +1,177 @@
+"""Many seeds in parallel processes.
+
+Each worker is `python -m odradek.testing.sim --worker` (PYTHONHASHSEED=0: the same seed gives
+the same run in every process), reading seed numbers on stdin and answering one JSON line per
+seed on stdout; seeds go to whichever worker is free. A worker that dies, or a seed that runs
+longer than `seed_timeout` real seconds, is reported as an anomaly of that seed (`crash`,
+`hang`) and the worker is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+
+@dataclass
+class BatchSummary:
+    profile: str
+    seeds: int = 0
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    kinds: Counter[str] = field(default_factory=Counter)
+    known: Counter[str] = field(default_factory=Counter)  # seeds showing each known bug
+    unexplained: list[dict[str, Any]] = field(default_factory=list)  # seeds with an anomaly no known bug explains
+    faults: Counter[str] = field(default_factory=Counter)
+    wall: float = 0.0
+    cpu_wall: float = 0.0  # the seeds' own wall times, summed
+    virtual: float = 0.0
+    acked: int = 0
+    jobs: int = 1
+
+    @property
+    def seeds_per_s(self) -> float:
+        return self.seeds / self.wall if self.wall else 0.0
+
+    def text(self) -> str:
+        lines = [
+            f"{self.seeds} seeds ({self.profile} profile) in {self.wall:.1f} s with {self.jobs} processes: "
+            f"{self.seeds_per_s:.2f} seeds/s, {self.virtual * 3 / 60 / max(self.wall, 1e-9):.1f} simulated "
+            f"broker-minutes per wall second ({self.virtual / 60:.0f} simulated minutes, 3 brokers), "
+            f"{self.acked} acknowledged writes checked",
+            f"seeds with anomalies: {len(self.failed)} ({len(self.unexplained)} not explained by a known bug)",
+        ]
+        for kind, n in sorted(self.kinds.items()):
+            lines.append(f"  {kind}: {n} seeds")
+        for bug, n in sorted(self.known.items()):
+            lines.append(f"  known bug {bug}: {n} seeds")
+        lines.append("faults applied: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())))
+        for r in self.failed[:50]:
+            what = ", ".join(r.get("unexplained") or []) or "known: " + ", ".join(r.get("known", []))
+            lines.append(f"  seed {r['seed']}: {what} (faults: {', '.join(r.get('faults', []))})")
+        return "\n".join(lines)
+
+
+def _worker_cmd(profile: str) -> list[str]:
+    return [sys.executable, "-m", "odradek.testing.sim", "--worker", "--profile", profile]
+
+
+class _Worker:
+    def __init__(self, profile: str) -> None:
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        self.proc = subprocess.Popen(
+            _worker_cmd(profile),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+        self.seed: int | None = None
+        self.since = 0.0
+
+    @property
+    def stdout(self) -> IO[str]:
+        assert self.proc.stdout is not None
+        return self.proc.stdout
+
+    def give(self, seed: int) -> None:
+        assert self.proc.stdin is not None
+        self.seed, self.since = seed, time.monotonic()
+        self.proc.stdin.write(f"{seed}\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - a hung worker
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_batch(
+    seeds: Iterable[int],
+    *,
+    jobs: int | None = None,
+    profile: str = "ci",
+    seed_timeout: float = 120.0,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> BatchSummary:
+    todo = list(seeds)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    summary = BatchSummary(profile, jobs=jobs)
+    started = time.monotonic()
+    sel = selectors.DefaultSelector()
+    workers: list[_Worker] = []
+
+    def spawn() -> _Worker:
+        w = _Worker(profile)
+        workers.append(w)
+        sel.register(w.stdout, selectors.EVENT_READ, w)
+        return w
+
+    def record(r: dict[str, Any]) -> None:
+        summary.seeds += 1
+        summary.virtual += r.get("virtual", 0.0)
+        summary.cpu_wall += r.get("wall", 0.0)
+        summary.acked += r.get("stats", {}).get("acked", 0)
+        summary.faults.update(r.get("faults", []))
+        if not r.get("ok", False):
+            summary.failed.append(r)
+            summary.kinds.update(set(r.get("kinds", [])))
+            summary.known.update(r.get("known", []))
+            if r.get("unexplained", r.get("kinds")):
+                summary.unexplained.append(r)
+        if on_result is not None:
+            on_result(r)
+
+    def replace(w: _Worker, kind: str) -> None:
+        sel.unregister(w.stdout)
+        workers.remove(w)
+        w.proc.kill()
+        w.proc.wait()
+        if w.seed is not None:
+            record(
+                {"seed": w.seed, "ok": False, "kinds": [kind], "unexplained": [kind], "anomalies": [kind], "faults": []}
+            )
+        if todo:
+            spawn().give(todo.pop(0))
+
+    for _ in range(jobs):
+        if todo:
+            spawn().give(todo.pop(0))
+    while workers:
+        events = sel.select(timeout=1.0)
+        for key, _mask in events:
+            w: _Worker = key.data
+            line = w.stdout.readline()
+            if not line:
+                replace(w, "crash")
+                continue
+            r = json.loads(line)
+            w.seed = None
+            record(r)
+            if todo:
+                w.give(todo.pop(0))
+            else:
+                sel.unregister(w.stdout)
+                workers.remove(w)
+                w.stop()
+        now = time.monotonic()
+        for w in list(workers):
+            if w.seed is not None and now - w.since > seed_timeout:
+                replace(w, "hang")
+    summary.wall = time.monotonic() - started
+    summary.failed.sort(key=lambda r: r["seed"])
+    summary.unexplained.sort(key=lambda r: r["seed"])
+    return summary

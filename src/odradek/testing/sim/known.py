@@ -1,0 +1,128 @@
+"""Bugs the simulator finds that are known and being fixed elsewhere: each anomaly of a run is
+matched against their signatures, so a batch tells a new bug from a known one.
+
+When a fix merges, its entry goes: the CI batch (tests/sim/test_ci_batch.py) then fails on
+any seed still showing it, and the bug's regression test (tests/sim/test_regressions.py, now
+xfail strict) passes and must be turned on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.testing.sim.checker import Anomaly
+    from odradek.testing.sim.run import Result
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    id: str
+    title: str
+    fixed_on: str  # the branch fixing it
+    matches: Callable[[Anomaly, Result], bool]
+
+
+_FOLLOWER_REVALIDATES = re.compile(
+    r"replica fetcher for broker %d failed; retrying \[(InvalidRecordError|InvalidTimestampError|RecordTooLargeError)\]"
+)
+
+
+def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.search(t) for t in r.templates)
+
+
+def _follower_revalidates(a: Anomaly, r: Result) -> bool:
+    return a.kind == "unavailable" and _logged(r, _FOLLOWER_REVALIDATES)
+
+
+def _end_offset_backwards(a: Anomaly, r: Result) -> bool:
+    return a.kind == "end-offset-backwards"
+
+
+_EPOCH_BUMP = re.compile(r"idempotent producer %d: sequence gap, continuing with epoch %d")
+
+
+def _retry_after_gap(a: Anomaly, r: Result) -> bool:
+    return a.kind in ("duplicate", "reordered") and _logged(r, _EPOCH_BUMP)
+
+
+def _deposed_in_handler(a: Anomaly, r: Result) -> bool:
+    return a.kind == "internal-error" and "[Deposed" in a.detail
+
+
+_LOSS = (
+    "lost",
+    "offset-changed",
+    "torn-txn",
+    "consumed-then-lost",
+    "replica-divergence",
+    "final-read",
+    "leader-without-acked",
+    "isr-without-acked",
+)
+
+
+def _power_loss_leader(a: Anomaly, r: Result) -> bool:
+    return a.kind in _LOSS and any(f.kind == "power" for f in r.schedule)
+
+
+KNOWN: tuple[KnownBug, ...] = (
+    KnownBug(
+        "audit-1",
+        "followers re-validate replicated batches (size, timestamps, keys) and one failing partition "
+        "stalls the whole fetcher: replicas never return to the ISR",
+        "replication-core",
+        _follower_revalidates,
+    ),
+    KnownBug(
+        "audit-4",
+        "ListOffsets(latest) answers a new leader's high watermark below its epoch's start (KIP-207): "
+        "end offsets go backwards after a leader change",
+        "replication-core",
+        _end_offset_backwards,
+    ),
+    KnownBug(
+        "audit-clean-answers",
+        "a controller deposed while it handles a request (AlterPartitionReassignments) lets `Deposed` "
+        "escape the handler: the connection is closed with an internal error instead of NOT_CONTROLLER "
+        "(issue 25 point 1, 'clean answers while a cluster stops')",
+        "controller",
+        _deposed_in_handler,
+    ),
+    KnownBug(
+        "producer-retry-across-leaders",
+        "the idempotent producer retries a partition's oldest batch to the old leader while its later "
+        "batches go to the new one; the late retry, now older than the broker's five-batch window, "
+        "gets OUT_OF_ORDER_SEQUENCE and the epoch bump (KIP-360) sends it again: a duplicate, out of "
+        "order (odradek.client.producer.sender; Java sends a partition's retries in sequence order)",
+        "not assigned",
+        _retry_after_gap,
+    ),
+    KnownBug(
+        "restarted-leader-keeps-leading",
+        "a broker that restarted with a shorter log (a power cut) stays in the ISR and can lead when "
+        "the controller did not see it go (paused, cut from ZooKeeper, or a new controller): followers "
+        "truncate to it and acknowledged records are lost (cluster/controller.py `decide`; Kafka's "
+        "controller treats a bounced broker as failed first; a new controller cannot see a bounce in "
+        "either, which KRaft closes with broker epochs, KIP-903)",
+        "not assigned",
+        _power_loss_leader,
+    ),
+)
+
+
+def explain(result: Result) -> tuple[list[str], list[Anomaly]]:
+    """(the known bugs this run shows, the anomalies none of them explains)."""
+    known: list[str] = []
+    unexplained: list[Anomaly] = []
+    for a in result.anomalies:
+        bug = next((b for b in KNOWN if b.matches(a, result)), None)
+        if bug is None:
+            unexplained.append(a)
+        elif bug.id not in known:
+            known.append(bug.id)
+    return known, unexplained

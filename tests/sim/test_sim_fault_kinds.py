@@ -1,0 +1,63 @@
+"""Each kind of fault happens, and the cluster survives it: one smoke run per kind, a scripted
+schedule of that fault alone (with parameters a correct cluster survives), no anomaly."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.testing.sim.faults import KINDS, Fault
+from odradek.testing.sim.profiles import PROFILES
+from odradek.testing.sim.run import run_seed
+
+# (the schedule, what the run's history must say happened)
+SMOKE: dict[str, tuple[list[Fault], list[str]]] = {
+    "kill": ([Fault(3.0, "kill", (1,), duration=4.0)], ["kill -9 b1", "b1 restarted"]),
+    "leader-kill": (
+        [Fault(3.0, "leader-kill", partition=0, target="leader", duration=4.0)],
+        ["kill -9 b", "restarted"],
+    ),
+    "failover": (
+        [Fault(2.0, "failover", partition=0, duration=12.0)],
+        ["kill -9 its leader", "kill -9 its new leader"],
+    ),
+    "power": ([Fault(3.0, "power", (2,), duration=3.0)], ["power cut of b2", "b2 restarted"]),
+    "bounce": ([Fault(3.0, "bounce", (1,), duration=2.0)], ["SIGTERM b1", "b1 stopped", "b1 restarted"]),
+    "pause": ([Fault(3.0, "pause", (2,), duration=8.0)], ["SIGSTOP b2", "SIGCONT b2", "broker 2 gone"]),
+    "partition": ([Fault(3.0, "partition", (1, 2), duration=5.0)], ["cut b1>b2, b2>b1", "healed b1>b2"]),
+    "oneway": ([Fault(3.0, "oneway", (1, 3), duration=5.0)], ["cut b1>b3 for", "healed b1>b3"]),
+    "isolate": ([Fault(3.0, "isolate", (2,), duration=5.0)], ["cut b2>b1, b2>b3, b1>b2, b3>b2"]),
+    "zk-cut": ([Fault(3.0, "zk-cut", (3,), duration=8.0, arg="both")], ["cut b3>zk, zk>b3", "broker 3 gone"]),
+    "slow-link": (
+        [Fault(3.0, "slow-link", (1,), duration=5.0, arg=0.3)],
+        ["link b1<>zk slow (300 ms", "back to normal"],
+    ),
+    "reset": ([Fault(3.0, "reset", (1, 2))], ["reset "]),
+    "clock-step": ([Fault(3.0, "clock-step", (2,), arg=30)], ["b2's clock steps +30 s"]),
+    "drift": ([Fault(3.0, "drift", (2,), arg=0.01)], ["b2's clock drifts +0.010 s/s"]),
+    "slow-disk": ([Fault(3.0, "slow-disk", (1,), duration=5.0, arg=100)], ["b1's disk 100x slower"]),
+    "config": ([Fault(3.0, "config", arg=("max.message.bytes", "1000"))], ["topic config max.message.bytes=1000 done"]),
+    "reassign": (
+        [Fault(3.0, "reassign", partition=0, duration=4.0, arg="move-out-and-back")],
+        ["answered [0]", "reassign p0 to"],
+    ),
+    "elect": (
+        [Fault(1.0, "leader-kill", partition=0, target="leader", duration=1.0), Fault(13.0, "elect")],
+        ["preferred leader election answered"],
+    ),
+}
+
+
+def test_every_kind_has_a_smoke_run():
+    assert set(SMOKE) == set(KINDS)
+
+
+@pytest.mark.parametrize("kind", sorted(SMOKE))
+def test_the_fault_happens_and_the_cluster_survives_it(kind):
+    plan, evidence = SMOKE[kind]
+    r = run_seed(5, PROFILES["ci"], faults=plan)
+    said = "\n".join(text for _t, _actor, text in r.history.events)
+    for words in evidence:
+        assert words in said, f"{kind}: no {words!r} in the history:\n{said}"
+    assert r.stats["applied"].get(kind) == 1
+    assert r.stats["acked"] > 20
+    assert r.ok, r.report()

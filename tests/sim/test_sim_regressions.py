@@ -1,0 +1,153 @@
+"""One test per bug the simulator found, each a scripted schedule that shows it (the seeds of the
+batch that found it are named). Bugs being fixed on other branches are xfail(strict): when the
+fix merges, the test passes, strict xfail fails, and the mark goes (with the bug's entry in
+odradek/testing/sim/known.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from odradek.testing.sim.faults import Fault
+from odradek.testing.sim.known import explain
+from odradek.testing.sim.profiles import PROFILES
+from odradek.testing.sim.run import SimOptions, run_seed
+from odradek.testing.sim.workload import WorkloadSpec
+
+CI = PROFILES["ci"]
+
+
+def _anomalies(opts: SimOptions, plan: list[Fault], seeds: list[int]) -> list[str]:
+    found = []
+    for seed in seeds:
+        r = run_seed(seed, opts, faults=plan)
+        found += [f"seed {seed}: {a}" for a in r.anomalies]
+    return found
+
+
+# ----------------------------------------------------------------- audit §1
+@pytest.mark.xfail(
+    strict=True, reason="audit §1 (followers re-validate replicated batches), fixed on branch replication-core"
+)
+def test_audit1_a_follower_with_its_clock_two_hours_behind_keeps_replicating():
+    """Seed 63 (ci): a follower whose clock is 2 h behind finds every batch "2 h in the future"
+    (log.message.timestamp.after.max.ms=1 h), fails its whole fetch, and leaves every ISR."""
+    assert _anomalies(CI, [Fault(2.0, "clock-step", (2,), arg=-7200)], [1]) == []
+
+
+@pytest.mark.xfail(
+    strict=True, reason="audit §1 (followers re-validate replicated batches), fixed on branch replication-core"
+)
+def test_audit1_a_follower_copies_batches_larger_than_a_lowered_max_message_bytes():
+    """A follower down while max.message.bytes is lowered under the size of batches already written
+    cannot copy them when it returns, and stays out of the ISR."""
+    plan = [Fault(2.0, "kill", (1,), duration=8.0), Fault(4.0, "config", arg=("max.message.bytes", "70"))]
+    assert _anomalies(CI, plan, [1]) == []
+
+
+@pytest.mark.xfail(
+    strict=True, reason="audit §1 (followers re-validate replicated batches), fixed on branch replication-core"
+)
+def test_audit1_a_follower_copies_keyless_records_of_a_topic_turned_compacted():
+    """Seeds 31, 111, 156 (ci): cleanup.policy=compact while a follower is down; back, it
+    refuses the records without keys written before, and never returns to the ISR."""
+    plan = [Fault(2.0, "kill", (1,), duration=8.0), Fault(4.0, "config", arg=("cleanup.policy", "compact"))]
+    assert _anomalies(CI, plan, [1]) == []
+
+
+# ----------------------------------------------------------------- audit §4
+@pytest.mark.xfail(
+    strict=True, reason="audit §4 (KIP-207: ListOffsets below the epoch start), fixed on branch replication-core"
+)
+def test_audit4_end_offsets_never_go_backwards_across_leader_changes():
+    """Seeds 58, 61, 141, 213, 256 (ci): right after a leader change the new leader answers
+    ListOffsets(latest) with its high watermark, which may lag what the old leader answered."""
+    rotations = [Fault(float(t), "reassign", partition=0, arg="rotate") for t in range(2, 14)]
+    fast_poller = dataclasses.replace(CI, workload=dataclasses.replace(CI.workload, poll_interval=0.05))
+    found = _anomalies(fast_poller, rotations, list(range(1, 7)))
+    assert [a for a in found if "end-offset-backwards" in a] == []
+
+
+# ----------------------------------------------------------------- issue 25 point 1: clean answers
+@pytest.mark.xfail(
+    strict=True, reason="issue 25 point 1 (clean answers while a cluster stops), fixed on branch controller"
+)
+def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
+    """Seed 176 (ci), 1007, 1116 (full): the controller, cut from ZooKeeper past its session, handles an
+    AlterPartitionReassignments; its write is fenced by the new controller's epoch and
+    `Deposed` escapes the handler: the admin's connection is closed with an internal error
+    instead of an answer with NOT_CONTROLLER."""
+    plan = [
+        Fault(2.0, "zk-cut", target="controller", arg="both", duration=8.0),
+        Fault(9.0, "reassign", partition=0, arg="rotate"),
+    ]
+    found = _anomalies(CI, plan, [1, 2, 3, 4, 5, 6, 7, 8])
+    assert [a for a in found if "internal-error" in a] == []
+
+
+# ----------------------------------------------------------------- new: the producer
+@pytest.mark.xfail(
+    strict=True, reason="new bug: idempotent producer retries across leaders (client/producer/sender.py), not assigned"
+)
+def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_change():
+    """Seed 106 (ci), 1106 (full): the oldest in-flight batch of a partition times out against a paused
+    leader and is retried there (stale metadata) while the later batches go to the new leader
+    and are acknowledged; the late retry, now older than the broker's window of five batches,
+    gets OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump sends it again: it is written twice,
+    after records sent later. Java's producer sends a partition's retries in sequence order."""
+    plan = [Fault(1.93, "kill", (2,), duration=10.0), Fault(3.71, "pause", (3,), duration=18.9)]
+    found = _anomalies(CI, plan, [1, 3, 6, 92])
+    assert [a for a in found if "duplicate" in a or "reordered" in a] == []
+
+
+# ----------------------------------------------------------------- new: the controller
+@pytest.mark.xfail(
+    strict=True, reason="new bug: the controller keeps a restarted broker in the ISR (cluster/controller.py decide)"
+)
+def test_a_leader_back_from_a_power_cut_does_not_lead_with_its_shorter_log():
+    """Seed 160 (ci), 1096, 1125 (full): the leader of p0 loses power (its unflushed log is gone) and comes
+    back while the controller is cut from ZooKeeper, so the controller sees it only as
+    restarted (a new registration), never as gone. `decide` keeps a restarted broker in the
+    ISR and elects it again as the first replica in sync: the followers truncate to its empty
+    log and every acknowledged record of p0 is lost. Kafka's controller handles a bounced
+    broker as failed first (out of the ISR, another leader)."""
+    plan = [
+        Fault(2.0, "power", partition=0, target="leader", duration=1.0),
+        Fault(7.5, "zk-cut", target="controller", arg="both", duration=2.5),
+    ]
+    found = _anomalies(CI, plan, [3, 4, 5, 6])
+    assert [a for a in found if a.split(": ", 1)[1].startswith("lost")] == []
+
+
+def test_every_known_bug_has_a_regression_test():
+    from odradek.testing.sim.known import KNOWN
+
+    shown = {
+        "audit-1": "test_audit1_",
+        "audit-clean-answers": "test_a_deposed_controller_answers",
+        "audit-4": "test_audit4_",
+        "producer-retry-across-leaders": "test_idempotent_producer_never_duplicates",
+        "restarted-leader-keeps-leading": "test_a_leader_back_from_a_power_cut",
+    }
+    assert {b.id for b in KNOWN} == set(shown)
+    names = [n for n in globals() if n.startswith("test_")]
+    for prefix in shown.values():
+        assert any(n.startswith(prefix) for n in names)
+
+
+def test_known_bugs_explain_what_they_claim():
+    """The signatures are honest: a clean run matches none; the compacted-topic run matches §1 only."""
+    clean = run_seed(5, CI, faults=[])
+    assert clean.ok and explain(clean) == ([], [])
+    plan = [Fault(2.0, "kill", (1,), duration=8.0), Fault(4.0, "config", arg=("cleanup.policy", "compact"))]
+    stuck = run_seed(1, CI, faults=plan)
+    known, unexplained = explain(stuck)
+    assert known == ["audit-1"] and unexplained == []
+
+
+def test_a_workload_without_faults_is_clean():
+    opts = dataclasses.replace(CI, workload=WorkloadSpec(rate=8.0, txn_interval=0.5, readers=(True, False)))
+    r = run_seed(3, opts, faults=[])
+    assert r.ok, r.report()
+    assert r.stats["acked"] > 150 and r.stats["committed"] > 5 and r.stats["reads"] > 100
