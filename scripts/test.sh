@@ -3,8 +3,9 @@
 #
 #   bash scripts/test.sh                    install what the tests need, lint, run every tier,
 #                                           print each tier's wall time; fails if any tier fails
-#   bash scripts/test.sh --fast             the unit, in-process and simulator tiers only, for the
-#                                           edit-test loop: installs only the Python venv, no lints
+#   bash scripts/test.sh --fast             the unit, in-process and simulator tiers only (not the
+#                                           simulator's seed batch), for the edit-test loop:
+#                                           installs only the Python venv, no lints
 #   bash scripts/test.sh --tier interop,cluster   those tiers (after the installs and lints)
 #   bash scripts/test.sh tests/unit/storage -x    one pytest run of what is named (after them)
 #
@@ -96,6 +97,8 @@ run_tier() {  # $1 = tier; returns non-zero when a run of it failed
     if [ "$workers" -gt 0 ]; then
         pytest_ok "$folder" -m "not serial" -n "$workers" --dist loadgroup "${args[@]}" || ok=1
         pytest_ok "$folder" -m serial "${args[@]}" || ok=1
+    elif [ "$fast" = 1 ] && [ "$1" = sim ]; then  # the seed batch (a minute or two) is for full runs
+        pytest_ok "$folder" -m "not sim_batch" "${args[@]}" || ok=1
     else
         pytest_ok "$folder" "${args[@]}" || ok=1
     fi
