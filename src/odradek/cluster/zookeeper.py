@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -66,7 +67,7 @@ def build_snapshot(view: CacheView) -> ClusterSnapshot:
                 st = cached.state
                 parts.append(PartitionInfo(p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version))
         topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
-    brokers = tuple(view.brokers[b] for b in sorted(view.brokers))
+    brokers = tuple(replace(view.brokers[b], epoch=view.broker_sessions.get(b, -1)) for b in sorted(view.brokers))
     broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}
     return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs)
 
