@@ -25,7 +25,6 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from odradek.broker.alter_partition import AlterPartitionSender
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
@@ -38,6 +37,7 @@ from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.txn_markers import MarkerChannel
