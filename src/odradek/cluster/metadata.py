@@ -42,15 +42,16 @@ class BrokerInfo:
     inter-broker listener); `endpoints`: (listener name, host, port) of every advertised
     listener, so each client is answered with the listener it came in on. `epoch`: the
     broker epoch, which changes with every registration (the czxid of `/brokers/ids/<id>`,
-    Kafka's ZooKeeper-mode broker epoch; -1 on a single node or when unknown). It is not part
-    of equality: the same broker at the same endpoints is the same registration to compare."""
+    Kafka's ZooKeeper-mode broker epoch; -1 on a single node or when unknown): a broker that
+    registers again is a changed broker, so the snapshot (and every broker's idea of its own
+    epoch) follows."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     endpoints: tuple[tuple[str, str, int], ...] = ()
-    epoch: int = field(default=-1, compare=False)
+    epoch: int = -1
 
     def at(self, listener: str) -> BrokerInfo | None:
         """This broker as reached through `listener` (None: it has no such listener). A

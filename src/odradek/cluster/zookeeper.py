@@ -190,7 +190,10 @@ class ZooKeeperMetadataStore:
             raise MetadataError(f"this store belongs to broker {self.node_id}, not {broker.node_id}")
         self._registration = broker
         await asyncio.to_thread(self._register, broker)
-        await self.wait_for(lambda s: s.broker(self.node_id) == broker, f"broker {self.node_id}'s registration")
+        await self.wait_for(  # the snapshot's copy carries the registration's epoch (its czxid)
+            lambda s: (b := s.broker(self.node_id)) is not None and replace(b, epoch=broker.epoch) == broker,
+            f"broker {self.node_id}'s registration",
+        )
 
     def _register(self, broker: BrokerInfo) -> None:
         path = L.broker_path(broker.node_id)

@@ -20,8 +20,11 @@ def test_the_snapshot_carries_each_brokers_registration_session_as_its_epoch():
     assert external is not None and (external.host, external.epoch) == ("x2", 0x100000009)
 
 
-def test_the_epoch_is_unknown_without_a_session_and_not_part_of_equality():
-    snap = build_snapshot(CacheView(cluster_id="c", brokers={3: BrokerInfo(3, "h", 1)}))
-    assert snap.broker(3).epoch == -1
-    # the registration a broker waits to see is the one it wrote, whatever its session
-    assert BrokerInfo(3, "h", 1, epoch=42) == BrokerInfo(3, "h", 1)
+def test_a_registration_again_changes_the_snapshot():
+    """A broker that lost its session and registered again (same endpoints, a new czxid) is a
+    change: brokers see their new epoch (a follower sends it with every fetch)."""
+    view = CacheView(cluster_id="c", brokers={3: BrokerInfo(3, "h", 1)})
+    assert build_snapshot(view).broker(3).epoch == -1  # no session known
+    before = build_snapshot(CacheView(cluster_id="c", brokers={3: BrokerInfo(3, "h", 1)}, broker_sessions={3: 7}))
+    after = build_snapshot(CacheView(cluster_id="c", brokers={3: BrokerInfo(3, "h", 1)}, broker_sessions={3: 9}))
+    assert before != after and after.broker(3).epoch == 9
