@@ -702,7 +702,8 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and above ``offset`` (follower truncation)."""
         self._check_online()
-        if offset >= self._leo:
+        if offset >= self._leo:  # Kafka: an epoch taken at election and never written in goes anyway
+            self.epoch_cache.truncate_from_end(self._leo)
             return
         now = self._now()
         try:

@@ -195,7 +195,9 @@ class ReplicaFetcher:
                 part.truncate_to(action.offset)
             else:
                 part.truncate_fully_and_start_at(action.offset)
-            self.state.done(req, part, appended=False)
+            stuck = self.state.truncated(req, part, _now_ms())
+            if stuck is not None:
+                log.warning("%s-%d: %s", req.topic, req.partition, stuck.reason)
         elif isinstance(action, Park):
             log.warning("%s-%d: parked until new metadata: %s", req.topic, req.partition, action.reason)
         elif isinstance(action, Backoff) and not action.reason.startswith(_EXPECTED):

@@ -314,6 +314,15 @@ class FetcherState:
             if self._current(req):
                 self._backoff(req.key, now_ms, reason)
 
+    def truncated(self, req: PartitionRequest, replica: ReplicaLog, now_ms: int) -> Backoff | None:
+        """A truncation was applied: fetch on at once, unless it changed nothing (the same log
+        end and latest epoch as the request: asking again would get the same answer), then
+        back off rather than spin."""
+        if (replica.log_end_offset, replica.latest_epoch) == (req.fetch_offset, req.last_fetched_epoch):
+            return self._backoff(req.key, now_ms, f"truncating at {req.fetch_offset} changed nothing")
+        self.done(req, replica, appended=False)
+        return None
+
     def done(self, req: PartitionRequest, replica: ReplicaLog, *, appended: bool) -> None:
         """An action was applied: fetch on from where the replica is now; one that got
         records goes to the end of the request order."""

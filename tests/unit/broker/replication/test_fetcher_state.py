@@ -95,10 +95,10 @@ def exchange(state: FetcherState, leaders: dict, followers: dict, now: int = NOW
                 state.done(req, follower, appended=len(action.records) > 0)
             elif isinstance(action, TruncateTo):
                 follower.truncate_to(action.offset)
-                state.done(req, follower, appended=False)
+                action = state.truncated(req, follower, now) or action
             elif isinstance(action, TruncateFullyAndStartAt):
                 follower.truncate_fully_and_start_at(action.offset)
-                state.done(req, follower, appended=False)
+                action = state.truncated(req, follower, now) or action
         except Exception as e:
             action = state.on_exception(req.key, e, now)
         taken[req.key] = action
@@ -336,3 +336,47 @@ def test_a_whole_failed_fetch_backs_off_every_partition_in_it(logs):
     state.on_fetch_failed(state.build_fetch(NOW, followers), NOW, "connection lost")
     assert state.build_fetch(NOW + 499, followers) == []
     assert len(state.build_fetch(NOW + 500, followers)) == 2
+
+
+def test_an_epoch_a_leader_took_and_never_wrote_in_does_not_hold_its_follower(logs):
+    """An empty partition led by broker 1 at epoch 1, by broker 2 at epoch 2, by broker 1 again at
+    epoch 3, each recording its epoch at election and writing nothing until the last. Each new
+    entry at offset 0 replaces the one before (Kafka's monotonic epoch cache), so the leader
+    knows no epoch below 3 to call a divergence on, and broker 2 copies its log at once."""
+    leader = partition(logs("a"), 1, 1, 1)
+    follower = partition(logs("b"), 2, 2, 2)  # leads at epoch 2 first
+    assert follower.log.epoch_cache.entries == [(2, 0)]
+    follower.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=3, partition_epoch=1), NOW)
+    leader.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=3, partition_epoch=1), NOW)
+    assert leader.log.epoch_cache.entries == [(3, 0)]  # epoch 1's entry at the same offset gave way
+    leader_writes(leader, 3)
+    state = FetcherState(CONFIG)
+    followers = follow(state, follower)
+    (action,) = exchange(state, {leader.key: leader}, followers).values()
+    assert isinstance(action, Append) and follower.log_end_offset == 3
+    assert follower.log.epoch_cache.entries == [(3, 0)]
+
+
+def test_truncating_at_the_log_end_drops_an_epoch_never_written_in(logs):
+    """Kafka's truncateTo: even when no record goes, the epoch cache is cut at the log end, so a
+    follower's epoch taken at election and never written in stops being its last fetched one."""
+    follower = partition(logs("b"), 2, 1, 1)
+    follower.append_as_follower(batch(2, partition_leader_epoch=1), 2, 0)
+    follower.update(PartitionInfo(0, 2, (1, 2), (2,), leader_epoch=5, partition_epoch=1), NOW)
+    assert follower.log.epoch_cache.entries == [(1, 0), (5, 2)]
+    follower.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=6, partition_epoch=2), NOW)
+    follower.truncate_to(2)
+    assert follower.log.epoch_cache.entries == [(1, 0)] and follower.latest_epoch == 1
+
+
+def test_a_truncation_that_changes_nothing_backs_off_instead_of_spinning(logs):
+    follower = partition(logs("b"), 2, 1, 4)
+    follower.append_as_follower(batch(2, partition_leader_epoch=4), 2, 0)
+    state = FetcherState(CONFIG)
+    followers = follow(state, follower)
+    (req,) = state.build_fetch(NOW, followers)
+    action = state.on_partition(req, PartitionData(0, diverging_epoch=(4, 2)), follower, NOW)
+    assert isinstance(action, TruncateTo) and action.offset == 2
+    follower.truncate_to(action.offset)
+    assert isinstance(state.truncated(req, follower, NOW), Backoff)
+    assert state.build_fetch(NOW + 1, followers) == []
