@@ -118,8 +118,8 @@ class ReplicaFetcher:
             reqs = self.state.build_fetch(now, followed)
             if not reqs:
                 self._wake.clear()
-                soonest = self.state.next_ready_ms()
-                wait_ms = 1000 if soonest is None else min(max(soonest - now, 10), 1000)
+                soonest = self.state.next_ready_ms(now)
+                wait_ms = 1000 if soonest is None else min(max(soonest - now, 1), 1000)
                 try:
                     await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
                 except TimeoutError:

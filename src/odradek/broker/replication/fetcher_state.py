@@ -214,9 +214,12 @@ class FetcherState:
     def remove(self, key: Key) -> None:
         self.partitions.pop(key, None)
 
-    def next_ready_ms(self) -> int | None:
-        """When the first delayed (not parked) partition is ready again; None if none waits."""
-        times = [st.delayed_until_ms for st in self.partitions.values() if st.parked is None]
+    def next_ready_ms(self, now_ms: int) -> int | None:
+        """When the first partition delayed past `now_ms` (not parked) is ready again; None if
+        none waits."""
+        times = [
+            st.delayed_until_ms for st in self.partitions.values() if st.parked is None and st.delayed_until_ms > now_ms
+        ]
         return min(times) if times else None
 
     # ------------------------------------------------------------ requests

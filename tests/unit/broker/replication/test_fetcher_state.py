@@ -220,7 +220,7 @@ def test_a_fenced_epoch_parks_the_partition_until_the_metadata_moves_on(logs):
     (req,) = state.build_fetch(NOW, followers)
     action = state.on_partition(req, PartitionData(ErrorCode.fenced_leader_epoch), follower, NOW)
     assert isinstance(action, Park)
-    assert state.build_fetch(NOW + 10**9, followers) == [] and state.next_ready_ms() is None
+    assert state.build_fetch(NOW + 10**9, followers) == [] and state.next_ready_ms(NOW) is None
     assert not state.add("t", 0, follower.topic_id, 4)  # the same epoch again: still parked
     assert state.build_fetch(NOW + 10**9, followers) == []
     assert state.add("t", 0, follower.topic_id, 5)  # the metadata's newer epoch: fetching again
@@ -237,7 +237,7 @@ def test_other_errors_back_off_that_partition(logs, code):
     followers = follow(state, follower)
     (req,) = state.build_fetch(NOW, followers)
     assert isinstance(state.on_partition(req, PartitionData(code), follower, NOW), Backoff)
-    assert state.next_ready_ms() == NOW + 500 and state.build_fetch(NOW + 1, followers) == []
+    assert state.next_ready_ms(NOW) == NOW + 500 and state.build_fetch(NOW + 1, followers) == []
 
 
 def test_one_partitions_error_parks_only_it(logs):
