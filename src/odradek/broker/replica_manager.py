@@ -24,9 +24,9 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from odradek.broker.partition import Isolation, Partition, PartitionError, Role
+from odradek.broker.partition import Isolation, LogReadInfo, Partition, PartitionError, Role
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError, error_class
@@ -35,10 +35,10 @@ from odradek.storage import errors as serr
 from odradek.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
-    from odradek.broker.alter_partition import AlterPartitionSender
     from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
-    from odradek.broker.replica_fetcher import ReplicaFetcherManager
+    from odradek.broker.replication.alter_partition import AlterPartitionSender
+    from odradek.broker.replication.fetcher import ReplicaFetcherManager
     from odradek.storage import Log, LogManager
     from odradek.storage.producer_state import ProducerEntry
 
@@ -87,29 +87,6 @@ class ProduceResult:
     error_message: str | None = None
     last_offset: int = -1  # of the last record appended: acks=all waits for the high watermark to pass it
     record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, message) of each rejected record
-
-
-@dataclass(slots=True)
-class ReadResult:
-    error_code: int = 0
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    regions: list[Any] | None = None
-    size: int = 0
-    first_offset: int = -1  # base offset of the first batch returned
-    next_offset: int = -1  # the offset after the batches returned
-    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): a follower must truncate
-    # read_committed only (None otherwise): (producer id, first offset) of the aborted
-    # transactions overlapping the batches returned (empty when there are none)
-    aborted_transactions: list[tuple[int, int]] | None = None
-
-    @property
-    def offsets_returned(self) -> int:
-        """How many offsets the batches returned span, from the storage read's offsets (no
-        batch decoded): the records a fetcher gets, compaction gaps and transaction markers
-        counted as offsets count them."""
-        return self.next_offset - self.first_offset if self.first_offset >= 0 else 0
 
 
 @dataclass(slots=True)
@@ -176,9 +153,7 @@ class ReplicaManager:
             now = int(time.time() * 1000)
             for part in list(self.partitions.values()):
                 if part.is_leader and part.followers:
-                    shrunk = part.isr_to_shrink(now, self.replica_lag_max_ms)
-                    if shrunk is not None and self.alter_isr is not None:
-                        self.alter_isr.propose(part, shrunk)
+                    part.maybe_shrink_isr(now, self.replica_lag_max_ms)
 
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._leadership_listeners.append(listener)
@@ -192,6 +167,11 @@ class ReplicaManager:
         if self.snapshot.partition(topic, partition) is not None:
             return ErrorCode.not_leader_or_follower
         return ErrorCode.unknown_topic_or_partition
+
+    def broker_epoch(self, broker_id: int) -> int:
+        """A broker's epoch (its registration's session) in the metadata; -1 when unknown."""
+        info = self.snapshot.broker(broker_id)
+        return info.epoch if info is not None else -1
 
     def _on_isr_change(self, partition: Partition, old: tuple[int, ...], new: tuple[int, ...]) -> None:
         if self.metrics is not None:
@@ -248,7 +228,16 @@ class ReplicaManager:
             elif lg.config != cfg:
                 lg.update_config(cfg)  # loaded before the metadata said what its topic's configs are
             lg.assign_topic_id(topic.topic_id)  # partition.metadata, as Kafka keeps it
-            part = Partition(topic.name, info.partition, lg, self.node_id, self._on_high_watermark, self._on_isr_change)
+            part = Partition(
+                topic.name,
+                info.partition,
+                lg,
+                self.node_id,
+                self._on_high_watermark,
+                self._on_isr_change,
+                alter_isr=self.alter_isr,
+                broker_epoch=self.broker_epoch,
+            )
             part.min_insync_replicas = self.topic_configs.min_insync_replicas(topic.configs)
             self.partitions[key] = part
         was_leader = part.is_leader
@@ -366,70 +355,32 @@ class ReplicaManager:
         min_one: bool,
         isolation: Isolation = Isolation.HIGH_WATERMARK,
         replica_id: int = -1,
+        replica_epoch: int = -1,
         current_leader_epoch: int = -1,
         last_fetched_epoch: int = -1,
         now_ms: int = 0,
-    ) -> ReadResult:
-        """Read for a consumer (up to the high watermark, or with TXN_COMMITTED up to the last
-        stable offset, with the aborted transactions overlapping what is returned) or for a
-        follower (`replica_id` >= 0: up to the log end, and the fetch offset recorded as the
-        follower's position)."""
+    ) -> LogReadInfo:
+        """Read one partition for Fetch (`Partition.fetch_records`: a consumer up to what its
+        isolation lets it see, a follower, `replica_id` >= 0, up to the log end, its position
+        recorded). A refusal comes back as the error code alone, as Kafka answers it (no high
+        watermark or log start offset: the client asks ListOffsets)."""
         part = self.partitions.get((topic, partition))
         if part is None:
-            return ReadResult(self.missing(topic, partition))
+            return LogReadInfo(self.missing(topic, partition))
         try:
-            part.check_leader(current_leader_epoch)
-        except PartitionError as e:
-            return ReadResult(e.code)
-        lg = part.log
-        result = ReadResult(0, lg.high_watermark, lg.last_stable_offset, lg.log_start_offset)
-        if last_fetched_epoch >= 0:
-            diverging = part.diverging_epoch(offset, last_fetched_epoch)
-            if diverging == (-1, -1):
-                result.error_code = ErrorCode.offset_out_of_range
-                return result
-            if diverging is not None:
-                result.diverging_epoch = diverging
-                result.regions = []
-                return result
-        if replica_id >= 0:
-            isolation = Isolation.LOG_END
-            if not part.record_follower_fetch(replica_id, offset, now_ms or int(time.time() * 1000)):
-                result.regions = []  # not one of its replicas: nothing for it
-                return result
-            if self.alter_isr is not None:
-                grown = part.isr_to_expand()
-                if grown is not None:
-                    self.alter_isr.propose(part, grown)
-            result.high_watermark = lg.high_watermark
-        if offset < result.log_start_offset or offset > lg.log_end_offset:
-            # as Kafka: no high watermark or log start offset with the error (the client asks ListOffsets)
-            return ReadResult(ErrorCode.offset_out_of_range)
-        limit = part.read_limit(isolation)
-        committed = isolation is Isolation.TXN_COMMITTED
-        if offset >= limit:  # nothing visible to this reader yet
-            result.regions = []
-            if committed:
-                result.aborted_transactions = []
-            return result
-        try:
-            rr = lg.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one)
-        except Exception as e:
-            code = error_for(e)
-            if code == ErrorCode.unknown_server_error:
-                log.exception("read of %s-%d at %d failed", topic, partition, offset)
-            result.error_code = code
-            return result
-        result.regions = rr.regions
-        result.size = rr.size
-        result.first_offset = rr.first_offset
-        result.next_offset = rr.next_offset
-        if committed:
-            # Kafka's bound: the offset after the batches returned
-            result.aborted_transactions = (
-                lg.collect_aborted_transactions(offset, rr.next_offset) if rr.next_offset >= 0 else []
+            return part.fetch_records(
+                offset,
+                max_bytes,
+                min_one=min_one,
+                isolation=isolation,
+                replica_id=replica_id,
+                replica_epoch=replica_epoch,
+                current_leader_epoch=current_leader_epoch,
+                last_fetched_epoch=last_fetched_epoch,
+                now_ms=now_ms or int(time.time() * 1000),
             )
-        return result
+        except Exception as e:
+            return LogReadInfo(self._failed(e, f"read at {offset}", part))
 
     # ----------------------------------------------------------------- offsets
     def list_offset(

@@ -25,7 +25,6 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from odradek.broker.alter_partition import AlterPartitionSender
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
@@ -36,8 +35,9 @@ from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
-from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replication.alter_partition import AlterPartitionSender
+from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.transport import PlaintextTransport
@@ -200,7 +200,9 @@ class Broker:
             topic_configs,
             metrics,
             log_dirs=config["log.dirs"],
-            fetchers=ReplicaFetcherManager(self.node_id, FetcherConfig.from_broker(config)) if replication else None,
+            fetchers=ReplicaFetcherManager(self.node_id, FetcherConfig.from_broker(config), store)
+            if replication
+            else None,
             alter_isr=AlterPartitionSender(self.node_id, store) if replication else None,
             replica_lag_max_ms=config["replica.lag.time.max.ms"],
         )

@@ -40,13 +40,18 @@ def topic_name_problem(name: str | None) -> str | None:
 class BrokerInfo:
     """A broker's registration. `host`/`port`: the endpoint brokers reach each other on (the
     inter-broker listener); `endpoints`: (listener name, host, port) of every advertised
-    listener, so each client is answered with the listener it came in on."""
+    listener, so each client is answered with the listener it came in on. `epoch`: the
+    broker epoch, which changes with every registration (the czxid of `/brokers/ids/<id>`,
+    Kafka's ZooKeeper-mode broker epoch; -1 on a single node or when unknown): a broker that
+    registers again is a changed broker, so the snapshot (and every broker's idea of its own
+    epoch) follows."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    epoch: int = -1
 
     def at(self, listener: str) -> BrokerInfo | None:
         """This broker as reached through `listener` (None: it has no such listener). A
@@ -55,7 +60,7 @@ class BrokerInfo:
             return self
         for name, host, port in self.endpoints:
             if name == listener:
-                return BrokerInfo(self.node_id, host, port, self.rack, self.endpoints)
+                return BrokerInfo(self.node_id, host, port, self.rack, self.endpoints, self.epoch)
         return None
 
 

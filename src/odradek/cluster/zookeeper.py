@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -66,7 +67,7 @@ def build_snapshot(view: CacheView) -> ClusterSnapshot:
                 st = cached.state
                 parts.append(PartitionInfo(p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version))
         topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
-    brokers = tuple(view.brokers[b] for b in sorted(view.brokers))
+    brokers = tuple(replace(view.brokers[b], epoch=view.broker_sessions.get(b, -1)) for b in sorted(view.brokers))
     broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}
     return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs)
 
@@ -189,7 +190,10 @@ class ZooKeeperMetadataStore:
             raise MetadataError(f"this store belongs to broker {self.node_id}, not {broker.node_id}")
         self._registration = broker
         await self._register(broker)
-        await self.wait_for(lambda s: s.broker(self.node_id) == broker, f"broker {self.node_id}'s registration")
+        await self.wait_for(  # the snapshot's copy carries the registration's epoch (its czxid)
+            lambda s: (b := s.broker(self.node_id)) is not None and replace(b, epoch=broker.epoch) == broker,
+            f"broker {self.node_id}'s registration",
+        )
 
     async def _register(self, broker: BrokerInfo) -> None:
         """Create the registration, waiting on the loop (no thread sleeps) for one left by a

@@ -7,8 +7,9 @@ for the fields and, for each partition's records, the caller's region objects
 (anything with a `length`) untouched, in the order they are to be sent.
 
 The other way, kio would copy each partition's records out of the response; a
-consumer decodes them once more anyway. `decode_fetch_response` (versions 4-12)
-hands them out as memoryviews of the response.
+consumer decodes them once more anyway. `decode_fetch_response` (versions 4-16)
+hands them out as memoryviews of the response; from v13 a topic is named by its id
+(`FetchedTopic.topic_id`, its name empty), as a replica fetcher reads them.
 """
 
 from __future__ import annotations
@@ -186,11 +187,12 @@ class FetchedPartition:
 
 
 class FetchedTopic:
-    __slots__ = ("topic", "partitions")
+    __slots__ = ("topic", "partitions", "topic_id")
 
-    def __init__(self, topic: str, partitions: list[FetchedPartition]) -> None:
-        self.topic = topic
+    def __init__(self, topic: str, partitions: list[FetchedPartition], topic_id: uuid.UUID | None = None) -> None:
+        self.topic = topic  # "" from v13 (topics by id)
         self.partitions = partitions
+        self.topic_id = topic_id  # v13+
 
 
 class FetchedResponse:
@@ -209,11 +211,11 @@ _u_i64 = struct.Struct(">q").unpack_from
 _u_part = struct.Struct(">ihqq").unpack_from
 _u_aborted = struct.Struct(">qq").unpack_from
 
-DECODE_MAX_VERSION = 12  # v13+ name topics by id
+DECODE_MAX_VERSION = 16  # v13+ name topics by id; v16 adds a tagged field (node endpoints), skipped
 
 
 def decode_fetch_response(version: int, body: bytes | memoryview, pos: int = 0) -> FetchedResponse:
-    """A Fetch response body (v4-v12, after the response header), its records left in place:
+    """A Fetch response body (v4-v16, after the response header), its records left in place:
     each partition's `records` is a read-only memoryview of `body`, not a copy. The caller
     keeps `body` alive (and unchanged) for as long as it uses them. Malformed or truncated
     input raises ValueError."""
@@ -262,12 +264,20 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
         pos += 6
     ntopics, pos = count(pos)
     topics = []
+    by_id = version >= 13
     for _ in range(max(ntopics, 0)):
-        ln, pos = length(pos, _u_i16, 2)
-        if ln < 0 or pos + ln > n:
-            raise ValueError("bad topic name length in Fetch response")
-        name = str(mv[pos : pos + ln], "utf-8")
-        pos += ln
+        topic_id = None
+        if by_id:
+            if pos + 16 > n:
+                raise ValueError("topic id past the end of the Fetch response")
+            topic_id, name = uuid.UUID(bytes=bytes(mv[pos : pos + 16])), ""
+            pos += 16
+        else:
+            ln, pos = length(pos, _u_i16, 2)
+            if ln < 0 or pos + ln > n:
+                raise ValueError("bad topic name length in Fetch response")
+            name = str(mv[pos : pos + ln], "utf-8")
+            pos += ln
         nparts, pos = count(pos)
         parts = []
         for _ in range(max(nparts, 0)):
@@ -311,7 +321,7 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
             parts.append(FetchedPartition(index, code, hw, lso, log_start, aborted, preferred, records, diverging))
         if flexible:
             pos = skip_tags(pos)
-        topics.append(FetchedTopic(name, parts))
+        topics.append(FetchedTopic(name, parts, topic_id))
     if flexible:
         pos = skip_tags(pos)
     return FetchedResponse(throttle, error_code, session_id, topics)

@@ -173,8 +173,10 @@ class LeaderEpochCache:
             last_epoch, last_start = self.entries[-1]
             if epoch <= last_epoch:
                 return
-            if start_offset < last_start:
-                # a new epoch must start after the previous one: drop the conflicting tail
+            if start_offset <= last_start:
+                # a new epoch starts after the previous ones: drop those it contradicts, with
+                # one that starts where it does (an epoch a leader took and never wrote in),
+                # as Kafka's maybeTruncateNonMonotonicEntries
                 self.entries = [e for e in self.entries if e[1] < start_offset]
         self.entries.append((epoch, start_offset))
         self.dirty = True

@@ -571,6 +571,15 @@ class Log:
         self._check_online()
         return self.epoch_cache.end_offset_for(epoch, self._leo)
 
+    @property
+    def latest_epoch(self) -> int:  # the newest leader epoch in the cache (-1: none)
+        return self.epoch_cache.latest_epoch
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A new leader records its epoch at election (Kafka's maybeAssignEpochStartOffset)."""
+        self._check_online()
+        self.epoch_cache.assign(epoch, start_offset)
+
     # ------------------------------------------------------------------ flush
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding data below ``up_to`` (default: current LEO), then advance
@@ -693,7 +702,8 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and above ``offset`` (follower truncation)."""
         self._check_online()
-        if offset >= self._leo:
+        if offset >= self._leo:  # Kafka: an epoch taken at election and never written in goes anyway
+            self.epoch_cache.truncate_from_end(self._leo)
             return
         now = self._now()
         try:

@@ -14,15 +14,23 @@ Checks, in this order (the first failure raises; nothing is written):
    (``protocol.records.validate_batch``); for producer appends also record count ==
    lastOffsetDelta + 1 (replicated batches may hold fewer, as compaction leaves them). An
    empty buffer is an InvalidRecordError.
-2. then per batch, in order: size against ``max.message.bytes`` (RecordTooLargeError); then per
-   record, as Kafka's LogValidator: on compacted topics a key (InvalidRecordError), and with
-   ``message.timestamp.type=CreateTime`` the timestamp within ``message.timestamp.before.max.ms``
-   / ``after.max.ms`` of now (InvalidTimestampError when every bad record is a timestamp). The
-   error's ``record_errors`` name the bad records by index (Produce v8+ answers them, so a client
-   fails only those). The records are decoded only when they must be: on compacted topics, with
-   ``before.max.ms`` set, or when the batch's max timestamp is already too far ahead. Control
-   batches and records without a timestamp are not checked. ``check=False`` skips the CRC and
-   all of 2.
+2. then per batch of a producer's append, in order: size against ``max.message.bytes``
+   (RecordTooLargeError); then per record, as Kafka's LogValidator: on compacted topics a key
+   (InvalidRecordError), and with ``message.timestamp.type=CreateTime`` the timestamp within
+   ``message.timestamp.before.max.ms`` / ``after.max.ms`` of now (InvalidTimestampError when every
+   bad record is a timestamp). The error's ``record_errors`` name the bad records by index
+   (Produce v8+ answers them, so a client fails only those). The records are decoded only when
+   they must be: on compacted topics, with ``before.max.ms`` set, or when the batch's max
+   timestamp is already too far ahead. Control batches and records without a timestamp are not
+   checked. ``check=False`` skips the CRC and all of 2.
+
+A follower's append of what its leader sent (``assign_offsets=False``) gets check 1 only
+(framing, magic, counts, CRC32C) and offsets that never go back (`keep_offsets`): the leader
+accepted those batches, under the settings and the clock it had then, and a follower that
+re-checked them against its own (a lowered ``max.message.bytes``, timestamp bounds, a clock
+hours off, ``cleanup.policy`` changed to compact over keyless records) would refuse to copy
+the log it must hold, as Kafka's ``UnifiedLog.appendAsFollower`` never does (it passes
+``ignoreRecordSize`` and skips LogValidator).
 
 Offset assignment rewrites only what lies outside the CRC when it can: each batch becomes a
 new 16-byte prefix (base offset, batch length, partition leader epoch) followed by the
@@ -205,8 +213,8 @@ class BatchValidator:
         """Check ``batches`` (bytes-like: concatenated v2 batches) received at ``now_ms``.
 
         ``assign_offsets`` says who sent them: True for a producer (strict record counts; the
-        log append time applies), False for a leader's replicated batches. ``check=False``
-        verifies framing only."""
+        log append time applies; size, timestamps and keys checked), False for a leader's
+        replicated batches (framing and CRC only). ``check=False`` verifies framing only."""
         mv = batches if isinstance(batches, memoryview) else memoryview(batches)
         if check:  # iter_batches(mv, validate=True) without a generator: this runs for every produce
             headers = []
@@ -222,12 +230,13 @@ class BatchValidator:
         if not headers:
             raise InvalidRecordError("append of an empty record set")
         lat = now_ms if (self._log_append_time and assign_offsets) else -1
-        max_length = self._max_batch_length
-        check_ts = check and lat < 0 and self._check_timestamps
-        check_keys = check and self._compacted
+        leader_checks = check and assign_offsets  # a follower takes what its leader accepted
+        max_length = self._max_batch_length if leader_checks else None
+        check_ts = leader_checks and lat < 0 and self._check_timestamps
+        check_keys = leader_checks and self._compacted
         with_pids = False
         for h in headers:
-            if h.batch_length > max_length:
+            if max_length is not None and h.batch_length > max_length:
                 raise RecordTooLargeError(
                     f"batch of {h.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
                 )

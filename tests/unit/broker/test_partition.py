@@ -149,14 +149,26 @@ def test_delete_records_stops_at_the_high_watermark(log_manager):
 
 def test_an_isr_proposal_answered_after_newer_metadata_does_not_block_the_next(log_manager):
     """The controller accepts the leader's proposal (partition epoch 1) and at once writes a newer
-    state (epoch 2) that the metadata brings before the answer: the stale answer changes no
-    ISR but ends the proposal, so the follower can be proposed again (it was stuck pending)."""
-    part, _ = make(log_manager, PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=1, partition_epoch=0))
+    state (epoch 2) that the metadata brings before the answer: the metadata supersedes the
+    proposal, the stale answer changes nothing, and the follower can be proposed again."""
+    sent = []
+    lg = log_manager.create_log("t", 0, LogConfig())
+    part = Partition("t", 0, lg, 1, lambda p, n: None, alter_isr=Sent(sent))
+    part.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=1, partition_epoch=0), NOW)
     part.record_follower_fetch(2, 0, NOW)
-    grown = part.isr_to_expand()
-    assert grown == (1, 2)
-    part.pending_isr = grown  # what AlterPartitionSender.propose records
+    assert [p.isr for p in sent] == [(1, 2)] and part.pending_isr == (1, 2)
     part.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=1, partition_epoch=2), NOW)
-    part.isr_changed((1, 2), 1)  # the answer, older than what the metadata says
-    assert (part.isr, part.partition_epoch, part.pending_isr) == ((1,), 2, None)
-    assert part.isr_to_expand() == (1, 2)
+    assert part.pending is None
+    assert not part.on_alter_partition_response(sent[0], 0, (1, 2), 1, 1)  # the answer, older than the metadata
+    assert (part.isr, part.partition_epoch, part.pending) == ((1,), 2, None)
+    assert part.maybe_expand_isr(2) and part.pending_isr == (1, 2)
+
+
+class Sent:
+    """The AlterPartition channel's side: the proposals submitted."""
+
+    def __init__(self, into: list) -> None:
+        self.into = into
+
+    def submit(self, partition: Partition, proposal) -> None:
+        self.into.append(proposal)

@@ -15,6 +15,13 @@ offset; an empty list when none, null under read_uncommitted and with an error, 
 every answer carries the last stable offset. Fetch sessions (KIP-227) are in broker/fetch_session.py; v13+ name
 topics by id. Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, the fencing errors.
+
+A follower's fetch (`replica_id`, from v15 in `replica_state` with its broker epoch) reads
+through `Partition.fetch_records`: a diverging epoch (KIP-320) answers at once instead of
+records; a replica that is not one of the partition's gets UNKNOWN_LEADER_EPOCH (with a
+leader epoch) or NOT_LEADER_OR_FOLLOWER, a broker epoch older than the one known for it
+NOT_LEADER_OR_FOLLOWER; its position counts only once the read succeeded. Followers' fetches
+wait for appends (their own purgatory), not for the high watermark their fetches move.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ async def handle(ctx: RequestContext, req) -> object:
     snap = s.snapshot
     replica_state = getattr(req, "replica_state", None)
     replica_id = replica_state.replica_id if replica_state is not None else getattr(req, "replica_id", -1)
+    replica_epoch = replica_state.replica_epoch if replica_state is not None else -1  # v15+: a broker epoch
     isolation = Isolation.TXN_COMMITTED if getattr(req, "isolation_level", 0) == 1 else Isolation.HIGH_WATERMARK
 
     def topic_name(key) -> str | None:
@@ -109,6 +117,7 @@ async def handle(ctx: RequestContext, req) -> object:
                     min_one=total == 0,
                     isolation=isolation,
                     replica_id=replica_id,
+                    replica_epoch=replica_epoch,
                     current_leader_epoch=cp.current_leader_epoch,
                     last_fetched_epoch=cp.last_fetched_epoch,
                     now_ms=now_ms,

@@ -7,8 +7,12 @@ earliest pending upload (v9+: none here, -1), or T >= 0: the first offset whose 
 is >= T and that the reader may see (-1 when there is none). A follower (replica_id >= 0)
 sees the log end offset as latest. The lookup itself is the
 partition's (broker/partition.py); a current leader epoch (v4+) other than the
-partition's is fenced. No offset found: offset, timestamp and leader epoch -1. A partition
-named twice in one request gets a single INVALID_REQUEST answer, as in Kafka.
+partition's is fenced. No offset found (or the max timestamp's record above what the reader
+may see): offset, timestamp and leader epoch -1. KIP-207: while a new leader's high watermark
+is below the start of its leader epoch, a client's latest offset, and a timestamp or max
+timestamp lookup not found below what it may read, get OFFSET_NOT_AVAILABLE (it retries), so
+end offsets never go backwards across a failover. A partition named twice in one request
+gets a single INVALID_REQUEST answer, as in Kafka.
 """
 
 from __future__ import annotations

@@ -1,0 +1,155 @@
+"""A follower's requests to its leader: Fetch and ListOffsets (Kafka's RemoteLeaderEndPoint).
+
+The I/O half of a replica fetcher: turns `fetcher_state`'s requests into wire requests on a
+connection from the `ConnectionProvider` (channel.py) and the answers back into
+`PartitionData` by partition. Fetch is v15 when the leader serves it and every partition has
+a topic id (topics by id, and `replica_state` with this broker's epoch, which the leader
+checks and records for KIP-903), else v12 (topics by name, `replica_id`); either way with
+`last_fetched_epoch` (KIP-320). ListOffsets asks as a replica (`replica_id`), so the latest
+offset is the leader's log end. A failed request raises (the connection is dropped, the
+next one opens a new one); a partition the leader refuses in ListOffsets raises
+`LeaderOffsetError` with its code.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from odradek.broker.replication.channel import ConnectionProvider, HeldConnection
+from odradek.broker.replication.fetcher_state import FetcherConfig, Key, PartitionData, PartitionRequest
+from odradek.cluster.metadata import BrokerInfo
+from odradek.protocol.constants import ZERO_UUID
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+FETCH, LIST_OFFSETS = 1, 2
+FETCH_VERSION = 15  # topic ids (v13), replica_state with the broker epoch (v15)
+FETCH_BY_NAME = 12  # the last version naming topics; diverging epochs (KIP-320)
+LATEST, EARLIEST = -1, -2
+
+
+class LeaderOffsetError(KafkaError):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RemoteLeaderEndpoint:
+    def __init__(
+        self,
+        node_id: int,
+        leader: BrokerInfo,
+        connect: ConnectionProvider,
+        purpose: str,
+        config: FetcherConfig,
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self.node_id = node_id
+        self.leader = leader
+        self.config = config
+        self.broker_epoch = broker_epoch  # this broker's, sent with Fetch v15
+        self._channel = HeldConnection(connect, purpose)
+
+    def moved(self, leader: BrokerInfo) -> None:
+        """The leader broker is now reached at another endpoint."""
+        self.leader = leader
+        self._channel.drop()
+
+    def close(self) -> None:
+        self._channel.drop()
+
+    async def fetch(self, partitions: list[PartitionRequest]) -> dict[Key, PartitionData]:
+        conn = await self._channel.get(self.leader)
+        try:
+            served = conn.api_versions.get(FETCH, (0, FETCH_BY_NAME))[1]
+            by_id = served >= 13 and all(p.topic_id not in (None, ZERO_UUID) for p in partitions)
+            version = min(served, FETCH_VERSION if by_id else FETCH_BY_NAME)
+            data, names = self._fetch_request(partitions, version)
+            resp = await conn.request(
+                FETCH, data, version=version, timeout=(self.config.request_timeout_ms + self.config.wait_max_ms) / 1000
+            )
+        except BaseException:
+            self._channel.drop()
+            raise
+        if int(resp.error_code):
+            raise KafkaError(f"Fetch from broker {self.leader.node_id}: {ErrorCode(int(resp.error_code)).name}")
+        out: dict[Key, PartitionData] = {}
+        for t in resp.responses:
+            name = names.get(t.topic_id) if version >= 13 else t.topic
+            if name is None:
+                continue
+            for p in t.partitions:
+                out[(name, int(p.partition_index))] = PartitionData(
+                    int(p.error_code), int(p.high_watermark), int(p.log_start_offset), p.records, p.diverging_epoch
+                )
+        return out
+
+    def _fetch_request(
+        self, partitions: list[PartitionRequest], version: int
+    ) -> tuple[dict[str, object], dict[uuid.UUID | None, str]]:
+        topics: dict[str, list[dict[str, int]]] = {}
+        ids: dict[str, uuid.UUID | None] = {}
+        for p in partitions:
+            ids[p.topic] = p.topic_id
+            topics.setdefault(p.topic, []).append(
+                {
+                    "partition": p.partition,
+                    "current_leader_epoch": p.leader_epoch,
+                    "fetch_offset": p.fetch_offset,
+                    "last_fetched_epoch": p.last_fetched_epoch,
+                    "log_start_offset": p.log_start_offset,
+                    "partition_max_bytes": p.max_bytes,
+                }
+            )
+        data: dict[str, object] = {
+            "max_wait": self.config.wait_max_ms,
+            "min_bytes": self.config.min_bytes,
+            "max_bytes": self.config.response_max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "rack_id": "",
+            "forgotten_topics_data": [],
+        }
+        if version >= 13:
+            data["topics"] = [{"topic_id": ids[t], "partitions": ps} for t, ps in topics.items()]
+        else:
+            data["topics"] = [{"topic": t, "partitions": ps} for t, ps in topics.items()]
+        if version >= 15:
+            data["replica_state"] = {"replica_id": self.node_id, "replica_epoch": self.broker_epoch()}
+        else:
+            data["replica_id"] = self.node_id
+        return data, {tid: t for t, tid in ids.items()}
+
+    async def list_offset(self, req: PartitionRequest, timestamp: int) -> int:
+        """The leader's offset for `timestamp` (LATEST: its log end; EARLIEST: its log start)."""
+        conn = await self._channel.get(self.leader)
+        data = {
+            "replica_id": self.node_id,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": req.topic,
+                    "partitions": [
+                        {
+                            "partition_index": req.partition,
+                            "current_leader_epoch": req.leader_epoch,
+                            "timestamp": timestamp,
+                        }
+                    ],
+                }
+            ],
+        }
+        try:
+            resp = await conn.request(LIST_OFFSETS, data, timeout=self.config.request_timeout_ms / 1000)
+        except BaseException:
+            self._channel.drop()
+            raise
+        p = resp.topics[0].partitions[0]
+        code = int(p.error_code)
+        if code:
+            raise LeaderOffsetError(
+                code,
+                f"ListOffsets {req.topic}-{req.partition} from broker {self.leader.node_id}: {ErrorCode(code).name}",
+            )
+        return int(p.offset)
