@@ -26,21 +26,8 @@ class KnownBug:
     matches: Callable[[Anomaly, Result], bool]
 
 
-_FOLLOWER_REVALIDATES = re.compile(
-    r"replica fetcher for broker %d failed; retrying \[(InvalidRecordError|InvalidTimestampError|RecordTooLargeError)\]"
-)
-
-
 def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(t) for t in r.templates)
-
-
-def _follower_revalidates(a: Anomaly, r: Result) -> bool:
-    return a.kind == "unavailable" and _logged(r, _FOLLOWER_REVALIDATES)
-
-
-def _end_offset_backwards(a: Anomaly, r: Result) -> bool:
-    return a.kind == "end-offset-backwards"
 
 
 _EPOCH_BUMP = re.compile(r"idempotent producer %d: sequence gap, continuing with epoch %d")
@@ -71,20 +58,6 @@ def _power_loss_leader(a: Anomaly, r: Result) -> bool:
 
 
 KNOWN: tuple[KnownBug, ...] = (
-    KnownBug(
-        "audit-1",
-        "followers re-validate replicated batches (size, timestamps, keys) and one failing partition "
-        "stalls the whole fetcher: replicas never return to the ISR",
-        "replication-core",
-        _follower_revalidates,
-    ),
-    KnownBug(
-        "audit-4",
-        "ListOffsets(latest) answers a new leader's high watermark below its epoch's start (KIP-207): "
-        "end offsets go backwards after a leader change",
-        "replication-core",
-        _end_offset_backwards,
-    ),
     KnownBug(
         "audit-clean-answers",
         "a controller deposed while it handles a request (AlterPartitionReassignments) lets `Deposed` "
