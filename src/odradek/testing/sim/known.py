@@ -50,6 +50,7 @@ _LOSS = (
     "final-read",
     "leader-without-acked",
     "isr-without-acked",
+    "end-offset-backwards",  # a leader with a shorter log answers a lower end
 )
 
 
