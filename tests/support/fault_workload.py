@@ -1,0 +1,351 @@
+"""The workload of the cluster fault tests: idempotent acks=all writers, readers, and a tight
+ListOffsets(latest) poller, all recording into one :class:`support.checker.History`.
+
+    with Workload(cluster.bootstrap, "t", partitions=3, end_offsets=cluster.client_bootstraps) as w:
+        ...                         # faults, while the writers write and the readers read
+    report = w.check()              # final read of every partition from the start, then History.check()
+    assert report.ok, report
+
+- :class:`Writer`: a confluent-kafka (librdkafka) idempotent producer, acks=all, writing
+  ``<name>-<seq>`` round-robin over the partitions;
+- :class:`JavaWriter`: the same with Apache Kafka's Java producer (tests/clients/java/KafkaCli.java
+  ``write-loop``), attempts, acknowledgements and errors coming back as JSON lines;
+- :class:`Reader`: a consumer following every partition from the start, recording each record
+  and the high watermark librdkafka reports;
+- :class:`EndOffsetPoller`: ListOffsets(latest) sent straight to every broker for every partition,
+  in a tight loop, each answer from a leader recorded (the reader only samples librdkafka's
+  cached high watermark, which misses a new leader's first, lower answers);
+- :func:`read_all`: every partition read from the start up to its high watermark at the end.
+
+On a failing test, leaving the ``with`` block by an exception aborts the clients at once
+(the Java process killed, librdkafka not flushed) rather than waiting for writes that a broken
+cluster will never acknowledge.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from support.checker import History, Report, value
+from support.clients import JavaClient
+
+#: ListOffsets version sent by the poller: v4+ answers the leader epoch; Kafka 3.9 and odradek serve v7
+LIST_OFFSETS_VERSION = 7
+LATEST = -1
+
+
+class Writer(threading.Thread):
+    """An idempotent librdkafka producer writing <name>-<seq> round-robin over the partitions."""
+
+    def __init__(self, bootstrap: str, history: History, name: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True, name=f"writer-{name}")
+        self.history = history
+        self.name_ = name
+        self.topic = topic
+        self.partitions = partitions
+        self.stop = threading.Event()
+        self.flush_timeout = 60.0
+        self.errors: list[str] = []
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 60000,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+
+    def run(self) -> None:
+        seq = 0
+        while not self.stop.is_set():
+            v = value(self.name_, seq)
+            self.history.attempt(v)
+            try:
+                self.producer.produce(self.topic, v, partition=seq % self.partitions, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            seq += 1
+            self.producer.poll(0)
+            time.sleep(0.002)
+        self.producer.flush(self.flush_timeout)
+
+    def _delivered(self, err, msg) -> None:  # noqa: ANN001 - confluent's callback
+        if err is None:
+            self.history.ack(msg.partition(), msg.offset(), msg.value())
+        else:
+            self.errors.append(str(err))
+
+    def abort(self) -> None:
+        self.flush_timeout = 1.0
+        self.stop.set()
+
+
+class JavaWriter(threading.Thread):
+    """The same as :class:`Writer` with Apache Kafka's Java producer (KafkaCli write-loop in a JVM)."""
+
+    def __init__(self, bootstrap: str, history: History, name: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True, name=f"writer-{name}")
+        self.history = history
+        self.errors: list[str] = []
+        self.done = False
+        self.acks = 0
+        cmd = [
+            *JavaClient(bootstrap).base_cmd(),
+            "write-loop",
+            topic,
+            "--bootstrap",
+            bootstrap,
+            "--name",
+            name,
+            "--partitions",
+            str(partitions),
+            "--interval-us",
+            "2000",
+            "--deadline-ms",
+            "3600000",  # the harness's watchdog: it runs until stdin closes
+        ]
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.last_lines: collections.deque[str] = collections.deque(maxlen=5)
+        self.stop = self  # the same surface as Writer: stop.set()
+
+    def set(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()  # the loop ends, flushes, prints done
+
+    def abort(self) -> None:
+        self.proc.kill()
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.last_lines.append(line.strip())
+            m = json.loads(line)
+            if "attempt" in m:
+                self.history.attempt(m["attempt"].encode())
+            elif "ack" in m:
+                self.history.ack(m["partition"], m["offset"], m["ack"].encode())
+                self.acks += 1
+            elif "error" in m:
+                self.errors.append(f"{m['error']}: {m['message']}")
+            elif m.get("done"):
+                self.done = True
+        self.proc.wait()
+
+    def state(self) -> str:
+        """Why a writer did not finish: its exit code, last lines and the end of its stderr."""
+        self.stderr.seek(0)
+        err = self.stderr.read()[-2000:]
+        return f"exit {self.proc.poll()}, last lines {list(self.last_lines)}, stderr: {err}"
+
+
+class Reader(threading.Thread):
+    """Follows the topic from the start, recording every record and each high watermark it sees."""
+
+    def __init__(self, bootstrap: str, history: History, topic: str, partitions: int, name: str = "reader") -> None:
+        super().__init__(daemon=True, name=name)
+        self.history = history
+        self.name_ = name
+        self.topic = topic
+        self.partitions = partitions
+        self.stop = threading.Event()
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"unused-{name}",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for m in self.consumer.consume(500, 0.2):
+                if m.error() is None:
+                    self.history.read(m.partition(), m.offset(), m.value())
+            for p in range(self.partitions):
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), cached=True)
+                if high >= 0:
+                    self.history.high_watermark(self.name_, p, high)
+        self.consumer.close()
+
+    def abort(self) -> None:
+        self.stop.set()
+
+
+class EndOffsetPoller(threading.Thread):
+    """ListOffsets(latest) for every partition, sent to every broker in turn and again, as fast
+    as the brokers answer (``pause`` s between rounds): each answer without error is a leader's
+    end offset for consumers (its high watermark) and goes into the history, which reports one
+    lower than an earlier answer for the same partition. A broker that is down is retried each
+    round; NOT_LEADER and OFFSET_NOT_AVAILABLE (KIP-207: a new leader not yet sure of its high
+    watermark) answers are not end offsets and are counted only."""
+
+    def __init__(
+        self, brokers: Sequence[str], history: History, topic: str, partitions: int, pause: float = 0.002
+    ) -> None:
+        super().__init__(daemon=True, name="end-offset-poller")
+        self.brokers = list(brokers)
+        self.history = history
+        self.topic = topic
+        self.partitions = partitions
+        self.pause = pause
+        self.stop = threading.Event()
+        self.answers = 0
+        self.errors: collections.Counter[int] = collections.Counter()
+        self._conns: dict[str, object] = {}
+
+    def run(self) -> None:
+        from support.raw import RawConnection, nested
+
+        v = LIST_OFFSETS_VERSION
+        parts = tuple(
+            nested(2, v, "ListOffsetsPartition", partition_index=p, current_leader_epoch=-1, timestamp=LATEST)
+            for p in range(self.partitions)
+        )
+        topics = (nested(2, v, "ListOffsetsTopic", name=self.topic, partitions=parts),)
+        while not self.stop.is_set():
+            for b in self.brokers:
+                conn = self._conns.get(b)
+                try:
+                    if conn is None:
+                        conn = self._conns[b] = RawConnection(b, timeout=2.0)
+                    r = conn.call(2, v, replica_id=-1, isolation_level=0, topics=topics)  # type: ignore[attr-defined]
+                except OSError:
+                    if conn is not None:
+                        conn.close()  # type: ignore[attr-defined]
+                    self._conns.pop(b, None)
+                    continue
+                for t in r.topics:
+                    for p in t.partitions:
+                        code = int(p.error_code)
+                        if code:
+                            self.errors[code] += 1
+                            continue
+                        self.answers += 1
+                        self.history.end_offset(b, int(p.partition_index), int(p.offset), int(p.leader_epoch))
+            self.stop.wait(self.pause)
+        for conn in self._conns.values():
+            conn.close()  # type: ignore[attr-defined]
+
+    def abort(self) -> None:
+        self.stop.set()
+
+
+def read_all(bootstrap: str, history: History, topic: str, partitions: int, timeout: float = 60) -> None:
+    """Read every partition from the start up to its high watermark, into the history."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "final-read", "enable.auto.commit": False})
+    try:
+        ends = {}
+        for p in range(partitions):
+            _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+            ends[p] = high
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        pos = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout
+        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                part, off = m.partition(), m.offset()
+                if m.error() is None and part is not None and off is not None:
+                    history.read(part, off, m.value())
+                    pos[part] = max(pos[part], off + 1)
+        assert all(pos[p] >= ends[p] for p in ends), f"final read stopped at {pos}, high watermarks {ends}"
+    finally:
+        c.close()
+
+
+class Workload:
+    """`writers` librdkafka and `java_writers` Java producers (none when the Java client is not
+    built here), one reader, and with `end_offsets` (the brokers' client addresses) an
+    :class:`EndOffsetPoller`; started on entering, stopped on leaving."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        writers: int = 2,
+        java_writers: int = 1,
+        end_offsets: Sequence[str] = (),
+        history: History | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history or History()
+        self.writers: list[Writer | JavaWriter] = [
+            Writer(bootstrap, self.history, f"w{i}", topic, partitions) for i in range(writers)
+        ]
+        if java_writers and JavaClient.unavailable_reason() is None:
+            self.writers += [
+                JavaWriter(bootstrap, self.history, f"java{i}", topic, partitions) for i in range(java_writers)
+            ]
+        self.reader = Reader(bootstrap, self.history, topic, partitions)
+        self.poller = EndOffsetPoller(end_offsets, self.history, topic, partitions) if end_offsets else None
+        self.stopped = False
+
+    def __enter__(self) -> Workload:
+        for t in self._threads():
+            t.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        if exc_type is not None:
+            self.abort()
+        elif not self.stopped:
+            self.stop()
+
+    def _threads(self) -> list[threading.Thread]:
+        return [*self.writers, self.reader, *([self.poller] if self.poller else [])]
+
+    @property
+    def writer_errors(self) -> list[str]:
+        return [e for w in self.writers for e in w.errors]
+
+    def stop(self) -> None:
+        """Writers stop and flush (each acknowledgement or error comes back), then the readers."""
+        self.stopped = True
+        for w in self.writers:
+            w.stop.set()
+        for w in self.writers:
+            w.join(90)
+        for t in (self.reader, self.poller):
+            if t is not None:
+                t.stop.set()
+                t.join(30)
+        unfinished = [w for w in self.writers if isinstance(w, JavaWriter) and not w.done]
+        assert not unfinished, "a Java writer did not flush and finish: " + "; ".join(w.state() for w in unfinished)
+        assert all(w.acks for w in self.writers if isinstance(w, JavaWriter)), "a Java writer had no write acknowledged"
+
+    def abort(self) -> None:
+        self.stopped = True
+        for t in self._threads():
+            t.abort()  # type: ignore[attr-defined]
+        for t in self._threads():
+            t.join(10)
+
+    def check(self, logs: str = "", *, min_acknowledged: int = 100) -> Report:
+        """Stop (if not yet), read every partition from the start, check the history; assert it
+        is clean and that enough was acknowledged for the test to mean anything."""
+        if not self.stopped:
+            self.stop()
+        read_all(self.bootstrap, self.history, self.topic, self.partitions)
+        report = self.history.check()
+        print(report)
+        if self.poller is not None:
+            print(f"end-offset poller: {self.poller.answers} answers, errors by code {dict(self.poller.errors)}")
+        assert report.acknowledged > min_acknowledged, f"too few writes acknowledged: {report}"
+        assert report.ok, f"{report}\n{logs}"
+        return report
