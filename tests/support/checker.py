@@ -9,6 +9,8 @@ each fetch reported. Values are `<producer>-<sequence>`, so order is checkable p
 - reordered: a producer's values read in an order other than the one it sent them in;
 - phantom: a value read that no producer ever attempted;
 - moved: a value read at another offset than the one acknowledged for it;
+- changed: one offset read with two different values (what a reader saw below the high
+  watermark was replaced);
 - high watermark going backwards to a reader;
 - end offset going backwards: a ListOffsets(latest) answer for a partition lower than an
   earlier one, from any broker (`end_offset()`, fed by a poller asking every leader directly:
@@ -44,6 +46,7 @@ class Report:
     reordered: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     phantom: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     moved: dict[int, list[tuple[bytes, int, int]]] = field(default_factory=dict)
+    changed: dict[int, list[tuple[int, list[bytes]]]] = field(default_factory=dict)
     hw_backwards: list[tuple[str, int, int, int]] = field(default_factory=list)
     end_offset_backwards: list[tuple[str, int, int, int, int, int]] = field(default_factory=list)
     acknowledged: int = 0
@@ -57,13 +60,14 @@ class Report:
             or self.reordered
             or self.phantom
             or self.moved
+            or self.changed
             or self.hw_backwards
             or self.end_offset_backwards
         )
 
     def __str__(self) -> str:
         lines = [f"acknowledged {self.acknowledged}, read {self.read}"]
-        for name in ("lost", "duplicated", "reordered", "phantom", "moved"):
+        for name in ("lost", "duplicated", "reordered", "phantom", "moved", "changed"):
             per = getattr(self, name)
             for p, items in sorted(per.items()):
                 lines.append(f"  {name} in partition {p}: {len(items)}, e.g. {items[:5]}")
@@ -138,9 +142,12 @@ class History:
                 reads = sorted(set(self.reads.get(p, [])))
                 at: dict[int, bytes] = {}
                 where: dict[bytes, set[int]] = defaultdict(set)
+                values_at: dict[int, set[bytes]] = defaultdict(set)
                 for off, v in reads:
                     at[off] = v
                     where[v].add(off)
+                    values_at[off].add(v)
+                changed = [(off, sorted(vs)) for off, vs in sorted(values_at.items()) if len(vs) > 1]
                 furthest = max(at, default=-1)
                 lost = [
                     (off, v) for off, v in sorted(self.acked.get(p, {}).items()) if off <= furthest and v not in where
@@ -166,6 +173,7 @@ class History:
                 for name, items in (
                     ("lost", lost),
                     ("moved", moved),
+                    ("changed", changed),
                     ("duplicated", dups),
                     ("phantom", phantom),
                     ("reordered", reordered),

@@ -349,3 +349,160 @@ class Workload:
         assert report.acknowledged > min_acknowledged, f"too few writes acknowledged: {report}"
         assert report.ok, f"{report}\n{logs}"
         return report
+
+
+# ---------------------------------------------------------------------------- set-up and probes
+#: the cluster settings of every fault test: a follower not caught up for 2 s leaves the ISR
+FAULT_SETTINGS = {"replica.lag.time.max.ms": 2000, "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200}
+
+
+def create_topic(
+    cluster, topic: str, assignment: Sequence[Sequence[int]], config: dict[str, str] | None = None
+) -> None:  # noqa: ANN001 - OdradekCluster or KafkaZkCluster
+    """Create `topic` with this replica assignment (partition p on assignment[p], its first
+    broker the preferred leader) and min.insync.replicas=2; return once ZooKeeper shows every
+    partition led with its whole ISR and every broker's Metadata names those leaders."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(
+        topic,
+        num_partitions=len(assignment),
+        replication_factor=-1,
+        replica_assignment=[list(r) for r in assignment],
+        config={"min.insync.replicas": "2", **(config or {})},
+    )
+    for f in admin.create_topics([new], operation_timeout=30).values():
+        f.result()
+    snap = cluster.wait(
+        lambda s: (
+            topic in s.topics
+            and all(p.leader >= 0 and len(p.isr) == len(p.replicas) for p in s.topics[topic].partitions)
+        ),
+        30,
+        f"{topic} led, its ISR whole",
+    )
+    leaders = {p.partition: p.leader for p in snap.topics[topic].partitions}
+    deadline = time.monotonic() + 20
+    for b in cluster.client_bootstraps:
+        one = AdminClient({"bootstrap.servers": b})
+        while True:
+            md = one.list_topics(topic, timeout=10).topics.get(topic)
+            if md is not None and {p: m.leader for p, m in md.partitions.items()} == leaders:
+                break
+            assert time.monotonic() < deadline, f"broker {b} does not name the leaders {leaders} yet"
+            time.sleep(0.05)
+
+
+def produce_one(bootstrap: str, topic: str, partition: int, v: bytes, *, acks: int, timeout_ms: int) -> int:
+    """One record written straight to one broker (no client library, no retries): its error code."""
+    from support.raw import RawConnection, nested
+
+    from odradek.protocol.records import Record, build_batch
+
+    batch = build_batch([Record(-1, int(time.time() * 1000), None, v)])
+    pd = nested(0, 9, "PartitionProduceData", index=partition, records=batch)
+    td = nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,))
+    with RawConnection(bootstrap, timeout=timeout_ms / 1000 + 10) as conn:
+        r = conn.call(0, 9, transactional_id=None, acks=acks, timeout=timeout_ms, topic_data=(td,))
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def reassign(cluster, topic: str, partition: int, replicas: Sequence[int]) -> None:  # noqa: ANN001
+    """AlterPartitionReassignments for one partition, sent to the controller (retried while the
+    controller moves); asserts it was accepted."""
+    from support.raw import RawConnection, nested
+
+    deadline = time.monotonic() + 30
+    while True:
+        controller = cluster.snapshot().controller_id
+        part = nested(45, 0, "ReassignablePartition", partition_index=partition, replicas=tuple(replicas))
+        topics = (nested(45, 0, "ReassignableTopic", name=topic, partitions=(part,)),)
+        try:
+            with RawConnection(cluster.brokers[controller].bootstrap) as conn:
+                r = conn.call(45, 0, timeout=30000, topics=topics)
+        except (OSError, KeyError):
+            code = -1
+        else:
+            code = int(r.error_code) or int(r.responses[0].partitions[0].error_code)
+        if code == 0:
+            return
+        assert code in (-1, 41) and time.monotonic() < deadline, f"reassignment refused with error {code}"
+        time.sleep(0.2)  # NOT_CONTROLLER (41) or unreachable: the controller is moving
+
+
+def reassignments_in_progress(cluster) -> int:  # noqa: ANN001
+    """How many partitions the controller lists as being reassigned (ListPartitionReassignments)."""
+    from support.raw import RawConnection
+
+    with RawConnection(cluster.brokers[cluster.snapshot().controller_id].bootstrap) as conn:
+        r = conn.call(46, 0, timeout=30000, topics=None)
+    assert int(r.error_code) == 0, f"ListPartitionReassignments: error {int(r.error_code)}"
+    return sum(len(t.partitions) for t in r.topics)
+
+
+def elect_preferred(cluster, topic: str, partitions: int) -> None:  # noqa: ANN001
+    """ElectLeaders(PREFERRED) for every partition of `topic`, sent to the controller; returns
+    once ZooKeeper shows each partition led by its first replica."""
+    from support.raw import RawConnection, nested
+
+    tp = (nested(43, 1, "TopicPartitions", topic=topic, partitions=tuple(range(partitions))),)
+    deadline = time.monotonic() + 30
+    while True:
+        controller = cluster.snapshot().controller_id
+        try:
+            with RawConnection(cluster.brokers[controller].bootstrap) as conn:
+                code = int(conn.call(43, 1, election_type=0, topic_partitions=tp, timeout=30000).error_code)
+        except (OSError, KeyError):
+            code = -1
+        if code == 0:
+            break
+        assert code in (-1, 41) and time.monotonic() < deadline, f"ElectLeaders refused with error {code}"
+        time.sleep(0.2)
+    cluster.wait(
+        lambda s: all(p.leader == p.replicas[0] for p in s.topics[topic].partitions),
+        max(1.0, deadline - time.monotonic()),
+        f"{topic}'s preferred leaders",
+    )
+
+
+class ClusterFactory:
+    """`make(kind="odradek" | "kafka39", **options)` -> a started OdradekCluster (options as its
+    own) or KafkaZkCluster (broker_env, overrides) with FAULT_SETTINGS (plus `overrides`),
+    skipped when Kafka 3.9 is not installed; every cluster made is stopped on leaving.
+
+        @pytest.fixture
+        def make_cluster(tmp_path):
+            with ClusterFactory(tmp_path) as make:
+                yield make
+    """
+
+    def __init__(self, directory) -> None:  # noqa: ANN001
+        from pathlib import Path
+
+        self.directory = Path(directory)
+        self.made: list = []
+
+    def __enter__(self) -> ClusterFactory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for c in self.made:
+            c.stop()
+
+    def __call__(self, kind: str = "odradek", *, overrides: dict | None = None, **options):  # noqa: ANN003
+        import pytest
+        from support.odradek_cluster import KafkaZkCluster, OdradekCluster
+
+        settings = {**FAULT_SETTINGS, **(overrides or {})}
+        c: KafkaZkCluster | OdradekCluster
+        if kind == "kafka39":
+            reason = KafkaZkCluster.unavailable_reason()
+            if reason:
+                pytest.skip(reason)
+            c = KafkaZkCluster(self.directory / f"kafka{len(self.made)}", overrides=settings, **options)
+        else:
+            c = OdradekCluster(self.directory / f"odradek{len(self.made)}", overrides=settings, **options)
+        self.made.append(c)
+        c.start()
+        return c

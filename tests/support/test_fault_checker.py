@@ -44,6 +44,14 @@ def test_duplicates_reordering_and_phantoms_are_reported():
     assert r.phantom == {0: [(4, b"nobody-7")]}, r
 
 
+def test_an_offset_read_with_two_values_is_reported():
+    h = _clean()
+    h.attempt(value("v", 0))
+    h.read(0, 1, value("v", 0))  # offset 1 read again, holding another record
+    r = h.check()
+    assert r.changed == {0: [(1, [value("v", 0), value("w", 1)])]}, r
+
+
 def test_end_offsets_must_not_go_backwards_across_brokers():
     h = _clean()
     h.end_offset("b1", 0, 10, leader_epoch=0)

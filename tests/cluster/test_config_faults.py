@@ -1,0 +1,111 @@
+"""A topic setting changed under replication: followers still copy what the leader accepted.
+
+Issue 25's reproduction (replication audit §1, scenario A): a topic's `max.message.bytes` is
+lowered after larger batches were written to it; a follower that has to copy those batches
+again (here: its disk replaced, its log directory wiped) must append them as the leader wrote
+them, and the other partitions it follows from the same leader must not wait on that one. It
+returns to the ISR everywhere; then another broker is killed and acks=all writes go on with
+the two left. Three brokers and a real ZooKeeper, replication factor 3, min.insync.replicas=2,
+idempotent acks=all producers (librdkafka and Java) and a reader on the other topic throughout,
+the history checked at the end (tests/support/checker.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from support.fault_workload import ClusterFactory, Workload, create_topic, produce_one
+
+pytestmark = pytest.mark.cluster
+
+BIG = "big"
+TOPIC = "acked"
+PARTITIONS = 12  # with BIG's one: the 13 partitions of the reproduction, all led by broker 1
+
+FOLLOWER_REVALIDATES = pytest.mark.xfail(
+    strict=True,
+    reason="a follower re-validates replicated batches against max.message.bytes and one partition's "
+    "RecordTooLargeError stalls every partition of its fetcher (replication audit §1, scenario A), "
+    "fixed on branch replication-core",
+)
+
+
+@pytest.fixture
+def make_cluster(tmp_path):
+    with ClusterFactory(tmp_path) as make:
+        yield make
+
+
+def out_of_isr(cluster, broker: int) -> list[str]:  # noqa: ANN001
+    snap = cluster.snapshot()
+    return [f"{t}-{p.partition}" for t in (BIG, TOPIC) for p in snap.topics[t].partitions if broker not in p.isr]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param("odradek", marks=FOLLOWER_REVALIDATES), pytest.param("kafka39", marks=pytest.mark.reference)],
+)
+def test_a_follower_refetching_batches_above_a_lowered_max_message_bytes(make_cluster, kind):
+    c = make_cluster(kind)
+    create_topic(c, BIG, [[1, 2, 3]], {"max.message.bytes": "2000000"})
+    create_topic(c, TOPIC, [[1, 2, 3]] * PARTITIONS)
+    big = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "message.max.bytes": 3000000})
+    acked: list[int] = []
+    for i in range(3):
+        big.produce(
+            BIG,
+            bytes([i]) * 1_500_000,
+            partition=0,
+            on_delivery=lambda e, m: acked.append(m.offset()) if e is None else None,
+        )
+    big.flush(30)
+    assert len(acked) == 3, "the 1.5 MB records were not acknowledged"
+
+    with Workload(c.bootstrap, TOPIC, PARTITIONS) as w:
+        time.sleep(2)
+        # broker 3's disk replaced: killed, its log directory gone
+        c.brokers[3].kill()
+        shutil.rmtree(data_dir(c, 3))
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        lowered = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            BIG,
+            incremental_configs=[
+                ConfigEntry("max.message.bytes", "1000000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        for f in admin.incremental_alter_configs([lowered]).values():
+            f.result()
+        for i in range(5):  # more to BIG, under the new limit (and to TOPIC all along)
+            assert produce_one(c.brokers[1].bootstrap, BIG, 0, b"small-%d" % i, acks=-1, timeout_ms=10000) == 0
+        time.sleep(1)
+
+        c.brokers[3].start(timeout=90)  # copies everything again from broker 1
+        deadline = time.monotonic() + 45
+        while missing := out_of_isr(c, 3):
+            assert time.monotonic() < deadline, f"broker 3 not back in the ISR of {len(missing)} of 13: {missing}"
+            time.sleep(0.2)
+
+        c.brokers[2].kill()  # the ISR: broker 1 and broker 3 everywhere
+        c.wait(
+            lambda s: all(2 not in p.isr for t in (BIG, TOPIC) for p in s.topics[t].partitions),
+            c.session_ms / 1000 + 15,
+            "broker 2 out of every ISR",
+        )
+        since = time.monotonic()
+        while (n := len({p for t, p in w.history.ack_times if t > since})) < PARTITIONS:
+            assert time.monotonic() < since + 30, f"acks=all writes went on in {n} of {PARTITIONS} partitions"
+            time.sleep(0.1)
+        assert produce_one(c.brokers[1].bootstrap, BIG, 0, b"after", acks=-1, timeout_ms=10000) == 0
+        c.brokers[2].start(timeout=90)
+        time.sleep(2)
+    w.check(c.logs(40))
+
+
+def data_dir(cluster, broker: int):  # noqa: ANN001, ANN201
+    b = cluster.brokers[broker]
+    return b.data_dir if hasattr(b, "data_dir") else b.log_dirs
