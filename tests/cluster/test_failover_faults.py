@@ -20,11 +20,13 @@ import random
 import time
 
 import pytest
+from support.checker import History
 from support.fault_workload import (
     ClusterFactory,
     Workload,
     create_topic,
     elect_preferred,
+    list_latest,
     produce_one,
     reassign,
     reassignments_in_progress,
@@ -88,7 +90,69 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
             whole(c, 60)
         time.sleep(2)
     assert w.poller is not None and w.poller.answers > 1000, f"the poller got {w.poller and w.poller.answers} answers"
-    w.check(c.logs(40))
+    # Today odradek's new leader may answer below its predecessor (seen in about one run in two);
+    # test_a_new_leader_answers_no_end_offset_below_the_old_leaders makes that moment certain.
+    w.check(c.logs(40), known={"end_offset_backwards": KIP_207.kwargs["reason"]} if kind == "odradek" else None)
+
+
+PROBE = "probe"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param("odradek", marks=KIP_207), pytest.param("kafka39", marks=pytest.mark.reference)],
+)
+def test_a_new_leader_answers_no_end_offset_below_the_old_leaders(make_cluster, kind):
+    """The moment of replication audit §4 made certain, each round: a partition led by b with
+    followers a and f, written only by this test. One acks=all record is acknowledged by b (its
+    high watermark, asked of b, is past it); a and f learn that high watermark only with their
+    next fetch response, which waits replica.fetch.wait.max.ms for data that does not come. f is
+    paused and a becomes leader (a preferred election): a new leader whose high watermark is
+    the one it had as follower, and cannot move until f fetches. Asked ListOffsets(latest) then,
+    it must not answer an offset below b's (Kafka: OFFSET_NOT_AVAILABLE until its high watermark
+    reaches its epoch's start, KIP-207). Once f is resumed the end offset is b's again."""
+    c = make_cluster(kind, overrides={"replica.fetch.wait.max.ms": 1500})
+    create_topic(c, PROBE, [[1, 2, 3]])
+    history = History()
+    codes: list[int] = []
+    for r in range(ROUNDS):
+        snap = c.snapshot()
+        b = snap.topics[PROBE].partitions[0].leader
+        a, f = sorted((x for x in (1, 2, 3) if x != b), key=lambda x: x != snap.controller_id)  # f: not the controller
+        reassign(c, PROBE, 0, [a, b, f])  # a preferred, b leading still
+        c.wait(
+            lambda s, want=(a, b, f): (
+                s.topics[PROBE].partitions[0].replicas == want
+                and s.topics[PROBE].partitions[0].leader == want[1]
+                and len(s.topics[PROBE].partitions[0].isr) == 3
+            ),
+            30,
+            f"{PROBE}-0 on {[a, b, f]}, led by {b}",
+        )
+        v = f"probe-{r}".encode()
+        history.attempt(v)
+        assert produce_one(c.brokers[b].bootstrap, PROBE, 0, v, acks=-1, timeout_ms=10000) == 0
+        code, end, epoch = list_latest(c.brokers[b].bootstrap, PROBE, 0)
+        assert code == 0, code
+        history.end_offset(f"broker {b}", 0, end, epoch)
+        c.pause(f)
+        try:
+            elect_preferred(c, PROBE, 1)
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                code, end, epoch = list_latest(c.brokers[a].bootstrap, PROBE, 0)
+                codes.append(code)
+                if code == 0:
+                    history.end_offset(f"broker {a}", 0, end, epoch)
+            assert c.snapshot().topics[PROBE].partitions[0].leader == a
+        finally:
+            c.resume(f)
+        c.wait(lambda s: len(s.topics[PROBE].partitions[0].isr) == 3, 30, "the ISR whole again")
+        code, end_after, epoch = list_latest(c.brokers[a].bootstrap, PROBE, 0)
+        assert code == 0 and end_after >= history.end_offsets[0][0], (code, end_after, history.end_offsets)
+    report = history.check()
+    print(report, f"answers from the new leaders while f was paused: {codes}")
+    assert not report.end_offset_backwards, report
 
 
 EPOCH_AT_ELECTION = pytest.mark.xfail(

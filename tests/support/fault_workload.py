@@ -336,9 +336,11 @@ class Workload:
         for t in self._threads():
             t.join(10)
 
-    def check(self, logs: str = "", *, min_acknowledged: int = 100) -> Report:
+    def check(self, logs: str = "", *, min_acknowledged: int = 100, known: dict[str, str] | None = None) -> Report:
         """Stop (if not yet), read every partition from the start, check the history; assert it
-        is clean and that enough was acknowledged for the test to mean anything."""
+        is clean and that enough was acknowledged for the test to mean anything. `known`: an
+        anomaly of the report (e.g. "end_offset_backwards") that a known bug makes likely but
+        not certain, with that bug: printed, not asserted (a test of its own must hold it strictly)."""
         if not self.stopped:
             self.stop()
         read_all(self.bootstrap, self.history, self.topic, self.partitions)
@@ -347,6 +349,10 @@ class Workload:
         if self.poller is not None:
             print(f"end-offset poller: {self.poller.answers} answers, errors by code {dict(self.poller.errors)}")
         assert report.acknowledged > min_acknowledged, f"too few writes acknowledged: {report}"
+        for name, bug in (known or {}).items():
+            if getattr(report, name):
+                print(f"not asserted: {name} ({bug})")
+                setattr(report, name, type(getattr(report, name))())
         assert report.ok, f"{report}\n{logs}"
         return report
 
@@ -506,3 +512,15 @@ class ClusterFactory:
         self.made.append(c)
         c.start()
         return c
+
+
+def list_latest(bootstrap: str, topic: str, partition: int) -> tuple[int, int, int]:
+    """ListOffsets(latest) of one partition asked of one broker: (error code, offset, leader epoch)."""
+    from support.raw import RawConnection, nested
+
+    v = LIST_OFFSETS_VERSION
+    part = nested(2, v, "ListOffsetsPartition", partition_index=partition, current_leader_epoch=-1, timestamp=LATEST)
+    topics = (nested(2, v, "ListOffsetsTopic", name=topic, partitions=(part,)),)
+    with RawConnection(bootstrap, timeout=5) as conn:
+        p = conn.call(2, v, replica_id=-1, isolation_level=0, topics=topics).topics[0].partitions[0]
+    return int(p.error_code), int(p.offset), int(p.leader_epoch)
