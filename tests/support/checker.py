@@ -4,7 +4,8 @@ Producers record every write they attempt and every acknowledgement (partition, 
 readers record every record they read (partition, offset, value) and the high watermark
 each fetch reported. Values are `<producer>-<sequence>`, so order is checkable per producer.
 `History.check()` reports, per partition:
-- lost: acknowledged, but not read at its acknowledged offset by a reader that read past it;
+- lost: acknowledged, but not read at its acknowledged offset by a reader that read past it
+  (acknowledged at an unknown offset: not read at all);
 - duplicated: one value read at two different offsets;
 - reordered: a producer's values read in an order other than the one it sent them in;
 - phantom: a value read that no producer ever attempted;
@@ -88,6 +89,7 @@ class History:
         self._lock = threading.Lock()
         self.attempted: set[bytes] = set()
         self.acked: dict[int, dict[int, bytes]] = defaultdict(dict)  # partition -> offset -> value
+        self.acked_unplaced: dict[int, set[bytes]] = defaultdict(set)  # acknowledged at an unknown offset
         self.reads: dict[int, list[tuple[int, bytes]]] = defaultdict(list)  # partition -> [(offset, value)]
         self.hw: dict[tuple[str, int], int] = {}
         self.hw_backwards: list[tuple[str, int, int, int]] = []
@@ -99,9 +101,15 @@ class History:
         with self._lock:
             self.attempted.add(v)
 
-    def ack(self, partition: int, offset: int, v: bytes) -> None:
+    def ack(self, partition: int, offset: int | None, v: bytes) -> None:
+        """An acknowledgement; `offset` None or negative when the client knows the write is
+        stored but not where (librdkafka's answer to DUPLICATE_SEQUENCE_NUMBER): such a value
+        must then be read somewhere in the partition."""
         with self._lock:
-            self.acked[partition][offset] = v
+            if offset is None or offset < 0:
+                self.acked_unplaced[partition].add(v)
+            else:
+                self.acked[partition][offset] = v
             self.ack_times.append((time.monotonic(), partition))
 
     def read(self, partition: int, offset: int, v: bytes) -> None:
@@ -133,12 +141,13 @@ class History:
     def check(self) -> Report:
         with self._lock:
             r = Report(
-                acknowledged=sum(len(a) for a in self.acked.values()),
+                acknowledged=sum(len(a) for a in self.acked.values())
+                + sum(len(a) for a in self.acked_unplaced.values()),
                 hw_backwards=list(self.hw_backwards),
                 end_offset_backwards=list(self.end_offset_backwards),
             )
             r.read = sum(len(x) for x in self.reads.values())
-            for p in set(self.acked) | set(self.reads):
+            for p in set(self.acked) | set(self.reads) | set(self.acked_unplaced):
                 reads = sorted(set(self.reads.get(p, [])))
                 at: dict[int, bytes] = {}
                 where: dict[bytes, set[int]] = defaultdict(set)
@@ -152,6 +161,7 @@ class History:
                 lost = [
                     (off, v) for off, v in sorted(self.acked.get(p, {}).items()) if off <= furthest and v not in where
                 ]
+                lost += [(-1, v) for v in sorted(self.acked_unplaced.get(p, ())) if v not in where]
                 moved = [
                     (v, off, min(where[v]))
                     for off, v in sorted(self.acked.get(p, {}).items())

@@ -34,6 +34,18 @@ def test_an_acknowledged_record_not_read_where_acknowledged_is_lost():
     assert not r.ok and r.lost == {0: [(3, v)]}, r
 
 
+def test_an_acknowledgement_without_an_offset_must_be_read_somewhere():
+    h = _clean()
+    for seq, where in ((3, 3), (4, None)):
+        v = value("w", seq)
+        h.attempt(v)
+        h.ack(0, None, v)  # librdkafka: DUPLICATE_SEQUENCE_NUMBER, stored at an unknown offset
+        if where is not None:
+            h.read(0, where, v)
+    r = h.check()
+    assert r.lost == {0: [(-1, value("w", 4))]} and r.acknowledged == 5, r
+
+
 def test_duplicates_reordering_and_phantoms_are_reported():
     h = _clean()
     h.read(0, 3, value("w", 1))  # w-1 again, and after w-2: duplicated and reordered
