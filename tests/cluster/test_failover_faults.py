@@ -260,17 +260,21 @@ def test_every_broker_killed_at_once_and_restarted_in_different_orders(make_clus
 def test_a_reassignment_completes_though_its_leader_is_killed(make_cluster):
     """Each round moves one partition off a follower ([A, B, C] -> [A, B]) and back ([A, B, C]:
     C copies the log from scratch), killing the leader A right after the move back is accepted,
-    while C is still copying: B leads, alone in the ISR until C catches up from it; A comes
-    back; the reassignment completes with all three in the ISR, and nothing acknowledged is lost."""
+    before C has copied anything (C is stopped for that moment): B leads, alone in the ISR until
+    C catches up from it; A comes back; the reassignment completes with all three in the ISR,
+    and nothing acknowledged is lost."""
     c = make_cluster()
     create_topic(c, TOPIC, SPREAD)
     with Workload(c.bootstrap, TOPIC, 3) as w:
         time.sleep(4)
         for r in range(ROUNDS):
             p = r % 3
-            part = c.snapshot().topics[TOPIC].partitions[p]
+            snap = c.snapshot()
+            part = snap.topics[TOPIC].partitions[p]
             a = part.leader
-            b, c3 = (x for x in part.replicas if x != a)
+            b, c3 = sorted(
+                (x for x in part.replicas if x != a), key=lambda x: x != snap.controller_id
+            )  # c3: not the controller
             reassign(c, TOPIC, p, [a, b])
             c.wait(
                 lambda s, p=p, ab=(a, b): (
@@ -280,8 +284,12 @@ def test_a_reassignment_completes_though_its_leader_is_killed(make_cluster):
                 f"partition {p} on {[a, b]}",
             )
             time.sleep(0.5)
-            reassign(c, TOPIC, p, [a, b, c3])
-            c.brokers[a].kill()
+            c.pause(c3)  # (briefly, within its session) so that it is still copying when a dies
+            try:
+                reassign(c, TOPIC, p, [a, b, c3])
+                c.brokers[a].kill()
+            finally:
+                c.resume(c3)
             c.wait(
                 lambda s, p=p, a=a: s.topics[TOPIC].partitions[p].leader not in (a, -1),
                 c.session_ms / 1000 + 10,
