@@ -18,7 +18,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from support.fault_workload import ClusterFactory, Workload, create_topic, produce_one
+from support.fault_workload import ClusterFactory, Workload, create_topic, partition_size, produce_one
 
 pytestmark = pytest.mark.cluster
 
@@ -70,6 +70,11 @@ def test_a_follower_refetching_batches_above_a_lowered_max_message_bytes(make_cl
         # broker 3's disk replaced: killed, its log directory gone
         c.brokers[3].kill()
         shutil.rmtree(data_dir(c, 3))
+        c.wait(
+            lambda s: s.broker(3) is None and s.controller_id not in (3, -1),
+            c.session_ms / 1000 + 15,
+            "broker 3 gone, a controller elsewhere",
+        )
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         lowered = ConfigResource(
             ConfigResource.Type.TOPIC,
@@ -78,7 +83,7 @@ def test_a_follower_refetching_batches_above_a_lowered_max_message_bytes(make_cl
                 ConfigEntry("max.message.bytes", "1000000", incremental_operation=AlterConfigOpType.SET)
             ],
         )
-        for f in admin.incremental_alter_configs([lowered]).values():
+        for f in admin.incremental_alter_configs([lowered], request_timeout=30).values():
             f.result()
         for i in range(5):  # more to BIG, under the new limit (and to TOPIC all along)
             assert produce_one(c.brokers[1].bootstrap, BIG, 0, b"small-%d" % i, acks=-1, timeout_ms=10000) == 0
@@ -109,3 +114,49 @@ def test_a_follower_refetching_batches_above_a_lowered_max_message_bytes(make_cl
 def data_dir(cluster, broker: int):  # noqa: ANN001, ANN201
     b = cluster.brokers[broker]
     return b.data_dir if hasattr(b, "data_dir") else b.log_dirs
+
+
+STALE_FOLLOWER = pytest.mark.xfail(
+    strict=True,
+    reason="a leader keeps a follower's fetch state after the controller removed it from the ISR and "
+    "proposes it again as soon as it registers, before its first fetch (replication audit §6, KIP-903), "
+    "fixed on branch replication-core",
+)
+DISK = "disk"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param("odradek", marks=STALE_FOLLOWER), pytest.param("kafka39", marks=pytest.mark.reference)],
+)
+def test_a_replaced_disk_is_not_back_in_the_isr_before_it_is_copied(make_cluster, kind):
+    """A follower's disk replaced (killed, its log directory wiped, started again) must copy the
+    partition before it counts as in sync: the first moment ZooKeeper lists it in the ISR
+    again, its copy is whole. Otherwise the ISR holds a replica without the acknowledged
+    records, and losing the other two elects it (a clean election that loses everything)."""
+    c = make_cluster(kind)
+    create_topic(c, DISK, [[1, 2, 3]])
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "compression.type": "none"})
+    record = bytes(range(256)) * 400  # 100 KB, incompressible enough
+    for _ in range(500):  # 50 MB: copying it takes a follower a while
+        while True:
+            try:
+                p.produce(DISK, record, partition=0)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    assert p.flush(60) == 0
+    full = partition_size(c.brokers[1].bootstrap, DISK, 0)
+    assert full >= 50_000_000, full
+    c.brokers[3].kill()
+    c.wait(
+        lambda s: 3 not in s.topics[DISK].partitions[0].isr and s.controller_id not in (3, -1),
+        c.session_ms / 1000 + 15,
+        "broker 3 out of the ISR",
+    )
+    shutil.rmtree(data_dir(c, 3))
+    c.brokers[3].start(timeout=90)
+    snap = c.wait(lambda s: 3 in s.topics[DISK].partitions[0].isr, 60, "broker 3 back in the ISR")
+    copied = partition_size(c.brokers[3].bootstrap, DISK, 0)
+    assert copied >= full, f"broker 3 in the ISR {snap.topics[DISK].partitions[0].isr} with {copied} of {full} bytes"

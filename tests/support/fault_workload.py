@@ -524,3 +524,21 @@ def list_latest(bootstrap: str, topic: str, partition: int) -> tuple[int, int, i
     with RawConnection(bootstrap, timeout=5) as conn:
         p = conn.call(2, v, replica_id=-1, isolation_level=0, topics=topics).topics[0].partitions[0]
     return int(p.error_code), int(p.offset), int(p.leader_epoch)
+
+
+def partition_size(bootstrap: str, topic: str, partition: int) -> int:
+    """DescribeLogDirs asked of one broker: the bytes of its copy of the partition (-1: none there)."""
+    from support.raw import RawConnection, nested
+
+    t = nested(35, 1, "DescribableLogDirTopic", topic=topic, partitions=(partition,))
+    with RawConnection(bootstrap, timeout=5) as conn:
+        r = conn.call(35, 1, topics=(t,))
+    sizes = [
+        int(p.partition_size)
+        for d in r.results
+        for tt in d.topics
+        if tt.name == topic
+        for p in tt.partitions
+        if int(p.partition_index) == partition
+    ]
+    return max(sizes, default=-1)
