@@ -23,7 +23,7 @@ from support.fault_workload import ClusterFactory, Workload, create_topic, parti
 pytestmark = pytest.mark.cluster
 
 BIG = "big"
-TOPIC = "acked"
+TOPIC = "t"  # the names of the reproduction
 PARTITIONS = 12  # with BIG's one: the 13 partitions of the reproduction, all led by broker 1
 
 FOLLOWER_REVALIDATES = pytest.mark.xfail(
