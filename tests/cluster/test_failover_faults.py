@@ -91,9 +91,15 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
             whole(c, 60)
         time.sleep(2)
     assert w.poller is not None and w.poller.answers > 1000, f"the poller got {w.poller and w.poller.answers} answers"
-    # Today odradek's new leader may answer below its predecessor (seen in about one run in two);
+    # A new leader's Fetch responses carry its follower-time high watermark for a moment, so the
+    # reader's (librdkafka's cached) high watermark may step back: Kafka 3.9 does it too, here
+    # (KIP-207 covers ListOffsets only). ListOffsets must not: Kafka holds it; odradek's new
+    # leader may answer below its predecessor today (one run in two), and
     # test_a_new_leader_answers_no_end_offset_below_the_old_leaders makes that moment certain.
-    w.check(c.logs(40), known={"end_offset_backwards": KIP_207.kwargs["reason"]} if kind == "odradek" else None)
+    known = {"hw_backwards": "parity: Kafka 3.9's Fetch high watermark steps back after a leader change too"}
+    if kind == "odradek":
+        known["end_offset_backwards"] = KIP_207.kwargs["reason"]
+    w.check(c.logs(40), known=known)
 
 
 PROBE = "probe"
