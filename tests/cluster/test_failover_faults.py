@@ -96,7 +96,13 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
     # (KIP-207 covers ListOffsets only). ListOffsets must not: Kafka holds it; odradek's new
     # leader may answer below its predecessor today (one run in two), and
     # test_a_new_leader_answers_no_end_offset_below_the_old_leaders makes that moment certain.
-    known = {"hw_backwards": "parity: Kafka 3.9's Fetch high watermark steps back after a leader change too"}
+    # And librdkafka's idempotent producer may write a record twice when leadership moves under
+    # it (confluentinc/librdkafka#4953: it bumps its epoch on an error of a later in-flight
+    # batch): seen here once against odradek and once against Kafka 3.9 (w1, preferred elections).
+    known = {
+        "hw_backwards": "parity: Kafka 3.9's Fetch high watermark steps back after a leader change too",
+        "librdkafka_duplicates": "librdkafka#4953, seen against Kafka 3.9 too",
+    }
     if kind == "odradek":
         known["end_offset_backwards"] = KIP_207.kwargs["reason"]
     w.check(c.logs(40), known=known)
