@@ -149,6 +149,7 @@ def test_a_replaced_disk_is_not_back_in_the_isr_before_it_is_copied(make_cluster
     records, and losing the other two elects it (a clean election that loses everything)."""
     c = make_cluster(kind)
     create_topic(c, DISK, [[1, 2, 3]])
+    create_topic(c, BUSY, [[1, 2]])
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 20, "compression.type": "none"})
     record = bytes(range(256)) * 400  # 100 KB, incompressible enough
     for _ in range(500):  # 50 MB: copying it takes a follower a while
@@ -171,7 +172,6 @@ def test_a_replaced_disk_is_not_back_in_the_isr_before_it_is_copied(make_cluster
     shutil.rmtree(data_dir(c, 3))
     # broker 2 fetching from broker 1 all the time (another topic written meanwhile), as on a
     # busy cluster: the leader reconsiders its ISR on each of those fetches
-    create_topic(c, BUSY, [[1, 2]])
     busy = threading.Thread(target=_write_until, args=(c.bootstrap, BUSY, stop := threading.Event()), daemon=True)
     busy.start()
     try:
