@@ -9,7 +9,8 @@
 #   bash scripts/install-test-deps.sh --python-only   # the venv alone (scripts/test.sh --fast)
 #
 # What it installs (all relative to the repo root):
-#   - Debian: kcat, zookeeper, maven (apt is skipped when all are already installed)
+#   - Debian: kcat, zookeeper, maven, faketime (libfaketime for the clock-skew fault test;
+#             apt is skipped when all are already installed)
 #   - .venv/                : project venv, `pip install -c constraints.txt -e '.[test]'`
 #                             (the exact versions in constraints.txt; pyproject.toml has ranges)
 #   - tests/clients/node/node_modules : kafkajs (pinned by package-lock.json)
@@ -44,11 +45,11 @@ info() { printf '    %s\n' "$*"; }
 T0=$(date +%s)
 
 # --- 1. Debian packages -------------------------------------------------------
-APT_PKGS="kcat zookeeper maven"
+APT_PKGS="kcat zookeeper maven faketime"
 step "Debian packages: $APT_PKGS"
 if [ "${SKIP_APT:-0}" = 1 ] || [ "$PYTHON_ONLY" = 1 ]; then
     info "skipped (SKIP_APT=1 or --python-only)"
-elif dpkg-query -W -f='${Status}\n' $APT_PKGS 2>/dev/null | grep -c "install ok installed" | grep -qx 3; then
+elif dpkg-query -W -f='${Status}\n' $APT_PKGS 2>/dev/null | grep -c "install ok installed" | grep -qx 4; then
     info "already installed: $(dpkg-query -W -f='${Package} ${Version}  ' $APT_PKGS)"
 else
     export DEBIAN_FRONTEND=noninteractive

@@ -4,18 +4,26 @@ Producers record every write they attempt and every acknowledgement (partition, 
 readers record every record they read (partition, offset, value) and the high watermark
 each fetch reported. Values are `<producer>-<sequence>`, so order is checkable per producer.
 `History.check()` reports, per partition:
-- lost: acknowledged, but not read at its acknowledged offset by a reader that read past it;
+- lost: acknowledged, but not read at its acknowledged offset by a reader that read past it
+  (acknowledged at an unknown offset: not read at all);
 - duplicated: one value read at two different offsets;
 - reordered: a producer's values read in an order other than the one it sent them in;
 - phantom: a value read that no producer ever attempted;
 - moved: a value read at another offset than the one acknowledged for it;
-- high watermark going backwards to a reader.
-A test asserts `check().ok` and prints the report on failure.
+- changed: one offset read with two different values (what a reader saw below the high
+  watermark was replaced);
+- high watermark going backwards to a reader;
+- end offset going backwards: a ListOffsets(latest) answer for a partition lower than an
+  earlier one, from any broker (`end_offset()`, fed by a poller asking every leader directly:
+  a consumer seeking to the end, or a lag monitor, must never see the log shrink).
+A test asserts `check().ok` and prints the report on failure. Acknowledgements keep their
+time (`acks_since()`), so a test can also ask whether writes went on after some moment.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -39,22 +47,40 @@ class Report:
     reordered: dict[int, list[tuple[str, int, int]]] = field(default_factory=dict)
     phantom: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     moved: dict[int, list[tuple[bytes, int, int]]] = field(default_factory=dict)
+    changed: dict[int, list[tuple[int, list[bytes]]]] = field(default_factory=dict)
     hw_backwards: list[tuple[str, int, int, int]] = field(default_factory=list)
+    end_offset_backwards: list[tuple[str, int, int, int, int, int]] = field(default_factory=list)
     acknowledged: int = 0
     read: int = 0
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.reordered or self.phantom or self.moved or self.hw_backwards)
+        return not (
+            self.lost
+            or self.duplicated
+            or self.reordered
+            or self.phantom
+            or self.moved
+            or self.changed
+            or self.hw_backwards
+            or self.end_offset_backwards
+        )
 
     def __str__(self) -> str:
         lines = [f"acknowledged {self.acknowledged}, read {self.read}"]
-        for name in ("lost", "duplicated", "reordered", "phantom", "moved"):
+        for name in ("lost", "duplicated", "reordered", "phantom", "moved", "changed"):
             per = getattr(self, name)
             for p, items in sorted(per.items()):
                 lines.append(f"  {name} in partition {p}: {len(items)}, e.g. {items[:5]}")
         for r in self.hw_backwards[:5]:
             lines.append(f"  high watermark backwards: reader {r[0]} partition {r[1]}: {r[2]} -> {r[3]}")
+        if self.end_offset_backwards:
+            lines.append(f"  end offset backwards: {len(self.end_offset_backwards)} ListOffsets(latest) answers")
+        for b in self.end_offset_backwards[:5]:
+            lines.append(
+                f"  end offset backwards: partition {b[1]}: {b[2]} (leader epoch {b[4]}) -> {b[3]} "
+                f"(leader epoch {b[5]}) from {b[0]}"
+            )
         return "\n".join(lines)
 
 
@@ -63,17 +89,28 @@ class History:
         self._lock = threading.Lock()
         self.attempted: set[bytes] = set()
         self.acked: dict[int, dict[int, bytes]] = defaultdict(dict)  # partition -> offset -> value
+        self.acked_unplaced: dict[int, set[bytes]] = defaultdict(set)  # acknowledged at an unknown offset
         self.reads: dict[int, list[tuple[int, bytes]]] = defaultdict(list)  # partition -> [(offset, value)]
         self.hw: dict[tuple[str, int], int] = {}
         self.hw_backwards: list[tuple[str, int, int, int]] = []
+        self.ack_times: list[tuple[float, int]] = []  # (time.monotonic(), partition) of each ack
+        self.end_offsets: dict[int, tuple[int, int]] = {}  # partition -> (highest answer, its leader epoch)
+        self.end_offset_backwards: list[tuple[str, int, int, int, int, int]] = []
 
     def attempt(self, v: bytes) -> None:
         with self._lock:
             self.attempted.add(v)
 
-    def ack(self, partition: int, offset: int, v: bytes) -> None:
+    def ack(self, partition: int, offset: int | None, v: bytes) -> None:
+        """An acknowledgement; `offset` None or negative when the client knows the write is
+        stored but not where (librdkafka's answer to DUPLICATE_SEQUENCE_NUMBER): such a value
+        must then be read somewhere in the partition."""
         with self._lock:
-            self.acked[partition][offset] = v
+            if offset is None or offset < 0:
+                self.acked_unplaced[partition].add(v)
+            else:
+                self.acked[partition][offset] = v
+            self.ack_times.append((time.monotonic(), partition))
 
     def read(self, partition: int, offset: int, v: bytes) -> None:
         with self._lock:
@@ -86,21 +123,45 @@ class History:
                 self.hw_backwards.append((reader, partition, before, hw))
             self.hw[(reader, partition)] = max(before, hw)
 
+    def end_offset(self, source: str, partition: int, offset: int, leader_epoch: int = -1) -> None:
+        """A ListOffsets(latest) answer for `partition` from broker `source`: never lower than an
+        earlier answer for that partition, from whichever broker."""
+        with self._lock:
+            before, before_epoch = self.end_offsets.get(partition, (-1, -1))
+            if offset < before:
+                self.end_offset_backwards.append((source, partition, before, offset, before_epoch, leader_epoch))
+            else:
+                self.end_offsets[partition] = (offset, leader_epoch)
+
+    def acks_since(self, since: float, partitions: set[int] | None = None) -> int:
+        """How many writes were acknowledged after `since` (a time.monotonic()), in `partitions` (all: None)."""
+        with self._lock:
+            return sum(1 for t, p in self.ack_times if t > since and (partitions is None or p in partitions))
+
     def check(self) -> Report:
         with self._lock:
-            r = Report(acknowledged=sum(len(a) for a in self.acked.values()), hw_backwards=list(self.hw_backwards))
+            r = Report(
+                acknowledged=sum(len(a) for a in self.acked.values())
+                + sum(len(a) for a in self.acked_unplaced.values()),
+                hw_backwards=list(self.hw_backwards),
+                end_offset_backwards=list(self.end_offset_backwards),
+            )
             r.read = sum(len(x) for x in self.reads.values())
-            for p in set(self.acked) | set(self.reads):
+            for p in set(self.acked) | set(self.reads) | set(self.acked_unplaced):
                 reads = sorted(set(self.reads.get(p, [])))
                 at: dict[int, bytes] = {}
                 where: dict[bytes, set[int]] = defaultdict(set)
+                values_at: dict[int, set[bytes]] = defaultdict(set)
                 for off, v in reads:
                     at[off] = v
                     where[v].add(off)
+                    values_at[off].add(v)
+                changed = [(off, sorted(vs)) for off, vs in sorted(values_at.items()) if len(vs) > 1]
                 furthest = max(at, default=-1)
                 lost = [
                     (off, v) for off, v in sorted(self.acked.get(p, {}).items()) if off <= furthest and v not in where
                 ]
+                lost += [(-1, v) for v in sorted(self.acked_unplaced.get(p, ())) if v not in where]
                 moved = [
                     (v, off, min(where[v]))
                     for off, v in sorted(self.acked.get(p, {}).items())
@@ -122,6 +183,7 @@ class History:
                 for name, items in (
                     ("lost", lost),
                     ("moved", moved),
+                    ("changed", changed),
                     ("duplicated", dups),
                     ("phantom", phantom),
                     ("reordered", reordered),

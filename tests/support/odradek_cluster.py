@@ -8,6 +8,15 @@
 
 Short timeouts keep tests fast: ZooKeeper ticks every 250 ms so sessions may be as short as
 500 ms; brokers use `zookeeper.session.timeout.ms` (default here 2000) and the settings given.
+
+Faults beyond kill/stop/pause (tests/cluster/test_*_faults.py):
+- `replication_proxies=True`: `proxies[b]` in front of broker b's inter-broker listener;
+- `zookeeper_proxies=True`: `zk_proxies[b]` between broker b and ZooKeeper (cut it and b alone
+  loses ZooKeeper while its peers and clients still reach it);
+- `broker_env={b: {...}}`: environment for broker b's process, e.g. `faketime_env("-2h")`;
+- `kill_all()`: SIGKILL to every broker at once.
+:class:`KafkaZkCluster` gives Apache Kafka 3.9 in ZooKeeper mode the same surface, to check a
+fault test against the reference.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from pathlib import Path
 
 from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
-from support.broker import BrokerProcess, free_port
+from support.broker import BrokerProcess, _Process, free_port
 from support.proxy import TcpProxy
 
 from odradek.cli.zookeeper_server import ZooKeeperServer
@@ -31,8 +40,107 @@ from odradek.cluster.zookeeper import build_snapshot
 
 SESSION_MS = 2000
 
+#: libfaketime from Debian's `faketime` package (scripts/install-test-deps.sh)
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
-class OdradekCluster:
+
+def faketime_env(offset: str) -> dict[str, str]:
+    """The environment that puts a process's wall clock `offset` away ("+2h", "-2h"; libfaketime's
+    FAKETIME syntax), as `faketime -f` does but without its wrapper process (so signals reach
+    the broker itself). Monotonic clocks stay true: a skewed host clock, not a slow one.
+    FAKETIME_FORCE_MONOTONIC_FIX=0: with it on (libfaketime 0.9.10's default) a JVM reading the
+    clock 2 million times took 41 s here instead of 0.8 s, and a Kafka broker over 100 s to
+    start (Python was not slowed)."""
+    return {
+        "LD_PRELOAD": str(LIBFAKETIME),
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "FAKETIME_FORCE_MONOTONIC_FIX": "0",
+    }
+
+
+class _ClusterBroker(BrokerProcess):
+    """A cluster member: a BrokerProcess with environment of its own (faketime)."""
+
+    def __init__(self, *args, extra_env: dict[str, str] | None = None, **kw) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kw)
+        self.extra_env = dict(extra_env or {})
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), **self.extra_env}
+
+
+class _ZooKeeperView:
+    """What both kinds of cluster offer a fault test: the cluster as ZooKeeper holds it, waits on
+    it, pause/resume and kill -9 of brokers. Needs `zookeeper_connect` and `brokers`."""
+
+    brokers: dict[int, _Process]
+    _zk = None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def client_bootstraps(self) -> list[str]:
+        """Each broker's own address for clients (to ask a broker directly)."""
+        return [b.bootstrap for b in self.brokers.values()]
+
+    def snapshot(self) -> ClusterSnapshot:
+        if self._zk is None:
+            self._zk = connect(self.zookeeper_connect, 10000, 10000)
+        return build_snapshot(read_view(self._zk))
+
+    def _close_zk(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+
+    def _reconnect_if_lost(self) -> None:
+        if self._zk is not None and self._zk.state == KazooState.LOST:
+            self._close_zk()
+
+    def wait(self, condition: Callable[[ClusterSnapshot], bool], timeout: float, what: str = "") -> ClusterSnapshot:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                snap = self.snapshot()
+            except KazooException as e:  # ZooKeeper restarting: this reader's session may be gone
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
+                self._reconnect_if_lost()
+                time.sleep(0.1)
+                continue
+            if condition(snap):
+                return snap
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {snap}")
+            time.sleep(0.05)
+
+    def pause(self, broker_id: int) -> None:
+        os.kill(self.brokers[broker_id].proc.pid, signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        os.kill(self.brokers[broker_id].proc.pid, signal.SIGCONT)
+
+    def kill_all(self) -> None:
+        """SIGKILL to every broker at once (a power cut of the processes, not of their page cache)."""
+        for b in self.brokers.values():
+            if b.running:
+                b.proc.send_signal(signal.SIGKILL)
+        for b in self.brokers.values():
+            b.kill()  # reaps it and closes its log
+
+    def _resume_stopped(self) -> None:
+        for b in self.brokers.values():
+            if b.proc is not None and b.proc.poll() is None and _stopped(b):
+                os.kill(b.proc.pid, signal.SIGCONT)
+
+
+class OdradekCluster(_ZooKeeperView):
+    session_ms = SESSION_MS
+
     def __init__(
         self,
         directory: str | os.PathLike,
@@ -41,6 +149,8 @@ class OdradekCluster:
         *,
         metrics: bool = False,
         replication_proxies: bool = False,
+        zookeeper_proxies: bool = False,
+        broker_env: dict[int, dict[str, str]] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=250)
@@ -52,6 +162,7 @@ class OdradekCluster:
         }
         self.brokers: dict[int, BrokerProcess] = {}
         self.count = brokers
+        self.broker_env = broker_env or {}
         self.metrics_ports: dict[int, int] = {i: free_port() for i in range(1, brokers + 1)} if metrics else {}
         # With replication_proxies, brokers reach each other on a REPLICATION listener behind a
         # TcpProxy per broker (proxies[b]: cut it and nobody reaches b's replication listener,
@@ -62,7 +173,21 @@ class OdradekCluster:
             for i in range(1, brokers + 1):
                 self._replication_ports[i] = free_port()
                 self.proxies[i] = TcpProxy(("127.0.0.1", self._replication_ports[i])).start()
+        # With zookeeper_proxies, broker b reaches ZooKeeper only through zk_proxies[b].
+        self.zk_proxies: dict[int, TcpProxy] = {}
+        if zookeeper_proxies:
+            zk = ("127.0.0.1", self.zookeeper.port)
+            self.zk_proxies = {i: TcpProxy(zk).start() for i in range(1, brokers + 1)}
         self._zk = None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper.connect
+
+    def _zookeeper_connect_of(self, i: int) -> str:
+        if i in self.zk_proxies:
+            return f"127.0.0.1:{self.zk_proxies[i].port}"
+        return self.zookeeper.connect
 
     @property
     def bootstrap(self) -> str:
@@ -72,16 +197,17 @@ class OdradekCluster:
         self.zookeeper.start()
         for i in range(1, self.count + 1):
             client_port = free_port()
-            b = self.brokers[i] = BrokerProcess(
+            b = self.brokers[i] = _ClusterBroker(
                 self.directory / f"broker-{i}",
                 {
                     **self._listeners(i, client_port),
-                    "zookeeper.connect": self.zookeeper.connect,
+                    "zookeeper.connect": self._zookeeper_connect_of(i),
                     "broker.id": i,
                     **({"metrics.listener": f"127.0.0.1:{self.metrics_ports[i]}"} if self.metrics_ports else {}),
                     **self.overrides,
                 },
                 port=client_port,
+                extra_env=self.broker_env.get(i),
             )
             b.spawn()
         for b in self.brokers.values():
@@ -121,17 +247,14 @@ class OdradekCluster:
         }
 
     def stop(self) -> None:
-        for b in self.brokers.values():
-            if b.proc is not None and b.proc.poll() is None and _stopped(b):
-                os.kill(b.proc.pid, signal.SIGCONT)
+        self._resume_stopped()
+        for proxy in self.zk_proxies.values():
+            proxy.heal()  # a broker cut from ZooKeeper still shuts down cleanly
         for b in self.brokers.values():
             b.stop()
-        if self._zk is not None:
-            self._zk.stop()
-            self._zk.close()
-            self._zk = None
+        self._close_zk()
         self.zookeeper.stop()
-        for proxy in self.proxies.values():
+        for proxy in (*self.proxies.values(), *self.zk_proxies.values()):
             proxy.stop()
 
     def __enter__(self) -> OdradekCluster:
@@ -140,45 +263,68 @@ class OdradekCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def snapshot(self) -> ClusterSnapshot:
-        if self._zk is None:
-            self._zk = connect(self.zookeeper.connect, 10000, 10000)
-        return build_snapshot(read_view(self._zk))
-
-    def _reconnect_if_lost(self) -> None:
-        if self._zk is not None and self._zk.state == KazooState.LOST:
-            self._zk.stop()
-            self._zk.close()
-            self._zk = None
-
-    def wait(self, condition: Callable[[ClusterSnapshot], bool], timeout: float, what: str = "") -> ClusterSnapshot:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                snap = self.snapshot()
-            except KazooException as e:  # ZooKeeper restarting: this reader's session may be gone
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
-                self._reconnect_if_lost()
-                time.sleep(0.1)
-                continue
-            if condition(snap):
-                return snap
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {snap}")
-            time.sleep(0.05)
-
-    def pause(self, broker_id: int) -> None:
-        os.kill(self.brokers[broker_id].proc.pid, signal.SIGSTOP)
-
-    def resume(self, broker_id: int) -> None:
-        os.kill(self.brokers[broker_id].proc.pid, signal.SIGCONT)
-
     def logs(self, lines: int = 30) -> str:
         return "\n".join(f"--- broker {i}\n{b.log_tail(lines)}" for i, b in self.brokers.items())
 
 
-def _stopped(b: BrokerProcess) -> bool:
+class KafkaZkCluster(_ZooKeeperView):
+    """Apache Kafka 3.9 in ZooKeeper mode (tests/support/apache_kafka.py) with the surface of
+    :class:`OdradekCluster` that fault tests use: `brokers` by id (each start()/kill()/stop()),
+    `bootstrap`, `client_bootstraps`, `snapshot()` and `wait()` on ZooKeeper (the same layout),
+    `pause()`/`resume()`, `kill_all()`, `logs()`. `session_ms`: Kafka's ZooKeeper ticks every
+    2 s, so no session is shorter than 4 s there."""
+
+    session_ms = 6000
+
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        brokers: int = 3,
+        overrides: dict | None = None,
+        *,
+        broker_env: dict[int, dict[str, str]] | None = None,
+    ) -> None:
+        from support.apache_kafka import ApacheKafka
+
+        settings = {"zookeeper.session.timeout.ms": self.session_ms, **(overrides or {})}
+        self.kafka = ApacheKafka(directory, line="3.9", brokers=brokers, zookeeper=True, overrides=settings)
+        self.brokers = {n.node_id: n for n in self.kafka.nodes}
+        self.count = brokers
+        for i, extra in (broker_env or {}).items():
+            node = self.brokers[i]
+            node.env = lambda base=node.env, extra=extra: {**base(), **extra}
+        self._zk = None
+
+    @staticmethod
+    def unavailable_reason() -> str | None:
+        from support.apache_kafka import unavailable_reason
+
+        return unavailable_reason("3.9")
+
+    @property
+    def zookeeper_connect(self) -> str:
+        assert self.kafka.zookeeper is not None
+        return self.kafka.zookeeper.connect
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    def start(self, timeout: float = 120) -> KafkaZkCluster:
+        self.kafka.start(timeout)
+        self.wait(lambda s: len(s.brokers) == self.count and s.controller_id > 0, timeout, "every broker registered")
+        return self
+
+    def stop(self) -> None:
+        self._resume_stopped()
+        self._close_zk()
+        self.kafka.stop()
+
+    def logs(self, lines: int = 30) -> str:
+        return self.kafka.log_tail(lines)
+
+
+def _stopped(b: _Process) -> bool:
     try:
         with open(f"/proc/{b.proc.pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] == "T"

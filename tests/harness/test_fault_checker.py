@@ -1,0 +1,100 @@
+"""The fault tests' checker (tests/support/checker.py): each anomaly it claims to find, found."""
+
+from __future__ import annotations
+
+import time
+
+from support.checker import History, value
+
+
+def _clean() -> History:
+    h = History()
+    for seq in range(3):
+        v = value("w", seq)
+        h.attempt(v)
+        h.ack(0, seq, v)
+        h.read(0, seq, v)
+    return h
+
+
+def test_a_clean_history_is_ok():
+    r = _clean().check()
+    assert r.ok, r
+    assert (r.acknowledged, r.read) == (3, 3)
+
+
+def test_an_acknowledged_record_not_read_where_acknowledged_is_lost():
+    h = _clean()
+    v = value("w", 3)
+    h.attempt(v)
+    h.ack(0, 3, v)
+    h.read(0, 4, value("w", 4))  # a reader went past offset 3 and never saw it
+    h.attempt(value("w", 4))
+    r = h.check()
+    assert not r.ok and r.lost == {0: [(3, v)]}, r
+
+
+def test_an_acknowledgement_without_an_offset_must_be_read_somewhere():
+    h = _clean()
+    for seq, where in ((3, 3), (4, None)):
+        v = value("w", seq)
+        h.attempt(v)
+        h.ack(0, None, v)  # librdkafka: DUPLICATE_SEQUENCE_NUMBER, stored at an unknown offset
+        if where is not None:
+            h.read(0, where, v)
+    r = h.check()
+    assert r.lost == {0: [(-1, value("w", 4))]} and r.acknowledged == 5, r
+
+
+def test_duplicates_reordering_and_phantoms_are_reported():
+    h = _clean()
+    h.read(0, 3, value("w", 1))  # w-1 again, and after w-2: duplicated and reordered
+    h.read(0, 4, b"nobody-7")
+    r = h.check()
+    assert r.duplicated == {0: [(value("w", 1), [1, 3])]}, r
+    assert r.reordered[0] == [("w", 2, 1)], r
+    assert r.phantom == {0: [(4, b"nobody-7")]}, r
+
+
+def test_an_offset_read_with_two_values_is_reported():
+    h = _clean()
+    h.attempt(value("v", 0))
+    h.read(0, 1, value("v", 0))  # offset 1 read again, holding another record
+    r = h.check()
+    assert r.changed == {0: [(1, [value("v", 0), value("w", 1)])]}, r
+
+
+def test_end_offsets_must_not_go_backwards_across_brokers():
+    h = _clean()
+    h.end_offset("b1", 0, 10, leader_epoch=0)
+    h.end_offset("b1", 0, 12, leader_epoch=0)
+    h.end_offset("b2", 1, 5, leader_epoch=0)  # another partition: its own history
+    h.end_offset("b2", 0, 12, leader_epoch=1)  # the new leader, no lower: fine
+    assert h.check().ok
+    h.end_offset("b3", 0, 11, leader_epoch=2)  # lower than b2's and b1's answers
+    h.end_offset("b3", 0, 12, leader_epoch=2)
+    r = h.check()
+    assert not r.ok
+    assert r.end_offset_backwards == [("b3", 0, 12, 11, 1, 2)], r
+    assert "end offset backwards: partition 0: 12 (leader epoch 1) -> 11 (leader epoch 2) from b3" in str(r)
+
+
+def test_high_watermarks_going_backwards_are_reported_per_reader():
+    h = _clean()
+    h.high_watermark("r1", 0, 5)
+    h.high_watermark("r2", 0, 3)  # another reader may lag
+    assert h.check().ok
+    h.high_watermark("r1", 0, 4)
+    assert h.check().hw_backwards == [("r1", 0, 5, 4)]
+
+
+def test_acknowledgements_are_counted_from_a_moment_on():
+    h = History()
+    h.ack(0, 0, value("w", 0))
+    since = time.monotonic()
+    time.sleep(0.01)
+    h.ack(1, 0, value("w", 1))
+    h.ack(2, 0, value("w", 2))
+    assert h.acks_since(since) == 2
+    assert h.acks_since(since, {1}) == 1
+    assert h.acks_since(time.monotonic()) == 0

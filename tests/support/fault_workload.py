@@ -1,0 +1,555 @@
+"""The workload of the cluster fault tests: idempotent acks=all writers, readers, and a tight
+ListOffsets(latest) poller, all recording into one :class:`support.checker.History`.
+
+    with Workload(cluster.bootstrap, "t", partitions=3, end_offsets=cluster.client_bootstraps) as w:
+        ...                         # faults, while the writers write and the readers read
+    report = w.check()              # final read of every partition from the start, then History.check()
+    assert report.ok, report
+
+- :class:`Writer`: a confluent-kafka (librdkafka) idempotent producer, acks=all, writing
+  ``<name>-<seq>`` round-robin over the partitions;
+- :class:`JavaWriter`: the same with Apache Kafka's Java producer (tests/clients/java/KafkaCli.java
+  ``write-loop``), attempts, acknowledgements and errors coming back as JSON lines;
+- :class:`Reader`: a consumer following every partition from the start, recording each record
+  and the high watermark librdkafka reports;
+- :class:`EndOffsetPoller`: ListOffsets(latest) sent straight to every broker for every partition,
+  in a tight loop, each answer from a leader recorded (the reader only samples librdkafka's
+  cached high watermark, which misses a new leader's first, lower answers);
+- :func:`read_all`: every partition read from the start up to its high watermark at the end.
+
+On a failing test, leaving the ``with`` block by an exception aborts the clients at once
+(the Java process killed, librdkafka not flushed) rather than waiting for writes that a broken
+cluster will never acknowledge.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from support.checker import History, Report, parse, value
+from support.clients import JavaClient
+
+#: ListOffsets version sent by the poller: v4+ answers the leader epoch; Kafka 3.9 and odradek serve v7
+LIST_OFFSETS_VERSION = 7
+LATEST = -1
+
+
+class Writer(threading.Thread):
+    """An idempotent librdkafka producer writing <name>-<seq> round-robin over the partitions."""
+
+    def __init__(self, bootstrap: str, history: History, name: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True, name=f"writer-{name}")
+        self.history = history
+        self.name_ = name
+        self.topic = topic
+        self.partitions = partitions
+        self.stop = threading.Event()
+        self.flush_timeout = 60.0
+        self.errors: list[str] = []
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 60000,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+
+    def run(self) -> None:
+        seq = 0
+        while not self.stop.is_set():
+            v = value(self.name_, seq)
+            self.history.attempt(v)
+            try:
+                self.producer.produce(self.topic, v, partition=seq % self.partitions, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.1)
+                continue
+            seq += 1
+            self.producer.poll(0)
+            time.sleep(0.002)
+        self.producer.flush(self.flush_timeout)
+
+    def _delivered(self, err, msg) -> None:  # noqa: ANN001 - confluent's callback
+        if err is None:
+            self.history.ack(msg.partition(), msg.offset(), msg.value())
+        else:
+            self.errors.append(str(err))
+
+    def abort(self) -> None:
+        self.flush_timeout = 1.0
+        self.stop.set()
+
+
+class JavaWriter(threading.Thread):
+    """The same as :class:`Writer` with Apache Kafka's Java producer (KafkaCli write-loop in a JVM)."""
+
+    def __init__(self, bootstrap: str, history: History, name: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True, name=f"writer-{name}")
+        self.history = history
+        self.errors: list[str] = []
+        self.done = False
+        self.acks = 0
+        cmd = [
+            *JavaClient(bootstrap).base_cmd(),
+            "write-loop",
+            topic,
+            "--bootstrap",
+            bootstrap,
+            "--name",
+            name,
+            "--partitions",
+            str(partitions),
+            "--interval-us",
+            "2000",
+            "--deadline-ms",
+            "3600000",  # the harness's watchdog: it runs until stdin closes
+        ]
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.last_lines: collections.deque[str] = collections.deque(maxlen=5)
+        self.stop = self  # the same surface as Writer: stop.set()
+
+    def set(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()  # the loop ends, flushes, prints done
+
+    def abort(self) -> None:
+        self.proc.kill()
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.last_lines.append(line.strip())
+            m = json.loads(line)
+            if "attempt" in m:
+                self.history.attempt(m["attempt"].encode())
+            elif "ack" in m:
+                self.history.ack(m["partition"], m["offset"], m["ack"].encode())
+                self.acks += 1
+            elif "error" in m:
+                self.errors.append(f"{m['error']}: {m['message']}")
+            elif m.get("done"):
+                self.done = True
+        self.proc.wait()
+
+    def state(self) -> str:
+        """Why a writer did not finish: its exit code, last lines and the end of its stderr."""
+        self.stderr.seek(0)
+        err = self.stderr.read()[-2000:]
+        return f"exit {self.proc.poll()}, last lines {list(self.last_lines)}, stderr: {err}"
+
+
+class Reader(threading.Thread):
+    """Follows the topic from the start, recording every record and each high watermark it sees."""
+
+    def __init__(self, bootstrap: str, history: History, topic: str, partitions: int, name: str = "reader") -> None:
+        super().__init__(daemon=True, name=name)
+        self.history = history
+        self.name_ = name
+        self.topic = topic
+        self.partitions = partitions
+        self.stop = threading.Event()
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"unused-{name}",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 500,
+            }
+        )
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for m in self.consumer.consume(500, 0.2):
+                if m.error() is None:
+                    self.history.read(m.partition(), m.offset(), m.value())
+            for p in range(self.partitions):
+                _low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), cached=True)
+                if high >= 0:
+                    self.history.high_watermark(self.name_, p, high)
+        self.consumer.close()
+
+    def abort(self) -> None:
+        self.stop.set()
+
+
+class EndOffsetPoller(threading.Thread):
+    """ListOffsets(latest) for every partition, sent to every broker in turn and again, as fast
+    as the brokers answer (``pause`` s between rounds): each answer without error is a leader's
+    end offset for consumers (its high watermark) and goes into the history, which reports one
+    lower than an earlier answer for the same partition. A broker that is down is retried each
+    round; NOT_LEADER and OFFSET_NOT_AVAILABLE (KIP-207: a new leader not yet sure of its high
+    watermark) answers are not end offsets and are counted only."""
+
+    def __init__(
+        self, brokers: Sequence[str], history: History, topic: str, partitions: int, pause: float = 0.002
+    ) -> None:
+        super().__init__(daemon=True, name="end-offset-poller")
+        self.brokers = list(brokers)
+        self.history = history
+        self.topic = topic
+        self.partitions = partitions
+        self.pause = pause
+        self.stop = threading.Event()
+        self.answers = 0
+        self.errors: collections.Counter[int] = collections.Counter()
+        self._conns: dict[str, object] = {}
+
+    def run(self) -> None:
+        from support.raw import RawConnection, nested
+
+        v = LIST_OFFSETS_VERSION
+        parts = tuple(
+            nested(2, v, "ListOffsetsPartition", partition_index=p, current_leader_epoch=-1, timestamp=LATEST)
+            for p in range(self.partitions)
+        )
+        topics = (nested(2, v, "ListOffsetsTopic", name=self.topic, partitions=parts),)
+        while not self.stop.is_set():
+            for b in self.brokers:
+                conn = self._conns.get(b)
+                try:
+                    if conn is None:
+                        conn = self._conns[b] = RawConnection(b, timeout=2.0)
+                    r = conn.call(2, v, replica_id=-1, isolation_level=0, topics=topics)  # type: ignore[attr-defined]
+                except OSError:
+                    if conn is not None:
+                        conn.close()  # type: ignore[attr-defined]
+                    self._conns.pop(b, None)
+                    continue
+                for t in r.topics:
+                    for p in t.partitions:
+                        code = int(p.error_code)
+                        if code:
+                            self.errors[code] += 1
+                            continue
+                        self.answers += 1
+                        self.history.end_offset(b, int(p.partition_index), int(p.offset), int(p.leader_epoch))
+            self.stop.wait(self.pause)
+        for conn in self._conns.values():
+            conn.close()  # type: ignore[attr-defined]
+
+    def abort(self) -> None:
+        self.stop.set()
+
+
+def read_all(bootstrap: str, history: History, topic: str, partitions: int, timeout: float = 60) -> None:
+    """Read every partition from the start up to its high watermark, into the history."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "final-read", "enable.auto.commit": False})
+    try:
+        ends = {}
+        for p in range(partitions):
+            _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+            ends[p] = high
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        pos = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout
+        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                part, off = m.partition(), m.offset()
+                if m.error() is None and part is not None and off is not None:
+                    history.read(part, off, m.value())
+                    pos[part] = max(pos[part], off + 1)
+        assert all(pos[p] >= ends[p] for p in ends), f"final read stopped at {pos}, high watermarks {ends}"
+    finally:
+        c.close()
+
+
+class Workload:
+    """`writers` librdkafka and `java_writers` Java producers (none when the Java client is not
+    built here), one reader, and with `end_offsets` (the brokers' client addresses) an
+    :class:`EndOffsetPoller`; started on entering, stopped on leaving."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        writers: int = 2,
+        java_writers: int = 1,
+        end_offsets: Sequence[str] = (),
+        history: History | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history or History()
+        self.writers: list[Writer | JavaWriter] = [
+            Writer(bootstrap, self.history, f"w{i}", topic, partitions) for i in range(writers)
+        ]
+        if java_writers and JavaClient.unavailable_reason() is None:
+            self.writers += [
+                JavaWriter(bootstrap, self.history, f"java{i}", topic, partitions) for i in range(java_writers)
+            ]
+        self.reader = Reader(bootstrap, self.history, topic, partitions)
+        self.poller = EndOffsetPoller(end_offsets, self.history, topic, partitions) if end_offsets else None
+        self.stopped = False
+
+    def __enter__(self) -> Workload:
+        for t in self._threads():
+            t.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
+        if exc_type is not None:
+            self.abort()
+        elif not self.stopped:
+            self.stop()
+
+    def _threads(self) -> list[threading.Thread]:
+        return [*self.writers, self.reader, *([self.poller] if self.poller else [])]
+
+    @property
+    def writer_errors(self) -> list[str]:
+        return [e for w in self.writers for e in w.errors]
+
+    def stop(self) -> None:
+        """Writers stop and flush (each acknowledgement or error comes back), then the readers."""
+        self.stopped = True
+        for w in self.writers:
+            w.stop.set()
+        for w in self.writers:
+            w.join(90)
+        for t in (self.reader, self.poller):
+            if t is not None:
+                t.stop.set()
+                t.join(30)
+        unfinished = [w for w in self.writers if isinstance(w, JavaWriter) and not w.done]
+        assert not unfinished, "a Java writer did not flush and finish: " + "; ".join(w.state() for w in unfinished)
+        assert all(w.acks for w in self.writers if isinstance(w, JavaWriter)), "a Java writer had no write acknowledged"
+
+    def abort(self) -> None:
+        self.stopped = True
+        for t in self._threads():
+            t.abort()  # type: ignore[attr-defined]
+        for t in self._threads():
+            t.join(10)
+
+    def check(self, logs: str = "", *, min_acknowledged: int = 100, known: dict[str, str] | None = None) -> Report:
+        """Stop (if not yet), read every partition from the start, check the history; assert it
+        is clean and that enough was acknowledged for the test to mean anything. `known`: an
+        anomaly of the report (e.g. "end_offset_backwards") that a known bug makes likely but
+        not certain, with that bug: printed, not asserted (a test of its own must hold it strictly);
+        "librdkafka_duplicates": duplicates of the librdkafka writers' values only."""
+        if not self.stopped:
+            self.stop()
+        read_all(self.bootstrap, self.history, self.topic, self.partitions)
+        report = self.history.check()
+        print(report)
+        if self.poller is not None:
+            print(f"end-offset poller: {self.poller.answers} answers, errors by code {dict(self.poller.errors)}")
+        assert report.acknowledged > min_acknowledged, f"too few writes acknowledged: {report}"
+        for name, bug in (known or {}).items():
+            if name == "librdkafka_duplicates":
+                # only the librdkafka writers' values (w0, w1, ...; the Java writer's still count)
+                for p, dups in list(report.duplicated.items()):
+                    theirs = [d for d in dups if (parse(d[0]) or ("",))[0].startswith("w")]
+                    if theirs:
+                        print(f"not asserted: {len(theirs)} duplicates of librdkafka writers in {p} ({bug})")
+                    if rest := [d for d in dups if d not in theirs]:
+                        report.duplicated[p] = rest
+                    else:
+                        del report.duplicated[p]
+            elif getattr(report, name):
+                print(f"not asserted: {name} ({bug})")
+                setattr(report, name, type(getattr(report, name))())
+        assert report.ok, f"{report}\n{logs}"
+        return report
+
+
+# ---------------------------------------------------------------------------- set-up and probes
+#: the cluster settings of every fault test: a follower not caught up for 2 s leaves the ISR
+FAULT_SETTINGS = {"replica.lag.time.max.ms": 2000, "replica.fetch.wait.max.ms": 200, "replica.fetch.backoff.ms": 200}
+
+
+def create_topic(
+    cluster, topic: str, assignment: Sequence[Sequence[int]], config: dict[str, str] | None = None
+) -> None:  # noqa: ANN001 - OdradekCluster or KafkaZkCluster
+    """Create `topic` with this replica assignment (partition p on assignment[p], its first
+    broker the preferred leader) and min.insync.replicas=2; return once ZooKeeper shows every
+    partition led with its whole ISR and every broker's Metadata names those leaders."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    new = NewTopic(
+        topic,
+        num_partitions=len(assignment),
+        replication_factor=-1,
+        replica_assignment=[list(r) for r in assignment],
+        config={"min.insync.replicas": "2", **(config or {})},
+    )
+    for f in admin.create_topics([new], operation_timeout=30).values():
+        f.result()
+    snap = cluster.wait(
+        lambda s: (
+            topic in s.topics
+            and all(p.leader >= 0 and len(p.isr) == len(p.replicas) for p in s.topics[topic].partitions)
+        ),
+        30,
+        f"{topic} led, its ISR whole",
+    )
+    leaders = {p.partition: p.leader for p in snap.topics[topic].partitions}
+    deadline = time.monotonic() + 20
+    for b in cluster.client_bootstraps:
+        one = AdminClient({"bootstrap.servers": b})
+        while True:
+            md = one.list_topics(topic, timeout=10).topics.get(topic)
+            if md is not None and {p: m.leader for p, m in md.partitions.items()} == leaders:
+                break
+            assert time.monotonic() < deadline, f"broker {b} does not name the leaders {leaders} yet"
+            time.sleep(0.05)
+
+
+def produce_one(bootstrap: str, topic: str, partition: int, v: bytes, *, acks: int, timeout_ms: int) -> int:
+    """One record written straight to one broker (no client library, no retries): its error code."""
+    from support.raw import RawConnection, nested
+
+    from odradek.protocol.records import Record, build_batch
+
+    batch = build_batch([Record(-1, int(time.time() * 1000), None, v)])
+    pd = nested(0, 9, "PartitionProduceData", index=partition, records=batch)
+    td = nested(0, 9, "TopicProduceData", name=topic, partition_data=(pd,))
+    with RawConnection(bootstrap, timeout=timeout_ms / 1000 + 10) as conn:
+        r = conn.call(0, 9, transactional_id=None, acks=acks, timeout=timeout_ms, topic_data=(td,))
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def reassign(cluster, topic: str, partition: int, replicas: Sequence[int]) -> None:  # noqa: ANN001
+    """AlterPartitionReassignments for one partition, sent to the controller (retried while the
+    controller moves); asserts it was accepted."""
+    from support.raw import RawConnection, nested
+
+    deadline = time.monotonic() + 30
+    while True:
+        controller = cluster.snapshot().controller_id
+        part = nested(45, 0, "ReassignablePartition", partition_index=partition, replicas=tuple(replicas))
+        topics = (nested(45, 0, "ReassignableTopic", name=topic, partitions=(part,)),)
+        try:
+            with RawConnection(cluster.brokers[controller].bootstrap) as conn:
+                r = conn.call(45, 0, timeout=30000, topics=topics)
+        except (OSError, KeyError):
+            code = -1
+        else:
+            code = int(r.error_code) or int(r.responses[0].partitions[0].error_code)
+        if code == 0:
+            return
+        assert code in (-1, 41) and time.monotonic() < deadline, f"reassignment refused with error {code}"
+        time.sleep(0.2)  # NOT_CONTROLLER (41) or unreachable: the controller is moving
+
+
+def reassignments_in_progress(cluster) -> int:  # noqa: ANN001
+    """How many partitions the controller lists as being reassigned (ListPartitionReassignments)."""
+    from support.raw import RawConnection
+
+    with RawConnection(cluster.brokers[cluster.snapshot().controller_id].bootstrap) as conn:
+        r = conn.call(46, 0, timeout=30000, topics=None)
+    assert int(r.error_code) == 0, f"ListPartitionReassignments: error {int(r.error_code)}"
+    return sum(len(t.partitions) for t in r.topics)
+
+
+def elect_preferred(cluster, topic: str, partitions: int) -> None:  # noqa: ANN001
+    """ElectLeaders(PREFERRED) for every partition of `topic`, sent to the controller; returns
+    once ZooKeeper shows each partition led by its first replica."""
+    from support.raw import RawConnection, nested
+
+    tp = (nested(43, 1, "TopicPartitions", topic=topic, partitions=tuple(range(partitions))),)
+    deadline = time.monotonic() + 30
+    while True:
+        controller = cluster.snapshot().controller_id
+        try:
+            with RawConnection(cluster.brokers[controller].bootstrap) as conn:
+                code = int(conn.call(43, 1, election_type=0, topic_partitions=tp, timeout=30000).error_code)
+        except (OSError, KeyError):
+            code = -1
+        if code == 0:
+            break
+        assert code in (-1, 41) and time.monotonic() < deadline, f"ElectLeaders refused with error {code}"
+        time.sleep(0.2)
+    cluster.wait(
+        lambda s: all(p.leader == p.replicas[0] for p in s.topics[topic].partitions),
+        max(1.0, deadline - time.monotonic()),
+        f"{topic}'s preferred leaders",
+    )
+
+
+class ClusterFactory:
+    """`make(kind="odradek" | "kafka39", **options)` -> a started OdradekCluster (options as its
+    own) or KafkaZkCluster (broker_env, overrides) with FAULT_SETTINGS (plus `overrides`),
+    skipped when Kafka 3.9 is not installed; every cluster made is stopped on leaving.
+
+        @pytest.fixture
+        def make_cluster(tmp_path):
+            with ClusterFactory(tmp_path) as make:
+                yield make
+    """
+
+    def __init__(self, directory) -> None:  # noqa: ANN001
+        from pathlib import Path
+
+        self.directory = Path(directory)
+        self.made: list = []
+
+    def __enter__(self) -> ClusterFactory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for c in self.made:
+            c.stop()
+
+    def __call__(self, kind: str = "odradek", *, overrides: dict | None = None, **options):  # noqa: ANN003
+        import pytest
+        from support.odradek_cluster import KafkaZkCluster, OdradekCluster
+
+        settings = {**FAULT_SETTINGS, **(overrides or {})}
+        c: KafkaZkCluster | OdradekCluster
+        if kind == "kafka39":
+            reason = KafkaZkCluster.unavailable_reason()
+            if reason:
+                pytest.skip(reason)
+            c = KafkaZkCluster(self.directory / f"kafka{len(self.made)}", overrides=settings, **options)
+        else:
+            c = OdradekCluster(self.directory / f"odradek{len(self.made)}", overrides=settings, **options)
+        self.made.append(c)
+        c.start()
+        return c
+
+
+def list_latest(bootstrap: str, topic: str, partition: int) -> tuple[int, int, int]:
+    """ListOffsets(latest) of one partition asked of one broker: (error code, offset, leader epoch)."""
+    from support.raw import RawConnection, nested
+
+    v = LIST_OFFSETS_VERSION
+    part = nested(2, v, "ListOffsetsPartition", partition_index=partition, current_leader_epoch=-1, timestamp=LATEST)
+    topics = (nested(2, v, "ListOffsetsTopic", name=topic, partitions=(part,)),)
+    with RawConnection(bootstrap, timeout=5) as conn:
+        p = conn.call(2, v, replica_id=-1, isolation_level=0, topics=topics).topics[0].partitions[0]
+    return int(p.error_code), int(p.offset), int(p.leader_epoch)
+
+
+def partition_size(bootstrap: str, topic: str, partition: int) -> int:
+    """DescribeLogDirs asked of one broker: the bytes of its copy of the partition (-1: none there)."""
+    from support.raw import RawConnection, nested
+
+    t = nested(35, 1, "DescribableLogDirTopic", topic=topic, partitions=(partition,))
+    with RawConnection(bootstrap, timeout=5) as conn:
+        r = conn.call(35, 1, topics=(t,))
+    sizes = [
+        int(p.partition_size)
+        for d in r.results
+        for tt in d.topics
+        if tt.name == topic
+        for p in tt.partitions
+        if int(p.partition_index) == partition
+    ]
+    return max(sizes, default=-1)
