@@ -27,13 +27,6 @@ BIG = "big"
 TOPIC = "t"  # the names of the issue's reproduction
 PARTITIONS = 12  # with BIG's one: the 13 partitions of the reproduction, all led by broker 1
 
-FOLLOWER_REVALIDATES = pytest.mark.xfail(
-    strict=True,
-    reason="a follower re-validates replicated batches against max.message.bytes and one partition's "
-    "RecordTooLargeError stalls every partition of its fetcher (replication audit §1, scenario A), "
-    "fixed on branch replication-core",
-)
-
 
 @pytest.fixture
 def make_cluster(tmp_path):
@@ -48,7 +41,7 @@ def out_of_isr(cluster, broker: int) -> list[str]:  # noqa: ANN001
 
 @pytest.mark.parametrize(
     "kind",
-    [pytest.param("odradek", marks=FOLLOWER_REVALIDATES), pytest.param("kafka39", marks=pytest.mark.reference)],
+    ["odradek", pytest.param("kafka39", marks=pytest.mark.reference)],
 )
 def test_a_follower_refetching_batches_above_a_lowered_max_message_bytes(make_cluster, kind):
     c = make_cluster(kind)
@@ -117,12 +110,6 @@ def data_dir(cluster, broker: int):  # noqa: ANN001, ANN201
     return b.data_dir if hasattr(b, "data_dir") else b.log_dirs
 
 
-STALE_FOLLOWER = pytest.mark.xfail(
-    strict=False,  # a race (the stale proposal against the follower's first fetch): lost in 1 of 2 runs here
-    reason="a leader keeps a follower's fetch state after the controller removed it from the ISR and "
-    "proposes it again as soon as it registers, before its first fetch (replication audit §6, KIP-903), "
-    "fixed on branch replication-core",
-)
 DISK = "disk"
 BUSY = "busy"
 
@@ -140,7 +127,7 @@ def _write_until(bootstrap: str, topic: str, stop: threading.Event) -> None:
 
 @pytest.mark.parametrize(
     "kind",
-    [pytest.param("odradek", marks=STALE_FOLLOWER), pytest.param("kafka39", marks=pytest.mark.reference)],
+    ["odradek", pytest.param("kafka39", marks=pytest.mark.reference)],
 )
 def test_a_replaced_disk_is_not_back_in_the_isr_before_it_is_copied(make_cluster, kind):
     """A follower's disk replaced (killed, its log directory wiped, started again) must copy the

@@ -56,13 +56,6 @@ def whole(cluster, timeout: float = 30) -> None:  # noqa: ANN001
     cluster.wait(lambda s: all(len(p.isr) == 3 for p in s.topics[TOPIC].partitions), timeout, "the ISR whole again")
 
 
-KIP_207 = pytest.mark.xfail(
-    strict=True,
-    reason="ListOffsets(latest) answers a new leader's high watermark before it reaches its epoch's "
-    "start offset (KIP-207 missing, replication audit §4), fixed on branch replication-core",
-)
-
-
 @pytest.mark.parametrize(
     "kind",
     [pytest.param("odradek"), pytest.param("kafka39", marks=pytest.mark.reference)],
@@ -93,8 +86,7 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
     assert w.poller is not None and w.poller.answers > 1000, f"the poller got {w.poller and w.poller.answers} answers"
     # A new leader's Fetch responses carry its follower-time high watermark for a moment, so the
     # reader's (librdkafka's cached) high watermark may step back: Kafka 3.9 does it too, here
-    # (KIP-207 covers ListOffsets only). ListOffsets must not: Kafka holds it; odradek's new
-    # leader may answer below its predecessor today (one run in two), and
+    # (KIP-207 covers ListOffsets only). ListOffsets must not, on either (KIP-207), and
     # test_a_new_leader_answers_no_end_offset_below_the_old_leaders makes that moment certain.
     # And librdkafka's idempotent producer may write a record twice when leadership moves under
     # it (confluentinc/librdkafka#4953: it bumps its epoch on an error of a later in-flight
@@ -103,8 +95,6 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
         "hw_backwards": "parity: Kafka 3.9's Fetch high watermark steps back after a leader change too",
         "librdkafka_duplicates": "librdkafka#4953, seen against Kafka 3.9 too",
     }
-    if kind == "odradek":
-        known["end_offset_backwards"] = KIP_207.kwargs["reason"]
     w.check(c.logs(40), known=known)
 
 
@@ -113,7 +103,7 @@ PROBE = "probe"
 
 @pytest.mark.parametrize(
     "kind",
-    [pytest.param("odradek", marks=KIP_207), pytest.param("kafka39", marks=pytest.mark.reference)],
+    ["odradek", pytest.param("kafka39", marks=pytest.mark.reference)],
 )
 def test_a_new_leader_answers_no_end_offset_below_the_old_leaders(make_cluster, kind):
     """The moment of replication audit §4 made certain, each round: a partition led by b with
@@ -169,15 +159,6 @@ def test_a_new_leader_answers_no_end_offset_below_the_old_leaders(make_cluster, 
     assert not report.end_offset_backwards, report
 
 
-EPOCH_AT_ELECTION = pytest.mark.xfail(
-    strict=True,
-    reason="a new leader does not record its epoch at election (KIP-279 / KAFKA-7415, replication audit "
-    "§3): the follower that led the epoch before loops on OFFSET_OUT_OF_RANGE and never rejoins the ISR, "
-    "fixed on branch replication-core",
-)
-
-
-@EPOCH_AT_ELECTION
 def test_two_quick_failovers_the_second_before_the_new_leader_wrote(make_cluster):
     """Replication audit §3's schedule, each round on another partition with replicas [A, B, C]:
     B paused while A writes (C copies it, B does not), A killed, B resumed; nobody can reach B's

@@ -119,11 +119,6 @@ def test_a_broker_cut_from_zookeeper_alone(make_cluster):
 
 # ------------------------------------------------------------------------------------ clocks
 CLOCK = "clock"
-FOLLOWER_REVALIDATES = pytest.mark.xfail(
-    strict=True,
-    reason="a follower re-validates replicated batches' timestamps against its own clock and the whole "
-    "fetcher stalls (replication audit §1, scenario B), fixed on branch replication-core",
-)
 
 
 def broker_clock_offset(cluster, broker: int) -> float:  # noqa: ANN001
@@ -160,8 +155,8 @@ def log_clock_offset(log_tail: str) -> float:
 @pytest.mark.parametrize(
     "kind,offset",
     [
-        pytest.param("odradek", "-2h", marks=FOLLOWER_REVALIDATES),
-        pytest.param("odradek", "+2h", marks=FOLLOWER_REVALIDATES),
+        ("odradek", "-2h"),
+        ("odradek", "+2h"),
         pytest.param("kafka39", "-2h", marks=pytest.mark.reference),
     ],
 )
