@@ -5,6 +5,7 @@ ZooKeeperMetadataStore over it."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError, RuntimeInconsistency
@@ -197,7 +198,8 @@ def test_the_real_metadata_store_registers_again_after_its_session_expired():
             await store.register_broker(me)
 
         await as_node(node, start())
-        assert store.snapshot.broker(1) == me
+        first = store.snapshot.broker(1)
+        assert first is not None and dataclasses.replace(first, epoch=-1) == me  # epoch: the czxid
         loop.pause(node)
         await asyncio.sleep(10)
         assert L.broker_path(1) not in zk.nodes
@@ -206,6 +208,8 @@ def test_the_real_metadata_store_registers_again_after_its_session_expired():
         await asyncio.sleep(1)
         assert L.broker_path(1) in zk.nodes
         assert zk.nodes[L.broker_path(1)].owner == c.client_id[0]
-        assert store.snapshot.broker(1) == me
+        again = store.snapshot.broker(1)
+        assert again is not None and dataclasses.replace(again, epoch=-1) == me
+        assert again.epoch > first.epoch  # a new registration, a new broker epoch
 
     run(main)

@@ -56,8 +56,8 @@ def assert_same(mine, ref, version):
     assert mine.error_code == (int(ref.error_code) if version >= 7 else 0)
     if version >= 7:
         assert mine.session_id == int(ref.session_id)
-    assert len(mine.responses) == len(ref.responses)
-    for t, rt in zip(mine.responses, ref.responses):
+    assert len(mine.responses) == len(ref.responses or ())  # a null array (kio: None) holds nothing
+    for t, rt in zip(mine.responses, ref.responses or ()):
         if version >= 13:  # topics by id
             assert (t.topic, t.topic_id) == ("", rt.topic_id)
         else:
@@ -167,7 +167,10 @@ def test_corrupt_record_bytes_leave_every_other_field_as_sent(version):
     for _ in range(200):
         bad = flipped(body, rnd, range(start, start + len(recs)))
         got = decode_fetch_response(version, bad)
-        assert [t.topic for t in got.responses] == ["topic"]
+        if version >= 13:  # topics by id
+            assert [(t.topic, t.topic_id) for t in got.responses] == [("", uuid.UUID(int=1))]
+        else:
+            assert [t.topic for t in got.responses] == ["topic"]
         p, o = got.responses[0].partitions
         assert (p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset) == (1, 6, 10, 9)
         assert p.log_start_offset == (2 if version >= 5 else -1)
