@@ -33,7 +33,7 @@ from odradek.protocol.records import CONTROL_MASK, InvalidRecordError, decode_re
 
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
-from .errors import InconsistentTopicIdError, KafkaStorageError, OffsetOutOfRangeError, StorageError
+from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
 from .producer_state import CompletedTxn, ProducerStateManager
@@ -282,11 +282,11 @@ class Log:
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """Record the partition's topic id in ``partition.metadata`` (Kafka's file, which Kafka
         needs to open the directory) when it is not there yet. A directory that names another
-        topic id raises InconsistentTopicIdError, as in Kafka: it holds another topic's data."""
+        topic id raises StorageInconsistentTopicIdError, as in Kafka: it holds another topic's data."""
         if self.topic_id == topic_id:
             return
         if self.topic_id is not None:
-            raise InconsistentTopicIdError(
+            raise StorageInconsistentTopicIdError(
                 f"{self.dir}: partition.metadata has topic id {self.topic_id}, the metadata says {topic_id}"
             )
         self._check_online()
@@ -467,7 +467,7 @@ class Log:
         leo = self._leo
         lso = self.log_start_offset
         if offset < lso or offset > leo:
-            raise OffsetOutOfRangeError(
+            raise StorageOffsetOutOfRangeError(
                 f"offset {offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}"
             )
         limit = leo if max_offset is None or max_offset > leo else max_offset
@@ -680,7 +680,9 @@ class Log:
     def delete_records(self, before_offset: int) -> int:
         self._check_online()
         if before_offset < 0 or before_offset > self._hw:
-            raise OffsetOutOfRangeError(f"cannot delete records before {before_offset}: high watermark is {self._hw}")
+            raise StorageOffsetOutOfRangeError(
+                f"cannot delete records before {before_offset}: high watermark is {self._hw}"
+            )
         if before_offset > self.log_start_offset:
             self.log_start_offset = before_offset
             self.epoch_cache.truncate_from_start(before_offset)
