@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
@@ -154,8 +155,14 @@ class Log:
         self.log_start_offset = 0
         self._leo = 0
         self._hw = 0
-        self.recovery_point = 0
+        self.recovery_point = 0  # everything below it is flushed (fsynced); recovery starts at its segment
         self.last_flush_ms = self._now()
+        # a roll asks for everything below the new segment to be flushed, off the event loop
+        # (Kafka's flushUptoOffsetExclusive(newSegment.baseOffset)); -1: nothing asked
+        self.pending_flush_offset = -1
+        self.on_flush_request: Callable[[Log], None] | None = None  # the LogManager runs the flush
+        self._truncations = 0  # a flush that raced a truncation leaves the recovery point alone
+        self.recovered_at_load: list[tuple[int, int]] = []  # (base offset, bytes) of each segment recovery read
         self.producer_state = ProducerStateManager(fs, directory)
         self.epoch_cache = LeaderEpochCache(fs, directory)
         self.topic_id: uuid.UUID | None = None  # from partition.metadata; set by assign_topic_id
@@ -268,9 +275,11 @@ class Log:
         self._leo = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
+        self.recovered_at_load = loaded.recovered
         self._hw = loaded.high_watermark
         self.producer_state.on_high_watermark_updated(self._hw)
         self._dir_dirty = loaded.created_segment
+        self.epoch_cache.write_through = True
         try:
             self.topic_id = read_partition_metadata(fs, directory)
         except (ValueError, UnicodeDecodeError) as e:
@@ -370,13 +379,16 @@ class Log:
             if completed is not None:
                 self._complete_txns(completed)
         ec = self.epoch_cache
-        if leader_epoch is not None:
-            if leader_epoch > ec.latest_epoch:
-                ec.assign(leader_epoch, plan.first_offset)
-        else:
-            for h in checked.headers:
-                if h.partition_leader_epoch > ec.latest_epoch:
-                    ec.assign(h.partition_leader_epoch, h.base_offset)
+        try:
+            if leader_epoch is not None:
+                if leader_epoch > ec.latest_epoch:
+                    ec.assign(leader_epoch, plan.first_offset)  # written at once
+            else:
+                for h in checked.headers:
+                    if h.partition_leader_epoch > ec.latest_epoch:
+                        ec.assign(h.partition_leader_epoch, h.base_offset)
+        except OSError as e:
+            self._fail(e)
         self._leo = plan.next_offset
 
     def _complete_txns(self, completed: list[CompletedTxn]) -> None:
@@ -434,6 +446,10 @@ class Log:
         )
 
     def _roll(self, now: int, base: int | None = None) -> LogSegment:
+        """A new active segment at ``base`` (default: the log end offset), as Kafka's
+        UnifiedLog.roll: a producer snapshot at ``base``, the old segment's indexes trimmed,
+        and a flush of everything below ``base`` asked of ``on_flush_request`` (the LogManager
+        runs it in a worker thread, and the recovery point follows)."""
         with self.lock:
             base = self._leo if base is None else base
             old = self.segments[-1]
@@ -448,7 +464,11 @@ class Log:
             old.on_roll()
             new = self._new_segment(base, now)
             self._set_segments(self.segments + (new,))
-            return new
+        if base > self.pending_flush_offset:
+            self.pending_flush_offset = base
+        if self.on_flush_request is not None:
+            self.on_flush_request(self)
+        return new
 
     def roll(self) -> None:
         self._check_online()
@@ -573,10 +593,13 @@ class Log:
 
     # ------------------------------------------------------------------ flush
     def flush(self, up_to: int | None = None) -> None:
-        """fsync segments holding data below ``up_to`` (default: current LEO), then advance
-        the recovery point. Safe to run in a worker thread."""
+        """fsync the segments holding data below ``up_to`` (default: the log end offset), the
+        leader-epoch checkpoint and the producer snapshot at ``up_to``, then move the recovery
+        point to ``up_to`` (unless the log was truncated meanwhile). Safe to run in a worker
+        thread while the event loop appends."""
         self._check_online()
         target = self._leo if up_to is None else min(up_to, self._leo)
+        truncations = self._truncations
         try:
             if target > self.recovery_point or self._dir_dirty:
                 for seg in self.segments:
@@ -596,13 +619,17 @@ class Log:
                 if self._dir_dirty:
                     self._dir_dirty = False
                     self.fs.fsync_dir(self.dir)
-            self.epoch_cache.save()
+                self.producer_state.sync_snapshot(target)
+            self.epoch_cache.sync()
         except OSError as e:
             if self.closed:
                 return
             self._fail(e)
-        if target > self.recovery_point:
-            self.recovery_point = target
+        with self.lock:
+            if target > self.recovery_point and truncations == self._truncations:
+                self.recovery_point = target
+            if self.pending_flush_offset <= self.recovery_point:
+                self.pending_flush_offset = -1
         self.last_flush_ms = self._now()
 
     # ------------------------------------------------------------------ retention
@@ -685,7 +712,10 @@ class Log:
             )
         if before_offset > self.log_start_offset:
             self.log_start_offset = before_offset
-            self.epoch_cache.truncate_from_start(before_offset)
+            try:
+                self.epoch_cache.truncate_from_start(before_offset)
+            except OSError as e:
+                self._fail(e)
             self.log_start_dirty = True
             self.producer_state.on_high_watermark_updated(before_offset)  # Kafka's onLogStartOffsetIncremented
             self.delete_old_segments()
@@ -717,6 +747,7 @@ class Log:
                     active.offset_index.resize(active.offset_index.max_entries * 8)
                     active.time_index.resize(active.time_index.max_entries * 12)
                 self._leo = offset
+                self._truncations += 1
                 self.recovery_point = min(self.recovery_point, offset)
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
@@ -737,6 +768,7 @@ class Log:
                 victims = list(self.segments)
                 self._set_segments([self._new_segment(offset, now)])
                 self._schedule_segment_delete(victims, now)
+                self._truncations += 1
                 self.log_start_offset = self._leo = self.recovery_point = self._hw = offset
                 self.cleaner_checkpoint = offset
                 self.log_start_dirty = True

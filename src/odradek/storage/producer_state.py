@@ -435,6 +435,19 @@ class ProducerStateManager:
             insort(offs, offset)
         self._snapshots = offs
 
+    def sync_snapshot(self, offset: int) -> None:
+        """fsync the snapshot at ``offset`` if there is one (taken at a roll without fsync; the
+        roll's flush makes it durable, as Kafka's flushProducerStateSnapshot), from a worker
+        thread: it reads no state of ours. Raises OSError."""
+        try:
+            fd = self.fs.open(self.snapshot_path(offset))
+        except FileNotFoundError:  # none at that offset, or deleted meanwhile (retention, truncation)
+            return
+        try:
+            self.fs.fsync(fd)
+        finally:
+            self.fs.close(fd)
+
     def load_latest(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; return its offset."""
         self.producers = {}
