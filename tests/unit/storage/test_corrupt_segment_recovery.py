@@ -78,9 +78,7 @@ def test_a_checksum_error_below_the_recovery_point_cuts_nothing(make_mgr, clock)
     assert [b for b, _ in lg2.recovered_at_load] == [b for b, _, _ in layout if b >= flushed_to]
 
 
-def test_a_checksum_error_in_an_unflushed_segment_cuts_there_and_drops_the_unflushed_ones_after_it(
-    make_mgr, clock
-):
+def test_a_checksum_error_in_an_unflushed_segment_cuts_there_and_drops_the_unflushed_ones_after_it(make_mgr, clock):
     m, lg, flushed_to, layout = _written_flushed_then_more(make_mgr, clock)
     unflushed = [entry for entry in layout if entry[0] >= flushed_to]
     assert len(unflushed) == 4
