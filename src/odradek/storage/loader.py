@@ -248,7 +248,9 @@ class LogLoader:
         """Step 5: recover segment ``i`` alone (its indexes, transaction index included, rebuilt;
         cut at its first invalid batch, the segments after it kept, as Kafka's recoverSegment)."""
         seg = ordered[i]
-        rebuild_producer_state(self.producer_state, ordered[:i], log_start_offset, seg.base_offset)
+        rebuild_producer_state(
+            self.producer_state, ordered[:i], log_start_offset, seg.base_offset, keep_later_snapshots=True
+        )
         seg.txn_index.reset()
         dropped = seg.recover(self._replayer(lambda: seg))
         seg.rebuilt_index = True
@@ -315,13 +317,20 @@ class LogLoader:
 
 
 def rebuild_producer_state(
-    producer_state: ProducerStateManager, segments, log_start_offset: int, to_offset: int
+    producer_state: ProducerStateManager,
+    segments,
+    log_start_offset: int,
+    to_offset: int,
+    *,
+    keep_later_snapshots: bool = False,
 ) -> None:
     """Producer state as of ``to_offset``: the newest valid snapshot at or below it (later ones
-    are deleted), then the batches of ``segments`` from there (or from the log start offset)
-    replayed up to ``to_offset``."""
+    are deleted, unless ``keep_later_snapshots``: the log above ``to_offset`` stays as it is),
+    then the batches of ``segments`` from there (or from the log start offset) replayed up to
+    ``to_offset``."""
     snap = producer_state.load_latest(to_offset)
-    producer_state.delete_snapshots(above=to_offset, keep_latest=False)
+    if not keep_later_snapshots:
+        producer_state.delete_snapshots(above=to_offset, keep_latest=False)
     start = log_start_offset if snap is None else max(snap, log_start_offset)
     if start < to_offset:
         _replay(producer_state, segments, start, to_offset)

@@ -122,6 +122,7 @@ def test_an_old_segment_with_a_corrupt_txnindex_is_recovered_alone(make_mgr, clo
     assert first.txn_index.entries == [AbortedTxn(7, 0, 1, 2)]
     m.shutdown()
     layout = [(s.base_offset, s.log_path, s.size) for s in lg.segments]
+    snapshots = sorted(n for n in os.listdir(lg.dir) if n.endswith(".snapshot"))
     with open(first.txn_index.path, "r+b") as f:  # the entry's last offset below the segment: fails the check
         f.seek(2 + 8 + 8)
         f.write(struct.pack(">q", -5))
@@ -129,3 +130,4 @@ def test_an_old_segment_with_a_corrupt_txnindex_is_recovered_alone(make_mgr, clo
     lg2 = _reload(m, clock).get_log("t", 0)
     assert lg2.segments[0].txn_index.entries == [AbortedTxn(7, 0, 1, 2)]
     assert [(s.base_offset, s.log_path, s.size) for s in lg2.segments] == layout
+    assert sorted(n for n in os.listdir(lg.dir) if n.endswith(".snapshot")) == snapshots  # later ones still good
