@@ -3,12 +3,12 @@ every rolled segment and the flush policy, retention, compaction, checkpoints, d
 
 Flushes: when a log rolls, everything below the new segment is flushed (fsynced) in a worker
 thread soon after and the log's recovery point moves to the new segment's base offset, as
-Kafka schedules ``flushUptoOffsetExclusive(newSegment.baseOffset)`` on every roll; the
-recovery points are checkpointed every ``checkpoint_interval_ms``
-(``log.flush.offset.checkpoint.interval.ms``). After a kill -9 the loader then re-reads only
-the segments from the checkpointed recovery point on: the active segment, and those rolled in
-the last interval. ``flush.messages`` / ``flush.ms`` (default: never) flush the active segment
-too."""
+Kafka schedules ``flushUptoOffsetExclusive(newSegment.baseOffset)`` on every roll. The
+recovery-point checkpoint of that log directory is then written soon after (at most once per
+``roll_checkpoint_min_interval_ms``), where Kafka waits for its periodic one
+(``log.flush.offset.checkpoint.interval.ms``, which odradek keeps for everything else): after a
+kill -9 the loader re-reads the active segments only, not a minute of rolled ones.
+``flush.messages`` / ``flush.ms`` (default: never) flush the active segment too."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class LogManager:
 
     retention_check_interval_ms = 300000
     checkpoint_interval_ms = 60000
+    roll_checkpoint_min_interval_ms = 1000  # recovery points moved by roll flushes: written at most this often
     cleaner_backoff_ms = 15000
     cleaner_enabled = True
     # log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.load.factor: the key map holds at
@@ -71,6 +72,7 @@ class LogManager:
         self._cleaner_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._flush_requests: dict[Log, None] = {}  # logs whose roll asked for a flush (in order)
+        self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
         self._shutting_down = False
         self._loaded = False
 
@@ -252,6 +254,7 @@ class LogManager:
             try:
                 await self.flush_log(lg, up_to)
                 done += 1
+                self._rolled_dirs.add(lg.dir_state.path)
             except StorageError:
                 pass  # the log directory is offline now (logged there)
         return done
@@ -270,7 +273,7 @@ class LogManager:
         return out
 
     # ------------------------------------------------------------------ checkpoints
-    def _write_dir_checkpoints(self, d: str) -> None:
+    def _write_dir_checkpoints(self, d: str, *, recovery_points_only: bool = False) -> None:
         state = self._dirs[d]
         if state.offline:
             return
@@ -282,6 +285,8 @@ class LogManager:
                     os.path.join(d, RECOVERY_POINT),
                     {(lg.topic, lg.partition): lg.recovery_point for lg in logs},
                 )
+                if recovery_points_only:
+                    return
                 write_offsets(
                     self.fs, os.path.join(d, LOG_START), {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
                 )
@@ -302,6 +307,11 @@ class LogManager:
         """Persist recovery points, log start offsets, high watermarks, cleaner offsets."""
         for d in self._online_dirs():
             self._write_dir_checkpoints(d)
+
+    def write_recovery_points(self, dirs: set[str]) -> None:
+        """Persist the recovery points of ``dirs`` alone (where a roll flush moved one)."""
+        for d in dirs:
+            self._write_dir_checkpoints(d, recovery_points_only=True)
 
     # ------------------------------------------------------------------ retention / deletes
     def run_retention(self, now_ms: int | None = None) -> int:
@@ -386,6 +396,7 @@ class LogManager:
         next_expiry = now + self.producer_expiration_check_interval_ms
         cleaner: asyncio.Future | None = None
         rolled: asyncio.Future | None = None
+        last_rolled_checkpoint = 0
         try:
             while True:
                 now = self._now()
@@ -403,8 +414,13 @@ class LogManager:
                     self.expire_producers(now)
                     next_expiry = now + self.producer_expiration_check_interval_ms
                 if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
+                    self._rolled_dirs.clear()  # (here, on the loop that adds to it)
                     await asyncio.to_thread(self.write_checkpoints)
                     next_checkpoint = now + self.checkpoint_interval_ms
+                elif self._rolled_dirs and now - last_rolled_checkpoint >= self.roll_checkpoint_min_interval_ms:
+                    dirs, self._rolled_dirs = self._rolled_dirs, set()
+                    await asyncio.to_thread(self.write_recovery_points, dirs)
+                    last_rolled_checkpoint = now
                 self.process_delayed_deletes(now)
                 if self.cleaner_enabled and now >= next_clean and (cleaner is None or cleaner.done()):
                     cleaner = asyncio.ensure_future(asyncio.to_thread(self.clean_once, now))

@@ -2,9 +2,10 @@
 
 Kafka's UnifiedLog.roll schedules ``flushUptoOffsetExclusive(newSegment.baseOffset)``: the
 rolled segments are fsynced off the request path and the recovery point moves to the new
-segment; the recovery points are checkpointed every ``log.flush.offset.checkpoint.interval.ms``;
-after a kill -9 the loader re-reads the segments from the checkpointed recovery point on, and
-only those (LogLoader.recoverLog). Each test here failed before odradek did the same: the
+segment; after a kill -9 the loader re-reads the segments from the checkpointed recovery point
+on, and only those (LogLoader.recoverLog). Kafka checkpoints recovery points every
+``log.flush.offset.checkpoint.interval.ms``; odradek also writes the checkpoint within a second
+of a roll's flush, so the segments re-read are the active ones. Each test here failed before odradek did the same: the
 recovery point moved only at load and at a clean close, so a crash re-read everything written
 since the last start, and a power loss could take rolled segments with it."""
 
@@ -75,24 +76,31 @@ def test_a_roll_flushes_the_rolled_segments_off_the_loop_and_moves_the_recovery_
     assert lg.pending_flush_offset == -1
 
 
-def test_recovery_points_are_checkpointed_on_their_own_interval(make_mgr, clock):
+def test_a_recovery_point_moved_by_a_roll_is_checkpointed_within_a_second(make_mgr, clock):
+    """Not at the next periodic checkpoint (log.flush.offset.checkpoint.interval.ms, 60 s here and
+    the clock never gets there): at most one write a second (roll_checkpoint_min_interval_ms)."""
     m = make_mgr()
     m.checkpoint_interval_ms = 60_000
     lg = m.create_log("t", 0, SEGMENT)
     _fill(lg, 20, clock)
-    active = lg.active_segment.base_offset
     path = os.path.join(m.log_dirs[0], RECOVERY_POINT)
+    rolled = [lg.active_segment.base_offset]
     seen = []
 
+    def checkpointed() -> int:
+        return read_offsets(m.fs, path).get(("t", 0), 0)
+
     def until():
-        if lg.recovery_point == active and not seen:
-            # moved in memory; the file waits for log.flush.offset.checkpoint.interval.ms
-            seen.append(read_offsets(m.fs, path).get(("t", 0), 0))
-            clock.advance(60_001)
-        return read_offsets(m.fs, path).get(("t", 0)) == active
+        if len(rolled) == 1 and checkpointed() == rolled[0]:
+            _fill(lg, 8, clock)  # another roll, in the same second
+            rolled.append(lg.active_segment.base_offset)
+        elif len(rolled) == 2 and lg.recovery_point == rolled[1] and not seen:
+            seen.append(checkpointed())  # flushed, not yet checkpointed: the last write was this second
+            clock.advance(1000)
+        return bool(seen) and checkpointed() == rolled[1]
 
     _run_background(m, until)
-    assert seen == [0]
+    assert seen == [rolled[0]] and rolled[1] > rolled[0]
 
 
 def test_power_loss_after_a_roll_keeps_every_rolled_segment(make_mgr, fs, clock):
