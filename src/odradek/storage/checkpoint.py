@@ -62,7 +62,10 @@ PARTITION_METADATA = "partition.metadata"
 def _read_lines(fs: FileSystem, path: str) -> list[str] | None:
     if not fs.exists(path):
         return None
-    text = fs.read_file(path).decode()
+    return _entry_lines(fs.read_file(path).decode(), path)
+
+
+def _entry_lines(text: str, path: str) -> list[str]:
     lines = text.splitlines()
     if len(lines) < 2 or lines[0].strip() != "0":
         raise ValueError(f"{path}: unsupported checkpoint version")
@@ -99,12 +102,14 @@ def read_epochs(fs: FileSystem, path: str) -> list[tuple[int, int]]:
 
 def _read_epochs_checked(fs: FileSystem, path: str) -> list[tuple[int, int]] | None:
     """The entries, or None when the file is missing, empty or malformed (logged)."""
+    if not fs.exists(path):
+        return None
     try:
-        if fs.exists(path) and not fs.read_file(path).strip():
+        text = fs.read_file(path).decode()
+        if not text.strip():
             log.warning("empty leader epoch checkpoint %s", path)
             return None
-        lines = _read_lines(fs, path)
-        return None if lines is None else [_epoch_entry(ln) for ln in lines]
+        return [_epoch_entry(ln) for ln in _entry_lines(text, path)]
     except (ValueError, UnicodeDecodeError) as e:
         log.warning("ignoring malformed leader epoch checkpoint %s: %s", path, e)
         return None
