@@ -37,6 +37,7 @@ from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
+from .log_dir import LogDirState, parse_log_dir_name
 from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import LogSegment, new_segment
 from .txn_index import AbortedTxn
@@ -87,47 +88,6 @@ class AppendInfo:
     record_count: int
     duplicate: bool = False
     needs_flush: bool = False
-
-
-class LogDirState:
-    """Shared by every log of one log directory: online/offline, delayed deletions."""
-
-    def __init__(self, path: str, on_failure=None) -> None:
-        self.path = path
-        self.offline = False
-        self.error: str | None = None
-        # (deadline ms, a segment or a deleted log's renamed directory and the log)
-        self.pending_deletes: list[tuple[int, LogSegment | tuple[str, Log]]] = []
-        self._on_failure = on_failure
-        self._lock = threading.Lock()
-
-    def fail(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.offline:
-                return
-            self.offline = True
-            err = getattr(exc, "errno", None)
-            self.error = f"{exc}"
-        log.error(
-            "log directory %s is now offline: %s (errno %s %s)",
-            self.path,
-            exc,
-            err,
-            os.strerror(err) if isinstance(err, int) else "",
-        )
-        if self._on_failure is not None:
-            self._on_failure(self.path, exc)
-
-    def schedule_delete(self, deadline_ms: int, item: LogSegment | tuple[str, Log]) -> None:
-        with self._lock:
-            self.pending_deletes.append((deadline_ms, item))
-
-
-def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        return None
-    return topic, int(part)
 
 
 class Log:

@@ -26,7 +26,8 @@ from .cleaner import clean_log
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError
 from .fs import FileSystem, OSFileSystem
-from .log import Log, LogDirState, parse_log_dir_name
+from .log import Log
+from .log_dir import LogDirState, parse_log_dir_name
 from .segment import LogSegment
 
 __all__ = ["LogManager"]
