@@ -47,14 +47,14 @@ log = logging.getLogger("odradek.broker.replica_manager")
 # Most specific first: InvalidRecordError and CorruptRecordError are ValueErrors, the
 # others StorageErrors.
 _ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
-    (serr.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (serr.StorageOffsetOutOfRangeError, ErrorCode.offset_out_of_range),
     (CorruptRecordError, ErrorCode.corrupt_message),
     (InvalidRecordError, ErrorCode.invalid_record),
-    (serr.InvalidTimestampError, ErrorCode.invalid_timestamp),
-    (serr.RecordTooLargeError, ErrorCode.message_too_large),
-    (serr.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
-    (serr.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
-    (serr.TransactionCoordinatorFencedError, ErrorCode.transaction_coordinator_fenced),
+    (serr.StorageInvalidTimestampError, ErrorCode.invalid_timestamp),
+    (serr.StorageRecordTooLargeError, ErrorCode.message_too_large),
+    (serr.StorageOutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (serr.StorageInvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (serr.StorageTransactionCoordinatorFencedError, ErrorCode.transaction_coordinator_fenced),
     (serr.KafkaStorageError, ErrorCode.kafka_storage_error),
     (serr.StorageError, ErrorCode.kafka_storage_error),
 )

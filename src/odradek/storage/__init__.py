@@ -3,13 +3,13 @@
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
-    InconsistentTopicIdError,
-    InvalidProducerEpochError,
     KafkaStorageError,
-    OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
-    RecordTooLargeError,
     StorageError,
+    StorageInconsistentTopicIdError,
+    StorageInvalidProducerEpochError,
+    StorageOffsetOutOfRangeError,
+    StorageOutOfOrderSequenceError,
+    StorageRecordTooLargeError,
 )
 from .fs import FaultyFileSystem, FileSystem, OSFileSystem
 from .log import AppendInfo, AppendOrigin, FileRegion, Log, ReadResult
@@ -27,11 +27,11 @@ __all__ = [
     "OSFileSystem",
     "FaultyFileSystem",
     "StorageError",
-    "OffsetOutOfRangeError",
+    "StorageOffsetOutOfRangeError",
     "CorruptRecordError",
     "KafkaStorageError",
-    "OutOfOrderSequenceError",
-    "InvalidProducerEpochError",
-    "RecordTooLargeError",
-    "InconsistentTopicIdError",
+    "StorageOutOfOrderSequenceError",
+    "StorageInvalidProducerEpochError",
+    "StorageRecordTooLargeError",
+    "StorageInconsistentTopicIdError",
 ]

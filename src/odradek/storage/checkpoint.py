@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import time
 import uuid
 
 from .fs import FileSystem
@@ -61,7 +62,10 @@ PARTITION_METADATA = "partition.metadata"
 def _read_lines(fs: FileSystem, path: str) -> list[str] | None:
     if not fs.exists(path):
         return None
-    text = fs.read_file(path).decode()
+    return _entry_lines(fs.read_file(path).decode(), path)
+
+
+def _entry_lines(text: str, path: str) -> list[str]:
     lines = text.splitlines()
     if len(lines) < 2 or lines[0].strip() != "0":
         raise ValueError(f"{path}: unsupported checkpoint version")
@@ -93,11 +97,22 @@ def write_offsets(fs: FileSystem, path: str, offsets: dict[tuple[str, int], int]
 
 def read_epochs(fs: FileSystem, path: str) -> list[tuple[int, int]]:
     """(epoch, start offset) entries; [] if missing. A malformed file (a line too) is logged and ignored."""
+    return _read_epochs_checked(fs, path) or []
+
+
+def _read_epochs_checked(fs: FileSystem, path: str) -> list[tuple[int, int]] | None:
+    """The entries, or None when the file is missing, empty or malformed (logged)."""
+    if not fs.exists(path):
+        return None
     try:
-        return [_epoch_entry(ln) for ln in _read_lines(fs, path) or ()]
+        text = fs.read_file(path).decode()
+        if not text.strip():
+            log.warning("empty leader epoch checkpoint %s", path)
+            return None
+        return [_epoch_entry(ln) for ln in _entry_lines(text, path)]
     except (ValueError, UnicodeDecodeError) as e:
         log.warning("ignoring malformed leader epoch checkpoint %s: %s", path, e)
-        return []
+        return None
 
 
 def _epoch_entry(line: str) -> tuple[int, int]:
@@ -145,22 +160,65 @@ def write_partition_metadata(fs: FileSystem, directory: str, topic_id: uuid.UUID
 
 
 class LeaderEpochCache:
-    """(epoch, start offset) pairs, ascending in both; Kafka's LeaderEpochFileCache rules."""
+    """(epoch, start offset) pairs, ascending in both; Kafka's LeaderEpochFileCache rules.
+
+    Every change is written to ``leader-epoch-checkpoint`` at once, as Kafka's cache writes on
+    assign and on truncation (from either end): the file is replaced (tmp + rename) without
+    fsync, which a process kill cannot undo, on the thread that made the change; `sync` (a log
+    flush, in a worker thread, before the recovery point moves) makes it durable against a
+    power loss. While a log is loaded ``write_through`` is off and the loader writes once."""
 
     def __init__(self, fs: FileSystem, directory: str) -> None:
         self.fs = fs
         self.path = os.path.join(directory, LEADER_EPOCH)
         self.entries: list[tuple[int, int]] = []
+        self.write_through = False  # on once the log is loaded
+        self.dirty = False  # changed since the last write
+        self.unsynced = False  # written since the last fsync
+        self._writes = 0  # a sequence count, odd while a write is under way (see sync)
+
+    def load(self) -> bool:
+        """Read the checkpoint. False when it is missing, empty or malformed (the entries are then
+        [] and the loader rebuilds them from the batches)."""
+        entries = _read_epochs_checked(self.fs, self.path)
+        self.entries = entries or []
+        return entries is not None
+
+    def _changed(self) -> None:
+        self.dirty = True
+        if self.write_through:
+            self.write()
+
+    def write(self, *, sync: bool = False) -> None:
+        """Write the entries now (``sync``: and fsync them). Raises OSError. Called by the
+        thread that changes the entries (the event loop's, or the loader's)."""
+        entries = list(self.entries)
         self.dirty = False
+        self._writes += 1
+        try:
+            write_epochs(self.fs, self.path, entries, sync=sync)
+            self.unsynced = not sync
+        finally:
+            self._writes += 1
 
-    def load(self) -> None:
-        self.entries = read_epochs(self.fs, self.path)
-
-    def save(self) -> None:
-        if self.dirty:
-            entries = list(self.entries)
-            self.dirty = False
-            write_epochs(self.fs, self.path, entries)
+    def sync(self) -> None:
+        """fsync what was written (from a flush, in a worker thread; it never rewrites the file,
+        so it cannot put older entries over newer ones). Raises OSError."""
+        for _ in range(100):
+            writes = self._writes
+            if not self.unsynced:
+                return
+            if writes % 2:  # the event loop is replacing the file right now
+                time.sleep(0.001)
+                continue
+            fd = self.fs.open(self.path)
+            try:
+                self.fs.fsync(fd)
+            finally:
+                self.fs.close(fd)
+            self.fs.fsync_dir(os.path.dirname(self.path))
+            if writes == self._writes:  # no write began since we looked: the file we synced is the latest
+                self.unsynced = False
 
     @property
     def latest_epoch(self) -> int:
@@ -179,7 +237,7 @@ class LeaderEpochCache:
                 # as Kafka's maybeTruncateNonMonotonicEntries
                 self.entries = [e for e in self.entries if e[1] < start_offset]
         self.entries.append((epoch, start_offset))
-        self.dirty = True
+        self._changed()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         if epoch < 0 or not self.entries:
@@ -200,13 +258,13 @@ class LeaderEpochCache:
     def clear(self) -> None:
         if self.entries:
             self.entries = []
-            self.dirty = True
+            self._changed()
 
     def truncate_from_end(self, end_offset: int) -> None:
         keep = [e for e in self.entries if e[1] < end_offset]
         if keep != self.entries:
             self.entries = keep
-            self.dirty = True
+            self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
         below = [e for e in self.entries if e[1] <= start_offset]
@@ -214,4 +272,4 @@ class LeaderEpochCache:
             return
         rest = [e for e in self.entries if e[1] > start_offset]
         self.entries = [(below[-1][0], start_offset)] + rest if below else rest
-        self.dirty = True
+        self._changed()

@@ -208,7 +208,8 @@ class FaultyFileSystem(OSFileSystem):
     fail ``k`` times (None: forever). Ops: open, read, write (pwrite/pwritev), fsync,
     truncate, rename, remove, listdir, mkdir. ``path`` is a substring matched against the
     file's path (for rename: source or destination). ``partial=b`` makes a failing write
-    first write ``b`` bytes, as a disk filling up does.
+    first write ``b`` bytes, as a disk filling up does. ``bytes_read`` counts what was read
+    from each path (what recovery reads, asserted on by tests).
     """
 
     def __init__(self, *, real_fsync: bool = True) -> None:
@@ -218,6 +219,7 @@ class FaultyFileSystem(OSFileSystem):
         self._synced: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls: dict[str, int] = {}
+        self.bytes_read: dict[str, int] = {}
 
     # -- control
     def fail(
@@ -281,9 +283,14 @@ class FaultyFileSystem(OSFileSystem):
         super().close(fd)
 
     def pread(self, fd, size, offset):
-        if f := self._check("read", self._paths.get(fd)):
-            self._raise(f, self._paths.get(fd))
-        return super().pread(fd, size, offset)
+        path = self._paths.get(fd)
+        if f := self._check("read", path):
+            self._raise(f, path)
+        data = super().pread(fd, size, offset)
+        if path is not None:
+            with self._lock:
+                self.bytes_read[path] = self.bytes_read.get(path, 0) + len(data)
+        return data
 
     def _track_write(self, fd):
         path = self._paths.get(fd)

@@ -11,31 +11,42 @@ Steps, in order:
 3. interrupted cleaner swaps are completed: a ``.log.swap`` replaces every segment whose base
    offset falls in its offset range (Kafka's rule) and takes its final name; leftover ``.swap``
    files and indexes without a log go;
-4. the leader-epoch checkpoint is loaded;
-5. unclean stop only (no clean-shutdown marker), or a ``.txnindex`` that failed its checks
-   (then from that segment): every batch from the segment holding the recovery point on is
-   validated (framing, magic, CRC32C, offsets increasing), the indexes are rebuilt, the
-   leader-epoch cache is rebuilt from the batch headers, and the log is cut at the first
-   invalid or incomplete batch (later segments are deleted). The transaction indexes of these
-   segments are rebuilt too: the producer state is rebuilt up to the first of them (step 8's
-   way), then each batch replayed updates it, and each ABORT marker that ends a transaction
-   adds its entry, with the last stable offset of that moment (Kafka's recoverSegment);
-6. an empty directory gets its first segment, at the log start offset;
-7. offsets: log end offset from the last segment; log start offset, recovery point and high
+4. the leader-epoch checkpoint is loaded; when it is missing, empty or malformed and the log
+   has data, the cache is rebuilt from the batch headers (the first batch of each segment,
+   and every batch of a segment in which the epoch changes) and written back;
+5. a segment whose ``.txnindex`` failed its checks is recovered alone (step 6's way, that one
+   segment), as Kafka's loadSegmentFiles recovers a segment with a corrupt index;
+6. unclean stop only (no clean-shutdown marker): the *unflushed* segments, from the one holding
+   the recovery point to the end, are recovered, as Kafka's recoverLog: every batch is validated
+   (framing, magic, CRC32C, offsets increasing), the indexes are rebuilt, the leader-epoch
+   cache entries from there on come from the batch headers, and at the first invalid or
+   incomplete batch the segment is cut and the unflushed segments after it are deleted. The
+   segments below the recovery point were flushed (fsynced) before it moved there, and are
+   not read: a checksum error in one of them is not looked for here (Kafka's rule too; a
+   follower's fetch or a consumer's CRC check finds it). The transaction indexes of the
+   recovered segments are rebuilt as well: the producer state is rebuilt up to the first of
+   them (step 9's way), then each batch replayed updates it, and each ABORT marker that ends a
+   transaction adds its entry, with the last stable offset of that moment (Kafka's
+   recoverSegment);
+7. an empty directory gets its first segment, at the log start offset;
+8. offsets: log end offset from the last segment; log start offset, recovery point and high
    watermark from the checkpoints, clamped to what is there; the epoch cache is trimmed to them;
-8. producer state: the newest valid snapshot at or below the log end offset, then a replay of
+9. producer state: the newest valid snapshot at or below the log end offset, then a replay of
    the batch headers after it (`rebuild_producer_state`, which truncation uses too);
-9. unclean stop only: the recovered state is made durable (segments fsynced, epoch checkpoint
-   written), so the recovery point becomes the log end offset.
+10. what recovery changed is made durable (the recovered segments fsynced, the epoch
+    checkpoint written), so after an unclean stop the recovery point becomes the log end offset.
+
+`LoadedLog.recovered` names the segments step 6 read, and how many bytes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from odradek.protocol.records import CONTROL_MASK
+from odradek.protocol.records import CONTROL_MASK, HEADER_SIZE, BatchHeader
 
 from .checkpoint import LeaderEpochCache
 from .config import LogConfig
@@ -61,6 +72,7 @@ class LoadedLog:
     recovery_point: int
     high_watermark: int
     created_segment: bool  # the directory was empty: its first segment is new (fsync the directory)
+    recovered: list[tuple[int, int]] = field(default_factory=list)  # (base offset, bytes read) step 6 read
 
 
 class LogLoader:
@@ -93,17 +105,24 @@ class LogLoader:
         """Load the directory. ``clean``: the clean-shutdown marker was found (files trusted);
         the offsets come from the log directory's checkpoints; ``now_ms`` dates a new segment."""
         ordered = self._open_segments()
-        self.epoch_cache.load()
-        bad_txn_index = [s.base_offset for s in ordered if not s.txn_index_ok]
-        if bad_txn_index:
-            log.warning("%s: rebuilding the transaction index from offset %d", self.dir, bad_txn_index[0])
-            recovery_point = min(recovery_point, bad_txn_index[0])
-            clean = False
+        epochs = self.epoch_cache
+        if not epochs.load() and any(s.size for s in ordered):
+            self._rebuild_epoch_cache(ordered)
+        # the first unflushed segment: the one holding the recovery point (unclean stop only)
+        first_unflushed = None
         if not clean and ordered:
-            self._recover(ordered, recovery_point, log_start_offset)
+            first_unflushed = max((i for i, s in enumerate(ordered) if s.base_offset <= recovery_point), default=0)
+        log_start_offset = max(log_start_offset, 0)
+        for i, seg in enumerate(ordered):
+            if not seg.txn_index_ok and (first_unflushed is None or i < first_unflushed):
+                log.warning("%s: rebuilding the transaction index of segment %d", self.dir, seg.base_offset)
+                self._recover_segment(ordered, i, log_start_offset)
+        recovered: list[tuple[int, int]] = []
+        if first_unflushed is not None:
+            recovered = self._recover_unflushed(ordered, first_unflushed, recovery_point, log_start_offset)
         created = not ordered
         if created:
-            ordered = [new_segment(self.fs, self.dir, max(log_start_offset, 0), self.config, now_ms)]
+            ordered = [new_segment(self.fs, self.dir, log_start_offset, self.config, now_ms)]
         leo = ordered[-1].next_offset
         start = min(max(log_start_offset, ordered[0].base_offset), leo)
         loaded = LoadedLog(
@@ -113,20 +132,21 @@ class LogLoader:
             recovery_point=leo if clean else min(max(recovery_point, 0), leo),
             high_watermark=min(max(high_watermark, start), leo),
             created_segment=created,
+            recovered=recovered,
         )
-        self.epoch_cache.truncate_from_end(leo)
-        self.epoch_cache.truncate_from_start(start)
+        epochs.truncate_from_end(leo)
+        epochs.truncate_from_start(start)
         active = ordered[-1]
         active.offset_index.resize(active.offset_index.max_entries * active.offset_index.ENTRY)
         active.time_index.resize(active.time_index.max_entries * active.time_index.ENTRY)
         rebuild_producer_state(self.producer_state, ordered, start, leo)
+        # make what recovery changed durable; after an unclean stop everything up to LEO is then recovered
+        for seg in ordered:
+            if seg.flushed_size < seg.size or seg.rebuilt_index:
+                seg.flush()
+        if epochs.dirty or not clean:
+            epochs.write(sync=True)
         if not clean:
-            # make the recovered state durable, then everything up to LEO is recovered
-            for seg in ordered:
-                if seg.flushed_size < seg.size or seg.rebuilt_index:
-                    seg.flush()
-            self.epoch_cache.dirty = True
-            self.epoch_cache.save()
             loaded.recovery_point = leo
         return loaded
 
@@ -168,45 +188,101 @@ class LogLoader:
                 )
         return ordered
 
-    def _recover(self, ordered: list[LogSegment], recovery_point: int, log_start_offset: int) -> None:
-        """Step 5, unclean shutdown: revalidate everything from the segment holding the recovery
-        point; cut ``ordered`` (in place) where the valid log ends."""
-        start = 0
+    def _rebuild_epoch_cache(self, ordered: list[LogSegment]) -> None:
+        """Step 4: the leader-epoch cache from the batch headers. Epochs never decrease along a
+        log, so a segment whose first batch has the epoch of the next segment's first batch holds
+        that epoch only; the others (and the last) are walked batch by batch."""
+        epochs = self.epoch_cache
+        firsts = [s.read_header(0) if s.size else None for s in ordered]
+        walked = 0
         for i, seg in enumerate(ordered):
-            if seg.base_offset <= recovery_point:
-                start = i
-        expected = ordered[start].base_offset
-        truncated_bytes = sum(s.truncated_bytes for s in ordered)
-        batches_seen = 0
-        epoch_cache = self.epoch_cache
-        producers = self.producer_state
-        rebuild_producer_state(producers, ordered[:start], max(log_start_offset, 0), expected)
-        seg = ordered[start]
+            first = firsts[i]
+            if first is None:
+                continue
+            nxt = next((h for h in firsts[i + 1 :] if h is not None), None)
+            if nxt is not None and nxt.partition_leader_epoch == first.partition_leader_epoch:
+                if first.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(first.partition_leader_epoch, first.base_offset)
+                continue
+            walked += 1
+            pos = 0
+            while pos < seg.size:
+                h = seg.read_header(pos)
+                if h is None or h.size < HEADER_SIZE or pos + h.size > seg.size:
+                    break
+                if h.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(h.partition_leader_epoch, h.base_offset)
+                pos += h.size
+        log.warning(
+            "%s: leader-epoch-checkpoint missing, empty or malformed: rebuilt from the batch headers "
+            "(%d segments, %d walked batch by batch): %s",
+            self.dir,
+            len(ordered),
+            walked,
+            epochs.entries,
+        )
 
-        def on_batch(pos, h, mv):
-            nonlocal batches_seen
-            batches_seen += 1
+    def _replayer(self, seg_of: Callable[[], LogSegment]) -> Callable[[int, BatchHeader, memoryview], None]:
+        """What recovery does with each valid batch: the leader-epoch cache learns its epoch, the
+        producer state replays it, and an ABORT marker that ends a transaction adds its entry to
+        the transaction index of the segment being recovered (``seg_of()``)."""
+        epochs, producers = self.epoch_cache, self.producer_state
+
+        def on_batch(pos: int, h: BatchHeader, mv: memoryview) -> None:
             if h.partition_leader_epoch >= 0:
-                epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                epochs.assign(h.partition_leader_epoch, h.base_offset)
             if h.producer_id >= 0:
                 c = control_record(mv, h)
                 done = producers.update(h, None if c is None else c[0], -1 if c is None else c[1])
                 if done is not None:
                     if done.aborted:
                         lso = producers.last_stable_offset_after(done)
-                        seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+                        seg_of().txn_index.append(
+                            AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso)
+                        )
                     producers.complete_txn(done)
 
-        epoch_cache.truncate_from_end(ordered[start].base_offset)
+        return on_batch
+
+    def _recover_segment(self, ordered: list[LogSegment], i: int, log_start_offset: int) -> None:
+        """Step 5: recover segment ``i`` alone (its indexes, transaction index included, rebuilt;
+        cut at its first invalid batch, the segments after it kept, as Kafka's recoverSegment)."""
+        seg = ordered[i]
+        rebuild_producer_state(
+            self.producer_state, ordered[:i], log_start_offset, seg.base_offset, keep_later_snapshots=True
+        )
+        seg.txn_index.reset()
+        dropped = seg.recover(self._replayer(lambda: seg))
+        seg.rebuilt_index = True
+        seg.txn_index_ok = True
+        if dropped:
+            log.warning("%s: segment %d cut at its first invalid batch (%d bytes)", self.dir, seg.base_offset, dropped)
+
+    def _recover_unflushed(
+        self, ordered: list[LogSegment], start: int, recovery_point: int, log_start_offset: int
+    ) -> list[tuple[int, int]]:
+        """Step 6, unclean stop: revalidate the segments from ``start`` (the one holding the
+        recovery point) on; cut ``ordered`` (in place) where the valid log ends. Returns (base
+        offset, bytes read) of each segment read."""
+        expected = ordered[start].base_offset
+        truncated_bytes = sum(s.truncated_bytes for s in ordered)
+        rebuild_producer_state(self.producer_state, ordered[:start], log_start_offset, expected)
+        current = [ordered[start]]
+        on_batch = self._replayer(lambda: current[0])
+        self.epoch_cache.truncate_from_end(expected)
+        recovered: list[tuple[int, int]] = []
         cut_at = None
         for i in range(start, len(ordered)):
-            seg = ordered[i]
+            seg = current[0] = ordered[i]
             if seg.base_offset < expected:
                 cut_at = i
                 break
             seg.txn_index.reset()
+            size = seg.size
             dropped = seg.recover(on_batch, start_offset=expected)
+            recovered.append((seg.base_offset, size))
             seg.rebuilt_index = True
+            seg.txn_index_ok = True
             expected = seg.next_offset
             if dropped:
                 truncated_bytes += dropped
@@ -215,32 +291,46 @@ class LogLoader:
         if cut_at is not None:
             for seg in ordered[cut_at:]:
                 truncated_bytes += seg.size
-                log.warning("%s: deleting segment %s beyond the recovered log end", self.dir, seg.log_path)
+                log.warning("%s: deleting unflushed segment %s beyond the recovered log end", self.dir, seg.log_path)
                 seg.delete_files()
             del ordered[cut_at:]
-            if not ordered:
-                return
+        read = sum(n for _, n in recovered)
         if truncated_bytes:
             log.warning(
-                "%s: recovery truncated %d bytes (log end offset now %d)",
+                "%s: recovery from offset %d read %d segments (%d bytes), truncated %d bytes (log end offset %d)",
                 self.dir,
+                recovery_point,
+                len(recovered),
+                read,
                 truncated_bytes,
                 ordered[-1].next_offset,
             )
         else:
             log.info(
-                "%s: recovered %d batches after offset %d, nothing truncated", self.dir, batches_seen, recovery_point
+                "%s: recovery from offset %d read %d segments (%d bytes), nothing truncated",
+                self.dir,
+                recovery_point,
+                len(recovered),
+                read,
             )
+        return recovered
 
 
 def rebuild_producer_state(
-    producer_state: ProducerStateManager, segments, log_start_offset: int, to_offset: int
+    producer_state: ProducerStateManager,
+    segments,
+    log_start_offset: int,
+    to_offset: int,
+    *,
+    keep_later_snapshots: bool = False,
 ) -> None:
     """Producer state as of ``to_offset``: the newest valid snapshot at or below it (later ones
-    are deleted), then the batches of ``segments`` from there (or from the log start offset)
-    replayed up to ``to_offset``."""
+    are deleted, unless ``keep_later_snapshots``: the log above ``to_offset`` stays as it is),
+    then the batches of ``segments`` from there (or from the log start offset) replayed up to
+    ``to_offset``."""
     snap = producer_state.load_latest(to_offset)
-    producer_state.delete_snapshots(above=to_offset, keep_latest=False)
+    if not keep_later_snapshots:
+        producer_state.delete_snapshots(above=to_offset, keep_latest=False)
     start = log_start_offset if snap is None else max(snap, log_start_offset)
     if start < to_offset:
         _replay(producer_state, segments, start, to_offset)

@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
@@ -33,9 +34,10 @@ from odradek.protocol.records import CONTROL_MASK, InvalidRecordError, decode_re
 
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
-from .errors import InconsistentTopicIdError, KafkaStorageError, OffsetOutOfRangeError, StorageError
+from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
+from .log_dir import LogDirState, parse_log_dir_name
 from .producer_state import CompletedTxn, ProducerStateManager
 from .segment import LogSegment, new_segment
 from .txn_index import AbortedTxn
@@ -88,47 +90,6 @@ class AppendInfo:
     needs_flush: bool = False
 
 
-class LogDirState:
-    """Shared by every log of one log directory: online/offline, delayed deletions."""
-
-    def __init__(self, path: str, on_failure=None) -> None:
-        self.path = path
-        self.offline = False
-        self.error: str | None = None
-        # (deadline ms, a segment or a deleted log's renamed directory and the log)
-        self.pending_deletes: list[tuple[int, LogSegment | tuple[str, Log]]] = []
-        self._on_failure = on_failure
-        self._lock = threading.Lock()
-
-    def fail(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.offline:
-                return
-            self.offline = True
-            err = getattr(exc, "errno", None)
-            self.error = f"{exc}"
-        log.error(
-            "log directory %s is now offline: %s (errno %s %s)",
-            self.path,
-            exc,
-            err,
-            os.strerror(err) if isinstance(err, int) else "",
-        )
-        if self._on_failure is not None:
-            self._on_failure(self.path, exc)
-
-    def schedule_delete(self, deadline_ms: int, item: LogSegment | tuple[str, Log]) -> None:
-        with self._lock:
-            self.pending_deletes.append((deadline_ms, item))
-
-
-def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        return None
-    return topic, int(part)
-
-
 class Log:
     def __init__(
         self,
@@ -154,8 +115,14 @@ class Log:
         self.log_start_offset = 0
         self._leo = 0
         self._hw = 0
-        self.recovery_point = 0
+        self.recovery_point = 0  # everything below it is flushed (fsynced); recovery starts at its segment
         self.last_flush_ms = self._now()
+        # a roll asks for everything below the new segment to be flushed, off the event loop
+        # (Kafka's flushUptoOffsetExclusive(newSegment.baseOffset)); -1: nothing asked
+        self.pending_flush_offset = -1
+        self.on_flush_request: Callable[[Log], None] | None = None  # the LogManager runs the flush
+        self._truncations = 0  # a flush that raced a truncation leaves the recovery point alone
+        self.recovered_at_load: list[tuple[int, int]] = []  # (base offset, bytes) of each segment recovery read
         self.producer_state = ProducerStateManager(fs, directory)
         self.epoch_cache = LeaderEpochCache(fs, directory)
         self.topic_id: uuid.UUID | None = None  # from partition.metadata; set by assign_topic_id
@@ -268,9 +235,11 @@ class Log:
         self._leo = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
+        self.recovered_at_load = loaded.recovered
         self._hw = loaded.high_watermark
         self.producer_state.on_high_watermark_updated(self._hw)
         self._dir_dirty = loaded.created_segment
+        self.epoch_cache.write_through = True
         try:
             self.topic_id = read_partition_metadata(fs, directory)
         except (ValueError, UnicodeDecodeError) as e:
@@ -282,11 +251,11 @@ class Log:
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """Record the partition's topic id in ``partition.metadata`` (Kafka's file, which Kafka
         needs to open the directory) when it is not there yet. A directory that names another
-        topic id raises InconsistentTopicIdError, as in Kafka: it holds another topic's data."""
+        topic id raises StorageInconsistentTopicIdError, as in Kafka: it holds another topic's data."""
         if self.topic_id == topic_id:
             return
         if self.topic_id is not None:
-            raise InconsistentTopicIdError(
+            raise StorageInconsistentTopicIdError(
                 f"{self.dir}: partition.metadata has topic id {self.topic_id}, the metadata says {topic_id}"
             )
         self._check_online()
@@ -309,10 +278,10 @@ class Log:
     ) -> AppendInfo:
         """Append already-framed v2 batches: validate, check producer state, assign offsets, write.
 
-        ``validate`` (every producer append): framing, magic, counts, CRC32C, size and
-        timestamp bounds, keys on compacted topics (validator.py). ``assign_offsets=False``
-        (replication) keeps the batches' offsets and epochs, which must start at or after the
-        log end offset. ``origin``: a CLIENT's control batches are refused (InvalidRecordError)."""
+        ``validate``: framing, magic, counts, CRC32C; for a producer's append also size, timestamp
+        bounds and keys on compacted topics (validator.py). ``assign_offsets=False`` (a follower's
+        copy: framing and CRC only) keeps the batches' offsets and epochs, which must start at or
+        after the log end. ``origin``: a CLIENT's control batches are refused (InvalidRecordError)."""
         if self.dir_state.offline or self.closed:
             self._check_online()
         validator = self._validator
@@ -370,13 +339,16 @@ class Log:
             if completed is not None:
                 self._complete_txns(completed)
         ec = self.epoch_cache
-        if leader_epoch is not None:
-            if leader_epoch > ec.latest_epoch:
-                ec.assign(leader_epoch, plan.first_offset)
-        else:
-            for h in checked.headers:
-                if h.partition_leader_epoch > ec.latest_epoch:
-                    ec.assign(h.partition_leader_epoch, h.base_offset)
+        try:
+            if leader_epoch is not None:
+                if leader_epoch > ec.latest_epoch:
+                    ec.assign(leader_epoch, plan.first_offset)  # written at once
+            else:
+                for h in checked.headers:
+                    if h.partition_leader_epoch > ec.latest_epoch:
+                        ec.assign(h.partition_leader_epoch, h.base_offset)
+        except OSError as e:
+            self._fail(e)
         self._leo = plan.next_offset
 
     def _complete_txns(self, completed: list[CompletedTxn]) -> None:
@@ -434,6 +406,10 @@ class Log:
         )
 
     def _roll(self, now: int, base: int | None = None) -> LogSegment:
+        """A new active segment at ``base`` (default: the log end offset), as Kafka's
+        UnifiedLog.roll: a producer snapshot at ``base``, the old segment's indexes trimmed,
+        and a flush of everything below ``base`` asked of ``on_flush_request`` (the LogManager
+        runs it in a worker thread, and the recovery point follows)."""
         with self.lock:
             base = self._leo if base is None else base
             old = self.segments[-1]
@@ -448,7 +424,11 @@ class Log:
             old.on_roll()
             new = self._new_segment(base, now)
             self._set_segments(self.segments + (new,))
-            return new
+        if base > self.pending_flush_offset:
+            self.pending_flush_offset = base
+        if self.on_flush_request is not None:
+            self.on_flush_request(self)
+        return new
 
     def roll(self) -> None:
         self._check_online()
@@ -467,7 +447,7 @@ class Log:
         leo = self._leo
         lso = self.log_start_offset
         if offset < lso or offset > leo:
-            raise OffsetOutOfRangeError(
+            raise StorageOffsetOutOfRangeError(
                 f"offset {offset} out of range [{lso}, {leo}] for {self.topic}-{self.partition}"
             )
         limit = leo if max_offset is None or max_offset > leo else max_offset
@@ -578,14 +558,20 @@ class Log:
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """A new leader records its epoch at election (Kafka's maybeAssignEpochStartOffset)."""
         self._check_online()
-        self.epoch_cache.assign(epoch, start_offset)
+        try:
+            self.epoch_cache.assign(epoch, start_offset)  # writes the checkpoint at once
+        except OSError as e:
+            self._fail(e)
 
     # ------------------------------------------------------------------ flush
     def flush(self, up_to: int | None = None) -> None:
-        """fsync segments holding data below ``up_to`` (default: current LEO), then advance
-        the recovery point. Safe to run in a worker thread."""
+        """fsync the segments holding data below ``up_to`` (default: the log end offset), the
+        leader-epoch checkpoint and the producer snapshot at ``up_to``, then move the recovery
+        point to ``up_to`` (unless the log was truncated meanwhile). Safe to run in a worker
+        thread while the event loop appends."""
         self._check_online()
         target = self._leo if up_to is None else min(up_to, self._leo)
+        truncations = self._truncations
         try:
             if target > self.recovery_point or self._dir_dirty:
                 for seg in self.segments:
@@ -605,13 +591,17 @@ class Log:
                 if self._dir_dirty:
                     self._dir_dirty = False
                     self.fs.fsync_dir(self.dir)
-            self.epoch_cache.save()
+                self.producer_state.sync_snapshot(target)
+            self.epoch_cache.sync()
         except OSError as e:
             if self.closed:
                 return
             self._fail(e)
-        if target > self.recovery_point:
-            self.recovery_point = target
+        with self.lock:
+            if target > self.recovery_point and truncations == self._truncations:
+                self.recovery_point = target
+            if self.pending_flush_offset <= self.recovery_point:
+                self.pending_flush_offset = -1
         self.last_flush_ms = self._now()
 
     # ------------------------------------------------------------------ retention
@@ -689,10 +679,15 @@ class Log:
     def delete_records(self, before_offset: int) -> int:
         self._check_online()
         if before_offset < 0 or before_offset > self._hw:
-            raise OffsetOutOfRangeError(f"cannot delete records before {before_offset}: high watermark is {self._hw}")
+            raise StorageOffsetOutOfRangeError(
+                f"cannot delete records before {before_offset}: high watermark is {self._hw}"
+            )
         if before_offset > self.log_start_offset:
             self.log_start_offset = before_offset
-            self.epoch_cache.truncate_from_start(before_offset)
+            try:
+                self.epoch_cache.truncate_from_start(before_offset)
+            except OSError as e:
+                self._fail(e)
             self.log_start_dirty = True
             self.producer_state.on_high_watermark_updated(before_offset)  # Kafka's onLogStartOffsetIncremented
             self.delete_old_segments()
@@ -703,7 +698,10 @@ class Log:
         """Remove everything at and above ``offset`` (follower truncation)."""
         self._check_online()
         if offset >= self._leo:  # Kafka: an epoch taken at election and never written in goes anyway
-            self.epoch_cache.truncate_from_end(self._leo)
+            try:
+                self.epoch_cache.truncate_from_end(self._leo)  # writes the checkpoint at once
+            except OSError as e:
+                self._fail(e)
             return
         now = self._now()
         try:
@@ -725,6 +723,7 @@ class Log:
                     active.offset_index.resize(active.offset_index.max_entries * 8)
                     active.time_index.resize(active.time_index.max_entries * 12)
                 self._leo = offset
+                self._truncations += 1
                 self.recovery_point = min(self.recovery_point, offset)
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
@@ -745,6 +744,7 @@ class Log:
                 victims = list(self.segments)
                 self._set_segments([self._new_segment(offset, now)])
                 self._schedule_segment_delete(victims, now)
+                self._truncations += 1
                 self.log_start_offset = self._leo = self.recovery_point = self._hw = offset
                 self.cleaner_checkpoint = offset
                 self.log_start_dirty = True

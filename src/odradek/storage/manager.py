@@ -1,5 +1,14 @@
-"""LogManager: log directories, recovery on load, and the background duties (flush policy,
-retention, compaction, checkpoints, delayed deletes)."""
+"""LogManager: log directories, recovery on load, and the background duties (the flush of
+every rolled segment and the flush policy, retention, compaction, checkpoints, delayed deletes).
+
+Flushes: when a log rolls, everything below the new segment is flushed (fsynced) in a worker
+thread soon after and the log's recovery point moves to the new segment's base offset, as
+Kafka schedules ``flushUptoOffsetExclusive(newSegment.baseOffset)`` on every roll. The
+recovery-point checkpoint of that log directory is then written soon after (at most once per
+``roll_checkpoint_min_interval_ms``), where Kafka waits for its periodic one
+(``log.flush.offset.checkpoint.interval.ms``, which odradek keeps for everything else): after a
+kill -9 the loader re-reads the active segments only, not a minute of rolled ones.
+``flush.messages`` / ``flush.ms`` (default: never) flush the active segment too."""
 
 from __future__ import annotations
 
@@ -17,7 +26,8 @@ from .cleaner import clean_log
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError
 from .fs import FileSystem, OSFileSystem
-from .log import Log, LogDirState, parse_log_dir_name
+from .log import Log
+from .log_dir import LogDirState, parse_log_dir_name
 from .segment import LogSegment
 
 __all__ = ["LogManager"]
@@ -31,6 +41,7 @@ class LogManager:
 
     retention_check_interval_ms = 300000
     checkpoint_interval_ms = 60000
+    roll_checkpoint_min_interval_ms = 1000  # recovery points moved by roll flushes: written at most this often
     cleaner_backoff_ms = 15000
     cleaner_enabled = True
     # log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.load.factor: the key map holds at
@@ -61,6 +72,8 @@ class LogManager:
         self._dirs = {d: LogDirState(d) for d in self.log_dirs}
         self._cleaner_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
+        self._flush_requests: dict[Log, None] = {}  # logs whose roll asked for a flush (in order)
+        self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
         self._shutting_down = False
         self._loaded = False
 
@@ -153,7 +166,7 @@ class LogManager:
         else:
             loaded = [load_one(j) for j in jobs]
         for key, lg in loaded:
-            self._logs[key] = lg
+            self._adopt(key, lg)
         log.info(
             "loaded %d logs from %s (%s)",
             len(loaded),
@@ -193,14 +206,19 @@ class LogManager:
         except OSError as e:
             state.fail(e)
             raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
-        self._logs[(topic, partition)] = lg
+        self._adopt((topic, partition), lg)
         return lg
+
+    def _adopt(self, key: tuple[str, int], lg: Log) -> None:
+        self._logs[key] = lg
+        lg.on_flush_request = self._request_flush
 
     def delete_log(self, topic: str, partition: int) -> None:
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return
         lg.closed = True
+        self._flush_requests.pop(lg, None)
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
         try:
             self.fs.rename(lg.dir, target)
@@ -211,12 +229,36 @@ class LogManager:
         lg.dir_state.schedule_delete(self._now() + lg.config.file_delete_delay_ms, (target, lg))
 
     # ------------------------------------------------------------------ flush
-    async def flush_log(self, lg: Log) -> None:
-        """fsync ``lg`` up to its current end in a worker thread; advances its recovery point."""
+    async def flush_log(self, lg: Log, up_to: int | None = None) -> None:
+        """fsync ``lg`` below ``up_to`` (default: its current end) in a worker thread; advances its
+        recovery point."""
         if lg.dir_state.offline:
             raise KafkaStorageError(f"log directory {lg.dir_state.path} is offline")
-        target = lg.log_end_offset
+        target = lg.log_end_offset if up_to is None else up_to
         await asyncio.to_thread(lg.flush, target)
+
+    def _request_flush(self, lg: Log) -> None:
+        """``Log.on_flush_request``: a roll asks for what is below the new segment to be flushed
+        (on the event loop's thread, from the append that rolled)."""
+        self._flush_requests[lg] = None
+
+    async def flush_rolled(self) -> int:
+        """Flush every log whose roll asked for it, one after another, each in a worker thread,
+        up to the newest segment it rolled to. Returns how many were flushed."""
+        done = 0
+        while self._flush_requests:
+            lg = next(iter(self._flush_requests))
+            del self._flush_requests[lg]
+            up_to = lg.pending_flush_offset
+            if lg.closed or lg.dir_state.offline or up_to <= lg.recovery_point:
+                continue
+            try:
+                await self.flush_log(lg, up_to)
+                done += 1
+                self._rolled_dirs.add(lg.dir_state.path)
+            except StorageError:
+                pass  # the log directory is offline now (logged there)
+        return done
 
     def logs_to_flush(self, now_ms: int | None = None) -> list[Log]:
         now = self._now() if now_ms is None else now_ms
@@ -232,7 +274,7 @@ class LogManager:
         return out
 
     # ------------------------------------------------------------------ checkpoints
-    def _write_dir_checkpoints(self, d: str) -> None:
+    def _write_dir_checkpoints(self, d: str, *, recovery_points_only: bool = False) -> None:
         state = self._dirs[d]
         if state.offline:
             return
@@ -244,6 +286,8 @@ class LogManager:
                     os.path.join(d, RECOVERY_POINT),
                     {(lg.topic, lg.partition): lg.recovery_point for lg in logs},
                 )
+                if recovery_points_only:
+                    return
                 write_offsets(
                     self.fs, os.path.join(d, LOG_START), {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
                 )
@@ -264,6 +308,11 @@ class LogManager:
         """Persist recovery points, log start offsets, high watermarks, cleaner offsets."""
         for d in self._online_dirs():
             self._write_dir_checkpoints(d)
+
+    def write_recovery_points(self, dirs: set[str]) -> None:
+        """Persist the recovery points of ``dirs`` alone (where a roll flush moved one)."""
+        for d in dirs:
+            self._write_dir_checkpoints(d, recovery_points_only=True)
 
     # ------------------------------------------------------------------ retention / deletes
     def run_retention(self, now_ms: int | None = None) -> int:
@@ -347,9 +396,13 @@ class LogManager:
         next_clean = now + self.cleaner_backoff_ms
         next_expiry = now + self.producer_expiration_check_interval_ms
         cleaner: asyncio.Future | None = None
+        rolled: asyncio.Future | None = None
+        last_rolled_checkpoint = 0
         try:
             while True:
                 now = self._now()
+                if self._flush_requests and (rolled is None or rolled.done()):
+                    rolled = asyncio.ensure_future(self.flush_rolled())
                 for lg in self.logs_to_flush(now):
                     try:
                         await self.flush_log(lg)
@@ -362,16 +415,22 @@ class LogManager:
                     self.expire_producers(now)
                     next_expiry = now + self.producer_expiration_check_interval_ms
                 if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
+                    self._rolled_dirs.clear()  # (here, on the loop that adds to it)
                     await asyncio.to_thread(self.write_checkpoints)
                     next_checkpoint = now + self.checkpoint_interval_ms
+                elif self._rolled_dirs and now - last_rolled_checkpoint >= self.roll_checkpoint_min_interval_ms:
+                    dirs, self._rolled_dirs = self._rolled_dirs, set()
+                    await asyncio.to_thread(self.write_recovery_points, dirs)
+                    last_rolled_checkpoint = now
                 self.process_delayed_deletes(now)
                 if self.cleaner_enabled and now >= next_clean and (cleaner is None or cleaner.done()):
                     cleaner = asyncio.ensure_future(asyncio.to_thread(self.clean_once, now))
                     next_clean = now + self.cleaner_backoff_ms
                 await asyncio.sleep(self.tick_seconds)
         finally:
-            if cleaner is not None and not cleaner.done():
-                cleaner.cancel()
+            for task in (cleaner, rolled):
+                if task is not None and not task.done():
+                    task.cancel()
 
     def expire_producers(self, now: int | None = None) -> int:
         """Drop idle producer ids' state from every online log (producer.id.expiration.ms)."""

@@ -32,7 +32,11 @@ from typing import NamedTuple
 
 from odradek.protocol.records import CONTROL_MASK, BatchHeader, crc32c, decode_records
 
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError, TransactionCoordinatorFencedError
+from .errors import (
+    StorageInvalidProducerEpochError,
+    StorageOutOfOrderSequenceError,
+    StorageTransactionCoordinatorFencedError,
+)
 from .fs import FileSystem
 
 __all__ = ["ProducerStateManager", "ProducerEntry", "CompletedTxn", "SNAPSHOT_SUFFIX", "control_type", "control_record"]
@@ -125,8 +129,8 @@ class ProducerStateManager:
         """Check the batches of one append in order (`check`); the original (first offset, last
         offset) of the first duplicate, or None. ``client=False`` (a coordinator's append):
         producer epochs are checked, sequences are not and nothing is a duplicate, as Kafka
-        checks sequences of client appends only. Raises InvalidProducerEpochError /
-        OutOfOrderSequenceError; with the appended ``buffer``, TransactionCoordinatorFencedError
+        checks sequences of client appends only. Raises StorageInvalidProducerEpochError /
+        StorageOutOfOrderSequenceError; with the appended ``buffer``, StorageTransactionCoordinatorFencedError
         for a marker of an older coordinator epoch than the producer's last (Kafka checks it
         for every leader append)."""
         pending: dict[int, tuple[int, int]] = {}
@@ -143,7 +147,7 @@ class ProducerStateManager:
         e = self.producers.get(h.producer_id)
         c = control_record(buffer, h)
         if e is not None and c is not None and e.coordinator_epoch > c[1]:
-            raise TransactionCoordinatorFencedError(
+            raise StorageTransactionCoordinatorFencedError(
                 f"producer {h.producer_id}: marker of coordinator epoch {c[1]} (zombie), "
                 f"{e.coordinator_epoch} (current)"
             )
@@ -198,7 +202,7 @@ class ProducerStateManager:
         """Validate one batch of an append against the state (and earlier batches of the
         same append in ``pending``: pid -> (epoch, last seq)). Returns the original
         (first offset, last offset) when the batch is a duplicate; raises
-        InvalidProducerEpochError / OutOfOrderSequenceError."""
+        StorageInvalidProducerEpochError / StorageOutOfOrderSequenceError."""
         pid = h.producer_id
         e = self.producers.get(pid)
         if (
@@ -227,7 +231,7 @@ class ProducerStateManager:
             cur_epoch, cur_last = -1, -1
         epoch = h.producer_epoch
         if epoch < cur_epoch:
-            raise InvalidProducerEpochError(
+            raise StorageInvalidProducerEpochError(
                 f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}"
             )
         if h.is_control or not client:
@@ -238,9 +242,11 @@ class ProducerStateManager:
         seq = h.base_sequence
         if epoch != cur_epoch:
             if seq != 0 and cur_epoch != -1:
-                raise OutOfOrderSequenceError(f"producer {pid}: new epoch {epoch} must start at sequence 0, got {seq}")
+                raise StorageOutOfOrderSequenceError(
+                    f"producer {pid}: new epoch {epoch} must start at sequence 0, got {seq}"
+                )
         elif not _in_sequence(cur_last, seq):
-            raise OutOfOrderSequenceError(
+            raise StorageOutOfOrderSequenceError(
                 f"producer {pid} epoch {epoch}: out of order sequence {seq}, expected {cur_last + 1}"
             )
         pending[pid] = (epoch, h.last_sequence)
@@ -428,6 +434,19 @@ class ProducerStateManager:
         if offset not in offs:
             insort(offs, offset)
         self._snapshots = offs
+
+    def sync_snapshot(self, offset: int) -> None:
+        """fsync the snapshot at ``offset`` if there is one (taken at a roll without fsync; the
+        roll's flush makes it durable, as Kafka's flushProducerStateSnapshot), from a worker
+        thread: it reads no state of ours. Raises OSError."""
+        try:
+            fd = self.fs.open(self.snapshot_path(offset))
+        except FileNotFoundError:  # none at that offset, or deleted meanwhile (retention, truncation)
+            return
+        try:
+            self.fs.fsync(fd)
+        finally:
+            self.fs.close(fd)
 
     def load_latest(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below ``max_offset``; return its offset."""

@@ -99,12 +99,6 @@ class TransactionIndex:
         self.entries.append(txn)
         self._lasts.append(txn.last_offset)
 
-    def write_all(self, entries: list[AbortedTxn]) -> None:
-        """Replace the contents (the cleaner's new segment, a rebuilt index)."""
-        self.reset()
-        for e in entries:
-            self.append(e)
-
     def reset(self) -> None:
         """Empty the index (a segment being recovered rebuilds it)."""
         self.entries = []

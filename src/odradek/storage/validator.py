@@ -15,9 +15,9 @@ Checks, in this order (the first failure raises; nothing is written):
    lastOffsetDelta + 1 (replicated batches may hold fewer, as compaction leaves them). An
    empty buffer is an InvalidRecordError.
 2. then per batch of a producer's append, in order: size against ``max.message.bytes``
-   (RecordTooLargeError); then per record, as Kafka's LogValidator: on compacted topics a key
+   (StorageRecordTooLargeError); then per record, as Kafka's LogValidator: on compacted topics a key
    (InvalidRecordError), and with ``message.timestamp.type=CreateTime`` the timestamp within
-   ``message.timestamp.before.max.ms`` / ``after.max.ms`` of now (InvalidTimestampError when every
+   ``message.timestamp.before.max.ms`` / ``after.max.ms`` of now (StorageInvalidTimestampError when every
    bad record is a timestamp). The error's ``record_errors`` name the bad records by index
    (Produce v8+ answers them, so a client fails only those). The records are decoded only when
    they must be: on compacted topics, with ``before.max.ms`` set, or when the batch's max
@@ -43,7 +43,7 @@ Broker-side compression (``compression.type`` other than ``producer``): a produc
 codec is not the topic's is rewritten at offset assignment with the topic's codec and level
 (``protocol.records.recompress_batch``: its records section decompressed and compressed again;
 every other header field kept, the CRC recomputed), as Kafka's LogValidator rebuilds it; the new
-size is checked against ``max.message.bytes`` again (RecordTooLargeError). A batch already in the
+size is checked against ``max.message.bytes`` again (StorageRecordTooLargeError). A batch already in the
 topic's codec is written as received, and so is an uncompressed control batch (Kafka compresses
 control records only when they came compressed). Replicated batches keep the leader's bytes.
 The producer state and the leader-epoch cache read the received headers: recompression changes
@@ -78,7 +78,7 @@ from odradek.protocol.records import (
 )
 
 from .config import LONG_MAX, LogConfig
-from .errors import InvalidTimestampError, RecordTooLargeError
+from .errors import StorageInvalidTimestampError, StorageRecordTooLargeError
 
 __all__ = ["BatchValidator", "ValidatedBatches", "WritePlan"]
 
@@ -133,7 +133,7 @@ class ValidatedBatches:
                 batch = recompress_batch(mv, p, codec=codec, level=lvl)
                 size = len(batch)
                 if size > self.max_message_bytes:
-                    raise RecordTooLargeError(
+                    raise StorageRecordTooLargeError(
                         f"batch of {size} bytes after recompression with {CODEC_NAMES[codec]} exceeds "
                         f"max.message.bytes {self.max_message_bytes}"
                     )
@@ -237,7 +237,7 @@ class BatchValidator:
         with_pids = False
         for h in headers:
             if max_length is not None and h.batch_length > max_length:
-                raise RecordTooLargeError(
+                raise StorageRecordTooLargeError(
                     f"batch of {h.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}"
                 )
             if not h.is_control and (
@@ -261,7 +261,7 @@ class BatchValidator:
     def _check_records(self, mv, h, now_ms: int, keys: bool, timestamps: bool) -> None:
         """Per record, as Kafka's LogValidator: a key on a compacted topic, then the timestamp.
         Raises with ``record_errors`` naming the bad records by their index in the batch:
-        InvalidTimestampError when every error is a timestamp, InvalidRecordError otherwise."""
+        StorageInvalidTimestampError when every error is a timestamp, InvalidRecordError otherwise."""
         errors: list[tuple[int, str]] = []
         only_timestamps = True
         lo, hi = now_ms - self._before_max_ms, now_ms + self._after_max_ms
@@ -283,7 +283,9 @@ class BatchValidator:
         if not errors:
             return
         if only_timestamps:
-            exc: Exception = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+            exc: Exception = StorageInvalidTimestampError(
+                "One or more records have been rejected due to invalid timestamp"
+            )
         else:
             shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
             exc = InvalidRecordError(

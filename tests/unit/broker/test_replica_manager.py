@@ -153,13 +153,13 @@ def test_reads_offsets_and_deletes_are_fenced_and_need_the_leader(log_manager):
 @pytest.mark.parametrize(
     "exc,code",
     [
-        (serr.OffsetOutOfRangeError(), ErrorCode.offset_out_of_range),
+        (serr.StorageOffsetOutOfRangeError(), ErrorCode.offset_out_of_range),
         (CorruptRecordError("crc"), ErrorCode.corrupt_message),
         (InvalidRecordError("key"), ErrorCode.invalid_record),
-        (serr.RecordTooLargeError(), ErrorCode.message_too_large),
-        (serr.OutOfOrderSequenceError(), ErrorCode.out_of_order_sequence_number),
-        (serr.InvalidProducerEpochError(), ErrorCode.invalid_producer_epoch),
-        (serr.InvalidTimestampError(), ErrorCode.invalid_timestamp),
+        (serr.StorageRecordTooLargeError(), ErrorCode.message_too_large),
+        (serr.StorageOutOfOrderSequenceError(), ErrorCode.out_of_order_sequence_number),
+        (serr.StorageInvalidProducerEpochError(), ErrorCode.invalid_producer_epoch),
+        (serr.StorageInvalidTimestampError(), ErrorCode.invalid_timestamp),
         (serr.KafkaStorageError(), ErrorCode.kafka_storage_error),
         (serr.StorageError(), ErrorCode.kafka_storage_error),
         (RuntimeError("a bug"), ErrorCode.unknown_server_error),

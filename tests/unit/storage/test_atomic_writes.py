@@ -75,7 +75,7 @@ def test_every_whole_file_write_is_atomic_through_the_file_system(tmp_path, cloc
     "target, failing_step",
     [
         (".snapshot", "roll"),
-        ("leader-epoch-checkpoint", "flush"),
+        ("leader-epoch-checkpoint", "roll"),  # written as soon as epoch 2 begins
         ("recovery-point-offset-checkpoint", "checkpoints"),
         (".kafka_cleanshutdown", "shutdown"),
     ],

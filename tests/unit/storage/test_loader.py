@@ -171,19 +171,22 @@ def test_rebuild_below_a_snapshot_drops_it_and_replays_from_the_log_start(make_m
 def test_a_checkpoint_with_a_malformed_line_is_logged_and_ignored_as_a_malformed_file(make_mgr, clock, caplog):
     """A line that is not its fields (three numbers where an epoch entry has two, a word for a number, a missing
     offset) makes the whole checkpoint malformed, as a wrong count does. It raised instead: a leader epoch entry of
-    three numbers was loaded and broke the next append; a bad line elsewhere failed the load."""
+    three numbers was loaded and broke the next append; a bad line elsewhere failed the load. A malformed
+    leader-epoch checkpoint is then rebuilt from the batches (test_epoch_cache_durability.py)."""
     m = make_mgr()
     lg = m.create_log("t", 0, LogConfig())
     lg.append(batch(2, ts=clock.ms), leader_epoch=1)
     m.shutdown()
-    for body in ("0\n1\n1 0 5\n", "0\n1\none 0\n"):
+    expected = [(1, 0)]
+    for epoch, body in ((2, "0\n1\n1 0 5\n"), (3, "0\n1\none 0\n")):
         with open(os.path.join(lg.dir, "leader-epoch-checkpoint"), "w") as f:
             f.write(body)
         m = make_mgr()
         lg2 = m.get_log("t", 0)
-        assert lg2.epoch_cache.entries == []
-        lg2.append(batch(1, ts=clock.ms), leader_epoch=2)
-        assert lg2.epoch_cache.entries == [(2, lg2.log_end_offset - 1)]
+        assert lg2.epoch_cache.entries == expected
+        lg2.append(batch(1, ts=clock.ms), leader_epoch=epoch)
+        expected.append((epoch, lg2.log_end_offset - 1))
+        assert lg2.epoch_cache.entries == expected
         m.shutdown()
     assert caplog.text.count("ignoring malformed leader epoch checkpoint") == 2
     with open(os.path.join(os.path.dirname(lg.dir), "recovery-point-offset-checkpoint"), "w") as f:

@@ -5,8 +5,8 @@ from support.batches import batch
 
 from odradek.protocol import records as R
 from odradek.protocol.records import Record, build_batch, decode_any, iter_batches
-from odradek.storage import LogConfig, OffsetOutOfRangeError, RecordTooLargeError
-from odradek.storage.errors import InvalidTimestampError
+from odradek.storage import LogConfig, StorageOffsetOutOfRangeError, StorageRecordTooLargeError
+from odradek.storage.errors import StorageInvalidTimestampError
 
 
 def offsets_of(data: bytes) -> list[int]:
@@ -81,9 +81,9 @@ def test_read_limits_min_one_batch_and_max_offset(make_mgr, clock):
     assert r.first_offset == 2
     assert lg.read(8, 1 << 20, max_offset=8).size == 0
     assert lg.read(20, 100).size == 0  # at LEO: empty
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(StorageOffsetOutOfRangeError):
         lg.read(21, 100)
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(StorageOffsetOutOfRangeError):
         lg.read(-1, 100)
     # regions are real file regions
     reg = lg.read(4, 1 << 20).regions[0]
@@ -110,9 +110,9 @@ def test_log_append_time_and_timestamps(make_mgr, clock):
     recs = decode_any(lg.read_bytes(0, 1 << 20))
     assert [r.timestamp for r in recs] == [clock.ms, clock.ms]
     lg2 = m.create_log("t", 1, LogConfig(message_timestamp_before_max_ms=1000))
-    with pytest.raises(InvalidTimestampError):
+    with pytest.raises(StorageInvalidTimestampError):
         lg2.append(batch(1, ts=clock.ms - 5000))
-    with pytest.raises(RecordTooLargeError):
+    with pytest.raises(StorageRecordTooLargeError):
         m.create_log("t", 2, LogConfig(max_message_bytes=100)).append(batch(1, size=500))
 
 

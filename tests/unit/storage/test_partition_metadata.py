@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from odradek.storage import InconsistentTopicIdError, LogConfig
+from odradek.storage import LogConfig, StorageInconsistentTopicIdError
 from odradek.storage.checkpoint import parse_topic_id, read_partition_metadata, topic_id_text
 
 
@@ -29,7 +29,7 @@ def test_written_in_kafkas_format_and_read_back_after_restart(make_mgr, tmp_path
 def test_another_topic_id_is_refused(make_mgr):
     lg = make_mgr().create_log("t", 0, LogConfig())
     lg.assign_topic_id(uuid.uuid4())
-    with pytest.raises(InconsistentTopicIdError):
+    with pytest.raises(StorageInconsistentTopicIdError):
         lg.assign_topic_id(uuid.uuid4())
 
 

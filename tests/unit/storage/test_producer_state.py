@@ -4,7 +4,7 @@ import pytest
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, iter_batches
-from odradek.storage import InvalidProducerEpochError, LogConfig, LogManager, OutOfOrderSequenceError
+from odradek.storage import LogConfig, LogManager, StorageInvalidProducerEpochError, StorageOutOfOrderSequenceError
 from odradek.storage.log import AppendOrigin
 from odradek.storage.producer_state import control_type
 
@@ -28,7 +28,7 @@ def test_duplicates_return_original_offsets(make_mgr):
         assert d.duplicate and (d.first_offset, d.last_offset) == (infos[s].first_offset, infos[s].last_offset)
     assert lg.log_end_offset == leo
     # older than the window: neither duplicate nor in sequence
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(StorageOutOfOrderSequenceError):
         lg.append(pbatch(0, 2))
 
 
@@ -36,13 +36,13 @@ def test_sequence_gaps_epochs_and_unknown_producers(make_mgr):
     m = make_mgr()
     lg = m.create_log("t", 0, LogConfig())
     lg.append(pbatch(0, 3))
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(StorageOutOfOrderSequenceError):
         lg.append(pbatch(4))  # gap (expected 3)
     lg.append(pbatch(3))
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(StorageOutOfOrderSequenceError):
         lg.append(pbatch(5, epoch=1))  # new epoch must start at 0
     lg.append(pbatch(0, epoch=1))
-    with pytest.raises(InvalidProducerEpochError):
+    with pytest.raises(StorageInvalidProducerEpochError):
         lg.append(pbatch(4, epoch=0))  # fenced
     # unknown producer with seq != 0: accepted (its state may have been removed)
     i = lg.append(pbatch(42, pid=99))
@@ -50,7 +50,7 @@ def test_sequence_gaps_epochs_and_unknown_producers(make_mgr):
     lg.append(pbatch(43, pid=99))
     # several batches of one producer in a single append are checked in order
     lg.append(pbatch(1, epoch=1) + pbatch(2, epoch=1))
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(StorageOutOfOrderSequenceError):
         lg.append(pbatch(3, epoch=1) + pbatch(5, epoch=1))
     # sequence wraps at int32 max
     lg.append(pbatch(2**31 - 1, pid=5))
@@ -105,7 +105,7 @@ def test_snapshot_and_rebuild_across_reload(make_mgr, clock, shutdown):
     lg2 = m2.get_log("t", 0)
     d = lg2.append(pbatch(9, 1, pid=1))
     assert d.duplicate and d.first_offset == infos[9].first_offset
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(StorageOutOfOrderSequenceError):
         lg2.append(pbatch(11, 1, pid=1))
     assert lg2.append(pbatch(10, 1, pid=1)).first_offset == 20
     assert lg2.producer_state.first_unstable_offset() == 1

@@ -7,7 +7,7 @@ import pytest
 from support.batches import batch
 
 from odradek.protocol.records import CONTROL_COMMIT, InvalidRecordError, build_control_batch
-from odradek.storage import AppendOrigin, InvalidProducerEpochError, LogConfig
+from odradek.storage import AppendOrigin, LogConfig, StorageInvalidProducerEpochError
 
 COORD = AppendOrigin.COORDINATOR
 
@@ -41,7 +41,7 @@ def test_coordinator_batches_are_still_fenced_by_epoch(make_mgr, clock):
     lg = make_mgr().create_log("__consumer_offsets", 0, LogConfig())
     lg.append(coordinator_batch(epoch=3), origin=COORD)
     lg.append(commit(clock, epoch=4), origin=COORD)
-    with pytest.raises(InvalidProducerEpochError):
+    with pytest.raises(StorageInvalidProducerEpochError):
         lg.append(coordinator_batch(epoch=3), origin=COORD)
     lg.append(coordinator_batch(epoch=4), origin=COORD)
 

@@ -6,7 +6,7 @@ from support.batches import batch
 
 from odradek.protocol import records as R
 from odradek.protocol.records import Record, build_batch, build_control_batch, decode_records, iter_batches
-from odradek.storage import LogConfig, RecordTooLargeError
+from odradek.storage import LogConfig, StorageRecordTooLargeError
 from odradek.storage.validator import BatchValidator
 
 NOW = 1_700_000_000_000
@@ -178,7 +178,9 @@ def test_uncompressed_control_batch_is_not_compressed():
 def test_recompressed_size_checked_against_max_message_bytes():
     received = batch(50, ts=NOW, value=b"a" * 1000, compression=R.ZSTD)
     assert len(received) < 2000
-    with pytest.raises(RecordTooLargeError, match="after recompression with none exceeds max.message.bytes 2000"):
+    with pytest.raises(
+        StorageRecordTooLargeError, match="after recompression with none exceeds max.message.bytes 2000"
+    ):
         validator(compression_type="uncompressed", max_message_bytes=2000).validate(received, NOW).assign_offsets(0, 0)
 
 

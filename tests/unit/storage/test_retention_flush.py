@@ -4,7 +4,7 @@ import os
 import pytest
 from support.batches import batch
 
-from odradek.storage import LogConfig, LogManager, OffsetOutOfRangeError
+from odradek.storage import LogConfig, LogManager, StorageOffsetOutOfRangeError
 
 
 def _reload(m, clock, fs=None):
@@ -26,7 +26,7 @@ def test_retention_by_time(make_mgr, clock):
     old_fd_region = lg.read(0, 100).regions[0]
     assert m.run_retention() == 1
     assert lg.log_start_offset == 2 and lg.segment_count == 2
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(StorageOffsetOutOfRangeError):
         lg.read(0, 100)
     names = os.listdir(lg.dir)
     assert "00000000000000000000.log.deleted" in names
@@ -81,11 +81,11 @@ def test_delete_records_and_log_start_persisted(make_mgr, clock):
     for _ in range(8):
         lg.append(batch(2, size=300, ts=clock.ms))
     lg.high_watermark = 10
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(StorageOffsetOutOfRangeError):
         lg.delete_records(11)
     assert lg.delete_records(5) == 5  # mid-segment
     assert lg.segment_count == 3  # [0..3] deleted, segment holding 5 kept
-    with pytest.raises(OffsetOutOfRangeError):
+    with pytest.raises(StorageOffsetOutOfRangeError):
         lg.read(4, 100)
     assert lg.read(5, 1 << 20).first_offset == 4  # batch holding 5
     assert lg.offset_for_timestamp(-2) == (5, -1)

@@ -17,7 +17,7 @@ from odradek.protocol.records import (
     iter_batches,
 )
 from odradek.storage import LogConfig, LogManager
-from odradek.storage.errors import KafkaStorageError, TransactionCoordinatorFencedError
+from odradek.storage.errors import KafkaStorageError, StorageTransactionCoordinatorFencedError
 from odradek.storage.log import AppendOrigin
 from odradek.storage.txn_index import AbortedTxn
 
@@ -107,7 +107,7 @@ def test_marker_of_an_older_coordinator_epoch_is_fenced(make_mgr):
     lg.append(marker(7, commit=True, coordinator_epoch=5), origin=COORDINATOR)
     assert lg.producer_state.producers[7].coordinator_epoch == 5
     lg.append(txn(7, 1))
-    with pytest.raises(TransactionCoordinatorFencedError):
+    with pytest.raises(StorageTransactionCoordinatorFencedError):
         lg.append(marker(7, commit=False, coordinator_epoch=4), origin=COORDINATOR)
     lg.append(marker(7, commit=False, coordinator_epoch=5), origin=COORDINATOR)
 

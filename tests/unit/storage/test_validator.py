@@ -18,8 +18,8 @@ from odradek.protocol.records import (
     decode_records,
     iter_batches,
 )
-from odradek.storage import LogConfig, RecordTooLargeError
-from odradek.storage.errors import InvalidTimestampError
+from odradek.storage import LogConfig, StorageRecordTooLargeError
+from odradek.storage.errors import StorageInvalidTimestampError
 from odradek.storage.validator import BatchValidator
 
 NOW = 1_700_000_000_000
@@ -95,9 +95,9 @@ def test_record_count_strict_for_producers_not_for_replicas():
 def test_size_against_max_message_bytes_at_the_boundary():
     b = batch(2, ts=NOW)
     assert validator(max_message_bytes=len(b)).validate(b, NOW).headers
-    with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
+    with pytest.raises(StorageRecordTooLargeError, match="max.message.bytes"):
         validator(max_message_bytes=len(b) - 1).validate(b, NOW)
-    with pytest.raises(RecordTooLargeError):  # one oversized batch among valid ones
+    with pytest.raises(StorageRecordTooLargeError):  # one oversized batch among valid ones
         validator(max_message_bytes=len(b)).validate(b + batch(3, ts=NOW), NOW)
 
 
@@ -105,9 +105,9 @@ def test_create_time_bounds():
     v = validator(message_timestamp_before_max_ms=1000, message_timestamp_after_max_ms=500)
     assert v.validate(batch(1, ts=NOW - 1000), NOW).headers
     assert v.validate(batch(1, ts=NOW + 500), NOW).headers
-    with pytest.raises(InvalidTimestampError):
+    with pytest.raises(StorageInvalidTimestampError):
         v.validate(batch(1, ts=NOW - 1001), NOW)
-    with pytest.raises(InvalidTimestampError):
+    with pytest.raises(StorageInvalidTimestampError):
         v.validate(batch(1, ts=NOW + 501), NOW)
     old_marker = build_control_batch(CONTROL_COMMIT, producer_id=1, producer_epoch=0, timestamp=NOW - 10**9)
     assert v.validate(old_marker, NOW).headers  # control batches are not checked
