@@ -41,7 +41,7 @@ import enum
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -182,7 +182,9 @@ class Shard(Protocol[R]):
 
     def next_deadline(self) -> int | None: ...
 
-    def expire(self, now: int) -> list[CoordinatorResult[R]]: ...
+    def expire(self, now: int) -> Sequence[CoordinatorResult[R]]:
+        """Run the deadlines due at `now`: what they produced, to write."""
+        ...
 
 
 S = TypeVar("S", bound=Shard[Any])

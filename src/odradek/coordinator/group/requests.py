@@ -11,8 +11,14 @@ from odradek.coordinator.runtime import CoordinatorResult
 
 TopicPartition = tuple[str, int]
 
-# What a group operation returns: records for __consumer_offsets, replies, a continuation.
-Result = CoordinatorResult[GroupRecord]
+
+class Result(CoordinatorResult[GroupRecord]):
+    """What a group operation returns: records for __consumer_offsets, replies, a continuation.
+    (A subclass, not an alias: instances of a subscripted generic alias are built through
+    typing, several microseconds a request.)"""
+
+    __slots__ = ()
+
 
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
