@@ -488,7 +488,7 @@ class ClassicGroups:
                 self.touch(group, m, now)
 
     # =================================================================== describe / list
-    def describe(self, group_id: str) -> GroupDescription:
+    def describe_group(self, group_id: str) -> GroupDescription:
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return GroupDescription(group_id, 0, "Dead", "", "", [])
@@ -513,7 +513,9 @@ class ClassicGroups:
         ]
         return GroupDescription(group_id, 0, group.state.value, group.protocol_type or "", "", members)
 
-    def list(self, states: list[str] | None = None, types: list[str] | None = None) -> list[tuple[str, str, str]]:
+    def list_groups(
+        self, states: list[str] | None = None, types: list[str] | None = None
+    ) -> list[tuple[str, str, str]]:
         """[(group_id, protocol_type, state)]; filters are case-insensitive (KIP-518, KIP-848)."""
         want_states = {s.lower() for s in states} if states else None
         if types and "classic" not in {t.lower() for t in types}:

@@ -103,12 +103,12 @@ class GroupShard:
         return res
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        return self.classic.describe(group_id)
+        return self.classic.describe_group(group_id)
 
     def list_groups(
         self, states: list[str] | None = None, types: list[str] | None = None
     ) -> list[tuple[str, str, str]]:
-        return self.classic.list(states, types)
+        return self.classic.list_groups(states, types)
 
     def expire_offsets(self, now: int) -> list[Result]:
         return self.offsets.expire(now)
