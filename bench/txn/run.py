@@ -2,8 +2,8 @@
 and the same topic read with read_committed and read_uncommitted, in one run per broker.
 
 Brokers (bench/broker/brokers.py, single node on 127.0.0.1): ``kafka4`` (Apache Kafka 4.4, KRaft,
-Kafka's own JVM flags) and ``odradek`` (this checkout; until it serves transactions its
-transactional rows fail and the report says why).
+Kafka's own JVM flags), ``odradek`` (this checkout) and ``baseline`` (another checkout's odradek,
+--baseline-src, for before/after in one run).
 
 Workloads (bench/txn/load.py, each its own process; librdkafka through confluent-kafka; 100 B
 records over --partitions partitions, acks=all, idempotent):
@@ -25,6 +25,7 @@ swing with the neighbours' load.
 
     .venv/bin/python bench/txn/run.py --brokers kafka4 --seconds 3 --repeats 1     # smoke
     .venv/bin/python bench/txn/run.py --brokers kafka4,odradek --seconds 10 --repeats 3
+    .venv/bin/python bench/txn/run.py --brokers kafka4,odradek,baseline --baseline-src /old/src  # before/after
 
 Writes bench/txn/results/latest.json and latest.md (or --out).
 """
@@ -54,7 +55,8 @@ LOAD = str(HERE / "load.py")
 
 def options(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--brokers", default="kafka4", help="comma list of kafka4, odradek")
+    ap.add_argument("--brokers", default="kafka4", help="comma list of kafka4, odradek, baseline")
+    ap.add_argument("--baseline-src", default=None, help="the src/ directory of another checkout (broker 'baseline')")
     ap.add_argument("--seconds", type=float, default=5.0, help="length of each produce run")
     ap.add_argument("--rates", default="1,10,100", help="transactions per second, comma list")
     ap.add_argument("--partitions", type=int, default=3)
@@ -157,6 +159,8 @@ def report(rows: list[dict], meta: dict) -> str:
 def main(argv=None) -> None:
     a = options(argv)
     names = [b for b in a.brokers.split(",") if b]
+    if "baseline" in names and not a.baseline_src:
+        raise SystemExit("broker 'baseline' needs --baseline-src")
     meta = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "cpus": os.cpu_count(),
@@ -175,7 +179,7 @@ def main(argv=None) -> None:
                 if reason:
                     log(f"{name}: {reason}; left out")
                     continue
-                peers.append(brokers_mod.start_peer(name, Path(tmp), {}, None))
+                peers.append(brokers_mod.start_peer(name, Path(tmp), {}, a.baseline_src))
                 meta["versions"][name] = peers[-1].version
             runners = [Runner(p, a) for p in peers]
             for r in runners:

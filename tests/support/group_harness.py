@@ -1,20 +1,23 @@
-"""A driver for the sans-IO group state machine: fake clock, an in-memory log that
-makes every append durable at once (or fails it on demand), and replay checks."""
+"""A driver for one sans-IO group shard (coordinator/group/shard.py): fake clock, an in-memory
+log that makes every append durable at once (or fails it on demand), and replay checks."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from odradek.coordinator.group.model import GroupState, Result
-from odradek.coordinator.group.records import (
-    GroupMetadataKey,
-    decode_key,
-    decode_value,
-    encode_group_value,
-    encode_key,
-    encode_offset_value,
+from odradek.coordinator.group.classic_group import GroupState
+from odradek.coordinator.group.config import GroupConfig
+from odradek.coordinator.group.records import serialize_record
+from odradek.coordinator.group.requests import (
+    HeartbeatRequest,
+    JoinRequest,
+    LeaveRequest,
+    OffsetCommitRequest,
+    OffsetEntry,
+    Result,
+    SyncRequest,
 )
-from odradek.coordinator.group.state import CoordinatorConfig, GroupCoordinatorState
+from odradek.coordinator.group.shard import GroupShard
 
 RANGE = [("range", b"range-meta")]
 
@@ -31,7 +34,7 @@ class LogEntry(NamedTuple):
 class Harness:
     def __init__(self, **config: Any) -> None:
         config.setdefault("initial_rebalance_delay_ms", 0)
-        self.state = GroupCoordinatorState(CoordinatorConfig(**config), new_member_id=self._new_id)
+        self.shard = GroupShard(GroupConfig(**config), new_member_id=self._new_id)
         self.now = 1_000_000
         self.log: list[LogEntry] = []
         self.replies: dict[Any, Any] = {}
@@ -50,25 +53,22 @@ class Harness:
                 error, self.fail_next_append = self.fail_next_append, 0
             else:
                 res.base_offset = len(self.log)
-                for k, v in res.records:
-                    enc = (
-                        None
-                        if v is None
-                        else (encode_group_value(v) if isinstance(k, GroupMetadataKey) else encode_offset_value(v))
-                    )
-                    self.log.append(LogEntry(encode_key(k), enc, res.producer_id))
+                for record in res.records:
+                    self.log.append(LogEntry(*serialize_record(record), res.producer_id))
         for token, value in res.replies:
             assert token not in self.replies, f"token {token!r} answered twice"
             self.replies[token] = value
         if res.then is not None:
-            self.run(res.then(error, self.now))
+            more = res.then(error, self.now)
+            if more is not None:
+                self.run(more)
 
     def advance(self, ms: int) -> None:
         """Move the clock, firing each deadline at its own time (as a real timer would)."""
         target = self.now + ms
-        while (at := self.state.next_deadline()) is not None and at <= target:
+        while (at := self.shard.next_deadline()) is not None and at <= target:
             self.now = max(self.now, at)
-            for res in self.state.expire(self.now):
+            for res in self.shard.expire(self.now):
                 self.run(res)
         self.now = target
 
@@ -90,22 +90,10 @@ class Harness:
         protocol_type: str = "consumer",
         v4: bool = True,
     ) -> Any:
-        self.run(
-            self.state.join(
-                group,
-                member_id,
-                instance,
-                client,
-                "/127.0.0.1",
-                session,
-                rebalance,
-                protocol_type,
-                list(protocols),
-                require_known_member_id=v4,
-                token=token,
-                now=self.now,
-            )
+        req = JoinRequest(
+            group, member_id, instance, client, "/127.0.0.1", session, rebalance, protocol_type, tuple(protocols), v4
         )
+        self.run(self.shard.join(req, token=token, now=self.now))
         return self.replies.get(token)
 
     def join_new(self, token: Any, group: str = "g", **kw: Any) -> Any:
@@ -126,29 +114,19 @@ class Harness:
         protocol_type: str | None = None,
         protocol_name: str | None = None,
     ) -> Any:
-        self.run(
-            self.state.sync(
-                group,
-                generation,
-                member_id,
-                instance,
-                protocol_type,
-                protocol_name,
-                assignments or {},
-                token=token,
-                now=self.now,
-            )
-        )
+        req = SyncRequest(group, generation, member_id, instance, protocol_type, protocol_name, assignments or {})
+        self.run(self.shard.sync(req, token=token, now=self.now))
         return self.replies.get(token)
 
     def heartbeat(self, group: str, member_id: str, generation: int, instance: str | None = None) -> int:
         token = object()
-        self.run(self.state.heartbeat(group, member_id, instance, generation, token=token, now=self.now))
+        req = HeartbeatRequest(group, member_id, instance, generation)
+        self.run(self.shard.heartbeat(req, token=token, now=self.now))
         return self.replies[token]
 
     def leave(self, group: str, members: list[tuple[str, str | None]]) -> Any:
         token = object()
-        self.run(self.state.leave(group, members, token=token, now=self.now))
+        self.run(self.shard.leave(LeaveRequest(group, tuple(members)), token=token, now=self.now))
         return self.replies[token]
 
     def commit(
@@ -162,11 +140,8 @@ class Harness:
         retention_ms: int = -1,
     ) -> dict:
         token = object()
-        self.run(
-            self.state.commit_offsets(
-                group, member_id, instance, generation, offsets, retention_ms=retention_ms, token=token, now=self.now
-            )
-        )
+        req = OffsetCommitRequest(group, member_id, instance, generation, entries(offsets), retention_ms)
+        self.run(self.shard.commit_offsets(req, token=token, now=self.now))
         return self.replies[token]
 
     def txn_commit(
@@ -183,8 +158,10 @@ class Harness:
         """TxnOffsetCommit: answered with {(topic, partition): error}."""
         token = object()
         self.run(
-            self.state.commit_txn_offsets(
-                group, producer_id, epoch, member_id, instance, generation, offsets, token=token, now=self.now
+            self.shard.commit_offsets(
+                txn_commit_request(group, offsets, producer_id, epoch, member_id, generation, instance),
+                token=token,
+                now=self.now,
             )
         )
         return self.replies[token]
@@ -192,53 +169,54 @@ class Harness:
     def end_txn(self, producer_id: int = 1000, *, commit: bool) -> None:
         """The transaction coordinator's marker is appended (and committed), then the coordinator told."""
         self.log.append(LogEntry(None, None, producer_id, commit))
-        self.state.complete_transaction(producer_id, commit)
+        self.shard.replay_end_transaction(producer_id, commit)
 
     def fetch(self, group: str, tp: tuple[str, int], *, require_stable: bool = False) -> tuple[int, int]:
         """(offset, error) of one partition, as OffsetFetch answers it."""
-        ((_, rows),) = self.state.fetch_offsets(group, [(tp[0], [tp[1]])], require_stable=require_stable)
+        ((_, rows),) = self.shard.fetch_offsets(group, [(tp[0], [tp[1]])], require_stable=require_stable)
         ((_, offset, _, _, error),) = rows
         return offset, error
 
     def delete_group(self, group: str) -> int:
         token = object()
-        self.run(self.state.delete_group(group, token=token, now=self.now))
+        self.run(self.shard.delete_group(group, token=token, now=self.now))
         return self.replies[token]
 
     def delete_offsets(self, group: str, topics: list[tuple[str, list[int]]]) -> Any:
         token = object()
-        self.run(self.state.delete_offsets(group, topics, token=token, now=self.now))
+        self.run(self.shard.delete_offsets(group, topics, token=token, now=self.now))
         return self.replies[token]
 
     # ------------------------------------------------------------- replay
-    def replayed(self) -> GroupCoordinatorState:
-        st = GroupCoordinatorState(self.state.config)
+    def replayed(self) -> GroupShard:
+        shard = GroupShard(self.shard.config)
         for offset, (k, v, producer_id, commit) in enumerate(self.log):
             if k is None:
                 assert commit is not None
-                st.replay_end_transaction(producer_id, commit)
+                shard.replay_end_transaction(producer_id, commit)
                 continue
-            key = decode_key(k)
-            st.replay(key, decode_value(key, v), offset=offset, producer_id=producer_id)
-        return st
+            shard.replay(offset, producer_id, k, v)
+        return shard
 
     def assert_replay_matches(self) -> None:
-        """Replaying the log reproduces every group that is at rest (Stable or Empty)."""
+        """Replaying the log reproduces every group that is at rest (Stable or Empty), every
+        committed offset (and where its record is in the log), and the pending ones."""
         other = self.replayed()
-        for gid, group in self.state.groups.items():
-            if group.state in (GroupState.STABLE, GroupState.EMPTY) and not group.pending_offset_writes:
+        for gid, group in self.shard.groups.items():
+            if group.state in (GroupState.STABLE, GroupState.EMPTY) and not self.shard.offsets.writing(gid):
                 assert gid in other.groups, f"group {gid} missing after replay"
                 assert other.groups[gid].snapshot() == group.snapshot()
         for gid in other.groups:
-            assert gid in self.state.groups, f"group {gid} resurrected by replay"
-        # offsets pending in open transactions, and where every offset's record is in the log
-        assert other.txn.by_producer == self.state.txn.by_producer
-        assert other.txn.by_group == self.state.txn.by_group
-        for gid, group in self.state.groups.items():
-            if gid in other.groups:
-                theirs = other.groups[gid].offsets
+            assert gid in self.shard.groups, f"group {gid} resurrected by replay"
+        # offsets pending in open transactions
+        assert other.offsets.pending_txn.by_producer == self.shard.offsets.pending_txn.by_producer
+        assert other.offsets.pending_txn.by_group == self.shard.offsets.pending_txn.by_group
+        for gid in self.shard.groups:
+            if gid in other.groups and not self.shard.offsets.writing(gid):
+                ours, theirs = self.shard.offsets.of(gid), other.offsets.of(gid)
+                assert theirs == ours
                 assert {tp: v.record_offset for tp, v in theirs.items()} == {
-                    tp: v.record_offset for tp, v in group.offsets.items()
+                    tp: v.record_offset for tp, v in ours.items()
                 }
 
 
@@ -257,5 +235,30 @@ def static_stable(h: Harness, instances=("i0", "i1")) -> tuple[dict[str, str], i
         if mid != leader:
             h.sync(("s", inst), "g", gen, mid, instance=inst)
     h.sync(("s", "leader"), "g", gen, leader, assignment)
-    assert h.state.groups["g"].state is GroupState.STABLE
+    assert h.shard.groups["g"].state is GroupState.STABLE
     return ids, gen
+
+
+def entries(offsets: list[tuple[str, int, int, int, str | None]]) -> tuple[OffsetEntry, ...]:
+    return tuple(OffsetEntry(*o) for o in offsets)
+
+
+def txn_commit_request(
+    group: str,
+    offsets: list[tuple[str, int, int, int, str | None]],
+    producer_id: int = 1000,
+    epoch: int = 0,
+    member_id: str = "",
+    generation: int = -1,
+    instance: str | None = None,
+) -> OffsetCommitRequest:
+    return OffsetCommitRequest(
+        group,
+        member_id,
+        instance,
+        generation,
+        entries(offsets),
+        transactional=True,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+    )

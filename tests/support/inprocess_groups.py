@@ -38,7 +38,6 @@ async def find_coordinator(b: InProcessBroker, group: str = "g") -> None:
 
 
 async def loaded(b: InProcessBroker) -> None:
-    gc = b.services.group_coordinator
-    if gc._load_task is not None:
-        await gc._load_task
-    assert not gc.loading
+    runtime = b.services.group_coordinator.runtime
+    await runtime.wait_loaded()
+    assert not runtime.loading

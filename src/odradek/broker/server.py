@@ -49,9 +49,8 @@ from odradek.cluster.local import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataStore
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
-from odradek.coordinator.group import GroupCoordinator
+from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC
-from odradek.coordinator.group.runtime import RuntimeConfig
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
 from odradek.coordinator.txn.records import TXN_STATE_TOPIC
 from odradek.storage import FileSystem, LogConfig, LogManager, OSFileSystem
@@ -235,7 +234,7 @@ class Broker:
                 },
             )
 
-        groups = GroupCoordinator(RuntimeConfig.from_broker(config), rm, ensure_offsets_topic)
+        groups = GroupCoordinator(GroupConfig.from_broker(config), rm, ensure_offsets_topic)
         rm.add_leadership_listener(groups)
         producer_ids = ProducerIdAllocator(next_block)
         txn_markers = MarkerChannel(lambda: self._services(), store, config["offsets.commit.timeout.ms"])

@@ -12,6 +12,7 @@ from support.inprocess import InProcessBroker
 from support.inprocess_groups import broker, create_topic_t, find_coordinator, loaded
 
 from odradek.coordinator.group.records import OFFSETS_TOPIC, decode_key, partition_for
+from odradek.coordinator.runtime import ShardState
 from odradek.protocol import messages
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import decode_records, iter_batches
@@ -19,7 +20,7 @@ from odradek.protocol.records import decode_records, iter_batches
 
 def shard_groups(b: InProcessBroker, group: str) -> dict:
     gc = b.services.group_coordinator
-    return gc.shards[gc.partition_for(group)].groups
+    return gc.runtime.shards[gc.partition_for(group)].groups
 
 
 def ms(v: int) -> datetime.timedelta:
@@ -48,7 +49,7 @@ def test_find_coordinator_creates_topic_and_answers_batches(tmp_path):
         offsets = b.services.snapshot.topics[OFFSETS_TOPIC]
         assert len(offsets.partitions) == 5 and offsets.configs["cleanup.policy"] == "compact"
         await loaded(b)
-        assert sorted(b.services.group_coordinator.shards) == [0, 1, 2, 3, 4]
+        assert sorted(b.services.group_coordinator.runtime.shards) == [0, 1, 2, 3, 4]
         r = await b.call(10, 3, key="tx", key_type=1)
         assert (r.error_code, r.node_id) == (E.none, 7)
         r = await b.call(10, 0, key="g")
@@ -255,14 +256,15 @@ def test_load_in_progress(tmp_path):
         b = await broker(tmp_path).start()
         await create_topic_t(b)
         await find_coordinator(b)
-        gc = b.services.group_coordinator
-        gc.loading.add(partition_for("g", 5))
+        ctx = b.services.group_coordinator.runtime.context(partition_for("g", 5))
+        assert ctx is not None
+        ctx.state = ShardState.LOADING
         r = await b.call(12, 4, group_id="g", generation_id=1, member_id="m")
         assert r.error_code == E.coordinator_load_in_progress
         fm = messages.module_of(messages.request_class(9, 1))
         r = await b.call(9, 1, group_id="g", topics=(fm.OffsetFetchRequestTopic(name="t", partition_indexes=(0,)),))
         assert r.topics[0].partitions[0].error_code == E.coordinator_load_in_progress
-        gc.loading.clear()
+        ctx.state = ShardState.ACTIVE
         await b.stop()
 
     run(main())

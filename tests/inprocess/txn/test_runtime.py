@@ -52,9 +52,11 @@ async def coordinator(b: InProcessBroker, txn_id: str) -> None:
 
 async def settled(b: InProcessBroker) -> None:
     """Every shard loaded and every transaction's markers and completion written."""
-    tc = b.services.txn_coordinator
+    runtime = b.services.txn_coordinator.runtime
     for _ in range(200):
-        busy = tc.loading or any(md.pending is not None for shard in tc.shards.values() for md in shard.values())
+        busy = runtime.loading or any(
+            md.pending is not None for shard in runtime.shards.values() for md in shard.transactions.values()
+        )
         if not busy:
             return
         await asyncio.sleep(0.01)
@@ -426,7 +428,7 @@ def test_a_client_end_txn_while_a_fence_is_pending_is_told_to_retry(tmp_path):
         _, pid, e0 = await init(b)
         await add(b, pid, e0, [("t", 0)])
         tc = b.services.txn_coordinator
-        md = tc.shards[tc.partition_for("tx")]["tx"]
+        md = tc.runtime.shards[tc.partition_for("tx")].transactions["tx"]
         fence = md.prepare_fence_epoch()  # what a timeout does, before its abort task runs
         assert await end(b, pid, e0, True) == E.concurrent_transactions
         assert await add(b, pid, e0, [("t", 1)]) == {("t", 1): E.concurrent_transactions}

@@ -25,13 +25,13 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
+from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_offset_value
 from odradek.coordinator.group.records import encode_key as encode_offset_key
-from odradek.coordinator.group.runtime import GroupCoordinator, RuntimeConfig
+from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
 from odradek.coordinator.txn.records import TXN_STATE_TOPIC, TxnLogValue
 from odradek.coordinator.txn.records import encode_key as encode_txn_key
 from odradek.coordinator.txn.records import encode_value as encode_txn_value
-from odradek.coordinator.txn.runtime import TransactionCoordinator, TxnConfig
 from odradek.coordinator.txn.state import TxnState
 from odradek.protocol.records import CONTROL_COMMIT, Record, build_batch, build_control_batch
 from odradek.storage import LogConfig, LogManager
@@ -80,7 +80,7 @@ async def until(cond, timeout: float = 5.0) -> None:
 def test_group_coordinator_loads_the_marker_past_the_high_watermark(log_manager):
     async def main():
         rm = replica_manager(log_manager)
-        groups = GroupCoordinator(RuntimeConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
         await groups.start()
         rm.add_leadership_listener(groups)
         now = int(time.time() * 1000)

@@ -15,58 +15,23 @@ v10 (topic ids) is not served.
 
 from __future__ import annotations
 
-from odradek.broker.handlers._groups import nested
+from odradek.broker.handlers._groups import offset_commit_topics, offsets_to_commit
 from odradek.broker.registry import RequestContext, handles, ms
-from odradek.protocol.errors import ErrorCode
+from odradek.coordinator.group.requests import OffsetCommitRequest
 
 
 @handles(8, 2, 9)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = ctx.services.group_coordinator
-    topics_known = ctx.services.snapshot.topics
-    unknown: dict[tuple[str, int], int] = {}
-    entries = []
-    for t in req.topics:
-        info = topics_known.get(t.name)
-        for p in t.partitions:
-            if info is None or not 0 <= p.partition_index < len(info.partitions):
-                unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
-                continue
-            entries.append(
-                (
-                    t.name,
-                    p.partition_index,
-                    p.committed_offset,
-                    getattr(p, "committed_leader_epoch", -1),
-                    p.committed_metadata,
-                )
+    entries, errors = offsets_to_commit(ctx, req)
+    if entries or not errors:
+        errors |= await ctx.services.group_coordinator.commit_offsets(
+            OffsetCommitRequest(
+                req.group_id,
+                req.member_id,
+                getattr(req, "group_instance_id", None),
+                req.generation_id_or_member_epoch,
+                entries,
+                retention_ms=ms(req.retention_time) if hasattr(req, "retention_time") else -1,
             )
-    retention = ms(req.retention_time) if hasattr(req, "retention_time") else -1
-    errors = unknown
-    if entries or not unknown:
-        errors = unknown | await gc.commit_offsets(
-            req.group_id,
-            req.member_id,
-            getattr(req, "group_instance_id", None),
-            req.generation_id_or_member_epoch,
-            entries,
-            retention_ms=retention,
         )
-    topics = tuple(
-        nested(
-            ctx,
-            "OffsetCommitResponseTopic",
-            name=t.name,
-            partitions=tuple(
-                nested(
-                    ctx,
-                    "OffsetCommitResponsePartition",
-                    partition_index=p.partition_index,
-                    error_code=errors.get((t.name, p.partition_index), 0),
-                )
-                for p in t.partitions
-            ),
-        )
-        for t in req.topics
-    )
-    return ctx.respond(throttle_time=0, topics=topics)
+    return ctx.respond(throttle_time=0, topics=offset_commit_topics(ctx, req, errors, "OffsetCommit"))

@@ -1,6 +1,6 @@
 """JoinGroup (key 11), v0-9.
 
-The classic rebalance protocol (coordinator/group/state.py). The response is a future
+The classic rebalance protocol (coordinator/group/classic_join.py, classic_groups.py). The response is a future
 completed when the rebalance completes (all members joined, the rebalance timeout, or
 the initial delay `group.initial.rebalance.delay.ms` of an empty group); no sleeping.
 v4+ (KIP-394): a join without member id gets MEMBER_ID_REQUIRED and a generated id
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles, ms
+from odradek.coordinator.group.requests import JoinRequest
 
 
 @handles(11, 0, 9)
@@ -21,16 +22,18 @@ async def handle(ctx: RequestContext, req) -> object:
     v = ctx.api_version
     rebalance = ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else -1
     r = await gc.join(
-        req.group_id,
-        req.member_id,
-        getattr(req, "group_instance_id", None),
-        ctx.client_id or "",
-        ctx.connection.client_host,
-        ms(req.session_timeout),
-        rebalance,
-        req.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in req.protocols],
-        require_known_member_id=v >= 4,
+        JoinRequest(
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            ctx.client_id or "",
+            ctx.connection.client_host,
+            ms(req.session_timeout),
+            rebalance,
+            req.protocol_type,
+            tuple((p.name, bytes(p.metadata)) for p in req.protocols),
+            require_known_member_id=v >= 4,
+        )
     )
     protocol_name = r.protocol_name if (r.protocol_name is not None or v >= 7) else ""
     members = tuple(

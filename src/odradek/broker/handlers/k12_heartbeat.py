@@ -8,10 +8,12 @@ FENCED_INSTANCE_ID (v3+, static members) as Kafka returns them.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.coordinator.group.requests import HeartbeatRequest
 
 
 @handles(12, 0, 4)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = ctx.services.group_coordinator
-    err = await gc.heartbeat(req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id)
+    err = await ctx.services.group_coordinator.heartbeat(
+        HeartbeatRequest(req.group_id, req.member_id, getattr(req, "group_instance_id", None), req.generation_id)
+    )
     return ctx.respond(throttle_time=0, error_code=err)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.coordinator.group.requests import LeaveRequest
 
 
 @handles(13, 0, 5)
@@ -16,10 +17,10 @@ async def handle(ctx: RequestContext, req) -> object:
     gc = ctx.services.group_coordinator
     v = ctx.api_version
     if v < 3:
-        members: list[tuple[str, str | None]] = [(req.member_id, None)]
+        members: tuple[tuple[str, str | None], ...] = ((req.member_id, None),)
     else:
-        members = [(m.member_id, m.group_instance_id) for m in req.members]
-    r = await gc.leave(req.group_id, members)
+        members = tuple((m.member_id, m.group_instance_id) for m in req.members)
+    r = await gc.leave(LeaveRequest(req.group_id, members))
     if v < 3:
         err = r.error or (r.members[0][2] if r.members else 0)
         return ctx.respond(throttle_time=0, error_code=err)

@@ -11,20 +11,21 @@ and returns them.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.coordinator.group.requests import SyncRequest
 
 
 @handles(14, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = ctx.services.group_coordinator
-    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
-    r = await gc.sync(
-        req.group_id,
-        req.generation_id,
-        req.member_id,
-        getattr(req, "group_instance_id", None),
-        getattr(req, "protocol_type", None),
-        getattr(req, "protocol_name", None),
-        assignments,
+    r = await ctx.services.group_coordinator.sync(
+        SyncRequest(
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            getattr(req, "protocol_type", None),
+            getattr(req, "protocol_name", None),
+            {a.member_id: bytes(a.assignment) for a in req.assignments},
+        )
     )
     return ctx.respond(
         throttle_time=0,

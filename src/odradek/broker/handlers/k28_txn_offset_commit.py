@@ -24,63 +24,31 @@ Kafka's KIP-890 part 1 check that AddOffsetsToTxn added the partition before the
 
 from __future__ import annotations
 
-from odradek.broker.handlers._groups import nested
+from odradek.broker.handlers._groups import offset_commit_topics, offsets_to_commit
 from odradek.broker.registry import RequestContext, handles
+from odradek.coordinator.group.requests import OffsetCommitRequest
 from odradek.protocol.errors import ErrorCode
 
 
 @handles(28, 0, 4)
 async def handle(ctx: RequestContext, req) -> object:
-    gc = ctx.services.group_coordinator
-    topics_known = ctx.services.snapshot.topics
-    unknown: dict[tuple[str, int], int] = {}
-    entries = []
-    for t in req.topics:
-        info = topics_known.get(t.name)
-        for p in t.partitions:
-            if info is None or not 0 <= p.partition_index < len(info.partitions):
-                unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
-                continue
-            entries.append(
-                (
-                    t.name,
-                    p.partition_index,
-                    p.committed_offset,
-                    getattr(p, "committed_leader_epoch", -1),
-                    p.committed_metadata,
-                )
-            )
-    errors = unknown
+    entries, errors = offsets_to_commit(ctx, req)
     if entries:
-        errors = unknown | await gc.commit_txn_offsets(
-            req.group_id,
-            req.producer_id,
-            req.producer_epoch,
-            getattr(req, "member_id", ""),
-            getattr(req, "group_instance_id", None),
-            getattr(req, "generation_id", -1),
-            entries,
+        errors |= await ctx.services.group_coordinator.commit_offsets(
+            OffsetCommitRequest(
+                req.group_id,
+                getattr(req, "member_id", ""),
+                getattr(req, "group_instance_id", None),
+                getattr(req, "generation_id", -1),
+                entries,
+                transactional=True,
+                producer_id=req.producer_id,
+                producer_epoch=req.producer_epoch,
+            )
         )
     if ctx.api_version < 2:
         errors = {
             tp: ErrorCode.coordinator_not_available if e == ErrorCode.coordinator_load_in_progress else e
             for tp, e in errors.items()
         }
-    topics = tuple(
-        nested(
-            ctx,
-            "TxnOffsetCommitResponseTopic",
-            name=t.name,
-            partitions=tuple(
-                nested(
-                    ctx,
-                    "TxnOffsetCommitResponsePartition",
-                    partition_index=p.partition_index,
-                    error_code=errors.get((t.name, p.partition_index), 0),
-                )
-                for p in t.partitions
-            ),
-        )
-        for t in req.topics
-    )
-    return ctx.respond(throttle_time=0, topics=topics)
+    return ctx.respond(throttle_time=0, topics=offset_commit_topics(ctx, req, errors, "TxnOffsetCommit"))

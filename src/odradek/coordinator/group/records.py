@@ -21,35 +21,33 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.coordinator.codec import Reader, RecordFormatError, java_string_hashcode, partition_for
+
+__all__ = [
+    "OFFSETS_TOPIC",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "GroupRecord",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "RecordFormatError",
+    "decode_key",
+    "decode_value",
+    "encode_group_value",
+    "encode_key",
+    "encode_offset_value",
+    "java_string_hashcode",
+    "partition_for",
+    "serialize_record",
+    "subscribed_topics",
+]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A key or value of __consumer_offsets we cannot read."""
-
-
-# --------------------------------------------------------------------------- partitioning
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's `Utils.abs(groupId.hashCode) % partitions` (Utils.abs(MIN_VALUE) == 0)."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -0x80000000 else abs(h)) % num_partitions
 
 
 # --------------------------------------------------------------------------- domain values
@@ -185,65 +183,25 @@ def encode_group_value(v: GroupMetadataValue) -> bytes:
     return bytes(w.buf)
 
 
+# A record the group coordinator appends: a key and its value (None: a tombstone).
+GroupRecord = tuple[OffsetCommitKey | GroupMetadataKey, OffsetCommitValue | GroupMetadataValue | None]
+
+
+def serialize_record(record: GroupRecord) -> tuple[bytes, bytes | None]:
+    """The key and value bytes of a record."""
+    key, value = record
+    if value is None:
+        return encode_key(key), None
+    if isinstance(value, GroupMetadataValue):
+        return encode_key(key), encode_group_value(value)
+    return encode_key(key), encode_offset_value(value)
+
+
 # --------------------------------------------------------------------------- reader
 
 
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("truncated record")
-        b = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def i16(self) -> int:
-        return _H.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _Q.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos)
-        except VarintError as e:
-            raise RecordFormatError(str(e)) from None
-        return value
-
-    def string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            return None
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(str(e)) from None
-
-    def bytes_(self) -> bytes | None:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            return None
-        return self._take(n)
-
-    def array_len(self) -> int:
-        return self.uvarint() - 1 if self.flexible else self.i32()
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.string() or "", r.string() or "", r.i32())
@@ -253,7 +211,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
 
 
 def decode_offset_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
@@ -268,7 +226,7 @@ def decode_offset_value(data: bytes) -> OffsetCommitValue:
 
 
 def decode_group_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
@@ -315,7 +273,7 @@ def decode_value(
 def subscribed_topics(subscription: bytes) -> set[str] | None:
     """Topics of a ConsumerProtocolSubscription (protocol type "consumer"), or None if unreadable."""
     try:
-        r = _Reader(subscription)
+        r = Reader(subscription)
         version = r.i16()
         if version < 0:
             return None
@@ -326,5 +284,5 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
             if t is not None:
                 out.add(t)
         return out
-    except (RecordFormatError, struct.error):
+    except RecordFormatError:
         return None

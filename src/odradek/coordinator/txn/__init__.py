@@ -1,6 +1,7 @@
-"""Transactions: the state of each transactional id (state.py), rebuilt by replaying
-__transaction_state (records.py), and its asyncio runtime (runtime.py)."""
+"""The transaction coordinator over `__transaction_state`: the service the handlers call
+(coordinator.py), one shard per partition (shard.py) holding the state of each transactional
+id (state.py), and the record format (records.py)."""
 
-from odradek.coordinator.txn.runtime import TransactionCoordinator, TxnConfig
+from odradek.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
 
 __all__ = ["TransactionCoordinator", "TxnConfig"]

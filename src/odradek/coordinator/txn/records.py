@@ -26,8 +26,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from odradek.coordinator.group.records import partition_for
-from odradek.protocol.varint import VarintError, read_uvarint, write_uvarint
+from odradek.coordinator.codec import Reader, RecordFormatError, partition_for
+from odradek.protocol.varint import write_uvarint
 
 TXN_STATE_TOPIC = "__transaction_state"
 
@@ -35,21 +35,19 @@ __all__ = [
     "TXN_STATE_TOPIC",
     "RecordFormatError",
     "TxnLogValue",
+    "TxnRecord",
     "decode_key",
     "decode_value",
     "encode_key",
     "encode_value",
     "partition_for",
+    "serialize_record",
 ]
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _b = struct.Struct(">b")
-
-
-class RecordFormatError(ValueError):
-    """A key or value of __transaction_state we cannot read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,95 +132,54 @@ def encode_value(v: TxnLogValue, version: int = 0) -> bytes:
     return bytes(buf)
 
 
+# A record the transaction coordinator appends: a transactional id and its value (None: a tombstone).
+TxnRecord = tuple[str, TxnLogValue | None]
+
+
+def serialize_record(record: TxnRecord) -> tuple[bytes, bytes | None]:
+    """The key and value bytes of a record (the value in v0, as Kafka below transaction.version 2)."""
+    transactional_id, value = record
+    return encode_key(transactional_id), None if value is None else encode_value(value)
+
+
 # --------------------------------------------------------------------------- decode
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError("truncated __transaction_state record")
-        b = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return b
-
-    def unpack(self, s: struct.Struct) -> int:
-        return s.unpack(self._take(s.size))[0]
-
-    def string(self) -> str:
-        n = self.unpack(_H)
-        return self._take(n).decode()
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.buf, self.pos)
-        except (VarintError, IndexError) as e:
-            raise RecordFormatError(f"bad varint: {e}") from None
-        return value
-
-    def compact_string(self) -> str:
-        return self._take(self.uvarint() - 1).decode()
-
-    def skip_tags(self) -> dict[int, bytes]:
-        tags = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            tags[tag] = self._take(self.uvarint())
-        return tags
 
 
 def decode_key(key: bytes) -> str:
     """The transactional id of a key (RecordFormatError for a key version Kafka does not write)."""
-    r = _Reader(key)
-    version = r.unpack(_H)
+    r = Reader(key)
+    version = r.i16()
     if version != 0:
         raise RecordFormatError(f"unknown __transaction_state key version {version}")
-    return r.string()
+    return r.required_string()
 
 
 def decode_value(value: bytes | None) -> TxnLogValue | None:
     """The value, or None for a tombstone."""
     if value is None:
         return None
-    r = _Reader(value)
-    version = r.unpack(_H)
+    r = Reader(value)
+    version = r.i16()
     if version not in (0, 1):
         raise RecordFormatError(f"unknown __transaction_state value version {version}")
-    pid = r.unpack(_Q)
-    epoch = r.unpack(_H)
-    timeout = r.unpack(_I)
-    state = r.unpack(_b)
+    r.flexible = version == 1
+    pid = r.i64()
+    epoch = r.i16()
+    timeout = r.i32()
+    state = r.i8()
     if not 0 <= state <= 7:
         raise RecordFormatError(f"unknown transaction state {state}")
     parts: list[tuple[str, int]] = []
-    if version == 0:
-        n = r.unpack(_I)
-        for _ in range(max(n, 0)):
-            topic = r.string()
-            parts.extend((topic, r.unpack(_I)) for _ in range(r.unpack(_I)))
-    else:
-        n = r.uvarint() - 1
-        for _ in range(max(n, 0)):
-            topic = r.compact_string()
-            parts.extend((topic, r.unpack(_I)) for _ in range(r.uvarint() - 1))
-            r.skip_tags()
-    last_update = r.unpack(_Q)
-    start = r.unpack(_Q)
-    prev_pid = next_pid = -1
-    client_tv = 0
-    if version == 1:
-        tags = r.skip_tags()
-        if 0 in tags:
-            prev_pid = _Q.unpack(tags[0])[0]
-        if 1 in tags:
-            next_pid = _Q.unpack(tags[1])[0]
-        if 2 in tags:
-            client_tv = _H.unpack(tags[2])[0]
+    for _ in range(max(r.array_len(), 0)):
+        topic = r.required_string()
+        parts.extend((topic, r.i32()) for _ in range(r.array_len()))
+        r.tagged_fields()
+    last_update = r.i64()
+    start = r.i64()
+    tags = r.tagged_fields()
+    prev_pid = _Q.unpack(tags[0])[0] if 0 in tags else -1
+    next_pid = _Q.unpack(tags[1])[0] if 1 in tags else -1
+    client_tv = _H.unpack(tags[2])[0] if 2 in tags else 0
     if state == 0:
         parts = []  # Kafka ignores partitions of an Empty transaction
     return TxnLogValue(

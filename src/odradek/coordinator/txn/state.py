@@ -158,10 +158,6 @@ class TxnMetadata:
 
     # ------------------------------------------------------------ queries
     @property
-    def pending_transition(self) -> bool:
-        return self.pending is not None
-
-    @property
     def epoch_exhausted(self) -> bool:
         return epoch_exhausted(self.producer_epoch)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from support.group_harness import Harness
 
-from odradek.coordinator.group.model import GroupState
+from odradek.coordinator.group.classic_group import GroupState
 from odradek.protocol.errors import ErrorCode as E
 
 S = GroupState
@@ -28,7 +28,7 @@ def stable_group(h: Harness, n: int = 2, group: str = "g") -> tuple[list[str], i
         if mid != leader:
             h.sync(("sync", group, i), group, gen, mid)
     h.sync(("sync", group, "leader"), group, gen, leader, assignment)
-    assert h.state.groups[group].state is S.STABLE
+    assert h.shard.groups[group].state is S.STABLE
     return ids, gen
 
 
@@ -39,7 +39,7 @@ def test_kip394_member_id_required_then_join():
     h = Harness()
     r = h.join("t1")
     assert r.error == E.member_id_required and r.member_id == "c-1" and r.generation == -1
-    assert h.state.groups["g"].state is S.EMPTY  # a pending member does not start a rebalance
+    assert h.shard.groups["g"].state is S.EMPTY  # a pending member does not start a rebalance
     r = h.join("t2", member_id="c-1")
     assert r.error == 0
     assert (r.generation, r.leader, r.member_id, r.protocol_name, r.protocol_type) == (
@@ -50,7 +50,7 @@ def test_kip394_member_id_required_then_join():
         "consumer",
     )
     assert r.members == [("c-1", None, b"range-meta")]
-    assert h.state.groups["g"].state is S.COMPLETING_REBALANCE
+    assert h.shard.groups["g"].state is S.COMPLETING_REBALANCE
 
 
 def test_v3_join_without_member_id_joins_directly():
@@ -62,7 +62,7 @@ def test_v3_join_without_member_id_joins_directly():
 def test_unknown_member_id_on_missing_group_and_unknown_member():
     h = Harness()
     assert h.join("t", member_id="nope").error == E.unknown_member_id
-    assert "g" not in h.state.groups
+    assert "g" not in h.shard.groups
     stable_group(h, 1)
     assert h.join("t2", member_id="nope").error == E.unknown_member_id
 
@@ -72,7 +72,7 @@ def test_invalid_session_timeout_and_group_id():
     assert h.join("a", session=5999).error == E.invalid_session_timeout
     assert h.join("b", session=30001).error == E.invalid_session_timeout
     assert h.join("c", group="").error == E.invalid_group_id
-    assert not h.state.groups
+    assert not h.shard.groups
 
 
 def test_inconsistent_protocols():
@@ -104,7 +104,7 @@ def test_group_max_size():
     h = Harness(max_size=2)
     stable_group(h, 2)
     assert h.join("third", client="x", v4=False).error == E.group_max_size_reached
-    assert len(h.state.groups["g"].members) == 2
+    assert len(h.shard.groups["g"].members) == 2
 
 
 # ----------------------------------------------------------------------------- initial delay
@@ -113,7 +113,7 @@ def test_group_max_size():
 def test_initial_rebalance_delay_collects_members_and_extends():
     h = Harness(initial_rebalance_delay_ms=3000)
     h.join("a", client="a", v4=False, rebalance=10000)
-    assert h.reply("a") is None and h.state.groups["g"].state is S.PREPARING_REBALANCE
+    assert h.reply("a") is None and h.shard.groups["g"].state is S.PREPARING_REBALANCE
     h.advance(2000)
     h.join("b", client="b", v4=False, rebalance=10000)
     h.advance(1000)  # first delay ends, but a member arrived: wait another round
@@ -147,12 +147,12 @@ def test_followers_wait_for_leader_assignment_verbatim():
     ra, rb = h.reply("a"), h.reply("b")
     leader, follower = (ra, rb) if ra.member_id == ra.leader else (rb, ra)
     assert h.sync("sf", "g", 1, follower.member_id) is None  # waits
-    assert h.state.groups["g"].state is S.COMPLETING_REBALANCE
+    assert h.shard.groups["g"].state is S.COMPLETING_REBALANCE
     blobs = {leader.member_id: b"\x00\x01leader", follower.member_id: b"\x00\x01follower"}
     r = h.sync("sl", "g", 1, leader.member_id, blobs)
     assert r.error == 0 and r.assignment == blobs[leader.member_id]
     assert h.reply("sf").assignment == blobs[follower.member_id] and h.reply("sf").protocol_name == "range"
-    assert h.state.groups["g"].state is S.STABLE
+    assert h.shard.groups["g"].state is S.STABLE
     # a stable group answers at once
     assert h.sync("again", "g", 1, follower.member_id).assignment == blobs[follower.member_id]
     h.assert_replay_matches()
@@ -193,7 +193,7 @@ def test_assignment_store_failure_resets_and_rebalances():
     h.fail_next_append = int(E.not_enough_replicas)
     r = h.sync("s", "g", gen, "c-1", {"c-1": b"x"})
     assert r.error == E.coordinator_not_available
-    assert h.state.groups["g"].state is S.PREPARING_REBALANCE
+    assert h.shard.groups["g"].state is S.PREPARING_REBALANCE
     h.join("again", member_id="c-1")
     assert h.reply("again").generation == gen + 1
 
@@ -207,7 +207,7 @@ def test_new_join_during_completing_rebalance_fails_pending_syncs():
     h.sync("sf", "g", 1, follower.member_id)
     h.join("c", client="c", v4=False)
     assert h.reply("sf").error == E.rebalance_in_progress
-    assert h.state.groups["g"].state is S.PREPARING_REBALANCE
+    assert h.shard.groups["g"].state is S.PREPARING_REBALANCE
 
 
 # ----------------------------------------------------------------------------- heartbeat and timeouts
@@ -231,7 +231,7 @@ def test_session_timeout_removes_member_and_rebalances():
     h.advance(9000)
     assert h.heartbeat("g", ids[0], gen) == 0
     h.advance(1000)  # ids[1] missed its session
-    g = h.state.groups["g"]
+    g = h.shard.groups["g"]
     assert ids[1] not in g.members and g.state is S.PREPARING_REBALANCE
     assert h.heartbeat("g", ids[0], gen) == E.rebalance_in_progress
     h.join("rejoin", member_id=ids[0])
@@ -253,7 +253,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin():
     h.advance(25000)
     r = h.reply("r0")
     assert r.error == 0 and r.generation == gen + 1 and [m[0] for m in r.members] == [ids[0]]
-    assert ids[1] not in h.state.groups["g"].members
+    assert ids[1] not in h.shard.groups["g"].members
 
 
 def test_pending_member_expires_and_unblocks_join():
@@ -275,11 +275,11 @@ def test_member_that_never_syncs_is_removed():
     leader = h.reply("a").leader
     other = "b-2" if leader == "a-1" else "a-1"
     h.sync("sl", "g", 1, leader, {leader: b"L", other: b"O"})
-    assert h.state.groups["g"].state is S.STABLE
+    assert h.shard.groups["g"].state is S.STABLE
     for _ in range(4):
         h.advance(5000)
         h.heartbeat("g", leader, 1)
-    g = h.state.groups["g"]
+    g = h.shard.groups["g"]
     assert other not in g.members and g.state is S.PREPARING_REBALANCE
 
 
@@ -298,7 +298,7 @@ def test_leave_triggers_rebalance_and_last_leave_empties():
         (ids[0], None, 0),
         ("ghost", None, E.unknown_member_id),
     ]
-    g = h.state.groups["g"]
+    g = h.shard.groups["g"]
     assert g.state is S.EMPTY and g.generation == gen + 2 and g.protocol_name is None and g.leader is None
     h.assert_replay_matches()
 
@@ -332,7 +332,7 @@ def test_consecutive_rebalances_with_shrinking_subscription():
         leader = ids[0] if r0.leader == ids[0] else ids[1]
         h.sync(("s", round_, "f"), "g", gen + round_, ids[1] if leader == ids[0] else ids[0])
         h.sync(("s", round_, "l"), "g", gen + round_, leader, {ids[0]: b"p0", ids[1]: b"p1"})
-        assert h.state.groups["g"].state is S.STABLE
+        assert h.shard.groups["g"].state is S.STABLE
     h.assert_replay_matches()
 
 
@@ -344,7 +344,7 @@ def test_groups_rebalance_independently():
     h.advance(50)
     assert h.reply("a1").generation == 1 and h.reply("b1") is None
     h.join("a2", "ga", client="a2", v4=False)  # ga rebalances again; gb is untouched
-    assert h.state.groups["gb"].state is S.PREPARING_REBALANCE
+    assert h.shard.groups["gb"].state is S.PREPARING_REBALANCE
     h.advance(50)
     assert h.reply("b1").generation == 1 and h.reply("b1").members == [("b-2", None, b"range-meta")]
-    assert h.state.groups["ga"].state is S.PREPARING_REBALANCE
+    assert h.shard.groups["ga"].state is S.PREPARING_REBALANCE

@@ -3,9 +3,9 @@ committed or dropped by it, replayed from the log, and require_stable (KIP-447).
 
 from __future__ import annotations
 
-from support.group_harness import Harness, static_stable
+from support.group_harness import Harness, static_stable, txn_commit_request
 
-from odradek.coordinator.group.model import GroupState
+from odradek.coordinator.group.classic_group import GroupState
 from odradek.protocol.errors import ErrorCode as E
 
 S = GroupState
@@ -16,7 +16,7 @@ def stable_member(h: Harness) -> tuple[str, int]:
     h.join_new("j")
     mid, gen = h.reply("j").member_id, h.reply("j").generation
     h.sync("s", "g", gen, mid, {mid: b"x"})
-    assert h.state.groups["g"].state is S.STABLE
+    assert h.shard.groups["g"].state is S.STABLE
     return mid, gen
 
 
@@ -31,13 +31,13 @@ def test_pending_until_commit_then_visible():
     assert h.fetch("g", ("t", 0), require_stable=True) == (-1, UNSTABLE)
     assert h.fetch("g", ("t", 1), require_stable=True) == (-1, UNSTABLE)
     assert h.fetch("g", ("t", 2), require_stable=True) == (-1, 0)
-    assert h.state.fetch_offsets("g", None, require_stable=True) == [("t", [(0, -1, -1, "", UNSTABLE)])]
+    assert h.shard.fetch_offsets("g", None, require_stable=True) == [("t", [(0, -1, -1, "", UNSTABLE)])]
     h.assert_replay_matches()
     h.end_txn(commit=True)
     assert h.fetch("g", ("t", 0), require_stable=True) == (10, 0)
     assert h.fetch("g", ("t", 1), require_stable=True) == (20, 0)
-    assert h.state.fetch_offsets("g", [("t", [0])]) == [("t", [(0, 10, 3, "m", 0)])]
-    assert not h.state.txn.by_producer and not h.state.txn.by_group
+    assert h.shard.fetch_offsets("g", [("t", [0])]) == [("t", [(0, 10, 3, "m", 0)])]
+    assert not h.shard.offsets.pending_txn.by_producer and not h.shard.offsets.pending_txn.by_group
     h.assert_replay_matches()
 
 
@@ -63,7 +63,7 @@ def test_transactions_of_several_producers_and_groups_end_separately():
     h.txn_commit("b", [("t", 0, 2, -1, "")], producer_id=1)
     h.txn_commit("a", [("t", 1, 3, -1, "")], producer_id=2)
     h.txn_commit("a", [("t", 0, 4, -1, "")], producer_id=1)  # a later commit in the same transaction
-    assert h.state.txn.by_group == {"a": {1, 2}, "b": {1}}
+    assert h.shard.offsets.pending_txn.by_group == {"a": {1, 2}, "b": {1}}
     h.end_txn(2, commit=False)
     assert h.fetch("a", ("t", 1), require_stable=True) == (-1, 0)
     assert h.fetch("a", ("t", 0), require_stable=True) == (-1, UNSTABLE)
@@ -102,7 +102,7 @@ def test_replay_keeps_a_transaction_open_at_the_end_of_the_log_pending():
     other = h.replayed()
     assert other.fetch_offsets("g", [("t", [0])]) == [("t", [(0, 1, -1, "", 0)])]
     assert other.fetch_offsets("g", [("t", [0])], require_stable=True) == [("t", [(0, -1, -1, "", UNSTABLE)])]
-    assert other.txn.by_group == {"g": {3}}
+    assert other.offsets.pending_txn.by_group == {"g": {3}}
     h.assert_replay_matches()
     # the marker read later (a new leader's load would see it) commits it
     other.replay_end_transaction(3, True)
@@ -115,9 +115,9 @@ def test_group_checks():
     assert h.txn_commit("nogroup", [("t", 0, 1, -1, "")], member_id="m", generation=1) == {
         ("t", 0): E.illegal_generation
     }
-    assert "nogroup" not in h.state.groups
+    assert "nogroup" not in h.shard.groups
     assert h.txn_commit("simple", [("t", 0, 1, -1, "")]) == {("t", 0): 0}
-    assert h.state.groups["simple"].state is S.EMPTY and h.state.groups["simple"].protocol_type is None
+    assert h.shard.groups["simple"].state is S.EMPTY and h.shard.groups["simple"].protocol_type is None
     h.join_new("j")
     mid, gen = h.reply("j").member_id, h.reply("j").generation
     # CompletingRebalance: accepted for transactional commits (Kafka does not enforce the state)
@@ -152,8 +152,8 @@ def test_failed_append_leaves_nothing_pending():
     h = Harness()
     h.fail_next_append = int(E.not_enough_replicas)
     assert h.txn_commit("s", [("t", 0, 1, -1, "")]) == {("t", 0): E.coordinator_not_available}
-    assert "s" not in h.state.groups
-    assert not h.state.txn.by_producer
+    assert "s" not in h.shard.groups
+    assert not h.shard.offsets.pending_txn.by_producer
     assert h.fetch("s", ("t", 0), require_stable=True) == (-1, 0)
     h.fail_next_append = int(E.invalid_producer_epoch)  # a fenced producer: passed through
     assert h.txn_commit("s", [("t", 0, 1, -1, "")]) == {("t", 0): E.invalid_producer_epoch}
@@ -166,12 +166,12 @@ def test_transaction_ending_while_its_offsets_are_written():
     for commit in (False, True):
         h = Harness()
         token = object()
-        res = h.state.commit_txn_offsets("g", 1000, 0, "", None, -1, [("t", 0, 9, -1, "")], token=token, now=h.now)
-        h.state.complete_transaction(1000, commit)
+        res = h.shard.commit_offsets(txn_commit_request("g", [("t", 0, 9, -1, "")]), token=token, now=h.now)
+        h.shard.replay_end_transaction(1000, commit)
         h.run(res)
         h.log.append(h.log[-1]._replace(key=None, value=None, commit=commit))  # the marker, after the record
         assert h.replies[token] == {("t", 0): 0}
-        assert not h.state.txn.by_producer and not h.state.txn.by_group
+        assert not h.shard.offsets.pending_txn.by_producer and not h.shard.offsets.pending_txn.by_group
         assert h.fetch("g", ("t", 0), require_stable=True) == ((9, 0) if commit else (-1, 0))
         h.assert_replay_matches()
 
@@ -186,10 +186,10 @@ def test_delete_group_with_pending_offsets():
     tombstones = [e.key for e in h.log if e.key is not None and e.value is None]
     assert len(tombstones) == 3  # (t,0), (t,1) and the group
     assert h.fetch("g", ("t", 1), require_stable=True) == (-1, 0)
-    assert not h.state.txn.has_open("g")  # nothing pending left (Kafka 4.4's OpenTransactions)
+    assert not h.shard.offsets.pending_txn.has_open("g")  # nothing pending left (Kafka 4.4's OpenTransactions)
     h.assert_replay_matches()
     h.end_txn(commit=True)
-    assert "g" not in h.state.groups
+    assert "g" not in h.shard.groups
     assert h.fetch("g", ("t", 0)) == (-1, 0)
     h.assert_replay_matches()
 
@@ -214,14 +214,14 @@ def test_a_group_whose_pending_offsets_were_deleted_can_expire():
     h.commit("g", [("t", 0, 1, -1, "")])
     h.txn_commit("g", [("t", 1, 2, -1, "")])
     assert h.delete_offsets("g", [("t", [1])]) == (0, {("t", 1): 0})
-    assert not h.state.txn.has_open("g") and not h.state.txn.by_producer
+    assert not h.shard.offsets.pending_txn.has_open("g") and not h.shard.offsets.pending_txn.by_producer
     h.now += 1000
-    for res in h.state.expire_offsets(h.now):
+    for res in h.shard.expire_offsets(h.now):
         h.run(res)
-    assert "g" not in h.state.groups
+    assert "g" not in h.shard.groups
     h.assert_replay_matches()
     h.end_txn(commit=True)  # the marker finds nothing left
-    assert "g" not in h.state.groups
+    assert "g" not in h.shard.groups
 
 
 def test_expiry_waits_for_open_transactions():
@@ -230,15 +230,15 @@ def test_expiry_waits_for_open_transactions():
     h.txn_commit("g", [("t", 0, 2, -1, "")])
     h.txn_commit("p", [("t", 0, 2, -1, "")], producer_id=7)  # a group with only pending offsets
     h.now += 1000
-    for res in h.state.expire_offsets(h.now):
+    for res in h.shard.expire_offsets(h.now):
         h.run(res)
     # (t, 1) expired; (t, 0) has a pending offset; neither group dies while its transaction is open
-    assert set(h.state.groups["g"].offsets) == {("t", 0)}
-    assert "p" in h.state.groups
+    assert set(h.shard.offsets.of("g")) == {("t", 0)}
+    assert "p" in h.shard.groups
     h.assert_replay_matches()
     h.end_txn(commit=False)
     h.end_txn(7, commit=False)
-    for res in h.state.expire_offsets(h.now):
+    for res in h.shard.expire_offsets(h.now):
         h.run(res)
-    assert "g" not in h.state.groups and "p" not in h.state.groups
+    assert "g" not in h.shard.groups and "p" not in h.shard.groups
     h.assert_replay_matches()

@@ -1,27 +1,20 @@
-"""Domain types of the group coordinator: groups, members, offsets, and operation results.
+"""One classic group (Kafka's ClassicGroup, ClassicGroupMember, ClassicGroupState): its
+state, generation, protocol, members and static members, and its GroupMetadata record.
 
-Nothing here knows about sockets, the event loop or wire entities. A waiting request
-is represented by an opaque `token` (the runtime passes an asyncio future; tests pass
-any object); the state machine answers it by emitting `(token, result)` in a Result.
+Plain data and queries; the rebalance protocol that changes them is classic_groups.py and
+classic_join.py. A group's committed offsets are not here (offsets.py). Nothing here knows
+about sockets, the event loop or wire entities.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.coordinator.group.records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    MemberMetadata,
-    OffsetCommitKey,
-    OffsetCommitValue,
-)
+from odradek.coordinator.group.records import GroupMetadataKey, GroupMetadataValue, GroupRecord, MemberMetadata
 
-UNKNOWN_MEMBER_ID = ""
-NO_GENERATION = -1
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member waiting in its first
 # join is dropped after this long even while it waits (KIP-394).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -83,8 +76,8 @@ class Member:
                 return meta
         return b""
 
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
-        return self.protocols == protocols
+    def matches(self, protocols: Sequence[tuple[str, bytes]]) -> bool:
+        return self.protocols == list(protocols)
 
 
 @dataclass(slots=True)
@@ -103,8 +96,6 @@ class Group:
     new_member_added: bool = False
     join_kind: str = ""  # "initial" (group.initial.rebalance.delay.ms) or "normal" while preparing
     initial_remaining: int = 0  # what is left of the rebalance timeout during the initial delay
-    offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
-    pending_offset_writes: int = 0
 
     # ----------------------------------------------------------------- queries
     def is_(self, state: GroupState) -> bool:
@@ -143,7 +134,7 @@ class Group:
         sets = [{name for name, _ in m.protocols} for m in self.members.values()]
         return set.intersection(*sets) if sets else set()
 
-    def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+    def supports_protocols(self, protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> bool:
         """Kafka's supportsProtocols: anything non-empty joins an Empty group; otherwise the
         protocol type must match and one protocol must be supported by every member."""
         names = {name for name, _ in protocols}
@@ -167,9 +158,7 @@ class Group:
         return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name)) for m in self.members.values()]
 
     # ----------------------------------------------------------------- persistence view
-    def metadata_record(
-        self, assignment: dict[str, bytes] | None = None
-    ) -> tuple[GroupMetadataKey, GroupMetadataValue]:
+    def metadata_record(self, assignment: Mapping[str, bytes] | None = None) -> GroupRecord:
         """The GroupMetadata record of this group (with `assignment` instead of the
         members' current ones when given: the leader's, before it takes effect)."""
         members = tuple(
@@ -191,7 +180,8 @@ class Group:
         return GroupMetadataKey(self.group_id), value
 
     def snapshot(self) -> dict:
-        """What survives a restart: compare a live group with its replayed twin."""
+        """What survives a restart: compare a live group with its replayed twin (its offsets:
+        offsets.py)."""
         return {
             "group_id": self.group_id,
             "state": self.state.value,
@@ -214,143 +204,4 @@ class Group:
                 for m in sorted(self.members.values(), key=lambda m: m.member_id)
             ],
             "static_members": dict(sorted(self.static_members.items())),
-            "offsets": dict(sorted(self.offsets.items())),
         }
-
-
-# --------------------------------------------------------------------------- transactions
-
-TopicPartition = tuple[str, int]
-
-
-class PendingTxnOffsets:
-    """Offsets committed in open transactions (TxnOffsetCommit), not yet visible: per producer
-    id, per group, per partition (Kafka's pendingTransactionalOffsets), and the producer ids
-    with pending offsets per group (Kafka 4.4's OpenTransactions: a group whose pending
-    partitions were all dropped by tombstones has no open transaction any more)."""
-
-    __slots__ = ("by_producer", "by_group")
-
-    def __init__(self) -> None:
-        self.by_producer: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
-        self.by_group: dict[str, set[int]] = {}
-
-    def add(self, producer_id: int, group_id: str, tp: TopicPartition, value: OffsetCommitValue) -> None:
-        self.by_producer.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = value
-        self.by_group.setdefault(group_id, set()).add(producer_id)
-
-    def has(self, group_id: str, tp: TopicPartition) -> bool:
-        """Is an offset of `tp` pending in any open transaction of the group?"""
-        return any(tp in self.by_producer.get(pid, {}).get(group_id, {}) for pid in self.by_group.get(group_id, ()))
-
-    def partitions(self, group_id: str) -> set[TopicPartition]:
-        out: set[TopicPartition] = set()
-        for pid in self.by_group.get(group_id, ()):
-            out.update(self.by_producer.get(pid, {}).get(group_id, {}))
-        return out
-
-    def has_open(self, group_id: str) -> bool:
-        return bool(self.by_group.get(group_id))
-
-    def drop(self, group_id: str, tp: TopicPartition) -> None:
-        """A tombstone of `tp` was written: its pending offsets go too."""
-        open_ = self.by_group.get(group_id)
-        if open_ is None:
-            return
-        for pid in list(open_):
-            by_group = self.by_producer.get(pid, {})
-            offsets = by_group.get(group_id)
-            if offsets is not None:
-                offsets.pop(tp, None)
-                if offsets:
-                    continue
-                del by_group[group_id]
-                if not by_group:
-                    del self.by_producer[pid]
-            open_.discard(pid)
-        if not open_:
-            del self.by_group[group_id]
-
-    def end(self, producer_id: int) -> dict[str, dict[TopicPartition, OffsetCommitValue]]:
-        """The producer's transaction ended: its pending offsets, by group, leave the store."""
-        pending = self.by_producer.pop(producer_id, {})
-        for gid in pending:
-            open_ = self.by_group.get(gid)
-            if open_ is not None:
-                open_.discard(producer_id)
-                if not open_:
-                    del self.by_group[gid]
-        return pending
-
-
-# --------------------------------------------------------------------------- results
-
-Record = tuple[GroupMetadataKey | OffsetCommitKey, GroupMetadataValue | OffsetCommitValue | None]
-
-
-@dataclass(slots=True)
-class Result:
-    """What an operation produced: records to append to the group's partition of
-    __consumer_offsets, replies to send once those are durable, and optionally a
-    continuation `then(error_code, now) -> Result` run after the append."""
-
-    group_id: str = ""
-    records: list[Record] = field(default_factory=list)
-    replies: list[tuple[Any, Any]] = field(default_factory=list)
-    then: Callable[[int, int], Result] | None = None
-    # A transactional write (TxnOffsetCommit): the records go in one transactional batch of
-    # this producer (-1: a plain batch).
-    producer_id: int = -1
-    producer_epoch: int = -1
-    # Set by whoever appends the records, before `then` runs: the log offset of the first.
-    base_offset: int = -1
-
-    def reply(self, token: Any, value: Any) -> None:
-        if token is not None:
-            self.replies.append((token, value))
-
-
-@dataclass(slots=True)
-class JoinResult:
-    error: int
-    member_id: str
-    generation: int = NO_GENERATION
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    skip_assignment: bool = False
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class SyncResult:
-    error: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass(slots=True)
-class LeaveResult:
-    error: int
-    members: list[tuple[str, str | None, int]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(slots=True)
-class GroupDescription:
-    group_id: str
-    error: int
-    state: str
-    protocol_type: str
-    protocol_data: str
-    members: list[MemberDescription]

@@ -1,12 +1,9 @@
-"""The transaction coordinator: one shard per partition of `__transaction_state` this broker leads.
-
-Shards follow leadership, as the group coordinator's (coordinator/group/runtime.py): the
-broker calls `on_elected(topic, partition, epoch)` when it becomes leader of a partition
-of `__transaction_state` (the shard is loaded by replaying its log to the end;
-requests for its ids get COORDINATOR_LOAD_IN_PROGRESS meanwhile, and transactions found
-in PrepareCommit / PrepareAbort get their markers sent again) and `on_resigned(...)`
-when it stops (the shard is dropped; NOT_COORDINATOR). The leader epoch of the partition
-is the coordinator epoch written into the markers.
+"""The transaction coordinator (Kafka's TransactionCoordinator): the transaction operations
+the handlers call, each on the shard of the transactional id's partition of
+`__transaction_state` (shard.py) on the coordinator runtime (coordinator/runtime.py), which
+owns leadership, loading, the write queues and epoch validity. The leader epoch a shard was
+elected at is the coordinator epoch written into the markers; once a shard is loaded, the
+transactions it finds in PrepareCommit / PrepareAbort get their markers sent again.
 
 A request is checked against the id's metadata and prepares a transition (state.py);
 the transition's record is appended with acks=all and the reply is given only once it
@@ -29,21 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from odradek.coordinator.partitions import CoordinatorPartitions
-from odradek.coordinator.txn.records import (
-    TXN_STATE_TOPIC,
-    RecordFormatError,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_value,
-    partition_for,
-)
+from odradek.coordinator.runtime import CoordinatorRuntime, Settings, ShardContext
+from odradek.coordinator.txn.records import TXN_STATE_TOPIC, TxnRecord, serialize_record
+from odradek.coordinator.txn.shard import TxnShard
 from odradek.coordinator.txn.state import (
     COMPLETED,
     NO_PRODUCER_EPOCH,
@@ -54,12 +44,9 @@ from odradek.coordinator.txn.state import (
     epoch_exhausted,
 )
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.errors import KafkaError
-from odradek.protocol.records import Record, build_batch, decode_records, iter_batches
 
 log = logging.getLogger(__name__)
 
-LOAD_READ_BYTES = 1 << 20
 RETRY_BACKOFF_S = 0.1
 Partitions = frozenset[tuple[str, int]]
 
@@ -71,11 +58,8 @@ _APPEND_ERRORS = {
     int(E.request_timed_out): int(E.coordinator_not_available),
     int(E.not_leader_or_follower): int(E.not_coordinator),
     int(E.kafka_storage_error): int(E.not_coordinator),
+    int(E.not_coordinator): int(E.not_coordinator),  # the runtime's: the shard moved
 }
-
-
-class Settings(Protocol):
-    def __getitem__(self, name: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -150,169 +134,66 @@ class TransactionCoordinator:
         clock: Callable[[], int] | None = None,
     ) -> None:
         self.config = config
-        self.num_partitions = config.num_partitions
-        self.partitions = partitions
         self._ensure_topic = ensure_topic
         self._next_producer_id = next_producer_id
         self.markers = markers
-        self.clock = clock or (lambda: int(time.time() * 1000))
-        self.shards: dict[int, dict[str, TxnMetadata]] = {}
-        self.epochs: dict[int, int] = {}
-        self.loading: set[int] = set()
-        self.active = False
-        self._tasks: set[asyncio.Task] = set()
+        self.runtime: CoordinatorRuntime[TxnShard, TxnRecord] = CoordinatorRuntime(
+            TXN_STATE_TOPIC,
+            config.num_partitions,
+            partitions,
+            TxnShard,
+            serialize_record,
+            commit_timeout_ms=config.commit_timeout_ms,
+            clock=clock,
+            on_loaded=self._resume_ending,
+        )
+        self.clock = self.runtime.clock
 
     # =================================================================== lifecycle
     async def start(self) -> None:
-        self.active = True
-        self._spawn(self._periodic(self.config.abort_interval_ms, self.abort_timed_out))
-        self._spawn(self._periodic(self.config.remove_expired_interval_ms, self.remove_expired))
+        await self.runtime.start()
+        self.runtime.every(self.config.abort_interval_ms, self.abort_timed_out)
+        self.runtime.every(self.config.remove_expired_interval_ms, self.remove_expired)
 
     async def stop(self) -> None:
-        self.active = False
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
+        await self.runtime.stop()
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("transaction coordinator task failed", exc_info=task.exception())
-
-    async def _periodic(self, interval_ms: int, fn: Callable[[], None]) -> None:
-        while self.active:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                fn()
-            except Exception:
-                log.exception("transaction coordinator background check failed")
+    @property
+    def active(self) -> bool:
+        return self.runtime.active
 
     async def ensure_topic(self) -> None:
         await self._ensure_topic()
 
     def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        return self.runtime.partition_for(transactional_id)
 
     def txn_error(self, transactional_id: str) -> int:
         """COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, or 0."""
-        if not self.active:
-            return int(E.coordinator_not_available)
-        p = self.partition_for(transactional_id)
-        if p in self.loading:
-            return int(E.coordinator_load_in_progress)
-        if p not in self.shards:
-            return int(E.not_coordinator)
-        return 0
+        return self.runtime.error(self.partition_for(transactional_id))
 
-    # =================================================================== leadership
+    # the replica manager's LeadershipListener
     def on_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
-        if topic != TXN_STATE_TOPIC or not self.active:
-            return
-        if self.epochs.get(partition) == leader_epoch and partition in self.shards:
-            return
-        self.shards.pop(partition, None)
-        self.shards[partition] = {}
-        self.epochs[partition] = leader_epoch
-        try:
-            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.log_end_offset(
-                topic, partition
-            )
-        except KafkaError:
-            empty = False
-        if not empty:  # (a new partition has nothing to replay: served at once)
-            self.loading.add(partition)
-            self._spawn(self._load(partition, leader_epoch))
+        self.runtime.on_elected(topic, partition, leader_epoch)
 
     def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
-        if topic != TXN_STATE_TOPIC:
-            return
-        shard = self.shards.pop(partition, None)
-        self.epochs.pop(partition, None)
-        self.loading.discard(partition)
-        if shard is not None:
-            log.info("unloaded %s-%d (%d transactional ids)", TXN_STATE_TOPIC, partition, len(shard))
+        self.runtime.on_resigned(topic, partition, leader_epoch)
+
+    def _resume_ending(self, ctx: ShardContext[TxnShard]) -> None:
+        """A shard is loaded: transactions that were ending when its last coordinator stopped
+        get their markers and completion written again."""
+        for md in ctx.shard.ending():
+            self.runtime.spawn(self._complete(ctx.partition, ctx.epoch, md, md.prepare_complete(self.clock())))
 
     def _valid(self, partition: int, epoch: int) -> Callable[[], bool]:
-        return lambda: self.active and self.epochs.get(partition) == epoch
-
-    async def _load(self, partition: int, epoch: int) -> None:
-        shard = self.shards[partition]
-        started = time.monotonic()
-        count = 0
-        offset = 0
-        try:
-            offset = self.partitions.log_start_offset(TXN_STATE_TOPIC, partition)
-            while True:
-                data, end = await asyncio.to_thread(
-                    self.partitions.read_log_bytes, TXN_STATE_TOPIC, partition, offset, LOAD_READ_BYTES
-                )
-                if not data or self.epochs.get(partition) != epoch:
-                    break
-                for h in iter_batches(data):
-                    if not h.is_control:
-                        for rec in decode_records(data, h.position):
-                            if rec.offset >= offset and rec.key is not None:
-                                self._replay(shard, rec.key, rec.value)
-                                count += 1
-                    offset = max(offset, h.next_offset)
-                if offset >= end:
-                    break
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("loading %s-%d failed at offset %d", TXN_STATE_TOPIC, partition, offset)
-        if self.epochs.get(partition) != epoch:
-            return
-        self.loading.discard(partition)
-        log.info(
-            "loaded %d records of %s-%d (%d transactional ids) in %.0f ms",
-            count,
-            TXN_STATE_TOPIC,
-            partition,
-            len(shard),
-            (time.monotonic() - started) * 1000,
-        )
-        # Transactions that were ending when the last coordinator stopped: their markers again.
-        for md in list(shard.values()):
-            if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) and md.pending is None:
-                self._spawn(self._complete(partition, epoch, md, md.prepare_complete(self.clock())))
-
-    @staticmethod
-    def _replay(shard: dict[str, TxnMetadata], key: bytes, value: bytes | None) -> None:
-        try:
-            txn_id = decode_key(key)
-            v = decode_value(value)
-        except RecordFormatError as e:
-            log.warning("skipping unreadable %s record: %s", TXN_STATE_TOPIC, e)
-            return
-        if v is None:
-            shard.pop(txn_id, None)
-        else:
-            shard[txn_id] = TxnMetadata.from_log(txn_id, v)
+        return lambda: self.active and self.runtime.epoch(partition) == epoch
 
     # =================================================================== writing
     async def _write(self, partition: int, epoch: int, txn_id: str, t: Transit) -> int:
         """Append the transit's record; 0 once committed (and the shard still ours), else the error."""
-        value = None if t.state == TxnState.DEAD else encode_value(t.log_value())
-        batch = build_batch([Record(0, self.clock(), encode_key(txn_id), value, ())], base_offset=0)
-        try:
-            await self.partitions.append_committed(TXN_STATE_TOPIC, partition, batch, self.config.commit_timeout_ms)
-        except KafkaError as e:
-            log.warning("append to %s-%d failed: %s", TXN_STATE_TOPIC, partition, e)
-            return _APPEND_ERRORS.get(e.code, int(E.unknown_server_error))
-        except Exception:
-            log.exception("append to %s-%d failed", TXN_STATE_TOPIC, partition)
-            return int(E.unknown_server_error)
-        if self.epochs.get(partition) != epoch:
-            return int(E.not_coordinator)
-        return 0
+        value = None if t.state == TxnState.DEAD else t.log_value()
+        err = await self.runtime.append(partition, epoch, [(txn_id, value)])
+        return _APPEND_ERRORS.get(err, int(E.unknown_server_error)) if err else 0
 
     async def _transition(self, partition: int, epoch: int, md: TxnMetadata, t: Transit) -> int:
         err = await self._write(partition, epoch, md.transactional_id, t)
@@ -322,13 +203,12 @@ class TransactionCoordinator:
             md.complete(t)
         return err
 
-    def _lookup(self, txn_id: str) -> tuple[int, int, int, dict[str, TxnMetadata]]:
+    def _lookup(self, txn_id: str) -> tuple[int, int, int, TxnShard]:
         """(error, partition, coordinator epoch, shard)."""
-        err = self.txn_error(txn_id)
-        if err:
-            return err, -1, -1, {}
-        p = self.partition_for(txn_id)
-        return 0, p, self.epochs[p], self.shards[p]
+        err, ctx = self.runtime.lookup(txn_id)
+        if ctx is None:
+            return err, -1, -1, TxnShard()
+        return 0, ctx.partition, ctx.epoch, ctx.shard
 
     # =================================================================== InitProducerId
     async def init_producer_id(
@@ -353,7 +233,7 @@ class TransactionCoordinator:
             err, p, cepoch, shard = self._lookup(txn_id)
             if err:
                 return err, *fail
-            md = shard.setdefault(txn_id, TxnMetadata.new(txn_id, pid, timeout_ms, self.clock()))
+            md = shard.transactions.setdefault(txn_id, TxnMetadata.new(txn_id, pid, timeout_ms, self.clock()))
         expected = (expected_pid, expected_epoch) if expected_pid >= 0 else None
         if md.pending is not None:
             return int(E.concurrent_transactions), *fail
@@ -490,7 +370,7 @@ class TransactionCoordinator:
             md.abort_pending()
             return err, *fail
         md.complete(t)
-        self._spawn(self._complete(p, cepoch, md, md.prepare_complete(self.clock())))
+        self.runtime.spawn(self._complete(p, cepoch, md, md.prepare_complete(self.clock())))
         return 0, md.producer_id, md.producer_epoch
 
     async def _complete(self, partition: int, cepoch: int, md: TxnMetadata, t: Transit) -> None:
@@ -515,10 +395,8 @@ class TransactionCoordinator:
     def abort_timed_out(self) -> None:
         """Abort every transaction Ongoing for longer than its timeout (the producer is fenced)."""
         now = self.clock()
-        for p, shard in list(self.shards.items()):
-            if p in self.loading:
-                continue
-            for md in list(shard.values()):
+        for ctx in self.runtime.loaded_contexts():
+            for md in list(ctx.shard.transactions.values()):
                 if md.state == TxnState.ONGOING and md.pending is None and md.start_ms + md.timeout_ms < now:
                     log.info(
                         "aborting transaction of %s (producer %d epoch %d): ongoing for more than %d ms",
@@ -528,23 +406,23 @@ class TransactionCoordinator:
                         md.timeout_ms,
                     )
                     fence = md.prepare_fence_epoch()
-                    self._spawn(self._end(md.transactional_id, fence.producer_id, fence.producer_epoch, False, False))
+                    self.runtime.spawn(
+                        self._end(md.transactional_id, fence.producer_id, fence.producer_epoch, False, False)
+                    )
 
     def remove_expired(self) -> None:
         """Remove ids idle for transactional.id.expiration.ms (a tombstone each)."""
         now = self.clock()
-        for p, shard in list(self.shards.items()):
-            if p in self.loading:
-                continue
-            for md in list(shard.values()):
+        for ctx in self.runtime.loaded_contexts():
+            for md in list(ctx.shard.transactions.values()):
                 if (
                     md.state in COMPLETED
                     and md.pending is None
                     and md.last_update_ms + self.config.id_expiration_ms <= now
                 ):
-                    self._spawn(self._expire(p, self.epochs[p], shard, md))
+                    self.runtime.spawn(self._expire(ctx.partition, ctx.epoch, ctx.shard, md))
 
-    async def _expire(self, partition: int, cepoch: int, shard: dict[str, TxnMetadata], md: TxnMetadata) -> None:
+    async def _expire(self, partition: int, cepoch: int, shard: TxnShard, md: TxnMetadata) -> None:
         t = md.prepare_dead()
         err = await self._write(partition, cepoch, md.transactional_id, t)
         if err:
@@ -552,7 +430,7 @@ class TransactionCoordinator:
             return
         md.complete(t)
         if shard.get(md.transactional_id) is md:
-            del shard[md.transactional_id]
+            del shard.transactions[md.transactional_id]
             log.info("transactional id %s expired", md.transactional_id)
 
     # =================================================================== describe / list
@@ -594,13 +472,13 @@ class TransactionCoordinator:
             else:
                 wanted_states.add(st)
         pids = set(producer_ids)
-        if self.loading:
+        if self.runtime.loading:
             return int(E.coordinator_load_in_progress), [], []
         filtering_states = bool(unknown or wanted_states)
         now = self.clock()
         out = []
-        for shard in list(self.shards.values()):
-            for md in shard.values():
+        for ctx in self.runtime.loaded_contexts():
+            for md in ctx.shard.transactions.values():
                 if md.state == TxnState.DEAD:
                     continue
                 if filtering_states and md.state not in wanted_states:

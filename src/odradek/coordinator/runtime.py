@@ -1,0 +1,621 @@
+"""One runtime for every coordinator (Kafka's CoordinatorRuntime, coordinator-common).
+
+A coordinator keeps its state in the partitions of its own topic (groups in
+`__consumer_offsets`, transactions in `__transaction_state`): one *shard* of state per
+partition this broker leads (a `Shard`: group/shard.py, txn/shard.py). The runtime does,
+once for every coordinator, what each needs around its shards:
+
+- **Leadership and epochs.** The broker calls `on_elected(topic, partition, leader_epoch)` and
+  `on_resigned(...)` (the replica manager's leadership listener). An election creates a shard
+  and loads it; one at an epoch no newer than the shard's is ignored (a repeat, or stale), as
+  is a resignation of an epoch older than the shard's. A resignation unloads the shard
+  (`Shard.on_unloaded`: whatever waits on it is answered NOT_COORDINATOR).
+- **Loading to the log end.** A new shard replays its partition from the log start to the log
+  end offset, not the high watermark (`CoordinatorPartitions`, partitions.py, says why). Data
+  records go to `Shard.replay`, the COMMIT / ABORT markers of transactions to
+  `Shard.replay_end_transaction`. Meanwhile requests get COORDINATOR_LOAD_IN_PROGRESS, and a
+  transaction completed on the partition is kept and applied once loaded. A load that fails
+  leaves the shard FAILED (NOT_COORDINATOR) until the next election, as in Kafka. Loads run
+  one after another; only their log reads leave the event loop (a worker thread).
+- **Commit-then-reply.** An operation runs synchronously on a loaded shard and returns a
+  `CoordinatorResult`: the records to append, the replies to send once they are committed,
+  and an optional continuation run with the append's outcome (which may return another
+  result). One write queue per partition appends each result as one batch, in submission
+  order, each once the one before is committed: the log order is the order of the operations.
+- **Epoch validity.** A write carries the epoch of the shard it was computed on: one whose
+  shard was unloaded or re-elected before its turn is not appended, and one whose shard changed
+  before its commit was known completes with NOT_COORDINATOR.
+- **Timers.** A shard keeps keyed deadlines (`Timer`, sans-IO); the runtime arms one
+  event-loop timer for the earliest of all loaded shards and submits what expires. Periodic
+  checks (`every`) and background tasks (`spawn`) end with the runtime.
+
+Everything runs on the broker's event loop. Coordinators are the runtime's users:
+group/coordinator.py and txn/coordinator.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from odradek.coordinator.codec import RecordFormatError, partition_for
+from odradek.coordinator.partitions import CoordinatorPartitions
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import (
+    CONTROL_COMMIT,
+    Record,
+    build_batch,
+    decode_control_record,
+    decode_records,
+    iter_batches,
+)
+
+log = logging.getLogger(__name__)
+
+LOAD_READ_BYTES = 1 << 20
+NOT_COORDINATOR = int(ErrorCode.not_coordinator)
+
+R = TypeVar("R")  # what a coordinator's records are before serialization
+T = TypeVar("T")
+
+
+class Settings(Protocol):
+    """The broker's settings by Kafka name (broker/config.py's BrokerConfig): what each
+    coordinator's config reads in its `from_broker`."""
+
+    def __getitem__(self, name: str) -> Any: ...
+
+
+# =========================================================================== results
+
+
+@dataclass(slots=True)
+class CoordinatorResult(Generic[R]):
+    """What an operation produced (Kafka's CoordinatorResult): `records` to append to the
+    shard's partition, `replies` `(token, answer)` to send once they are committed, and a
+    continuation `then(error_code, now)` run after the append (0: committed), which may return
+    more to write. A waiting request is an opaque token: the runtime passes an asyncio future,
+    tests any object."""
+
+    records: list[R] = field(default_factory=list)
+    replies: list[tuple[Any, Any]] = field(default_factory=list)
+    then: Callable[[int, int], CoordinatorResult[R] | None] | None = None
+    # A transactional write (TxnOffsetCommit): the records go in one transactional batch of
+    # this producer, base sequence 0 as Kafka's coordinators write it (-1: a plain batch).
+    producer_id: int = -1
+    producer_epoch: int = -1
+    # Set by the runtime once appended, before `then` runs: the log offset of the first record.
+    base_offset: int = -1
+
+    def reply(self, token: Any, value: Any) -> None:
+        if token is not None:
+            self.replies.append((token, value))
+
+
+# =========================================================================== timers
+
+
+class Timer(Generic[T]):
+    """Keyed deadlines of one shard (Kafka's CoordinatorTimer), sans-IO: `schedule(key, at, op)`
+    replaces the key's deadline; `expire(now)` runs each due `op(now)` in deadline order and
+    returns what they produced. The runtime arms one event-loop timer for the earliest
+    deadline of all shards."""
+
+    __slots__ = ("_ops", "_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._ops: dict[Hashable, tuple[int, int, Callable[[int], T | None]]] = {}
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._seq = 0
+
+    def schedule(self, key: Hashable, at: int, op: Callable[[int], T | None]) -> None:
+        self._seq += 1
+        self._ops[key] = (at, self._seq, op)
+        heapq.heappush(self._heap, (at, self._seq, key))
+
+    def cancel(self, key: Hashable) -> None:
+        self._ops.pop(key, None)
+
+    def cancel_if(self, pred: Callable[[Any], bool]) -> None:
+        for key in [k for k in self._ops if pred(k)]:
+            del self._ops[key]
+
+    def deadline(self, key: Hashable) -> int | None:
+        entry = self._ops.get(key)
+        return None if entry is None else entry[0]
+
+    def next_deadline(self) -> int | None:
+        while self._heap:
+            at, seq, key = self._heap[0]
+            entry = self._ops.get(key)
+            if entry is not None and entry[1] == seq:
+                return at
+            heapq.heappop(self._heap)
+        return None
+
+    def expire(self, now: int) -> list[T]:
+        """Run every deadline at or before `now` (those its operations set too)."""
+        out = []
+        while self._heap and self._heap[0][0] <= now:
+            _at, seq, key = heapq.heappop(self._heap)
+            entry = self._ops.get(key)
+            if entry is None or entry[1] != seq:
+                continue
+            del self._ops[key]
+            produced = entry[2](now)
+            if produced is not None:
+                out.append(produced)
+        return out
+
+
+# =========================================================================== shards
+
+
+class Shard(Protocol[R]):
+    """The state a coordinator keeps for one partition of its topic (Kafka's CoordinatorShard)."""
+
+    def replay(self, offset: int, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """Apply one record of the partition, at `offset`, of a transactional batch of
+        `producer_id` (-1: a plain batch). Raises RecordFormatError for bytes it cannot read
+        (the runtime logs and skips the record)."""
+        ...
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT (`commit`) or ABORT marker is in the partition: read while
+        loading, or written and committed since (the broker's WriteTxnMarkers)."""
+        ...
+
+    def on_loaded(self, now: int) -> None:
+        """The partition is replayed to its end; operations follow."""
+        ...
+
+    def on_unloaded(self) -> list[tuple[Any, Any]]:
+        """The shard is dropped: `(token, answer)` for whatever waits on it."""
+        ...
+
+    def next_deadline(self) -> int | None: ...
+
+    def expire(self, now: int) -> Sequence[CoordinatorResult[R]]:
+        """Run the deadlines due at `now`: what they produced, to write."""
+        ...
+
+
+S = TypeVar("S", bound=Shard[Any])
+
+
+class ShardState(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+@dataclass(eq=False, slots=True)
+class ShardContext(Generic[S]):
+    """One shard as the runtime holds it: its partition, the leader epoch it was elected at
+    (the coordinator epoch of Kafka's transaction markers), and its state."""
+
+    partition: int
+    epoch: int
+    shard: S
+    state: ShardState = ShardState.LOADING
+    # transactions completed while loading: (producer id, commit), applied once loaded
+    completed_while_loading: list[tuple[int, bool]] = field(default_factory=list)
+
+
+# =========================================================================== runtime
+
+
+class CoordinatorRuntime(Generic[S, R]):
+    """The shards of one coordinator over the partitions of `topic`: `await start()`, the
+    leadership hooks, `lookup`, `submit` / `run` / `append`, `await stop()`."""
+
+    def __init__(
+        self,
+        topic: str,
+        num_partitions: int,
+        partitions: CoordinatorPartitions,
+        new_shard: Callable[[], S],
+        serialize: Callable[[R], tuple[bytes, bytes | None]],
+        *,
+        commit_timeout_ms: int,
+        clock: Callable[[], int] | None = None,
+        on_loaded: Callable[[ShardContext[S]], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self.partitions = partitions
+        self.new_shard = new_shard
+        self.serialize = serialize
+        self.commit_timeout_ms = commit_timeout_ms
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self._on_loaded = on_loaded
+        self.active = False
+        self._contexts: dict[int, ShardContext[S]] = {}
+        self._queues: dict[int, collections.deque[tuple[int, CoordinatorResult[R]]]] = {}
+        self._writers: dict[int, asyncio.Task] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
+        self._periodic: dict[int, asyncio.TimerHandle] = {}
+        self._load_queue: collections.deque[ShardContext[S]] = collections.deque()
+        self._load_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    # =================================================================== lifecycle
+    async def start(self) -> None:
+        self.active = True
+
+    async def stop(self) -> None:
+        """Ends timers, loads and background tasks, lets the writes in flight finish (5 s at
+        most: the queued ones complete with NOT_COORDINATOR), and unloads every shard."""
+        self.active = False
+        for handle in (self._timer, *self._periodic.values()):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._timer_at = None
+        self._periodic.clear()
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+        self._load_queue.clear()
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        writers = list(self._writers.values())
+        if tasks or writers:
+            await asyncio.wait([*tasks, *writers], timeout=5)
+        for t in self._writers.values():
+            t.cancel()
+        for partition, queue in self._queues.items():
+            while queue:
+                epoch, res = queue.popleft()
+                self._written(partition, epoch, res, NOT_COORDINATOR)
+        for ctx in list(self._contexts.values()):
+            self._unload(ctx)
+
+    def every(self, interval_ms: int, fn: Callable[[], None]) -> None:
+        """Call `fn` every `interval_ms` until the runtime stops (its errors are logged)."""
+        key = len(self._periodic)
+
+        def fire() -> None:
+            if not self.active:
+                return
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic check of %s failed", self.topic)
+            finally:
+                arm()
+
+        def arm() -> None:
+            if self.active:
+                self._periodic[key] = asyncio.get_running_loop().call_later(interval_ms / 1000, fire)
+
+        arm()
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        """Run a background task of the coordinator (cancelled when the runtime stops)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a background task of the %s coordinator failed", self.topic, exc_info=task.exception())
+
+    # =================================================================== lookups
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.num_partitions)
+
+    def error(self, partition: int) -> int:
+        """COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, or 0 if
+        the partition's shard serves."""
+        if not self.active:
+            return int(ErrorCode.coordinator_not_available)
+        ctx = self._contexts.get(partition)
+        if ctx is None or ctx.state is ShardState.FAILED:
+            return NOT_COORDINATOR
+        if ctx.state is ShardState.LOADING:
+            return int(ErrorCode.coordinator_load_in_progress)
+        return 0
+
+    def lookup(self, key: str) -> tuple[int, ShardContext[S] | None]:
+        """(0, the loaded shard of `key`'s partition) or (its error, None)."""
+        partition = self.partition_for(key)
+        err = self.error(partition)
+        return (err, None) if err else (0, self._contexts[partition])
+
+    def context(self, partition: int) -> ShardContext[S] | None:
+        """The partition's shard, whatever its state."""
+        return self._contexts.get(partition)
+
+    def contexts(self) -> list[ShardContext[S]]:
+        """Every shard, loading ones too (a copy: safe to iterate while operations run)."""
+        return list(self._contexts.values())
+
+    def loaded_contexts(self) -> list[ShardContext[S]]:
+        """The shards that serve."""
+        return [ctx for ctx in self._contexts.values() if ctx.state is ShardState.ACTIVE]
+
+    @property
+    def loading(self) -> bool:
+        return any(ctx.state is ShardState.LOADING for ctx in self._contexts.values())
+
+    @property
+    def shards(self) -> dict[int, S]:
+        return {p: ctx.shard for p, ctx in self._contexts.items()}
+
+    def epoch(self, partition: int) -> int | None:
+        ctx = self._contexts.get(partition)
+        return None if ctx is None else ctx.epoch
+
+    async def wait_loaded(self) -> None:
+        """Until no load is queued or running."""
+        while self._load_task is not None and not self._load_task.done():
+            await asyncio.shield(self._load_task)
+
+    # =================================================================== leadership
+    def on_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic != self.topic or not self.active:
+            return
+        old = self._contexts.get(partition)
+        if old is not None:
+            if old.epoch >= leader_epoch:
+                log.info(
+                    "%s-%d elected at epoch %d: ignored, the shard is at epoch %d",
+                    topic,
+                    partition,
+                    leader_epoch,
+                    old.epoch,
+                )
+                return
+            self._unload(old)
+        ctx = ShardContext(partition, leader_epoch, self.new_shard())
+        self._contexts[partition] = ctx
+        try:
+            empty = self.partitions.log_start_offset(topic, partition) >= self.partitions.log_end_offset(
+                topic, partition
+            )
+        except KafkaError:
+            empty = False
+        if empty:  # nothing to replay (a new partition): serve at once
+            self._activate(ctx)
+            return
+        self._load_queue.append(ctx)
+        if self._load_task is None or self._load_task.done():
+            self._load_task = asyncio.ensure_future(self._load_loop())
+
+    def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic != self.topic:
+            return
+        ctx = self._contexts.get(partition)
+        if ctx is None:
+            return
+        if 0 <= leader_epoch < ctx.epoch:
+            log.info(
+                "%s-%d resigned at epoch %d: ignored, the shard is at epoch %d",
+                topic,
+                partition,
+                leader_epoch,
+                ctx.epoch,
+            )
+            return
+        self._unload(ctx)
+        self._rearm()
+
+    def _unload(self, ctx: ShardContext[S]) -> None:
+        if self._contexts.get(ctx.partition) is ctx:
+            del self._contexts[ctx.partition]
+        self._deliver(ctx.shard.on_unloaded())
+        log.info("unloaded %s-%d (epoch %d, %s)", self.topic, ctx.partition, ctx.epoch, ctx.state.value)
+
+    def _activate(self, ctx: ShardContext[S]) -> None:
+        for producer_id, commit in ctx.completed_while_loading:
+            ctx.shard.replay_end_transaction(producer_id, commit)
+        ctx.completed_while_loading.clear()
+        ctx.shard.on_loaded(self.clock())
+        ctx.state = ShardState.ACTIVE
+        if self._on_loaded is not None:
+            self._on_loaded(ctx)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> bool:
+        """The producer's marker was appended to the partition and is committed. A shard still
+        loading applies it once loaded (its load may have read the marker already: then there
+        is nothing left to apply). False when no shard of the partition is here."""
+        ctx = self._contexts.get(partition)
+        if ctx is None or ctx.state is ShardState.FAILED:
+            return False
+        if ctx.state is ShardState.LOADING:
+            ctx.completed_while_loading.append((producer_id, commit))
+        else:
+            ctx.shard.replay_end_transaction(producer_id, commit)
+        return True
+
+    # =================================================================== loading
+    async def _load_loop(self) -> None:
+        while self._load_queue:
+            ctx = self._load_queue.popleft()
+            if self._contexts.get(ctx.partition) is ctx:
+                await self._load(ctx)
+            await asyncio.sleep(0)
+        self._rearm()
+
+    async def _load(self, ctx: ShardContext[S]) -> None:
+        topic, partition = self.topic, ctx.partition
+        started = time.monotonic()
+        count = 0
+        offset = 0
+        try:
+            offset = self.partitions.log_start_offset(topic, partition)
+            while True:
+                data, end = await asyncio.to_thread(
+                    self.partitions.read_log_bytes, topic, partition, offset, LOAD_READ_BYTES
+                )
+                if not data or self._contexts.get(partition) is not ctx:
+                    break
+                for h in iter_batches(data):
+                    if h.is_control:
+                        if h.next_offset > offset and h.producer_id >= 0:
+                            marker = decode_control_record(data, h.position)
+                            if marker is not None:
+                                ctx.shard.replay_end_transaction(h.producer_id, marker[1] == CONTROL_COMMIT)
+                    else:
+                        pid = h.producer_id if h.is_transactional else -1
+                        for rec in decode_records(data, h.position):
+                            if rec.offset >= offset and rec.key is not None:
+                                try:
+                                    ctx.shard.replay(rec.offset, pid, rec.key, rec.value)
+                                except RecordFormatError as e:
+                                    log.warning("skipping an unreadable record of %s-%d: %s", topic, partition, e)
+                                    continue
+                                count += 1
+                    offset = max(offset, h.next_offset)
+                if offset >= end:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if self._contexts.get(partition) is ctx:
+                log.exception(
+                    "loading %s-%d failed at offset %d: not served until elected again", topic, partition, offset
+                )
+                ctx.state = ShardState.FAILED
+            return
+        if self._contexts.get(partition) is not ctx:
+            return  # resigned or re-elected meanwhile
+        self._activate(ctx)
+        log.info(
+            "loaded %d records of %s-%d (epoch %d) in %.0f ms",
+            count,
+            topic,
+            partition,
+            ctx.epoch,
+            (time.monotonic() - started) * 1000,
+        )
+
+    # =================================================================== writing
+    def submit(self, ctx: ShardContext[S], res: CoordinatorResult[R]) -> None:
+        """Queue a result computed on `ctx`'s shard (commit-then-reply)."""
+        self._submit(ctx.partition, ctx.epoch, res)
+
+    async def run(self, ctx: ShardContext[S], op: Callable[[Any, int], CoordinatorResult[R]]) -> Any:
+        """Run `op(token, now)` on the shard and wait for the answer to `token`."""
+        fut = asyncio.get_running_loop().create_future()
+        self._submit(ctx.partition, ctx.epoch, op(fut, self.clock()))
+        return await fut
+
+    async def append(self, partition: int, epoch: int, records: list[R]) -> int:
+        """Append `records` (one batch) through the partition's write queue for a shard at
+        `epoch`: 0 once committed, else the error (NOT_COORDINATOR: the shard moved)."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def then(error: int, now: int) -> None:
+            if not fut.done():
+                fut.set_result(error)
+
+        self._submit(partition, epoch, CoordinatorResult(records, then=then))
+        return await fut
+
+    def _valid(self, partition: int, epoch: int) -> bool:
+        ctx = self._contexts.get(partition)
+        return self.active and ctx is not None and ctx.epoch == epoch
+
+    def _submit(self, partition: int, epoch: int, res: CoordinatorResult[R]) -> None:
+        if not res.records:
+            self._written(partition, epoch, res, 0)
+            return
+        if not self.active:
+            self._written(partition, epoch, res, NOT_COORDINATOR)
+            return
+        self._queues.setdefault(partition, collections.deque()).append((epoch, res))
+        if partition not in self._writers:
+            self._writers[partition] = asyncio.ensure_future(self._write_loop(partition))
+        self._rearm()
+
+    async def _write_loop(self, partition: int) -> None:
+        queue = self._queues[partition]
+        try:
+            while queue:
+                epoch, res = queue.popleft()
+                error = await self._append(partition, epoch, res)
+                self._written(partition, epoch, res, error)
+        finally:
+            self._writers.pop(partition, None)
+            if queue and self.active:  # submitted while this one was finishing
+                self._writers[partition] = asyncio.ensure_future(self._write_loop(partition))
+
+    async def _append(self, partition: int, epoch: int, res: CoordinatorResult[R]) -> int:
+        if not self._valid(partition, epoch):
+            return NOT_COORDINATOR
+        now = self.clock()
+        records = []
+        for i, record in enumerate(res.records):
+            key, value = self.serialize(record)
+            records.append(Record(i, now, key, value, ()))
+        batch = build_batch(
+            records,
+            base_offset=0,
+            producer_id=res.producer_id,
+            producer_epoch=res.producer_epoch,
+            base_sequence=0 if res.producer_id >= 0 else -1,
+            is_transactional=res.producer_id >= 0,
+        )
+        try:
+            res.base_offset = await self.partitions.append_committed(
+                self.topic, partition, batch, self.commit_timeout_ms
+            )
+        except KafkaError as e:
+            log.warning("append to %s-%d failed: %s", self.topic, partition, e)
+            return e.code
+        except Exception:
+            log.exception("append to %s-%d failed", self.topic, partition)
+            return int(ErrorCode.unknown_server_error)
+        if not self._valid(partition, epoch):
+            return NOT_COORDINATOR
+        return 0
+
+    def _written(self, partition: int, epoch: int, res: CoordinatorResult[R], error: int) -> None:
+        """Deliver a result's replies, then run its continuation with the append's outcome."""
+        self._deliver(res.replies)
+        if res.then is not None:
+            more = res.then(error, self.clock())
+            if more is not None:
+                self._submit(partition, epoch, more)
+        self._rearm()
+
+    @staticmethod
+    def _deliver(replies: list[tuple[Any, Any]]) -> None:
+        for token, value in replies:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_result(value)
+
+    # =================================================================== timers
+    def _rearm(self) -> None:
+        if not self.active:
+            return
+        ats = [at for ctx in self.loaded_contexts() if (at := ctx.shard.next_deadline()) is not None]
+        at = min(ats) if ats else None
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = at
+        if at is not None:
+            delay = max(0.0, (at - self.clock()) / 1000)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self.clock()
+        for ctx in self.loaded_contexts():
+            for res in ctx.shard.expire(now):
+                self._submit(ctx.partition, ctx.epoch, res)
+        self._rearm()
