@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.topic_configs import apply_to_storage
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY, MetadataDelta
 
 if TYPE_CHECKING:
@@ -39,3 +38,18 @@ class DynamicConfigListener:
         apply_to_storage(s)
         s.topic_configs.refresh()  # topic defaults: every topic without an override takes the new value
         s.replica_manager.reconfigure_all(delta.after.topics.values())
+
+
+#: dynamic broker settings the log manager reads at run time (its attribute for each)
+_STORAGE_SETTINGS = {
+    "log.cleaner.backoff.ms": "cleaner_backoff_ms",
+    "log.cleaner.dedupe.buffer.size": "cleaner_dedupe_buffer_size",
+    "log.cleaner.io.buffer.load.factor": "cleaner_io_buffer_load_factor",
+}
+
+
+def apply_to_storage(services: BrokerServices) -> None:
+    """The cleaner's settings, as they now are, to the log manager (read on its next pass)."""
+    logs = services.replica_manager.logs
+    for name, attr in _STORAGE_SETTINGS.items():
+        setattr(logs, attr, services.config[name])

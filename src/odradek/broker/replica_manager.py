@@ -36,9 +36,9 @@ from odradek.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.broker.alter_partition import AlterPartitionSender
-    from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.replica_fetcher import ReplicaFetcherManager
+    from odradek.broker.topic_configs import TopicConfigs
     from odradek.storage import Log, LogManager
     from odradek.storage.producer_state import ProducerEntry
 

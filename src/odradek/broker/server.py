@@ -27,12 +27,12 @@ from kazoo.client import KazooClient
 
 from odradek.broker.alter_partition import AlterPartitionSender
 from odradek.broker.config import BrokerConfig, ConfigError
+from odradek.broker.config_admin import ConfigAdmin
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.dynamic_config import DynamicConfigListener
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
@@ -40,6 +40,7 @@ from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.txn_markers import MarkerChannel
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
@@ -247,6 +248,7 @@ class Broker:
             metadata=store,
             topics=topics,
             topic_configs=topic_configs,
+            config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics),
             replica_manager=rm,
             group_coordinator=groups,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
+    from odradek.broker.config_admin import ConfigAdmin
     from odradek.broker.controller_channel import ControllerChannel
     from odradek.broker.fetch_session import FetchSessionCache
-    from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.topic_admin import TopicAdmin
+    from odradek.broker.topic_configs import TopicConfigs
     from odradek.broker.txn_markers import MarkerChannel
     from odradek.cluster.controller import Controller
     from odradek.cluster.metadata import ClusterSnapshot
@@ -36,6 +37,7 @@ class BrokerServices:
     metadata: MetadataStore
     topics: TopicAdmin
     topic_configs: TopicConfigs
+    config_admin: ConfigAdmin
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
