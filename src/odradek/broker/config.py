@@ -210,6 +210,22 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     S("replica.fetch.min.bytes", "int", 1, "Bytes a follower's Fetch waits for.", validate=at_least(1)),
     S("replica.fetch.backoff.ms", "int", 1000, "Pause of a follower after a fetch error.", validate=at_least(0)),
+    # --- connections to other brokers (broker/interbroker/channels.py)
+    S(
+        "request.timeout.ms",
+        "int",
+        30000,
+        "How long this broker waits for another broker's answer before closing that connection "
+        "(a replica fetcher's Fetch: this plus replica.fetch.wait.max.ms).",
+        validate=at_least(1),
+    ),
+    S(
+        "socket.connection.setup.timeout.ms",
+        "long",
+        10000,
+        "How long this broker waits to connect to another broker (TCP and the ApiVersions exchange).",
+        validate=at_least(1),
+    ),
     S(
         "min.insync.replicas",
         "int",
