@@ -30,9 +30,10 @@ from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.config_admin import ConfigAdmin
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
-from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.dynamic_config import DynamicConfigListener
 from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels
+from odradek.broker.interbroker.forwarding import ForwardingManager
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
@@ -137,6 +138,7 @@ class Broker:
         self._stopping = False
         self.zk: KazooClient | None = None
         self.controller: Controller | None = None
+        self.channels: NodeChannels | None = None
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
@@ -194,6 +196,9 @@ class Broker:
 
         metrics = BrokerMetrics() if config["metrics.listener"] else None
         replication = cluster is not None
+        channels = self.channels = NodeChannels(
+            self.node_id, lambda node: store.snapshot.broker(node), ChannelPolicy.from_broker(config)
+        )
         rm = ReplicaManager(
             self.node_id,
             lm,
@@ -257,7 +262,7 @@ class Broker:
             txn_coordinator=txns,
             txn_markers=txn_markers,
             controller=self.controller,
-            controller_channel=ControllerChannel(self.node_id, store) if replication else None,
+            forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
         )
         # The dynamic settings first (a partition's log is opened with the configs in effect).
         store.add_listener(DynamicConfigListener(services))
@@ -426,10 +431,18 @@ class Broker:
         self._stopping = True
         log.info("shutting down")
         services = self.services
-        if services is not None and self.controller is not None and self.config["controlled.shutdown.enable"]:
+        if (
+            services is not None
+            and self.controller is not None
+            and services.forwarding is not None
+            and self.config["controlled.shutdown.enable"]
+        ):
             try:
                 await controlled_shutdown(
-                    services,
+                    self.node_id,
+                    lambda: services.snapshot,
+                    self.controller,
+                    services.forwarding,
                     self.config["controlled.shutdown.max.retries"],
                     self.config["controlled.shutdown.retry.backoff.ms"],
                 )
@@ -460,8 +473,8 @@ class Broker:
                 await self.controller.stop()
             await services.metadata.stop()
             await services.replica_manager.stop()
-            if services.controller_channel is not None:
-                services.controller_channel.close()
+        if self.channels is not None:
+            self.channels.close()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
     from odradek.broker.config_admin import ConfigAdmin
-    from odradek.broker.controller_channel import ControllerChannel
     from odradek.broker.fetch_session import FetchSessionCache
+    from odradek.broker.interbroker.forwarding import ForwardingManager
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
@@ -45,7 +45,7 @@ class BrokerServices:
     metrics: BrokerMetrics | None = None
     txn_coordinator: TransactionCoordinator | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
-    controller_channel: ControllerChannel | None = None  # cluster mode: requests passed on to the controller
+    forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
     txn_markers: MarkerChannel | None = None  # the transaction coordinator's way to partition leaders
 
     @property

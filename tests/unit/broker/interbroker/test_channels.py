@@ -1,20 +1,24 @@
 """The inter-broker channels' policy (broker/interbroker/channels.py): one connection per (peer,
 purpose), endpoints followed from the metadata, the request timeout, the reconnect backoff and
-closing, against a tiny Kafka-speaking asyncio server on loopback in this process (it answers
-ApiVersions, and holds requests a test marks, as a leader holds a Fetch)."""
+closing; and the forwarding manager over them (ControlledShutdown's hand-written codec). Against
+a tiny Kafka-speaking asyncio server on loopback in this process: it answers ApiVersions (and
+holds requests a test marks, as a leader holds a Fetch) and ControlledShutdown."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import struct
 
 import pytest
 
 from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels, NodeUnavailable, Purpose
+from odradek.broker.interbroker.forwarding import ForwardingManager
 from odradek.client.errors import RequestTimedOutError
-from odradek.cluster.metadata import BrokerInfo
+from odradek.cluster.metadata import EMPTY_SNAPSHOT, BrokerInfo
 from odradek.protocol import messages
 from odradek.protocol.headers import peek_header, read_header_rest, response_header
+from odradek.protocol.legacy import controlled_shutdown as cs
 
 API_VERSIONS = 18
 HOLD = "hold-me"  # client_software_name of a request the server never answers
@@ -31,6 +35,7 @@ class Peer:
         self.port = 0
         self.client_ids: list[str | None] = []
         self.writers: list[asyncio.StreamWriter] = []
+        self.shutdowns: list[cs.ControlledShutdownRequest] = []
 
     async def start(self, port: int = 0) -> Peer:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
@@ -60,12 +65,18 @@ class Peer:
                 (size,) = _SIZE.unpack(await reader.readexactly(4))
                 frame = await reader.readexactly(size)
                 api_key, version, corr = peek_header(frame)
-                assert api_key == API_VERSIONS
-                flexible = messages.is_flexible(api_key, version)
+                flexible = version >= 3 if api_key == cs.API_KEY else messages.is_flexible(api_key, version)
                 client_id, pos = read_header_rest(frame, flexible)
                 if first:
                     self.client_ids.append(client_id)
                     first = False
+                if api_key == cs.API_KEY:
+                    self.shutdowns.append(cs.decode_request(version, frame, pos))
+                    answer = cs.ControlledShutdownResponse(0, (("t", 0), ("u", 3)))
+                    body = response_header(corr, flexible) + cs.encode_response(version, answer)
+                    writer.write(_SIZE.pack(len(body)) + body)
+                    continue
+                assert api_key == API_VERSIONS
                 req = messages.decode_request(api_key, version, frame, pos)
                 if held or req.client_software_name == HOLD:
                     held = True  # answers leave in request order: everything after it waits too
@@ -85,16 +96,24 @@ class Peer:
 
 
 class Metadata:
-    """What the channels look endpoints up in: node id -> BrokerInfo, changed by the test."""
+    """What the channels look endpoints up in (node id -> BrokerInfo), changed by the test; and
+    a metadata store's `snapshot` (its brokers and controller) for the forwarding manager."""
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
+        self.controller_id = -1
 
     def at(self, node: int, port: int) -> None:
         self.brokers[node] = BrokerInfo(node, "127.0.0.1", port)
 
     def __call__(self, node: int) -> BrokerInfo | None:
         return self.brokers.get(node)
+
+    @property
+    def snapshot(self):
+        return dataclasses.replace(
+            EMPTY_SNAPSHOT, brokers=tuple(self.brokers.values()), controller_id=self.controller_id
+        )
 
 
 def ask(channels: NodeChannels, node: int, purpose: str, *, hold: bool = False):
@@ -273,5 +292,34 @@ def test_close_closes_every_connection_and_refuses_new_ones():
         with pytest.raises(NodeUnavailable, match="closed"):
             await ch.connection(2, Purpose.FORWARDING)
         await peer.stop()
+
+    run(main)
+
+
+def test_forwarding_goes_to_the_controller_the_metadata_names_never_to_itself():
+    async def main():
+        peer = await Peer().start()
+        md = Metadata()
+        md.at(1, 1)  # this broker (never dialled)
+        md.at(2, peer.port)
+        ch = NodeChannels(1, md, ChannelPolicy())
+        fwd = ForwardingManager(1, md, ch)  # md stands in for the metadata store (its snapshot)
+        data = {"client_software_name": "test", "client_software_version": "1"}
+        assert await fwd.forward(API_VERSIONS, data, 3) is None  # no controller known: NOT_CONTROLLER
+        md.controller_id = 1
+        assert await fwd.forward(API_VERSIONS, data, 3) is None  # this broker is the controller
+        md.controller_id = 2
+        assert (await fwd.forward(API_VERSIONS, data, 3)).error_code == 0
+        # ControlledShutdown v3: kio has no schema; the body and the answer go through its hand-written codec
+        resp = await fwd.controlled_shutdown()
+        assert resp == cs.ControlledShutdownResponse(0, (("t", 0), ("u", 3)))
+        assert peer.shutdowns == [cs.ControlledShutdownRequest(1, -1)]
+        assert peer.accepted == 1 and peer.client_ids == ["broker-1-forwarding"]  # one connection for both
+        await peer.stop()
+        md.controller_id = 3  # a controller the metadata has no endpoint for
+        with pytest.raises(NodeUnavailable):
+            await fwd.controlled_shutdown()
+        assert await fwd.forward(API_VERSIONS, data, 3) is None
+        ch.close()
 
     run(main)
