@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import gc
 import logging
 import os
@@ -32,8 +33,10 @@ from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
 from odradek.broker.dynamic_config import DynamicConfigListener
 from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.interbroker.add_partitions_to_txn import AddPartitionsToTxnManager
 from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels
 from odradek.broker.interbroker.forwarding import ForwardingManager
+from odradek.broker.interbroker.marker_channel import TransactionMarkerChannel
 from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
@@ -42,7 +45,8 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
-from odradek.broker.txn_markers import MarkerChannel
+from odradek.broker.txn_markers import write_marker_here
+from odradek.broker.txn_verification import TxnVerification
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
 from odradek.cluster.kafka_dir import AdoptionError
@@ -241,7 +245,9 @@ class Broker:
         groups = GroupCoordinator(RuntimeConfig.from_broker(config), rm, ensure_offsets_topic)
         rm.add_leadership_listener(groups)
         producer_ids = ProducerIdAllocator(next_block)
-        txn_markers = MarkerChannel(lambda: self._services(), store, config["offsets.commit.timeout.ms"])
+        txn_markers = TransactionMarkerChannel(
+            self.node_id, store, channels, functools.partial(write_marker_here, rm, groups)
+        )
         txns = TransactionCoordinator(
             TxnConfig.from_broker(config), rm, ensure_txn_state_topic, producer_ids.next_id, txn_markers
         )
@@ -260,7 +266,7 @@ class Broker:
             producer_ids=producer_ids,
             metrics=metrics,
             txn_coordinator=txns,
-            txn_markers=txn_markers,
+            txn_verification=TxnVerification(self.node_id, store, rm, txns, AddPartitionsToTxnManager(channels)),
             controller=self.controller,
             forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
         )
@@ -286,10 +292,6 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self._close_idle_connections()))
         self._tasks.append(asyncio.ensure_future(self._warm_up()))
         return services
-
-    def _services(self) -> BrokerServices:
-        assert self.services is not None, "used before the broker started"
-        return self.services
 
     async def _run_log_manager(self, lm: LogManager) -> None:
         try:
@@ -467,8 +469,6 @@ class Broker:
                     await services.txn_coordinator.stop()
                 except Exception:
                     log.exception("transaction coordinator failed to stop cleanly")
-            if services.txn_markers is not None:
-                services.txn_markers.close()
             if self.controller is not None:
                 await self.controller.stop()
             await services.metadata.stop()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.topic_admin import TopicAdmin
     from odradek.broker.topic_configs import TopicConfigs
-    from odradek.broker.txn_markers import MarkerChannel
+    from odradek.broker.txn_verification import TxnVerification
     from odradek.cluster.controller import Controller
     from odradek.cluster.metadata import ClusterSnapshot
     from odradek.cluster.store import MetadataStore
@@ -42,11 +42,11 @@ class BrokerServices:
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdAllocator
+    txn_verification: TxnVerification  # KIP-890: the produce path asks the transaction coordinator
     metrics: BrokerMetrics | None = None
     txn_coordinator: TransactionCoordinator | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
     forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
-    txn_markers: MarkerChannel | None = None  # the transaction coordinator's way to partition leaders
 
     @property
     def snapshot(self) -> ClusterSnapshot:
