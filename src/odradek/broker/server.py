@@ -37,7 +37,15 @@ from odradek.broker.interbroker.add_partitions_to_txn import AddPartitionsToTxnM
 from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels
 from odradek.broker.interbroker.forwarding import ForwardingManager
 from odradek.broker.interbroker.marker_channel import TransactionMarkerChannel
-from odradek.broker.metrics import BrokerMetrics
+from odradek.broker.metrics import (
+    BrokerMetrics,
+    connection_gauges,
+    controller_gauges,
+    group_gauges,
+    log_dir_gauges,
+    purgatory_gauges,
+    replication_gauges,
+)
 from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcherManager
@@ -281,7 +289,15 @@ class Broker:
             await self.controller.start()
         self._tasks.append(asyncio.ensure_future(self._run_log_manager(lm)))
         if metrics is not None:
-            metrics.observe(services, lm, lambda: len(self.connections))
+            for collect in (
+                connection_gauges(lambda: len(self.connections)),
+                purgatory_gauges(rm.fetch_purgatory, rm.produce_purgatory),
+                log_dir_gauges(lm, config["log.dirs"]),
+                replication_gauges(lambda: list(rm.partitions.values())),
+                controller_gauges(self.controller, lambda: store.snapshot),
+                group_gauges(groups.metrics_snapshot),
+            ):
+                metrics.register(collect)
             host, port = metrics.serve(config["metrics.listener"])
             log.info("metrics on http://%s:%d/metrics", host, port)
         for name, lhost, lport in config.listeners:
