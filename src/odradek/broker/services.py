@@ -42,9 +42,9 @@ class BrokerServices:
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdAllocator
+    txn_coordinator: TransactionCoordinator
     txn_verification: TxnVerification  # KIP-890: the produce path asks the transaction coordinator
     metrics: BrokerMetrics | None = None
-    txn_coordinator: TransactionCoordinator | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
     forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
 
