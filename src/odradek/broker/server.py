@@ -276,7 +276,6 @@ class Broker:
             cluster_id=self.cluster_id,
             metadata=store,
             topics=topics,
-            topic_configs=topic_configs,
             config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics),
             replica_manager=rm,
             group_coordinator=groups,

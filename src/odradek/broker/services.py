@@ -1,9 +1,11 @@
 """The broker's services, typed, as handlers see them (instead of one `Broker` object).
 
 `Broker.start()` (server.py) constructs and wires them once; every request's
-`RequestContext` carries the same `BrokerServices`. Who owns what is in
-docs/architecture.md. Later capabilities add a field here (an authorizer) rather than
-attributes on a shared object.
+`RequestContext` carries the same `BrokerServices`. This is the handlers' view only:
+components never take it whole (import-linter lets only the server, the registry, the
+connection driver and the handlers import this module); each is given the two or three
+parts it uses (who gets what: docs/architecture.md). Later capabilities add a field here
+(an authorizer) rather than attributes on a shared object.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.topic_admin import TopicAdmin
-    from odradek.broker.topic_configs import TopicConfigs
     from odradek.broker.txn_verification import TxnVerification
     from odradek.cluster.controller import Controller
     from odradek.cluster.metadata import ClusterSnapshot
@@ -36,7 +37,6 @@ class BrokerServices:
     cluster_id: str
     metadata: MetadataStore
     topics: TopicAdmin
-    topic_configs: TopicConfigs
     config_admin: ConfigAdmin
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
