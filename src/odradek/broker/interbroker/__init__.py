@@ -2,7 +2,7 @@
 
 - `channels.py`: `NodeChannels`, the connections to the other brokers, one per (peer, purpose),
   with one endpoint, timeout and reconnect-backoff policy; the replica fetchers and the
-  AlterPartition sender get theirs through `NodeChannels.provider(purpose)`.
+  AlterPartition sender get theirs through `NodeChannels.connect(node, purpose)`.
 - `forwarding.py`: `ForwardingManager`, requests this broker passes on to the controller
   (Kafka's ForwardingManager), and ControlledShutdown.
 - `marker_channel.py`: `TransactionMarkerChannel`, the transaction coordinator's markers to the

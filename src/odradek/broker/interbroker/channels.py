@@ -4,7 +4,8 @@ Every broker-to-broker request goes over a connection this module opens, caches 
 the replica fetchers' Fetch and ListOffsets, AlterPartition and forwarded requests to the
 controller, ControlledShutdown, WriteTxnMarkers and KIP-890's AddPartitionsToTxn. Callers
 ask for `await channels.connection(node, purpose)` (a `client.conn.Connection`, connected
-and version-negotiated) or send through `await channels.request(node, purpose, ...)`.
+and version-negotiated) or send through `await channels.request(node, purpose, ...)`; the
+replication code takes `channels.connect` as its connection provider.
 
 **Keying: one connection per (peer node, purpose).** Kafka answers the requests of one
 connection strictly in the order they were sent (`client/conn.py` pipelines on that
@@ -62,7 +63,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -180,14 +181,11 @@ class NodeChannels:
         async with slot.lock:
             return await self._connect(node, purpose, slot)
 
-    def provider(self, purpose: str) -> Callable[[int], Awaitable[Connection]]:
-        """`connection` with the purpose bound: what a component that talks to one kind of peer
-        (the AlterPartition sender: the controller; a replica fetcher: its leader) is given."""
-
-        def connect(node: int) -> Awaitable[Connection]:
-            return self.connection(node, purpose)
-
-        return connect
+    async def connect(self, node: BrokerInfo, purpose: str) -> Connection:
+        """`connection` for a node as the caller's metadata has it: the replication code's
+        `ConnectionProvider` (the replica fetchers' leaders, the AlterPartition sender's
+        controller). The endpoint is still the newest metadata's."""
+        return await self.connection(node.node_id, purpose)
 
     async def request(self, node: int, purpose: str, api_key: int, data: Any, *, version: int | None = None) -> Any:
         """One request to `node` on the `purpose` connection, answered within the policy's

@@ -133,6 +133,7 @@ def test_one_connection_per_peer_and_purpose_named_in_the_client_id():
         ch = NodeChannels(1, md, ChannelPolicy())
         a = await ch.connection(2, Purpose.TXN_MARKERS)
         assert await ch.connection(2, Purpose.TXN_MARKERS) is a
+        assert await ch.connect(BrokerInfo(2, "127.0.0.1", peer.port), Purpose.TXN_MARKERS) is a  # as a provider
         both = await asyncio.gather(*(ch.connection(2, Purpose.FORWARDING) for _ in range(5)))
         assert len({id(c) for c in both}) == 1 and both[0] is not a  # concurrent callers share one connect
         assert (await ask(ch, 2, Purpose.TXN_MARKERS)).error_code == 0
