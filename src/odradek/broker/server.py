@@ -1,13 +1,21 @@
-"""The broker process: construct and wire the services, listen, shut down gracefully.
+"""The broker process: build the parts from the settings and wire them, listen, shut down gracefully.
 
 One asyncio event loop owns all broker state (docs/architecture.md). Startup order: log
-directories and meta.properties, storage recovery, the metadata store, the replica manager
-and the group coordinator as listeners of the store; the store then publishes what it
-holds, so every hosted partition is opened and led, and every `__consumer_offsets` shard
-loaded, through the same path a later change takes; then the listeners are bound, the
-broker registers its endpoint, and connections are accepted (nothing is served before
-recovery is done). Shutdown reverses it: stop accepting, let in-flight requests finish,
-stop the coordinator, flush and checkpoint, write the clean-shutdown marker.
+directories and meta.properties, the metadata store (and, in cluster mode, this broker's
+controller), storage recovery, then every part built from the settings, each given what it
+uses (`_build_services`; the handlers see them as `BrokerServices`); the dynamic settings,
+the replica manager and the coordinators listen to the store, which then publishes what it
+holds, so every hosted partition is opened and led, and every coordinator shard loaded,
+through the same path a later change takes; then the listeners are bound, the broker
+registers its endpoint, and connections are accepted (nothing is served before recovery is
+done). Shutdown reverses it: the controlled shutdown (cluster mode), stop accepting, let
+in-flight requests finish, stop the coordinators, the controller, the store and the replica
+manager, close the inter-broker connections, flush and checkpoint, write the clean-shutdown
+marker.
+
+The simulator (odradek/testing/sim) subclasses `Broker` and overrides `_join_cluster`,
+`_bind`, `_accept_loop` and `_advertised_endpoint` to run brokers on a simulated network
+and ZooKeeper: keep their names and meaning.
 """
 
 from __future__ import annotations
@@ -472,11 +480,10 @@ class Broker:
                 await services.group_coordinator.stop()
             except Exception:
                 log.exception("group coordinator failed to stop cleanly")
-            if services.txn_coordinator is not None:
-                try:
-                    await services.txn_coordinator.stop()
-                except Exception:
-                    log.exception("transaction coordinator failed to stop cleanly")
+            try:
+                await services.txn_coordinator.stop()
+            except Exception:
+                log.exception("transaction coordinator failed to stop cleanly")
             if self.controller is not None:
                 await self.controller.stop()
             await services.metadata.stop()
