@@ -35,10 +35,10 @@ from odradek.storage import errors as serr
 from odradek.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
-    from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.replication.alter_partition import AlterPartitionSender
     from odradek.broker.replication.fetcher import ReplicaFetcherManager
+    from odradek.broker.topic_configs import TopicConfigs
     from odradek.storage import Log, LogManager
     from odradek.storage.producer_state import ProducerEntry
 

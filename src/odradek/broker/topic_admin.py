@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.log_configs import TopicConfigs
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.assignment import assign_replicas_rack_aware
 from odradek.cluster.metadata import TopicInfo
 from odradek.cluster.store import MetadataStore
