@@ -319,10 +319,12 @@ class Sender:
 
     async def _produce(self, node: int, batches: list[ProducerBatch], topics: dict) -> None:
         try:
+            sent = False
             try:
                 conn = await self.cluster.connection(node)
                 version = conn.version(PRODUCE)
                 data = self._request(version, topics)
+                sent = True
                 if self.acks == 0:
                     conn.send(PRODUCE, data, version=version, expect_response=False)
                     for b in batches:
@@ -330,11 +332,11 @@ class Sender:
                     return
                 resp = await conn.request(PRODUCE, data, version=version, timeout=self.request_timeout_ms / 1000 + 5)
             except E.KafkaError as e:
-                # no answer: each batch may have been written (a request timed out, the
-                # connection was lost after sending) or not
+                # no answer: once the request may have left (it timed out, the connection was
+                # lost), each batch may have been written, or not
                 self.cluster.request_update()
                 for b in batches:
-                    b.maybe_written = True
+                    b.maybe_written |= sent
                     self._complete_batch(b, e, -1)
                 return
             by_tp = {(b.topic, b.partition): b for b in batches}

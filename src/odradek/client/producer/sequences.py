@@ -17,8 +17,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER. So, as Java's producer:
   sequence order, and a batch that already has a sequence is sent only when it is the first in
   flight: once a partition retries, its batches go one at a time, in order (`sendable`).
 - New batches wait while a partition still has batches in flight under an older epoch, while
-  the fate of an earlier batch is unknown (an *unresolved* sequence: a batch that expired while
-  being retried), and while its epoch bump is pending.
+  the fate of an earlier batch is unknown (an *unresolved* sequence: a batch that failed for
+  good or expired after an attempt that went unanswered), and while its epoch bump is pending.
 - OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next after the last acknowledged one
   is retried: an earlier batch is still on its way. For the next one, it is a real gap (the
   broker lost what it had acknowledged, or a batch before it failed): the idempotent producer
@@ -29,7 +29,9 @@ OUT_OF_ORDER_SEQUENCE_NUMBER. So, as Java's producer:
   under the new epoch; every other partition restarts at 0 with its next new batch, once its
   batches in flight under the old epoch have completed.
 
-Two rules are stricter than Java's, each closing a way Java's producer can write a record twice:
+Some rules are stricter than Java's, each closing a way Java's producer can write a record twice
+(the principle is KAFKA-5494's: a batch is renumbered only when the broker's answers prove it was
+never written):
 - At most five batches of a partition are in flight (`WINDOW`, the broker's memory). Java caps
   requests per connection at five, but after a leader change a partition can have five in flight
   to the old leader and more to the new one; a retry of a batch that was written then falls out
@@ -38,6 +40,13 @@ Two rules are stricter than Java's, each closing a way Java's producer can write
   batch before the gap has completed and none of them is in a request awaiting its answer. Java
   renumbers them at the bump, including batches before the gap whose earlier attempt may have
   been written.
+- A batch that failed for good after an attempt went unanswered (`maybe_written`) leaves its
+  sequence unresolved, as an expired one does; Java bumps the epoch for it when retries were
+  left (a failure past delivery.timeout.ms, for one), renumbering batches after it that may
+  have been written too.
+- OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch is a gap only if no earlier attempt of it went
+  unanswered; otherwise it may come from a broker no longer leading (the client's metadata is
+  behind), and the batch is retried instead.
 
 Everything here runs on the client's event loop.
 """
@@ -280,6 +289,11 @@ class Sequences:
             unresolved = self.unresolved.get(tp)
             if unresolved is None and (b.sequence_reset or not self._is_next(tp, b.sequence)):
                 return True  # an earlier batch is still on its way
+            if unresolved is None and b.maybe_written:
+                # the answer of a broker that lacks what was acknowledged before it: one no longer
+                # leading that does not know it yet, while an earlier attempt may be in the
+                # leader's log; retried until the leader answers, or it expires (then resolve())
+                return True
             if self.transactional:
                 return False
             if unresolved is None or b.sequence == unresolved:

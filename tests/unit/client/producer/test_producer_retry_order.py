@@ -177,6 +177,27 @@ def test_out_of_order_for_the_next_batch_bumps_the_epoch_and_renumbers_what_foll
     assert one(h.drain(2)) is new and h.numbers(new) == (1, 2)
 
 
+def test_out_of_order_for_a_next_batch_that_may_have_been_written_is_retried():
+    """The next batch went unanswered once (its first attempt may be in the new leader's log), and
+    its retry reached a broker that no longer leads without knowing it and lacks the last records
+    acknowledged: its OUT_OF_ORDER_SEQUENCE_NUMBER proves no gap. No bump (renumbered, it would
+    be written twice); the retry that reaches the leader is answered as a duplicate."""
+    h = Harness()
+    h.leaders[1] = 3
+    h.ack(h.send_new(3), 0)
+    nxt = h.send_new(3)
+    h.timeout(nxt)
+    h.leaders[1] = 2  # metadata from a broker that is behind
+    assert one(h.drain(2)) is nxt
+    h.error(nxt, E.OutOfOrderSequenceNumberError)
+    h.round()
+    assert h.sender.epoch_bumps == 0 and h.numbers(nxt) == (0, 1)
+    h.leaders[1] = 3
+    assert one(h.drain(3)) is nxt
+    h.ack(nxt, 1)
+    assert not h.seqs.partitions[(T, 1)].in_flight
+
+
 def test_a_batch_refused_for_good_renumbers_only_the_batches_after_it():
     """A batch the broker refused (MESSAGE_TOO_LARGE) never took its sequences: the batches after
     it restart at 0 under a new epoch. A batch before it, still unanswered, may have been
