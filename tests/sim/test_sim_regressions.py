@@ -74,16 +74,14 @@ def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
     assert [a for a in found if "internal-error" in a] == []
 
 
-# ----------------------------------------------------------------- new: the producer
-@pytest.mark.xfail(
-    strict=True, reason="new bug: idempotent producer retries across leaders (client/producer/sender.py), not assigned"
-)
+# ----------------------------------------------------------------- the producer (fixed: producer-retry)
 def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_change():
     """Seed 106 (ci), 1106 (full): the oldest in-flight batch of a partition times out against a paused
-    leader and is retried there (stale metadata) while the later batches go to the new leader
-    and are acknowledged; the late retry, now older than the broker's window of five batches,
-    gets OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump sends it again: it is written twice,
-    after records sent later. Java's producer sends a partition's retries in sequence order."""
+    leader and was retried there (stale metadata) while the later batches went to the new leader
+    and were acknowledged; the late retry, now older than the broker's window of five batches,
+    got OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump sent it again: it was written twice,
+    after records sent later. As Java's producer, a partition's retries now go one at a time in
+    sequence order (client/producer/sequences.py)."""
     plan = [Fault(1.93, "kill", (2,), duration=10.0), Fault(3.71, "pause", (3,), duration=18.9)]
     found = _anomalies(CI, plan, [1, 3, 6, 92])
     assert [a for a in found if "duplicate" in a or "reordered" in a] == []
@@ -113,7 +111,6 @@ def test_every_known_bug_has_a_regression_test():
 
     shown = {
         "audit-clean-answers": "test_a_deposed_controller_answers",
-        "producer-retry-across-leaders": "test_idempotent_producer_never_duplicates",
         "restarted-leader-keeps-leading": "test_a_leader_back_from_a_power_cut",
     }
     assert {b.id for b in KNOWN} == set(shown)

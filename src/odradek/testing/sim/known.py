@@ -30,13 +30,6 @@ def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(t) for t in r.templates)
 
 
-_EPOCH_BUMP = re.compile(r"idempotent producer %d: sequence gap, continuing with epoch %d")
-
-
-def _retry_after_gap(a: Anomaly, r: Result) -> bool:
-    return a.kind in ("duplicate", "reordered") and _logged(r, _EPOCH_BUMP)
-
-
 def _deposed_in_handler(a: Anomaly, r: Result) -> bool:
     return a.kind == "internal-error" and "[Deposed" in a.detail
 
@@ -66,15 +59,6 @@ KNOWN: tuple[KnownBug, ...] = (
         "(issue 25 point 1, 'clean answers while a cluster stops')",
         "controller",
         _deposed_in_handler,
-    ),
-    KnownBug(
-        "producer-retry-across-leaders",
-        "the idempotent producer retries a partition's oldest batch to the old leader while its later "
-        "batches go to the new one; the late retry, now older than the broker's five-batch window, "
-        "gets OUT_OF_ORDER_SEQUENCE and the epoch bump (KIP-360) sends it again: a duplicate, out of "
-        "order (odradek.client.producer.sender; Java sends a partition's retries in sequence order)",
-        "not assigned",
-        _retry_after_gap,
     ),
     KnownBug(
         "restarted-leader-keeps-leading",
