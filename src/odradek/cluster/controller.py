@@ -44,6 +44,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from odradek.cluster import zk_layout as L
+from odradek.cluster.decisions import (
+    decide,
+    preferred_leader_updates,
+    preferred_moves,
+    reassignment_completions,
+)
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.cluster.zk_cache import CachedState, CacheView
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
@@ -70,57 +76,6 @@ class Deposed(Exception):
 # One write of a controller's ZooKeeper transaction: (the name of kazoo's TransactionRequest
 # method, its arguments: a path and maybe data, its keyword arguments: maybe the version).
 ZkOp = tuple[str, tuple[str | bytes, ...], dict[str, int]]
-
-
-def decide(
-    state: L.PartitionState,
-    replicas: tuple[int, ...],
-    live: set[int],
-    restarted: set[int],
-    *,
-    unclean: bool,
-) -> tuple[int, tuple[int, ...], bool]:
-    """(leader, ISR, whether the leader epoch moves) a partition should have now."""
-    leader, isr = state.leader, state.isr
-    isr_live = tuple(b for b in isr if b in live)
-    if leader >= 0 and leader in live and leader not in restarted:
-        return leader, (isr_live or (leader,)), False
-    candidates = [r for r in replicas if r in live and r in isr]
-    if candidates:
-        new = candidates[0]
-        return new, isr_live, True
-    if unclean:
-        alive = [r for r in replicas if r in live]
-        if alive:
-            return alive[0], (alive[0],), True
-    return -1, isr, leader != -1
-
-
-def preferred_moves(view: CacheView, percentage: int) -> dict[tuple[str, int], int]:
-    """Partitions to hand back to their preferred (first) replica: for every broker whose share
-    of not-led preferred partitions exceeds `percentage`, those whose preferred replica is
-    alive and in sync."""
-    live = set(view.brokers)
-    preferred: dict[int, list[tuple[str, int]]] = {}
-    for topic, a in view.topics.items():
-        if topic in view.deleting:
-            continue
-        for p, replicas in a.partitions.items():
-            if replicas:
-                preferred.setdefault(replicas[0], []).append((topic, p))
-    moves: dict[tuple[str, int], int] = {}
-    for broker, parts in preferred.items():
-        if broker not in live:
-            continue
-        off = []
-        for key in parts:
-            cached = view.states.get(key)
-            if cached is not None and cached.state.leader != broker and broker in cached.state.isr:
-                off.append(key)
-        if parts and len(off) * 100 > percentage * len(parts):
-            for key in off:
-                moves[key] = broker
-    return moves
 
 
 class Controller:
@@ -314,16 +269,7 @@ class Controller:
         return self.config.unclean_leader_election
 
     async def _move_leaders(self, view: CacheView, moves: dict[tuple[str, int], int]) -> None:
-        states = self._states(view)
-        updates = []
-        for (topic, p), leader in moves.items():
-            cached = states.get((topic, p))
-            if cached is None or cached.state.leader == leader or leader not in view.brokers:
-                continue
-            st = cached.state
-            updates.append(
-                (topic, p, L.PartitionState(leader, st.leader_epoch + 1, st.isr, self.epoch), cached.version)
-            )
+        updates = preferred_leader_updates(view, self._states(view), moves, self.epoch)
         if updates:
             await asyncio.to_thread(self._write_states, [], updates)
 
@@ -506,34 +452,11 @@ class Controller:
         return out
 
     async def _complete_reassignments(self, view: CacheView, states: dict[tuple[str, int], CachedState]) -> None:
-        for topic, a in view.topics.items():
-            if topic in view.deleting or not (a.adding or a.removing):
-                continue
-            parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
-            state_updates = []
-            for p in sorted(set(adding) | set(removing)):
-                cached = states.get((topic, p))
-                if cached is None:
-                    continue
-                st = cached.state
-                target = tuple(r for r in parts[p] if r not in removing.get(p, ()))
-                if any(r not in st.isr for r in target):
-                    continue  # new replicas still catching up
-                leader, epoch = st.leader, st.leader_epoch
-                if leader not in target:
-                    leader = next(r for r in target if r in st.isr and r in view.brokers)
-                    epoch += 1
-                isr = tuple(r for r in st.isr if r in target)
-                state_updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
-                parts[p] = target
-                adding.pop(p, None)
-                removing.pop(p, None)
-            if state_updates:
-                updated = L.TopicAssignment(a.topic_id, parts, adding, removing)
-                await asyncio.to_thread(
-                    self._write_topic, topic, updated, view.topic_versions.get(topic, -1), state_updates
-                )
-                log.info("%s: reassignment of %d partitions completed", topic, len(state_updates))
+        for topic, (updated, state_updates) in reassignment_completions(view, states, self.epoch).items():
+            await asyncio.to_thread(
+                self._write_topic, topic, updated, view.topic_versions.get(topic, -1), state_updates
+            )
+            log.info("%s: reassignment of %d partitions completed", topic, len(state_updates))
 
     def _write_topic(
         self,
