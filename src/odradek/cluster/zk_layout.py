@@ -47,7 +47,6 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
-FEATURE = "/feature"
 DEFAULT_BROKER = "<default>"
 
 # Created by the first broker, as Kafka does (an empty /admin too).
@@ -312,14 +311,6 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dump({"version": 2, "entity_path": entity_path})
 
 
-def decode_config_change(data: bytes | None) -> str:
-    doc = _load(data, CONFIG_CHANGES)
-    path = doc.get("entity_path")
-    if not isinstance(path, str):
-        raise LayoutError(f"{CONFIG_CHANGES}: no entity_path")
-    return path
-
-
 # ------------------------------------------------------------ producer ids
 def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
     return _dump({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
@@ -337,15 +328,6 @@ def decode_producer_id_block(data: bytes | None) -> tuple[int, int] | None:
 
 
 # ------------------------------------------------------------ reassignments
-def encode_reassignment(moves: dict[tuple[str, int], tuple[int, ...]]) -> bytes:
-    return _dump(
-        {
-            "version": 1,
-            "partitions": [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(moves.items())],
-        }
-    )
-
-
 def decode_reassignment(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
     if not data:
         return {}
