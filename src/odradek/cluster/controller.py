@@ -44,12 +44,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from odradek.cluster import zk_layout as L
-from odradek.cluster.decisions import (
-    decide,
-    preferred_leader_updates,
-    preferred_moves,
-    reassignment_completions,
-)
+from odradek.cluster.decisions import decide, preferred_election, reassignment_completions, rebalance
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.cluster.zk_cache import CachedState, CacheView
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
@@ -162,10 +157,13 @@ class Controller:
             now = time.monotonic()
             if now >= self._rebalance_at:
                 self._rebalance_at = now + self.config.imbalance_check_interval_s
-                moves = preferred_moves(self.store.view, self.config.imbalance_per_broker_percentage)
-                if moves:
-                    log.info("preferred leader election for %d partitions", len(moves))
-                    await self._move_leaders(self.store.view, moves)
+                view = self.store.view
+                live = set(view.brokers) - set(self._shutting_down)
+                pct = self.config.imbalance_per_broker_percentage
+                updates = rebalance(view, self._states(view), live, pct, self.epoch)
+                if updates:
+                    log.info("preferred leader election for %d partitions", len(updates))
+                    await asyncio.to_thread(self._write_states, [], updates)
             else:
                 asyncio.get_running_loop().call_later(self._rebalance_at - now, self._wake.set)
 
@@ -225,7 +223,7 @@ class Controller:
         if view.reassigning:  # /admin/reassign_partitions, as Kafka's ZooKeeper tools write it
             await self.alter_reassignments(dict(view.reassigning), view)
             await asyncio.to_thread(self._delete_if_exists, L.REASSIGN_PARTITIONS)
-        await self._complete_reassignments(view, states)
+        await self._complete_reassignments(view, states, live)
         creates: list[tuple[str, int, L.PartitionState]] = []
         updates: list[tuple[str, int, L.PartitionState, int]] = []
         for topic, a in view.topics.items():
@@ -268,11 +266,6 @@ class Controller:
                 return value.strip().lower() == "true"
         return self.config.unclean_leader_election
 
-    async def _move_leaders(self, view: CacheView, moves: dict[tuple[str, int], int]) -> None:
-        updates = preferred_leader_updates(view, self._states(view), moves, self.epoch)
-        if updates:
-            await asyncio.to_thread(self._write_states, [], updates)
-
     async def elect_leaders(
         self, unclean: bool, partitions: Iterable[tuple[str, int]] | None
     ) -> dict[tuple[str, int], tuple[int, str | None]]:
@@ -299,18 +292,16 @@ class Controller:
                 continue
             st, replicas = cached.state, a.partitions[p]
             if not unclean:
-                preferred = replicas[0]
-                if st.leader == preferred:
+                new = preferred_election(st, replicas, live, self.epoch)
+                if st.leader == replicas[0]:
                     out[(topic, p)] = (ErrorCode.election_not_needed, "already led by its preferred replica")
-                elif preferred not in live or preferred not in st.isr:
+                elif new is None:
                     out[(topic, p)] = (
                         ErrorCode.preferred_leader_not_available,
                         "preferred replica not alive and in sync",
                     )
                 else:
-                    updates.append(
-                        (topic, p, L.PartitionState(preferred, st.leader_epoch + 1, st.isr, self.epoch), cached.version)
-                    )
+                    updates.append((topic, p, new, cached.version))
                     out[(topic, p)] = (ErrorCode.none, None)
                 continue
             if st.leader >= 0 and st.leader in live:
@@ -451,8 +442,10 @@ class Controller:
             await asyncio.to_thread(self._write_topic, topic, updated, view.topic_versions.get(topic, -1), [])
         return out
 
-    async def _complete_reassignments(self, view: CacheView, states: dict[tuple[str, int], CachedState]) -> None:
-        for topic, (updated, state_updates) in reassignment_completions(view, states, self.epoch).items():
+    async def _complete_reassignments(
+        self, view: CacheView, states: dict[tuple[str, int], CachedState], live: set[int]
+    ) -> None:
+        for topic, (updated, state_updates) in reassignment_completions(view, states, live, self.epoch).items():
             await asyncio.to_thread(
                 self._write_topic, topic, updated, view.topic_versions.get(topic, -1), state_updates
             )

@@ -8,10 +8,13 @@ checks. cluster/controller.py calls them and writes the result; tests call them 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.zk_cache import CachedState, CacheView
+
+log = logging.getLogger("odradek.cluster.controller")
 
 Key = tuple[str, int]  # (topic, partition)
 # A partition state to write: (topic, partition, the new state, the znode version it replaces).
@@ -42,11 +45,18 @@ def decide(
     return -1, isr, leader != -1
 
 
-def preferred_moves(view: CacheView, percentage: int) -> dict[Key, int]:
-    """Partitions to hand back to their preferred (first) replica: for every broker whose share
-    of not-led preferred partitions exceeds `percentage`, those whose preferred replica is
-    alive and in sync."""
-    live = set(view.brokers)
+def rebalance(
+    view: CacheView, states: Mapping[Key, CachedState], live: set[int], percentage: int, controller_epoch: int
+) -> list[Update]:
+    """The automatic preferred-leader election (`auto.leader.rebalance.enable`): for every live
+    broker whose share of preferred partitions it does not lead exceeds `percentage`, the
+    writes that hand those partitions back to it.
+
+    Decided from `states`, the very states the writes replace (the controller's own newer
+    writes laid over its watched copy, `Controller._states`): a preferred replica leads only
+    when it is in the ISR of the state its write checks, so one that has just been removed
+    from the ISR (by a write the watch has not delivered yet) is never elected. `live`: the
+    registered brokers not in controlled shutdown."""
     preferred: dict[int, list[Key]] = {}
     for topic, a in view.topics.items():
         if topic in view.deleting:
@@ -54,43 +64,42 @@ def preferred_moves(view: CacheView, percentage: int) -> dict[Key, int]:
         for p, replicas in a.partitions.items():
             if replicas:
                 preferred.setdefault(replicas[0], []).append((topic, p))
-    moves: dict[Key, int] = {}
-    for broker, parts in preferred.items():
+    updates: list[Update] = []
+    for broker, parts in sorted(preferred.items()):
         if broker not in live:
             continue
         off = []
         for key in parts:
-            cached = view.states.get(key)
+            cached = states.get(key)
             if cached is not None and cached.state.leader != broker and broker in cached.state.isr:
-                off.append(key)
+                off.append((key, cached))
         if parts and len(off) * 100 > percentage * len(parts):
-            for key in off:
-                moves[key] = broker
-    return moves
-
-
-def preferred_leader_updates(
-    view: CacheView, states: Mapping[Key, CachedState], moves: Mapping[Key, int], controller_epoch: int
-) -> list[Update]:
-    """The writes that hand each partition of `moves` to its preferred replica."""
-    updates = []
-    for (topic, p), leader in moves.items():
-        cached = states.get((topic, p))
-        if cached is None or cached.state.leader == leader or leader not in view.brokers:
-            continue
-        st = cached.state
-        updates.append(
-            (topic, p, L.PartitionState(leader, st.leader_epoch + 1, st.isr, controller_epoch), cached.version)
-        )
+            for (topic, p), cached in off:
+                st = cached.state
+                new = L.PartitionState(broker, st.leader_epoch + 1, st.isr, controller_epoch)
+                updates.append((topic, p, new, cached.version))
     return updates
 
 
+def preferred_election(
+    st: L.PartitionState, replicas: tuple[int, ...], live: set[int], controller_epoch: int
+) -> L.PartitionState | None:
+    """The state that makes the preferred (first) replica the leader, when it is live and in
+    the ISR of `st`; None when it cannot lead (or leads already)."""
+    preferred = replicas[0] if replicas else -1
+    if st.leader == preferred or preferred not in live or preferred not in st.isr:
+        return None
+    return L.PartitionState(preferred, st.leader_epoch + 1, st.isr, controller_epoch)
+
+
 def reassignment_completions(
-    view: CacheView, states: Mapping[Key, CachedState], controller_epoch: int
+    view: CacheView, states: Mapping[Key, CachedState], live: set[int], controller_epoch: int
 ) -> dict[str, tuple[L.TopicAssignment, list[Update]]]:
     """Per topic, the assignment and partition states that complete its reassignments whose
     target replicas are all in the ISR: a target replica leads (the current leader when it is
-    one), the replicas being removed leave the assignment and the ISR."""
+    one, else the first live one in the ISR: `live` excludes brokers in controlled shutdown),
+    the replicas being removed leave the assignment and the ISR. A partition none of whose
+    target replicas can lead waits (logged), as Kafka's does; the others go on."""
     out: dict[str, tuple[L.TopicAssignment, list[Update]]] = {}
     for topic, a in view.topics.items():
         if topic in view.deleting or not (a.adding or a.removing):
@@ -107,8 +116,17 @@ def reassignment_completions(
                 continue  # new replicas still catching up
             leader, epoch = st.leader, st.leader_epoch
             if leader not in target:
-                leader = next(r for r in target if r in st.isr and r in view.brokers)
-                epoch += 1
+                eligible = [r for r in target if r in st.isr and r in live]
+                if not eligible:
+                    log.warning(
+                        "%s-%d: reassignment to %s waits: no target replica is alive and in the ISR %s",
+                        topic,
+                        p,
+                        list(target),
+                        list(st.isr),
+                    )
+                    continue
+                leader, epoch = eligible[0], epoch + 1
             isr = tuple(r for r in st.isr if r in target)
             state_updates.append((topic, p, L.PartitionState(leader, epoch, isr, controller_epoch), cached.version))
             parts[p] = target
