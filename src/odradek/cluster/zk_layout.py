@@ -17,7 +17,8 @@ other way round. Pure functions: bytes in, values out.
     /config/topics/<topic>, /config/brokers/<id|<default>>
                                       {"version":1,"config":{...}}
     /config/changes/config_change_<seq>   {"version":2,"entity_path":"topics/<topic>"}
-    /admin/delete_topics/<topic>      (no data)
+    /admin/delete_topics/<topic>      (Kafka writes no data) odradek: {"version":1,"dropped_by":[1,2]}, the
+                                      brokers whose metadata has dropped the topic (Kafka ignores the data)
     /admin/reassign_partitions        {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}
     /latest_producer_id_block         {"version":1,"broker":1,"block_start":"0","block_end":"999"}
 """
@@ -309,6 +310,24 @@ def decode_config(path: str, data: bytes | None) -> dict[str, str]:
 def encode_config_change(entity_path: str) -> bytes:
     """entity_path: "topics/<topic>" or "brokers/<id|<default>>"."""
     return _dump({"version": 2, "entity_path": entity_path})
+
+
+# ---------------------------------------------------------- topic deletions
+def encode_deletion(dropped_by: frozenset[int]) -> bytes:
+    """A deletion request's data: the brokers that have dropped the topic from their metadata
+    (and stopped its replicas), so the controller knows when every broker has."""
+    return _dump({"version": 1, "dropped_by": sorted(dropped_by)})
+
+
+def decode_deletion(topic: str, data: bytes | None) -> frozenset[int]:
+    """The brokers that have dropped `topic`; none for Kafka's own empty request."""
+    if not data:
+        return frozenset()
+    doc = _load(data, delete_topic_path(topic))
+    try:
+        return frozenset(int(b) for b in doc.get("dropped_by") or ())
+    except (TypeError, ValueError):
+        raise LayoutError(f"{delete_topic_path(topic)}: bad dropped_by") from None
 
 
 # ------------------------------------------------------------ producer ids
