@@ -3,8 +3,9 @@ controller (the real ones) on this test's event loop, other brokers' registratio
 directly where a test needs them.
 
 What is checked here needs ZooKeeper's answers but not broker processes: a write refused for
-one partition leaves the others written; AlterPartition's broker-epoch checks (KIP-903) over
-real registrations; a clean answer, in bounded time, when ZooKeeper is gone.
+one partition leaves the others written; a topic deletion is done once, and only once every
+live broker has dropped the topic; AlterPartition's broker-epoch checks (KIP-903) over real
+registrations; a clean answer, in bounded time, when ZooKeeper is gone.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster import zk_layout as L
 from odradek.cluster.controller import Controller, ControllerError, IsrChange
 from odradek.cluster.metadata import BrokerInfo
+from odradek.cluster.store import MetadataTimeout
 from odradek.cluster.zk_client import cluster_id
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.protocol.errors import ErrorCode
@@ -97,6 +99,43 @@ def test_a_refused_partition_write_leaves_the_others_written(zk_server):
             assert epochs == [1, 0, 1]
         finally:
             await node.stop()
+
+    run(main())
+
+
+def test_a_topic_deletion_waits_for_every_live_broker_and_is_done_once(zk_server):
+    """Broker 2 is registered but never drops the topic (no metadata store of its own here):
+    DeleteTopics times out and the topic's znodes stay; once broker 2 is gone, the
+    controller completes the deletion. A step that still sees the request afterwards (its
+    watch not yet caught up) does nothing, and fails nothing: a deletion is done once."""
+
+    async def main():
+        other = client(zk_server)
+        node = await Node(zk_server).start()
+        try:
+            register(other, 2)
+            await node.store.wait_for(lambda s: len(s.brokers) == 2, "broker 2 registered")
+            await node.store.create_topic("gone", [(1,), (1,)], {})
+            with pytest.raises(MetadataTimeout):
+                await node.store.delete_topic("gone", timeout_s=1.0)
+            assert "gone" not in node.store.snapshot.topics  # dropped from broker 1's metadata at once
+            assert node.zk.exists(L.topic_path("gone")) and node.zk.exists(L.delete_topic_path("gone"))
+            request = node.store.view.deletions["gone"]
+            assert request.dropped_by == {1}
+            assert L.decode_deletion("gone", node.zk.get(L.delete_topic_path("gone"))[0]) == {1}
+            with pytest.raises(Exception, match="marked for deletion"):  # no topic of that name meanwhile
+                await node.store.create_topic("gone", [(1,)], {})
+            stale = node.store.view
+            await asyncio.to_thread(other.stop)  # broker 2's session ends: it serves nothing any more
+            await node.store.wait_for_view(lambda v: "gone" not in v.topics and not v.deleting, "the deletion")
+            assert not node.zk.exists(L.topic_path("gone")) and not node.zk.exists(L.topic_config_path("gone"))
+            async with node.controller._lock:
+                assert await node.controller._reconcile(stale) is True  # nothing left to do, nothing failed
+            await node.store.create_topic("gone", [(1,)], {})  # the name is free again
+        finally:
+            await node.stop()
+            await asyncio.to_thread(other.stop)
+            other.close()
 
     run(main())
 

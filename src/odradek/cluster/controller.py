@@ -20,8 +20,9 @@ compares every partition's state with what it should be and writes the differenc
   alone (data it lacks is lost: docs/cluster.md);
 - dead brokers leave the ISR of partitions whose leader lives (the partition epoch, the
   znode version, changes; the leader epoch does not);
-- a deletion requested under /admin/delete_topics removes the topic's znodes and config,
-  once;
+- a deletion requested under /admin/delete_topics removes the topic's znodes and config once
+  every live broker has dropped the topic from its metadata (each says so in the request's
+  znode: zookeeper.py), once;
 - with `auto.leader.rebalance.enable`, every `leader.imbalance.check.interval.seconds` a
   broker leading less than its preferred share (beyond
   `leader.imbalance.per.broker.percentage`) gets its preferred partitions back.
@@ -420,7 +421,8 @@ class Controller:
 
     # ------------------------------------------------------------- deletion
     async def _delete_topics(self, view: CacheView) -> bool:
-        """Complete each requested deletion, once; False when one failed (retried)."""
+        """Complete each requested deletion that every live broker has dropped from its metadata
+        (or whose topic is gone already), once; False when one failed (retried)."""
         self._deleted &= {(t, m.czxid) for t, m in view.deletions.items()}
         complete = True
         for topic in sorted(view.deleting):
@@ -429,6 +431,8 @@ class Controller:
                 continue  # its znode's watch has not delivered it yet
             if (topic, marker.czxid) in self._deleted:
                 continue  # done; the watches have not caught up
+            if topic in view.topics and not set(view.brokers) <= marker.dropped_by:
+                continue  # a broker still serves it: its drop (a change of the znode) wakes us
             try:
                 await self._zk(self._delete_topic, topic, marker.czxid)
             except ControllerError:
