@@ -59,8 +59,8 @@ class TopicAdmin:
         )
         return info
 
-    async def delete_topic(self, name: str) -> TopicInfo:
-        info = await self.store.delete_topic(name)
+    async def delete_topic(self, name: str, timeout_s: float | None = None) -> TopicInfo:
+        info = await self.store.delete_topic(name, timeout_s)
         log.info("deleted topic %s", name)
         return info
 

@@ -15,6 +15,7 @@ import uuid
 
 from odradek.broker.registry import RequestContext, handles
 from odradek.cluster.metadata import topic_name_problem
+from odradek.cluster.store import TopicExistsError
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 
@@ -86,6 +87,8 @@ async def handle(ctx: RequestContext, req) -> object:
         if not code and not req.validate_only:
             try:
                 topic_id = (await s.topics.create_topic(t.name, assignment, configs)).topic_id
+            except TopicExistsError as e:  # created meanwhile, or being deleted (Kafka's answers)
+                code, message = ErrorCode.topic_already_exists, str(e)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code
