@@ -645,14 +645,16 @@ class CoordinatorRuntime(Generic[S, R]):
         return 0 if self._valid(partition, write.epoch) else NOT_COORDINATOR
 
     def _fail_in_flight(self, partition: int) -> None:
-        """The partition's shard is gone: every write still waiting completes with NOT_COORDINATOR."""
+        """The partition's shard is gone: every write still waiting for its commit completes
+        with NOT_COORDINATOR (one refused at append, with its own error), in log order."""
         committer = self._committers.pop(partition, None)
         if committer is not None:
             committer.cancel()
         in_flight = self._in_flight.pop(partition, None)
         while in_flight:
             write = in_flight.popleft()
-            self._written(partition, write.epoch, write.res, NOT_COORDINATOR)
+            error = NOT_COORDINATOR if write.error is None else write.error
+            self._written(partition, write.epoch, write.res, error)
 
     def _written(self, partition: int, epoch: int, res: CoordinatorResult[R], error: int) -> None:
         """Deliver a result's replies, then run its continuation with the write's outcome."""

@@ -530,7 +530,9 @@ def test_a_lost_partition_fails_its_waiting_writes_at_once_and_later_ones_are_no
         waiting = asyncio.get_running_loop().create_future()
         waiting.add_done_callback(lambda f: order.append(f"shard's waiter: {f.result()}"))
         ctx.shard.waiting.append(waiting)
-        for k in (b"a", b"b"):
+        for k in (b"a", b"b", b"c"):
+            if k == b"c":
+                parts.fail = [error_class(E.not_enough_replicas)("ISR too small")]
             r.submit(
                 ctx,
                 ctx.shard.put(
@@ -541,10 +543,11 @@ def test_a_lost_partition_fails_its_waiting_writes_at_once_and_later_ones_are_no
         assert parts.keys(0) == [b"a", b"b"] and parts.waiting == 1
         r.on_resigned(TOPIC, 0, 1)  # the leader lost the partition: nothing will commit here
         assert parts.held == 2  # no commit came, yet every waiting write is answered at once,
-        # in log order, and before what waits on the shard itself
-        assert order == [f"b'a': {int(E.not_coordinator)} False", f"b'b': {int(E.not_coordinator)} False"]
+        # in log order (the refused one with its own error), before what waits on the shard itself
+        nc, ner = int(E.not_coordinator), int(E.not_enough_replicas)
+        assert order == [f"b'a': {nc} False", f"b'b': {nc} False", f"b'c': {ner} False"]
         await settle()
-        assert order[2:] == ["shard's waiter: gone"]
+        assert order[3:] == ["shard's waiter: gone"]
         assert parts.waiting == 0  # the wait for the commit was given up
         # a write computed on the old shard is not appended
         assert await r.append(0, 1, [(b"c", b"3")]) == E.not_coordinator
