@@ -30,10 +30,6 @@ def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(t) for t in r.templates)
 
 
-def _deposed_in_handler(a: Anomaly, r: Result) -> bool:
-    return a.kind == "internal-error" and "[Deposed" in a.detail
-
-
 _LOSS = (
     "lost",
     "offset-changed",
@@ -52,14 +48,6 @@ def _power_loss_leader(a: Anomaly, r: Result) -> bool:
 
 
 KNOWN: tuple[KnownBug, ...] = (
-    KnownBug(
-        "audit-clean-answers",
-        "a controller deposed while it handles a request (AlterPartitionReassignments) lets `Deposed` "
-        "escape the handler: the connection is closed with an internal error instead of NOT_CONTROLLER "
-        "(issue 25 point 1, 'clean answers while a cluster stops')",
-        "controller",
-        _deposed_in_handler,
-    ),
     KnownBug(
         "restarted-leader-keeps-leading",
         "a broker that restarted with a shorter log (a power cut) stays in the ISR and can lead when "
