@@ -12,8 +12,8 @@ import pytest
 from support.batches import batch
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 
