@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture
@@ -104,6 +104,7 @@ def test_partitions_spread_as_kafka_assigns_and_clients_follow_leaders(cluster):
         assert held == {f"spread-{p.partition}" for p in snap.topics["spread"].partitions if p.leader == i}
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_a_killed_brokers_leadership_moves_within_the_session_timeout(cluster):
     create(cluster, "moving", 3, 3)
     victim = cluster.snapshot().topics["moving"].partitions[0].leader

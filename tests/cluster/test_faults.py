@@ -24,7 +24,7 @@ from support.checker import History, value
 from support.clients import JavaClient
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.cluster
 
 TOPIC = "acked"
 PARTITIONS = 3

@@ -14,7 +14,7 @@ from support.raw import RawConnection
 
 from odradek.protocol import messages
 
-pytestmark = [pytest.mark.cluster, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.cluster
 
 
 def start(tmp_path, **overrides) -> OdradekCluster:
@@ -176,6 +176,7 @@ def test_replication_metrics_follow_a_follower_leaving_and_returning(tmp_path):
         c.stop()
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_a_leadership_change_reaches_every_broker_within_a_second(tmp_path):
     """Issue 13's bound: once the controller has written a partition's new leader to ZooKeeper
     (the state znode's mtime), every broker's Metadata answers with it within 1 s. Measured

@@ -26,7 +26,7 @@ from support.txn_pipeline import (
     transaction_coordinator,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.cluster
 
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.interop, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.interop
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -94,6 +94,7 @@ def test_perf_produce_native_batch(odr):
 
 
 @pytest.mark.parametrize("driver", ["odradek", "confluent"])
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_perf_e2e(odr, driver):
     if driver == "confluent":
         pytest.importorskip("confluent_kafka")
@@ -108,6 +109,7 @@ def test_perf_e2e(odr, driver):
     assert 400 < r["achieved_rate"] < 600
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_perf_throughput_limit(odr):
     t = f"thr-{uuid.uuid4().hex[:8]}"
     r = last_json(odr("perf", "produce", "-t", t, "-n", "2000", "--throughput", "2000", "--json").output)
@@ -122,6 +124,7 @@ def test_percentiles():
     assert percentiles([])["p99"] is None
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_bench_quick_smoke(tmp_path):
     """bench/broker/run.py --quick --peers none completes and writes its results (tiny sizes)."""
     pytest.importorskip("confluent_kafka")

@@ -17,8 +17,6 @@ import pytest
 from odradek.client import Admin, Consumer, Producer, TopicPartition, errors
 from odradek.client.aio import AIOProducer
 
-pytestmark = pytest.mark.serial  # timing (max.block.ms, SIGSTOP): alone in its tier (tests/README.md)
-
 RECORD = 1024
 
 
@@ -56,6 +54,7 @@ class Paused:
         self.resume()
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_full_buffer_blocks_send_for_max_block_ms_then_loses_nothing(broker_factory):
     broker = broker_factory()
     topic = _topic(broker, 1, "bp")
@@ -91,6 +90,7 @@ def test_full_buffer_blocks_send_for_max_block_ms_then_loses_nothing(broker_fact
     assert [r.key for r in got] == [b"%d" % i for i in range(accepted)] + [b"late"]
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_aio_send_waits_for_memory_then_times_out(broker_factory):
     broker = broker_factory()
     topic = _topic(broker, 1, "bp-aio")

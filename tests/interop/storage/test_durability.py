@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.interop, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.interop
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
@@ -156,6 +156,7 @@ def test_unknown_setting_stops_startup_naming_it(broker_factory):
     assert "num.partitions" in str(err.value)
 
 
+@pytest.mark.serial  # timed: alone in its tier (tests/README.md)
 def test_sigterm_answers_a_waiting_long_poll_and_exits_promptly(broker):
     from support.raw import RawConnection, nested
 
