@@ -190,6 +190,7 @@ def read_all(bootstrap: str, history: History, timeout: float = 60) -> None:
         for p in range(PARTITIONS):
             _low, high = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)
             ends[p] = high
+            history.final_high_watermark(p, high)
         c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
         pos = dict.fromkeys(range(PARTITIONS), 0)
         deadline = time.monotonic() + timeout

@@ -79,13 +79,18 @@ def test_end_offsets_must_not_go_backwards_across_brokers():
     assert "end offset backwards: partition 0: 12 (leader epoch 1) -> 11 (leader epoch 2) from b3" in str(r)
 
 
-def test_high_watermarks_going_backwards_are_reported_per_reader():
+def test_a_high_watermark_seen_above_the_final_one_is_reported_a_dip_is_not():
     h = _clean()
     h.high_watermark("r1", 0, 5)
     h.high_watermark("r2", 0, 3)  # another reader may lag
-    assert h.check().ok
-    h.high_watermark("r1", 0, 4)
-    assert h.check().hw_backwards == [("r1", 0, 5, 4)]
+    h.high_watermark("r1", 0, 4)  # a new leader's lagging high watermark (Kafka's Fetch answers so)
+    h.final_high_watermark(0, 5)
+    r = h.check()
+    assert r.ok and r.hw_dips == 1, r
+    h.final_high_watermark(0, 4)  # the offset r1 saw committed is gone
+    r = h.check()
+    assert r.hw_backwards == [("r1", 0, 5, 4)], r
+    assert "high watermark backwards: reader r1 partition 0: saw 5, final 4" in str(r)
 
 
 def test_acknowledgements_are_counted_from_a_moment_on():

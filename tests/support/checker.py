@@ -12,7 +12,10 @@ each fetch reported. Values are `<producer>-<sequence>`, so order is checkable p
 - moved: a value read at another offset than the one acknowledged for it;
 - changed: one offset read with two different values (what a reader saw below the high
   watermark was replaced);
-- high watermark going backwards to a reader;
+- high watermark backwards: a high watermark a reader saw above the partition's final one
+  (`final_high_watermark()`, from the final read): committed offsets gone. A new leader's high
+  watermark lagging the old one's for a moment is not one: Kafka's Fetch answers so (only
+  ListOffsets waits for it, KIP-207, checked below); such dips are counted in `hw_dips`;
 - end offset going backwards: a ListOffsets(latest) answer for a partition lower than an
   earlier one, from any broker (`end_offset()`, fed by a poller asking every leader directly:
   a consumer seeking to the end, or a lag monitor, must never see the log shrink).
@@ -49,6 +52,7 @@ class Report:
     moved: dict[int, list[tuple[bytes, int, int]]] = field(default_factory=dict)
     changed: dict[int, list[tuple[int, list[bytes]]]] = field(default_factory=dict)
     hw_backwards: list[tuple[str, int, int, int]] = field(default_factory=list)
+    hw_dips: int = 0
     end_offset_backwards: list[tuple[str, int, int, int, int, int]] = field(default_factory=list)
     acknowledged: int = 0
     read: int = 0
@@ -73,7 +77,9 @@ class Report:
             for p, items in sorted(per.items()):
                 lines.append(f"  {name} in partition {p}: {len(items)}, e.g. {items[:5]}")
         for r in self.hw_backwards[:5]:
-            lines.append(f"  high watermark backwards: reader {r[0]} partition {r[1]}: {r[2]} -> {r[3]}")
+            lines.append(f"  high watermark backwards: reader {r[0]} partition {r[1]}: saw {r[2]}, final {r[3]}")
+        if self.hw_dips:
+            lines.append(f"  (a reader's high watermark dipped below an earlier one {self.hw_dips} times: allowed)")
         if self.end_offset_backwards:
             lines.append(f"  end offset backwards: {len(self.end_offset_backwards)} ListOffsets(latest) answers")
         for b in self.end_offset_backwards[:5]:
@@ -92,7 +98,8 @@ class History:
         self.acked_unplaced: dict[int, set[bytes]] = defaultdict(set)  # acknowledged at an unknown offset
         self.reads: dict[int, list[tuple[int, bytes]]] = defaultdict(list)  # partition -> [(offset, value)]
         self.hw: dict[tuple[str, int], int] = {}
-        self.hw_backwards: list[tuple[str, int, int, int]] = []
+        self.hw_dips = 0  # a reader's high watermark below one it saw before (allowed, counted)
+        self.final_hw: dict[int, int] = {}  # partition -> high watermark at the final read
         self.ack_times: list[tuple[float, int]] = []  # (time.monotonic(), partition) of each ack
         self.end_offsets: dict[int, tuple[int, int]] = {}  # partition -> (highest answer, its leader epoch)
         self.end_offset_backwards: list[tuple[str, int, int, int, int, int]] = []
@@ -120,8 +127,14 @@ class History:
         with self._lock:
             before = self.hw.get((reader, partition), -1)
             if hw < before:
-                self.hw_backwards.append((reader, partition, before, hw))
+                self.hw_dips += 1
             self.hw[(reader, partition)] = max(before, hw)
+
+    def final_high_watermark(self, partition: int, hw: int) -> None:
+        """The partition's high watermark once the fault is over (the final read's): every high
+        watermark a reader saw must be at most this."""
+        with self._lock:
+            self.final_hw[partition] = hw
 
     def end_offset(self, source: str, partition: int, offset: int, leader_epoch: int = -1) -> None:
         """A ListOffsets(latest) answer for `partition` from broker `source`: never lower than an
@@ -143,7 +156,12 @@ class History:
             r = Report(
                 acknowledged=sum(len(a) for a in self.acked.values())
                 + sum(len(a) for a in self.acked_unplaced.values()),
-                hw_backwards=list(self.hw_backwards),
+                hw_backwards=[
+                    (reader, p, seen, self.final_hw[p])
+                    for (reader, p), seen in sorted(self.hw.items())
+                    if p in self.final_hw and seen > self.final_hw[p]
+                ],
+                hw_dips=self.hw_dips,
                 end_offset_backwards=list(self.end_offset_backwards),
             )
             r.read = sum(len(x) for x in self.reads.values())

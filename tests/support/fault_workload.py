@@ -251,6 +251,7 @@ def read_all(bootstrap: str, history: History, topic: str, partitions: int, time
         for p in range(partitions):
             _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
             ends[p] = high
+            history.final_high_watermark(p, high)
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         pos = dict.fromkeys(range(partitions), 0)
         deadline = time.monotonic() + timeout
