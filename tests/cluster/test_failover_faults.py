@@ -9,7 +9,8 @@ what"; notes: replication-audit §3, §4, §10):
 - every broker killed at once, restarted in different orders;
 - a partition reassignment whose leader is killed while the new replica copies the log;
 - ListOffsets(latest) asked of every broker in a tight loop while leaders are killed.
-Rounds per test: ODRADEK_FAULT_ROUNDS (3 in CI; bench/cluster/soak.sh runs more).
+Rounds per test: ODRADEK_FAULT_ROUNDS (3 in CI; bench/cluster/soak.sh runs more); Kafka's
+cases ODRADEK_REFERENCE_FAULT_ROUNDS (1 in CI).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 import pytest
 from support.checker import History
 from support.fault_workload import (
+    ROUNDS,
     ClusterFactory,
     Workload,
     create_topic,
@@ -31,12 +33,14 @@ from support.fault_workload import (
     produce_one,
     reassign,
     reassignments_in_progress,
+    rounds_of,
 )
 
 pytestmark = pytest.mark.cluster
 
 TOPIC = "acked"
-ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
+
+
 SEED = int(os.environ.get("ODRADEK_FAULT_SEED", "0")) or random.randrange(1 << 30)
 #: partition p led by broker p+1 (its preferred leader), the others following in order
 SPREAD = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
@@ -69,7 +73,7 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
     create_topic(c, TOPIC, [[1, 2, 3], [1, 3, 2], [1, 2, 3]])
     with Workload(c.bootstrap, TOPIC, 3, end_offsets=c.client_bootstraps) as w:
         time.sleep(3)
-        for _ in range(ROUNDS):
+        for _ in range(rounds_of(kind)):
             elect_preferred(c, TOPIC, 3)
             time.sleep(1)
             victim = 1
@@ -118,7 +122,7 @@ def test_a_new_leader_answers_no_end_offset_below_the_old_leaders(make_cluster, 
     create_topic(c, PROBE, [[1, 2, 3]])
     history = History()
     codes: list[int] = []
-    for r in range(ROUNDS):
+    for r in range(rounds_of(kind)):
         snap = c.snapshot()
         b = snap.topics[PROBE].partitions[0].leader
         a, f = sorted((x for x in (1, 2, 3) if x != b), key=lambda x: x != snap.controller_id)  # f: not the controller

@@ -7,25 +7,26 @@ notes: replication-audit §1, "Clocks"):
 - a follower, or the controller alone, stopped (SIGSTOP) past its ZooKeeper session, then resumed;
 - a broker cut from ZooKeeper (a proxy between it and ZooKeeper) but not from its peers or clients;
 - one broker on a wall clock two hours off (libfaketime, Debian's `faketime`).
-Rounds per test: ODRADEK_FAULT_ROUNDS (3 in CI; bench/cluster/soak.sh runs more).
+Rounds per test: ODRADEK_FAULT_ROUNDS (3 in CI; bench/cluster/soak.sh runs more); Kafka's
+cases ODRADEK_REFERENCE_FAULT_ROUNDS (1 in CI).
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from support.fault_workload import ClusterFactory, Workload, create_topic, produce_one
+from support.fault_workload import ROUNDS, ClusterFactory, Workload, create_topic, produce_one, rounds_of
 from support.odradek_cluster import LIBFAKETIME, faketime_env
 
 pytestmark = pytest.mark.cluster
 
 TOPIC = "acked"
-ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
+
+
 SPREAD = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
 
 
@@ -186,7 +187,7 @@ def test_a_broker_on_a_clock_two_hours_off(make_cluster, kind, offset):
     with Workload(c.bootstrap, TOPIC, 3) as w:
         time.sleep(3)
         whole(c, 15)  # broker 3 kept up with everything written so far
-        for r in range(ROUNDS):
+        for r in range(rounds_of(kind)):
             victim = 1 + r % 2  # never broker 3: it stays a follower
             c.brokers[victim].kill()
             c.wait(

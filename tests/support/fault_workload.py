@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import subprocess
 import tempfile
 import threading
@@ -241,6 +242,18 @@ class EndOffsetPoller(threading.Thread):
 
     def abort(self) -> None:
         self.stop.set()
+
+
+#: rounds of each fault per test: ODRADEK_FAULT_ROUNDS (3 in CI; bench/cluster/soak.sh runs more)
+ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
+#: Apache Kafka's cases (marked reference: they show the expectation is what Kafka does) run
+#: ODRADEK_REFERENCE_FAULT_ROUNDS rounds (1 in CI: Kafka's failovers take longer)
+REFERENCE_ROUNDS = int(os.environ.get("ODRADEK_REFERENCE_FAULT_ROUNDS", "1"))
+
+
+def rounds_of(kind: str) -> int:
+    """Rounds for a test's case against `kind` ("odradek", or an Apache Kafka: "kafka39")."""
+    return ROUNDS if kind == "odradek" else REFERENCE_ROUNDS
 
 
 def read_all(bootstrap: str, history: History, topic: str, partitions: int, timeout: float = 60) -> None:
