@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, InvalidRecordError
+from odradek.protocol.errors import ErrorCode, InvalidRecordError
+from odradek.protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
