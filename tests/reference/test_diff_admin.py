@@ -11,7 +11,7 @@ import socket
 import struct
 
 import pytest
-from support.diff import unique
+from support.diff import Target, unique
 from support.proto import (
     API_VERSIONS,
     BROKER,
@@ -119,6 +119,28 @@ def test_metadata_auto_creation(pair):
     kafka, odradek = pair.run(scenario)
     assert (kafka["first"], odradek["first"]) == ((3, 0), (0, 1))
     pair.compare(kafka["then"], odradek["then"], ignore=("*.leader_epoch",))
+
+
+def test_metadata_auto_creation_above_the_live_brokers(kafka_factory, broker_factory):
+    """default.replication.factor 3 on one broker: Kafka 3.9 in ZooKeeper mode (the mode
+    odradek's cluster follows) answers the auto-creating Metadata INVALID_REPLICATION_FACTOR and
+    creates nothing, and so does odradek; Kafka 4 answers UNKNOWN_TOPIC_OR_PARTITION (its
+    controller refuses the creation), a documented difference (docs/compatibility.md)."""
+    overrides = {"default.replication.factor": "3"}
+    kafka39 = kafka_factory(line="3.9", zookeeper=True, overrides=overrides)
+    kafka4 = kafka_factory(line="4", overrides=overrides)
+    odradek = broker_factory(overrides)
+    name = unique("wide")
+
+    def answers(bootstrap: str) -> tuple[int, int]:
+        with Target("any", bootstrap, "").raw() as c:
+            first = metadata(c, [name], auto=True).topics[0]
+            then = metadata(c, [name], auto=False).topics[0]
+            return int(first.error_code), int(then.error_code)
+
+    assert answers(kafka39.bootstrap) == (38, 3)  # INVALID_REPLICATION_FACTOR, then unknown: none created
+    assert answers(odradek.bootstrap) == (38, 3)
+    assert answers(kafka4.bootstrap) == (3, 3)
 
 
 def test_metadata_topic_authorized_operations(pair):

@@ -210,6 +210,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     S("replica.fetch.min.bytes", "int", 1, "Bytes a follower's Fetch waits for.", validate=at_least(1)),
     S("replica.fetch.backoff.ms", "int", 1000, "Pause of a follower after a fetch error.", validate=at_least(0)),
+    S(
+        "replica.high.watermark.checkpoint.interval.ms",
+        "long",
+        5000,
+        "How often the high watermarks are written to each log directory's replication-offset-checkpoint.",
+        validate=at_least(1),
+    ),
     # --- connections to other brokers (broker/interbroker/channels.py)
     S(
         "request.timeout.ms",

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Protocol
 from odradek.broker.partition import Isolation, LogReadInfo, Partition, PartitionError, Role
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
-from odradek.protocol.errors import ErrorCode, KafkaError, error_class
-from odradek.protocol.records import CorruptRecordError, InvalidRecordError, build_control_batch
+from odradek.protocol.errors import ErrorCode, InvalidRecordError, KafkaError, error_class
+from odradek.protocol.records import CorruptRecordError, build_control_batch
 from odradek.storage import errors as serr
 from odradek.storage.log import AppendInfo, AppendOrigin
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("odradek.broker.replica_manager")
 
-# Most specific first: InvalidRecordError and CorruptRecordError are ValueErrors, the
+# Most specific first: CorruptRecordError is a ValueError, InvalidRecordError a KafkaError, the
 # others StorageErrors.
 _ERROR_CODES: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (serr.StorageOffsetOutOfRangeError, ErrorCode.offset_out_of_range),

@@ -14,6 +14,7 @@ import struct
 from collections.abc import Iterator
 
 from odradek.protocol import records as rec
+from odradek.protocol.errors import InvalidRecordError
 
 _INDEX = struct.Struct(">ii")
 _TIMEINDEX = struct.Struct(">qi")
@@ -68,7 +69,7 @@ def dump_log(path: str, print_data: bool = False) -> Iterator[str]:
         try:
             rec.validate_batch(data, pos)
             crc_ok = True
-        except (rec.CorruptRecordError, rec.InvalidRecordError):
+        except (rec.CorruptRecordError, InvalidRecordError):
             crc_ok = False
         yield (
             f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "

@@ -289,7 +289,7 @@ class CoordinatorRuntime(Generic[S, R]):
         self._periodic: dict[int, asyncio.TimerHandle] = {}
         self._load_queue: collections.deque[ShardContext[S]] = collections.deque()
         self._load_task: asyncio.Task | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: dict[asyncio.Task, None] = {}  # in the order started (stop cancels them so)
 
     # =================================================================== lifecycle
     async def start(self) -> None:
@@ -340,11 +340,11 @@ class CoordinatorRuntime(Generic[S, R]):
     def spawn(self, coro: Awaitable[Any]) -> None:
         """Run a background task of the coordinator (cancelled when the runtime stops)."""
         task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
+        self._tasks[task] = None
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
         if not task.cancelled() and task.exception() is not None:
             log.error("a background task of the %s coordinator failed", self.topic, exc_info=task.exception())
 

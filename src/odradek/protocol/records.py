@@ -31,6 +31,7 @@ from typing import NamedTuple
 import cramjam
 import crc32c as _crc32c_module
 
+from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.varint import VarintError, read_varint, write_varint
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "CorruptRecordError",
-    "InvalidRecordError",
     "BatchHeader",
     "Record",
     "parse_header",
@@ -109,18 +109,13 @@ INT32_MAX = 2**31 - 1
 class CorruptRecordError(ValueError):
     """The bytes are not a well-formed batch (bad length, magic, CRC, counts).
 
-    ``position``: where the batch starts in its file, when a reader of a file sets it (LogSegment.scan)."""
+    ``position``: where the batch starts in its file, when a reader of a file sets it (LogSegment.scan).
+
+    A well-formed batch that is not acceptable (record count against offsets, a record the
+    validator refuses) raises `InvalidRecordError`: the class of INVALID_RECORD in
+    protocol/errors.py (one class, as Kafka's InvalidRecordException), imported here."""
 
     position: int | None = None
-
-
-class InvalidRecordError(ValueError):
-    """The batch is well formed but not acceptable (e.g. count vs. offsets mismatch).
-
-    ``record_errors``: when only some records are at fault, (index in the batch, message) of
-    each (Kafka's RecordValidationException; Produce v8+ answers them per record)."""
-
-    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class BatchHeader(NamedTuple):

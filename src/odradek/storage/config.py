@@ -190,6 +190,7 @@ class LogManagerConfig:
     cleaner_dedupe_buffer_size: int = 134217728
     cleaner_io_buffer_load_factor: float = 0.9
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
+    high_watermark_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
 
     @classmethod
     def from_broker(cls, config: Settings) -> LogManagerConfig:
@@ -201,4 +202,5 @@ class LogManagerConfig:
             cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
             cleaner_io_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
+            high_watermark_checkpoint_interval_ms=config["replica.high.watermark.checkpoint.interval.ms"],
         )

@@ -3,10 +3,11 @@
 Names: ``Storage`` + the name of the Kafka error each stands for, so that none is spelled like a
 class of ``protocol/errors.py`` (an ``except`` naming the protocol class around a storage call
 would silently miss the storage one). `KafkaStorageError` is storage's own failure (Kafka's
-KafkaStorageException); `CorruptRecordError` and `InvalidRecordError` are protocol.records'
-classes, re-exported."""
+KafkaStorageException); `CorruptRecordError` (protocol.records) and `InvalidRecordError`
+(protocol.errors' class of INVALID_RECORD) are the protocol's classes, re-exported."""
 
-from odradek.protocol.records import CorruptRecordError, InvalidRecordError
+from odradek.protocol.errors import InvalidRecordError
+from odradek.protocol.records import CorruptRecordError
 
 __all__ = [
     "StorageError",
@@ -24,7 +25,8 @@ __all__ = [
 
 
 class StorageError(Exception):
-    """Base class of storage errors (CorruptRecordError/InvalidRecordError are ValueErrors)."""
+    """Base class of storage errors (not of CorruptRecordError, a ValueError, nor of
+    InvalidRecordError, a KafkaError)."""
 
 
 class StorageOffsetOutOfRangeError(StorageError):

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, NoReturn
 
-from odradek.protocol.records import CONTROL_MASK, InvalidRecordError, decode_records
+from odradek.protocol.errors import InvalidRecordError
+from odradek.protocol.records import CONTROL_MASK, decode_records
 
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig

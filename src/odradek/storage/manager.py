@@ -8,7 +8,9 @@ recovery-point checkpoint of that log directory is then written soon after (at m
 ``roll_checkpoint_min_interval_ms``), where Kafka waits for its periodic one
 (``log.flush.offset.checkpoint.interval.ms``, which odradek keeps for everything else): after a
 kill -9 the loader re-reads the active segments only, not a minute of rolled ones.
-``flush.messages`` / ``flush.ms`` (default: never) flush the active segment too."""
+``flush.messages`` / ``flush.ms`` (default: never) flush the active segment too. The high
+watermarks' checkpoint is also written every ``replica.high.watermark.checkpoint.interval.ms``
+(5 s), as Kafka's ReplicaManager writes it."""
 
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class LogManager:
 
     retention_check_interval_ms = 300000
     checkpoint_interval_ms = 60000
+    high_watermark_checkpoint_interval_ms = 5000  # replica.high.watermark.checkpoint.interval.ms
     roll_checkpoint_min_interval_ms = 1000  # recovery points moved by roll flushes: written at most this often
     cleaner_backoff_ms = 15000
     cleaner_enabled = True
@@ -283,33 +286,20 @@ class LogManager:
         return out
 
     # ------------------------------------------------------------------ checkpoints
-    def _write_dir_checkpoints(self, d: str, *, recovery_points_only: bool = False) -> None:
+    def _write_dir_checkpoints(self, d: str, *, only: str | None = None) -> None:
+        """Write the offset checkpoints of log directory `d` (or the one named `only`)."""
         state = self._dirs[d]
         if state.offline:
             return
         logs = [lg for lg in self._logs.values() if lg.dir_state is state]
+        names = (RECOVERY_POINT, LOG_START, REPLICATION, CLEANER) if only is None else (only,)
         try:
             with self._checkpoint_lock:
-                write_offsets(
-                    self.fs,
-                    os.path.join(d, RECOVERY_POINT),
-                    {(lg.topic, lg.partition): lg.recovery_point for lg in logs},
-                )
-                if recovery_points_only:
-                    return
-                write_offsets(
-                    self.fs, os.path.join(d, LOG_START), {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
-                )
-                write_offsets(
-                    self.fs, os.path.join(d, REPLICATION), {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
-                )
-                write_offsets(
-                    self.fs,
-                    os.path.join(d, CLEANER),
-                    {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact},
-                )
-            for lg in logs:
-                lg.log_start_dirty = False
+                for name in names:
+                    write_offsets(self.fs, os.path.join(d, name), _checkpointed(name, logs))
+            if LOG_START in names:
+                for lg in logs:
+                    lg.log_start_dirty = False
         except OSError as e:
             state.fail(e)
 
@@ -318,10 +308,16 @@ class LogManager:
         for d in self._online_dirs():
             self._write_dir_checkpoints(d)
 
+    def write_high_watermarks(self) -> None:
+        """Persist the high watermarks alone (every replica.high.watermark.checkpoint.interval.ms,
+        as Kafka's ReplicaManager.checkpointHighWatermarks)."""
+        for d in self._online_dirs():
+            self._write_dir_checkpoints(d, only=REPLICATION)
+
     def write_recovery_points(self, dirs: set[str]) -> None:
         """Persist the recovery points of ``dirs`` alone (where a roll flush moved one)."""
         for d in dirs:
-            self._write_dir_checkpoints(d, recovery_points_only=True)
+            self._write_dir_checkpoints(d, only=RECOVERY_POINT)
 
     # ------------------------------------------------------------------ retention / deletes
     def run_retention(self, now_ms: int | None = None) -> int:
@@ -402,6 +398,7 @@ class LogManager:
         now = self._now()
         next_retention = now + self.retention_check_interval_ms
         next_checkpoint = now + self.checkpoint_interval_ms
+        next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
         next_clean = now + self.cleaner_backoff_ms
         next_expiry = now + self.producer_expiration_check_interval_ms
         cleaner: asyncio.Future | None = None
@@ -425,8 +422,12 @@ class LogManager:
                     next_expiry = now + self.producer_expiration_check_interval_ms
                 if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
                     self._rolled_dirs.clear()  # (here, on the loop that adds to it)
-                    await asyncio.to_thread(self.write_checkpoints)
+                    await asyncio.to_thread(self.write_checkpoints)  # the high watermarks too
                     next_checkpoint = now + self.checkpoint_interval_ms
+                    next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
+                elif now >= next_hw_checkpoint:
+                    await asyncio.to_thread(self.write_high_watermarks)
+                    next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
                 elif self._rolled_dirs and now - last_rolled_checkpoint >= self.roll_checkpoint_min_interval_ms:
                     dirs, self._rolled_dirs = self._rolled_dirs, set()
                     await asyncio.to_thread(self.write_recovery_points, dirs)
@@ -470,3 +471,15 @@ class LogManager:
             except OSError as e:
                 state.fail(e)
         self.process_delayed_deletes(force=True)
+
+
+def _checkpointed(name: str, logs: list[Log]) -> dict[tuple[str, int], int]:
+    """What checkpoint file `name` holds for `logs`."""
+    if name == RECOVERY_POINT:
+        return {(lg.topic, lg.partition): lg.recovery_point for lg in logs}
+    if name == LOG_START:
+        return {(lg.topic, lg.partition): lg.log_start_offset for lg in logs}
+    if name == REPLICATION:
+        return {(lg.topic, lg.partition): lg.high_watermark for lg in logs}
+    assert name == CLEANER, name
+    return {(lg.topic, lg.partition): lg.cleaner_checkpoint for lg in logs if lg.config.compact}

@@ -62,6 +62,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import (
     CODEC_NAMES,
     CONTROL_MASK,
@@ -69,7 +70,6 @@ from odradek.protocol.records import (
     LOG_OVERHEAD,
     NONE,
     BatchHeader,
-    InvalidRecordError,
     decode_records,
     iter_batches,
     patch_batch,
@@ -292,5 +292,7 @@ class BatchValidator:
                 f"One or more records have been rejected due to {len(errors)} record errors in total, "
                 f"and only showing the first three errors at most: [{shown}]"
             )
+        # (index in the batch, message) of each bad record: Kafka's RecordValidationException,
+        # answered record by record by Produce v8+ (ReplicaManager reads it)
         exc.record_errors = tuple(errors)  # type: ignore[attr-defined]
         raise exc

@@ -18,12 +18,13 @@ OVERRIDES = {
     "log.cleaner.dedupe.buffer.size": "4444",
     "log.cleaner.io.buffer.load.factor": "0.5",
     "producer.id.expiration.ms": "5555",
+    "replica.high.watermark.checkpoint.interval.ms": "6666",
 }
 
 
 def test_log_manager_takes_every_setting_of_its_config(tmp_path):
     cfg = LogManagerConfig.from_broker(BrokerConfig(OVERRIDES))
-    assert cfg == LogManagerConfig(1111, 2222, False, 3333, 4444, 0.5, 5555)
+    assert cfg == LogManagerConfig(1111, 2222, False, 3333, 4444, 0.5, 5555, 6666)
     lm = LogManager([str(tmp_path)], LogConfig(), config=cfg)
     assert {f.name: getattr(lm, f.name) for f in dataclasses.fields(cfg)} == dataclasses.asdict(cfg)
     lm.reconfigure(dataclasses.replace(cfg, cleaner_backoff_ms=7))  # a dynamic change

@@ -745,3 +745,27 @@ def test_a_write_is_one_batch_plain_or_transactional_as_kafkas_coordinators_writ
         await r.stop()
 
     run(main())
+
+
+def test_stop_cancels_background_tasks_in_the_order_they_were_started():
+    """Not in a set's order (object addresses): the simulator replays a seed exactly only when
+    what a stop does comes in the same order every run."""
+
+    async def main():
+        r = runtime(MemoryPartitions())
+        await r.start()
+        cancelled: list[int] = []
+
+        async def background(i: int) -> None:
+            try:
+                await asyncio.sleep(60)
+            finally:
+                cancelled.append(i)
+
+        for i in range(64):
+            r.spawn(background(i))
+        await settle()
+        await r.stop()
+        assert cancelled == list(range(64))
+
+    run(main())

@@ -51,3 +51,20 @@ def test_a_second_class_for_a_code_is_refused():
         class Again(KafkaError, code=6, name="not_leader_or_follower", retriable=True): ...
 
     assert error_class(6) is NotLeaderOrFollowerError
+
+
+def test_invalid_record_is_one_class_from_the_codec_to_the_client():
+    """What the codec and the validator raise, what ReplicaManager maps to INVALID_RECORD and
+    what a client raises for that code are one class (as Kafka's InvalidRecordException): an
+    ``except`` naming it catches them all."""
+    from odradek.protocol import records
+    from odradek.storage import errors as storage_errors
+
+    cls = error_class(ErrorCode.invalid_record)
+    assert cls is errors.InvalidRecordError is records.InvalidRecordError is storage_errors.InvalidRecordError
+    # two records, the last offset delta saying eight: well formed, not acceptable
+    batch = records.build_batch(
+        [records.Record(0, 1, b"k", b"v"), records.Record(5, 2, b"k", b"w")], last_offset_delta=7
+    )
+    with pytest.raises(cls):
+        records.validate_batch(batch, strict=True)

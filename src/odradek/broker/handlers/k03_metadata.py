@@ -4,7 +4,9 @@ Brokers, the cluster id and controller, and for each requested topic (all topics
 when the list is null; none when it is empty, v1+) its stable topic id and
 partitions with leader, replicas and ISR. Unknown topics are created when
 `auto.create.topics.enable` is on and the request allows it (v4+ flag; always
-for older versions), as Kafka does; invalid names get INVALID_TOPIC_EXCEPTION.
+for older versions), as Kafka does; invalid names get INVALID_TOPIC_EXCEPTION, a
+`default.replication.factor` above the live brokers INVALID_REPLICATION_FACTOR, a topic
+created meanwhile (or being deleted) LEADER_NOT_AVAILABLE, as Kafka 3.9's ZooKeeper mode.
 v10+ may ask by topic id. Internal topics are listed with is_internal. A partition
 without a leader (in a cluster: its in-sync replicas are down) has LEADER_NOT_AVAILABLE.
 Authorized operations (topics v8+, the cluster v8-10) when asked: every operation the
@@ -82,8 +84,18 @@ async def handle(ctx: RequestContext, req) -> object:
             if not auto or name.startswith("__"):
                 results.append(_topic_error(v, ErrorCode.unknown_topic_or_partition, name, ops))
                 continue
+            rf, live = s.config["default.replication.factor"], len(s.topics.live_brokers)
+            if rf > live:  # Kafka's INVALID_REPLICATION_FACTOR (ZooKeeper mode), nothing created
+                log.info(
+                    "not auto-creating topic %s: replication factor %d larger than available brokers: %d",
+                    name,
+                    rf,
+                    live,
+                )
+                results.append(_topic_error(v, ErrorCode.invalid_replication_factor, name, ops))
+                continue
             try:
-                assignment = s.topics.assignment(s.config["num.partitions"], s.config["default.replication.factor"])
+                assignment = s.topics.assignment(s.config["num.partitions"], rf)
                 info = await s.topics.create_topic(name, assignment, {})
             except TopicExistsError:  # created meanwhile, or being deleted: Kafka answers LEADER_NOT_AVAILABLE
                 results.append(_topic_error(v, ErrorCode.leader_not_available, name, ops))

@@ -27,11 +27,9 @@ async def handle(ctx: RequestContext, req) -> object:
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if req.transactional_id is not None:
-        txn = s.txn_coordinator
-        if txn is None:  # pragma: no cover - every broker runs one
-            err, pid, epoch = int(ErrorCode.coordinator_not_available), -1, -1
-        else:
-            err, pid, epoch = await txn.init_producer_id(req.transactional_id, ms(req.transaction_timeout), pid, epoch)
+        err, pid, epoch = await s.txn_coordinator.init_producer_id(
+            req.transactional_id, ms(req.transaction_timeout), pid, epoch
+        )
         if err == ErrorCode.producer_fenced and ctx.api_version < 4:
             err = int(ErrorCode.invalid_producer_epoch)
         return ctx.respond(throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)

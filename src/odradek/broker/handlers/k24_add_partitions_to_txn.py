@@ -50,8 +50,6 @@ async def _one(
     if refused:
         return {tp: refused.get(tp, int(ErrorCode.operation_not_attempted)) for tp in parts}
     txn = s.txn_coordinator
-    if txn is None:  # pragma: no cover - every broker runs one
-        return dict.fromkeys(parts, int(ErrorCode.coordinator_not_available))
     if verify_only:
         return txn.verify_partitions(txn_id, producer_id, epoch, parts)
     err = await txn.add_partitions(txn_id, producer_id, epoch, parts)

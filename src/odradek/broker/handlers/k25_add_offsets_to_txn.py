@@ -16,11 +16,8 @@ from odradek.protocol.errors import ErrorCode
 @handles(25, 0, 4)
 async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
-    txn = s.txn_coordinator
-    if txn is None:  # pragma: no cover - every broker runs one
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.coordinator_not_available)
     partition = s.group_coordinator.partition_for(req.group_id)
-    err = await txn.add_partitions(
+    err = await s.txn_coordinator.add_partitions(
         req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, partition)]
     )
     if err == ErrorCode.producer_fenced and ctx.api_version < 2:

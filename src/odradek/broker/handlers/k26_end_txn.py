@@ -17,11 +17,9 @@ from odradek.protocol.errors import ErrorCode
 
 @handles(26, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
-    txn = ctx.services.txn_coordinator
-    if txn is None:  # pragma: no cover - every broker runs one
-        err, pid, epoch = int(ErrorCode.coordinator_not_available), -1, -1
-    else:
-        err, pid, epoch = await txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    err, pid, epoch = await ctx.services.txn_coordinator.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+    )
     if err == ErrorCode.producer_fenced and ctx.api_version < 2:
         err = int(ErrorCode.invalid_producer_epoch)
     return ctx.respond(throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
-from odradek.protocol.errors import ErrorCode
 
 
 @handles(65, 0, 0)
@@ -18,17 +17,13 @@ async def handle(ctx: RequestContext, req) -> object:
     txn = ctx.services.txn_coordinator
     states = []
     for txn_id in req.transactional_ids:
-        if txn is None:  # pragma: no cover - every broker runs one
-            d_err, d = int(ErrorCode.coordinator_not_available), None
-        else:
-            d = txn.describe(txn_id)
-            d_err = d.error_code
-        if d is None or d_err:
+        d = txn.describe(txn_id)
+        if d.error_code:
             states.append(
                 nested(
                     ctx,
                     "TransactionState",
-                    error_code=d_err,
+                    error_code=d.error_code,
                     transactional_id=txn_id,
                     transaction_state="",
                     transaction_timeout=0,

@@ -20,14 +20,6 @@ from odradek.protocol.errors import ErrorCode
 
 @handles(66, 0, 2)
 async def handle(ctx: RequestContext, req) -> object:
-    txn = ctx.services.txn_coordinator
-    if txn is None:  # pragma: no cover - every broker runs one
-        return ctx.respond(
-            throttle_time=0,
-            error_code=ErrorCode.coordinator_not_available,
-            unknown_state_filters=(),
-            transaction_states=(),
-        )
     pattern = getattr(req, "transactional_id_pattern", None)
     matcher = None
     if pattern:
@@ -40,7 +32,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 unknown_state_filters=(),
                 transaction_states=(),
             )
-    err, unknown, listed = txn.list_transactions(
+    err, unknown, listed = ctx.services.txn_coordinator.list_transactions(
         req.state_filters, req.producer_id_filters, getattr(req, "duration_filter", -1)
     )
     states = tuple(

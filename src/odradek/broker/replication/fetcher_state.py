@@ -37,8 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError, InvalidRecordError
+from odradek.protocol.errors import ErrorCode, InvalidRecordError
+from odradek.protocol.records import HEADER_SIZE, LOG_OVERHEAD, CorruptRecordError
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
@@ -54,7 +54,8 @@ class FetcherConfig:
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     fetchers_per_leader: int = 1  # num.replica.fetchers
-    request_timeout_ms: int = 30000  # replica.socket.timeout.ms (Kafka's default); a fetch adds wait_max_ms
+    # request.timeout.ms (Kafka's fetcher's NetworkClient takes it too); a Fetch adds wait_max_ms
+    request_timeout_ms: int = 30000
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> FetcherConfig:
@@ -65,6 +66,7 @@ class FetcherConfig:
             min_bytes=config["replica.fetch.min.bytes"],
             backoff_ms=config["replica.fetch.backoff.ms"],
             fetchers_per_leader=config["num.replica.fetchers"],
+            request_timeout_ms=config["request.timeout.ms"],
         )
 
 
