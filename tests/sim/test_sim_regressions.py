@@ -84,6 +84,21 @@ def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_ch
     assert [a for a in found if "duplicate" in a or "reordered" in a] == []
 
 
+# ----------------------------------------------------------------- the simulated network (fixed: txn-hang)
+def test_markers_reach_a_leader_back_from_a_power_cut_over_the_connection_it_forgot():
+    """Seeds 9, 125, 291 (ci): the transaction coordinator's `txn-markers` connection to b1 was
+    opened before b1 lost power; b1 restarts on the same address and leads again (here by a
+    preferred election), and the next WriteTxnMarkers goes out on the old connection. A real
+    host back from a power cut answers a segment of a connection it no longer knows with RST,
+    so the coordinator reconnects and retries at once (Kafka's NetworkClient sees the
+    disconnect, TransactionMarkerRequestCompletionHandler re-enqueues the markers); the
+    simulated host dropped it silently, the request waited out request.timeout.ms (30 s) and
+    the run ended with the transaction committed but its partition still open."""
+    plan = [Fault(5.0, "power", (1,), duration=2.0), Fault(12.0, "elect")]
+    found = _anomalies(CI, plan, [3, 4, 7])
+    assert found == []
+
+
 # ----------------------------------------------------------------- new: the controller
 @pytest.mark.xfail(
     strict=True, reason="new bug: the controller keeps a restarted broker in the ISR (cluster/controller.py decide)"
