@@ -64,11 +64,9 @@ class Leader:
                 cls = messages.response_class(api_key, version)
                 m = messages.module_of(cls)
                 if api_key == API_VERSIONS:
-                    keys = (
-                        messages.build_entity(m.ApiVersion, {"api_key": API_VERSIONS, "min_version": 0, "max_version": 3}),
-                        messages.build_entity(
-                            m.ApiVersion, {"api_key": WRITE_TXN_MARKERS, "min_version": 1, "max_version": 1}
-                        ),
+                    keys = tuple(
+                        messages.build_entity(m.ApiVersion, {"api_key": k, "min_version": lo, "max_version": hi})
+                        for k, lo, hi in ((API_VERSIONS, 0, 3), (WRITE_TXN_MARKERS, 1, 1))
                     )
                     resp = messages.build_entity(cls, {"error_code": 0, "throttle_time": 0, "api_keys": keys})
                     body = response_header(corr, False) + messages.encode(resp)  # ApiVersions: header v0
@@ -82,31 +80,7 @@ class Leader:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                         writer.transport.abort()  # with SO_LINGER 0: RST
                         return
-                    results = tuple(
-                        messages.build_entity(
-                            m.WritableTxnMarkerResult,
-                            {
-                                "producer_id": mk.producer_id,
-                                "topics": tuple(
-                                    messages.build_entity(
-                                        m.WritableTxnMarkerTopicResult,
-                                        {
-                                            "name": t.name,
-                                            "partitions": tuple(
-                                                messages.build_entity(
-                                                    m.WritableTxnMarkerPartitionResult,
-                                                    {"partition_index": p, "error_code": self.errors.get(int(p), 0)},
-                                                )
-                                                for p in t.partition_indexes
-                                            ),
-                                        },
-                                    )
-                                    for t in mk.topics
-                                ),
-                            },
-                        )
-                        for mk in req.markers
-                    )
+                    results = tuple(self._results(m, mk) for mk in req.markers)
                     resp = messages.build_entity(cls, {"markers": results})
                     body = response_header(corr, flexible) + messages.encode(resp)
                 writer.write(_SIZE.pack(len(body)) + body)
@@ -115,6 +89,20 @@ class Leader:
             pass
         finally:
             writer.close()
+
+    def _results(self, m, marker):  # m: the response's kio module; marker: one of the request's
+        def partition(p: int):
+            fields = {"partition_index": p, "error_code": self.errors.get(int(p), 0)}
+            return messages.build_entity(m.WritableTxnMarkerPartitionResult, fields)
+
+        topics = tuple(
+            messages.build_entity(
+                m.WritableTxnMarkerTopicResult,
+                {"name": t.name, "partitions": tuple(partition(p) for p in t.partition_indexes)},
+            )
+            for t in marker.topics
+        )
+        return messages.build_entity(m.WritableTxnMarkerResult, {"producer_id": marker.producer_id, "topics": topics})
 
 
 class Metadata:
