@@ -28,12 +28,17 @@ TOPIC = "t"
 
 class Leader:
     """A partition leader stand-in. `reset_first`: the first WriteTxnMarkers it reads is answered
-    by resetting its connection (RST, as a host that forgot the connection); after that each
-    partition is answered with `errors` (default 0: written). Remembers every WriteTxnMarkers
+    by resetting its connection (RST, as a host that forgot the connection); `hold_first`: it is
+    answered only once `release` is set (a silent host); each partition is answered with
+    `errors` (default 0: written). Remembers every WriteTxnMarkers
     as (connection number, [(topic, partition)])."""
 
-    def __init__(self, *, reset_first: bool = False, errors: dict[int, int] | None = None) -> None:
+    def __init__(
+        self, *, reset_first: bool = False, hold_first: bool = False, errors: dict[int, int] | None = None
+    ) -> None:
         self.reset_first = reset_first
+        self.hold_first = hold_first  # the first WriteTxnMarkers is answered once `release` is set
+        self.release = asyncio.Event()
         self.errors = errors or {}
         self.received: list[tuple[int, list[tuple[str, int]]]] = []
         self.connections = 0
@@ -80,6 +85,9 @@ class Leader:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                         writer.transport.abort()  # with SO_LINGER 0: RST
                         return
+                    if self.hold_first:
+                        self.hold_first = False
+                        await self.release.wait()
                     results = tuple(self._results(m, mk) for mk in req.markers)
                     resp = messages.build_entity(cls, {"markers": results})
                     body = response_header(corr, flexible) + messages.encode(resp)
@@ -181,6 +189,42 @@ def test_a_partition_its_leader_no_longer_leads_goes_to_the_leader_the_metadata_
         await new.stop()
 
     run(main)
+
+
+def test_a_request_waiting_on_one_leader_does_not_hold_back_the_retries_of_another():
+    """p1's leader does not answer (its host went silent); p0's leader moved away meanwhile. As
+    Kafka's queue per broker, p0 goes to its new leader at once, not once p1's request ends."""
+
+    async def main():
+        silent = await Leader(hold_first=True).start()
+        old = await Leader(errors={0: int(ErrorCode.not_leader_or_follower)}).start()
+        new = await Leader().start()
+        md = Metadata()
+        md.broker_at(2, silent.port)
+        md.broker_at(3, old.port)
+        md.broker_at(4, new.port)
+        md.leaders = {0: 3, 1: 2}
+        ch = channel(md, ChannelPolicy(request_timeout_ms=600_000))
+        task = asyncio.ensure_future(write(ch, [0, 1]))
+        while not old.received or not silent.received:
+            await asyncio.sleep(0.01)
+        md.leaders = {0: 4, 1: 2}
+        await asyncio.wait_for(_until(lambda: new.received), 10)
+        assert new.received == [(1, [(TOPIC, 0)])]
+        assert not task.done()
+        silent.release.set()
+        assert await asyncio.wait_for(task, 10) is True
+        assert silent.received == [(1, [(TOPIC, 1)])]  # sent once: never in two requests at once
+        ch.channels.close()
+        for leader in (silent, old, new):
+            await leader.stop()
+
+    run(main)
+
+
+async def _until(condition) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 def test_a_fenced_coordinator_gives_up_and_a_moved_shard_stops_the_retries():
