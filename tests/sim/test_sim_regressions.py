@@ -153,6 +153,27 @@ def test_known_bugs_explain_what_they_claim():
             raise AssertionError("the regression plan no longer shows the bug: its entry should go")
 
 
+def test_a_short_isr_is_explained_by_the_restarted_leader_bug_only_where_it_lost_records():
+    """Seed 160 (ci): after the restarted leader led p0 with its shorter log, p0's replicas differ
+    at one leader epoch and its ISR never re-forms (`unavailable`): the known bug's aftermath. A
+    short ISR of a partition the bug did not touch, or in a run without a power cut, is not."""
+    from odradek.testing.sim.checker import Anomaly
+    from odradek.testing.sim.run import Result
+
+    began = Anomaly("leader-without-acked", 6.5, "b3 leads (epoch 0) with its log ending at 0", partition=0)
+
+    def run_with(faults: list[Fault], short_isr: str) -> Result:
+        anomalies = [began, Anomaly("unavailable", 15.1, short_isr)]
+        return Result(160, anomalies, "", faults, {}, 0.0, 0.0)
+
+    power = [Fault(1.15, "power", (3,), duration=3.1)]
+    assert explain(run_with(power, "t-0 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"))[1] == []
+    other = "t-1 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"
+    assert [a.kind for a in explain(run_with(power, other))[1]] == ["unavailable"]
+    killed = [Fault(1.15, "kill", (3,), duration=3.1)]
+    assert len(explain(run_with(killed, "t-0 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"))[1]) == 2
+
+
 def test_a_workload_without_faults_is_clean():
     opts = dataclasses.replace(CI, workload=WorkloadSpec(rate=8.0, txn_interval=0.5, readers=(True, False)))
     r = run_seed(3, opts, faults=[])
