@@ -99,7 +99,7 @@ class TransactionMarkerChannel:
                     await asyncio.sleep(RETRY_BACKOFF_S if timeout is None else timeout)
                     continue
                 done, _ = await asyncio.wait(flying, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
+                for task in [t for t in flying if t in done]:  # in the order sent (a set's order varies by run)
                     del flying[task]
                     for tp, err in task.result().items():
                         if not err:
