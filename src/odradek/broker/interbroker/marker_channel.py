@@ -10,9 +10,9 @@ connection) is retried after a short backoff with the newest metadata, until wri
 partition whose topic was deleted is dropped. Each leader's request goes on its own, as
 Kafka's queue per destination broker: a request waiting on one leader (up to the request
 timeout, when its host went silent) does not hold back the retries of partitions another
-leader refused. The channel gives up only when the
-coordinator's shard moved (its next coordinator sends the markers again) or the coordinator
-is fenced (INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED).
+leader refused. The channel gives up only when the coordinator's shard moved (its next
+coordinator sends the markers again) or the coordinator is fenced (INVALID_PRODUCER_EPOCH /
+TRANSACTION_COORDINATOR_FENCED).
 
 Markers written here wait for the in-sync replicas up to `request.timeout.ms`, as a leader
 does for a WriteTxnMarkers request (Kafka appends markers with its request timeout).
