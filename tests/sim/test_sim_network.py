@@ -176,6 +176,44 @@ def test_kill_sends_fin_and_refuses_new_connections_a_power_cut_sends_nothing():
     run(main)
 
 
+def test_a_host_back_from_a_power_cut_resets_the_connections_it_forgot():
+    """A restarted host's kernel knows none of the old connections: a segment on one (sent while it
+    was down and retransmitted, or sent after it is back) is answered with RST; while it is
+    down, nothing answers."""
+
+    async def main(loop, net):
+        client = Node("c")
+        s1 = Node("s")
+        as_node(s1, echo_server(net, s1))
+
+        async def connect():
+            return await loop.create_connection(Collect, "s", 7)
+
+        t_early, p_early = await as_node(client, connect())
+        t_late, p_late = await as_node(client, connect())
+        loop.kill(s1)
+        net.kill(s1, power=True)
+        t_early.write(b"while it is down")
+        await asyncio.sleep(5)
+        assert p_early.lost == [] and p_late.lost == []  # retransmitted into the void
+        s2 = Node("s")
+        net.restart_host("s")
+        as_node(s2, echo_server(net, s2))
+        await asyncio.sleep(0.05)
+        assert [type(e) for e in p_early.lost] == [ConnectionResetError]
+        assert p_late.lost == []  # nothing sent on it yet: nothing tells it
+        t_late.write(b"after it is back")
+        await asyncio.sleep(0.05)
+        assert [type(e) for e in p_late.lost] == [ConnectionResetError]
+        assert p_early.data == p_late.data == b""
+        t_new, p_new = await as_node(client, connect())  # the new incarnation serves new connections
+        t_new.write(b"hello")
+        await asyncio.sleep(0.05)
+        assert p_new.data == b"hello"
+
+    run(main)
+
+
 def test_one_broker_serves_the_real_client_over_the_simulated_network(tmp_path):
     """Single-node mode: a producer's 200 records acknowledged, a group consumer reads them all."""
 

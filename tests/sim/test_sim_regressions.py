@@ -84,6 +84,21 @@ def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_ch
     assert [a for a in found if "duplicate" in a or "reordered" in a] == []
 
 
+# ----------------------------------------------------------------- the simulated network (fixed: txn-hang)
+def test_markers_reach_a_leader_back_from_a_power_cut_over_the_connection_it_forgot():
+    """Seeds 9, 125, 291 (ci): the transaction coordinator's `txn-markers` connection to b1 was
+    opened before b1 lost power; b1 restarts on the same address and leads again (here by a
+    preferred election), and the next WriteTxnMarkers goes out on the old connection. A real
+    host back from a power cut answers a segment of a connection it no longer knows with RST,
+    so the coordinator reconnects and retries at once (Kafka's NetworkClient sees the
+    disconnect, TransactionMarkerRequestCompletionHandler re-enqueues the markers); the
+    simulated host dropped it silently, the request waited out request.timeout.ms (30 s) and
+    the run ended with the transaction committed but its partition still open."""
+    plan = [Fault(5.0, "power", (1,), duration=2.0), Fault(12.0, "elect")]
+    found = _anomalies(CI, plan, [3, 4, 7])
+    assert found == []
+
+
 # ----------------------------------------------------------------- new: the controller
 @pytest.mark.xfail(
     strict=True, reason="new bug: the controller keeps a restarted broker in the ISR (cluster/controller.py decide)"
@@ -136,6 +151,27 @@ def test_known_bugs_explain_what_they_claim():
                 break
         else:
             raise AssertionError("the regression plan no longer shows the bug: its entry should go")
+
+
+def test_a_short_isr_is_explained_by_the_restarted_leader_bug_only_where_it_lost_records():
+    """Seed 160 (ci): after the restarted leader led p0 with its shorter log, p0's replicas differ
+    at one leader epoch and its ISR never re-forms (`unavailable`): the known bug's aftermath. A
+    short ISR of a partition the bug did not touch, or in a run without a power cut, is not."""
+    from odradek.testing.sim.checker import Anomaly
+    from odradek.testing.sim.run import Result
+
+    began = Anomaly("leader-without-acked", 6.5, "b3 leads (epoch 0) with its log ending at 0", partition=0)
+
+    def run_with(faults: list[Fault], short_isr: str) -> Result:
+        anomalies = [began, Anomaly("unavailable", 15.1, short_isr)]
+        return Result(160, anomalies, "", faults, {}, 0.0, 0.0)
+
+    power = [Fault(1.15, "power", (3,), duration=3.1)]
+    assert explain(run_with(power, "t-0 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"))[1] == []
+    other = "t-1 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"
+    assert [a.kind for a in explain(run_with(power, other))[1]] == ["unavailable"]
+    killed = [Fault(1.15, "kill", (3,), duration=3.1)]
+    assert len(explain(run_with(killed, "t-0 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"))[1]) == 2
 
 
 def test_a_workload_without_faults_is_clean():

@@ -7,9 +7,12 @@ WriteTxnMarkers request to each leader over the channels' `txn-markers` connecti
 (broker/interbroker/channels.py: its timeout and reconnect backoff). What cannot be written
 yet (no leader, NOT_LEADER_OR_FOLLOWER, not enough replicas, a timeout, a broken
 connection) is retried after a short backoff with the newest metadata, until written; a
-partition whose topic was deleted is dropped. The channel gives up only when the
-coordinator's shard moved (its next coordinator sends the markers again) or the coordinator
-is fenced (INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED).
+partition whose topic was deleted is dropped. Each leader's request goes on its own, as
+Kafka's queue per destination broker: a request waiting on one leader (up to the request
+timeout, when its host went silent) does not hold back the retries of partitions another
+leader refused. The channel gives up only when the coordinator's shard moved (its next
+coordinator sends the markers again) or the coordinator is fenced (INVALID_PRODUCER_EPOCH /
+TRANSACTION_COORDINATOR_FENCED).
 
 Markers written here wait for the in-sync replicas up to `request.timeout.ms`, as a leader
 does for a WriteTxnMarkers request (Kafka appends markers with its request timeout).
@@ -68,49 +71,86 @@ class TransactionMarkerChannel:
         partitions: frozenset[tuple[str, int]],
         still_valid: Callable[[], bool],
     ) -> bool:
-        """True once every partition has the marker; False when given up (see the module doc)."""
-        pending = set(partitions)
-        while pending:
-            if not still_valid():
-                return False
-            snap = self.metadata.snapshot
-            by_leader: dict[int, list[tuple[str, int]]] = {}
-            for tp in sorted(pending):
-                if tp[0] not in snap.topics:
-                    log.info("dropping the marker of producer %d for %s-%d: the topic is gone", producer_id, *tp)
-                    pending.discard(tp)
+        """True once every partition has the marker; False when given up (see the module doc).
+
+        Each leader's request goes on its own: a partition refused by one leader is sent again
+        (after the backoff, to the leader the newest metadata names) while a request to another
+        leader is still waiting for its answer, as Kafka's per-broker marker queues do; a
+        partition is never in two requests at once."""
+        loop = asyncio.get_running_loop()
+        pending = set(partitions)  # not written yet
+        not_before: dict[tuple[str, int], float] = {}  # refused: not sent again before this time
+        flying: dict[asyncio.Future[dict[tuple[str, int], int]], list[tuple[str, int]]] = {}
+        try:
+            while pending:
+                if not still_valid():
+                    return False
+                now = loop.time()
+                busy = {tp for tps in flying.values() for tp in tps}
+                ready = [tp for tp in sorted(pending) if tp not in busy and not_before.get(tp, 0.0) <= now]
+                for leader, tps in self._by_leader(ready, producer_id, pending, not_before, now).items():
+                    send = self._send(leader, tps, producer_id, producer_epoch, coordinator_epoch, commit)
+                    flying[asyncio.ensure_future(send)] = tps
+                if not pending:
+                    break
+                later = [not_before[tp] - now for tp in pending if not_before.get(tp, 0.0) > now]
+                timeout = min(later) if later else None
+                if not flying:
+                    await asyncio.sleep(RETRY_BACKOFF_S if timeout is None else timeout)
                     continue
-                info = snap.partition(*tp)
-                if info is not None and info.leader >= 0:
-                    by_leader.setdefault(info.leader, []).append(tp)
-            sends = [
-                self._send(leader, tps, producer_id, producer_epoch, coordinator_epoch, commit)
-                for leader, tps in by_leader.items()
-            ]
-            for results in await asyncio.gather(*sends):
-                for tp, err in results.items():
-                    if not err:
-                        pending.discard(tp)
-                    elif err in FENCED:
-                        log.warning(
-                            "marker of producer %d epoch %d for %s-%d refused (%s): the coordinator is fenced",
-                            producer_id,
-                            producer_epoch,
-                            *tp,
-                            ErrorCode(err).name,
-                        )
-                        return False
-                    elif err not in RETRIABLE:
-                        log.error(
-                            "marker of producer %d for %s-%d failed with %s; dropping it",
-                            producer_id,
-                            *tp,
-                            ErrorCode(err).name if err in ErrorCode._value2member_map_ else err,
-                        )
-                        pending.discard(tp)
-            if pending:
-                await asyncio.sleep(RETRY_BACKOFF_S)
-        return True
+                done, _ = await asyncio.wait(flying, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                for task in [t for t in flying if t in done]:  # in the order sent (a set's order varies by run)
+                    del flying[task]
+                    for tp, err in task.result().items():
+                        if not err:
+                            pending.discard(tp)
+                        elif err in FENCED:
+                            log.warning(
+                                "marker of producer %d epoch %d for %s-%d refused (%s): the coordinator is fenced",
+                                producer_id,
+                                producer_epoch,
+                                *tp,
+                                ErrorCode(err).name,
+                            )
+                            return False
+                        elif err in RETRIABLE:
+                            not_before[tp] = loop.time() + RETRY_BACKOFF_S
+                        else:
+                            log.error(
+                                "marker of producer %d for %s-%d failed with %s; dropping it",
+                                producer_id,
+                                *tp,
+                                ErrorCode(err).name if err in ErrorCode._value2member_map_ else err,
+                            )
+                            pending.discard(tp)
+            return True
+        finally:
+            for task in flying:  # given up: what is still in flight ends on its own, unheard
+                task.add_done_callback(_ignore_result)
+
+    def _by_leader(
+        self,
+        ready: list[tuple[str, int]],
+        producer_id: int,
+        pending: set[tuple[str, int]],
+        not_before: dict[tuple[str, int], float],
+        now: float,
+    ) -> dict[int, list[tuple[str, int]]]:
+        """The ready partitions grouped by their leader in the newest metadata; a partition of a
+        deleted topic is dropped, one without a leader waits out the backoff."""
+        snap = self.metadata.snapshot
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in ready:
+            if tp[0] not in snap.topics:
+                log.info("dropping the marker of producer %d for %s-%d: the topic is gone", producer_id, *tp)
+                pending.discard(tp)
+                continue
+            info = snap.partition(*tp)
+            if info is not None and info.leader >= 0:
+                by_leader.setdefault(info.leader, []).append(tp)
+            else:
+                not_before[tp] = now + RETRY_BACKOFF_S
+        return by_leader
 
     async def _send(
         self,
@@ -155,3 +195,8 @@ class TransactionMarkerChannel:
                 for pr in topic.partitions:
                     out[(topic.name, pr.partition_index)] = int(pr.error_code)
         return out
+
+
+def _ignore_result(task: asyncio.Future[dict[tuple[str, int], int]]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so that asyncio does not report it

@@ -17,7 +17,11 @@ close), whose `fd` is a virtual descriptor the loop's `add_reader` polls.
 
 kill -9 of a node closes its endpoints (the kernel sends FIN to each peer, through cuts) and
 its listeners (connecting is refused); a power cut or crash of the host sends nothing and
-connecting hangs (the host is down) until it restarts.
+connecting hangs (the host is down) until it restarts. What peers send meanwhile on their
+old connections is held, as TCP retransmits it; once the host is back its new kernel knows
+none of those connections and answers each one's next segment with RST (retransmitted at
+once when the host restarts, as held bytes are when a cut heals; a real stack waits for its
+next retransmission timeout), so a peer that writes on an old connection learns it is gone.
 """
 
 from __future__ import annotations
@@ -57,7 +61,20 @@ class Pipe:
 class Endpoint:
     """One end of a connection: what arrived for it, and the pipe to its peer."""
 
-    __slots__ = ("fd", "node", "name", "peer_name", "rx", "eof", "reset", "closed", "fin_sent", "out", "on_data")
+    __slots__ = (
+        "fd",
+        "node",
+        "name",
+        "peer_name",
+        "rx",
+        "eof",
+        "reset",
+        "closed",
+        "fin_sent",
+        "forgotten",
+        "out",
+        "on_data",
+    )
 
     def __init__(self, fd: int, node: Node, name: str, peer_name: str) -> None:
         self.fd = fd
@@ -69,6 +86,7 @@ class Endpoint:
         self.reset = False
         self.closed = False
         self.fin_sent = False
+        self.forgotten = False  # its host lost power: once back, it answers a segment with RST
         self.out: Pipe | None = None
         self.on_data: Callable[[], None] | None = None  # client side: schedule the protocol's feed
 
@@ -215,13 +233,14 @@ class Network:
 
     def _arrive(self, pipe: Pipe, item: bytes | None) -> None:
         if pipe.held or self.blocked(pipe.src, pipe.dst):
-            if pipe.dst in self.down:
-                return  # the host is off: nothing is there to receive or acknowledge
+            # held: retransmitted until the cut heals or the host is back (then answered with RST)
             pipe.held.append(item)
             self._held[pipe] = None
             return
         ep = pipe.to
         if ep.closed:
+            if ep.forgotten and item is not _RST:
+                self._forgotten(ep)
             return
         if item is _RST:
             ep.reset = True
@@ -239,6 +258,14 @@ class Network:
             ep.on_data()
         else:
             self.loop.notify_readable(ep.fd)
+
+    def _forgotten(self, ep: Endpoint) -> None:
+        """A segment reached a host back from a power cut on a connection it no longer knows:
+        its kernel answers with RST (once: the peer's end is reset by the first)."""
+        ep.forgotten = False
+        if ep.out is not None:
+            self.trace.add(f"{self.loop.elapsed:.6f} {ep.out.src} forgot {ep.name}: RST to {ep.peer_name}")
+            self._send_on(ep.out, _RST)
 
     def send(self, ep: Endpoint, data: bytes) -> None:
         if ep.closed or ep.out is None:
@@ -353,7 +380,7 @@ class Network:
         for ep in list(self._fds.values()):
             if ep.node is node:
                 if power:
-                    ep.closed = True
+                    ep.closed = ep.forgotten = True
                     self.loop.remove_reader(ep.fd)
                     self._fds.pop(ep.fd, None)
                 else:
