@@ -81,7 +81,11 @@ def build_snapshot(view: CacheView, dropped: Mapping[str, uuid.UUID] | None = No
                 parts.append(PartitionInfo(p, -1, replicas, (), -1, offline, -1))
             else:
                 st = cached.state
-                parts.append(PartitionInfo(p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version))
+                parts.append(
+                    PartitionInfo(
+                        p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version, st.isr_epochs
+                    )
+                )
         topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
     brokers = tuple(replace(view.brokers[b], epoch=view.broker_sessions.get(b, -1)) for b in sorted(view.brokers))
     broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}

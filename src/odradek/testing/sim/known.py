@@ -30,35 +30,9 @@ def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(t) for t in r.templates)
 
 
-_LOSS = (
-    "lost",
-    "offset-changed",
-    "torn-txn",
-    "consumed-then-lost",
-    "replica-divergence",
-    "final-read",
-    "leader-without-acked",
-    "isr-without-acked",
-    "end-offset-backwards",  # a leader with a shorter log answers a lower end
-)
-
-
-def _power_loss_leader(a: Anomaly, r: Result) -> bool:
-    return a.kind in _LOSS and any(f.kind == "power" for f in r.schedule)
-
-
-KNOWN: tuple[KnownBug, ...] = (
-    KnownBug(
-        "restarted-leader-keeps-leading",
-        "a broker that restarted with a shorter log (a power cut) stays in the ISR and can lead when "
-        "the controller did not see it go (paused, cut from ZooKeeper, or a new controller): followers "
-        "truncate to it and acknowledged records are lost (cluster/controller.py `decide`; Kafka's "
-        "controller treats a bounced broker as failed first; a new controller cannot see a bounce in "
-        "either, which KRaft closes with broker epochs, KIP-903)",
-        "not assigned",
-        _power_loss_leader,
-    ),
-)
+# None known now. An entry names the bug, the branch fixing it and a signature, e.g. a loss in
+# a run with a power cut: `lambda a, r: a.kind == "lost" and any(f.kind == "power" for f in r.schedule)`.
+KNOWN: tuple[KnownBug, ...] = ()
 
 
 def explain(result: Result) -> tuple[list[str], list[Anomaly]]:
