@@ -12,9 +12,13 @@ compares every partition's state with what it should be and writes the differenc
 (cluster/decisions.py), as Kafka's ZooKeeper-mode controller does event by event:
 - a partition without a state (new topic or partition) gets its first live replica as
   leader and its live replicas as ISR, leader epoch 0;
-- a partition whose leader is gone (its registration deleted, or replaced by a new session:
-  the broker restarted) gets the first replica, in assignment order, that is alive and in
-  the ISR, with the leader epoch incremented; with none and
+- a broker registered again since an ISR admitted it (a new session: it restarted, its log
+  may lack its unflushed tail) is bounced, as Kafka's controller handles one: failed first,
+  then started; each state records the broker epoch its ISR members were admitted with, so
+  a controller elected after the restart sees it too (decisions.reconcile_partition);
+- a partition whose leader is gone (its registration deleted, or bounced) gets the first
+  replica, in assignment order, that is alive and in the ISR, with the leader epoch
+  incremented; with none and
   `unclean.leader.election.enable` false it has no leader (-1) and keeps its ISR, and the
   first ISR member to come back becomes leader; with it true, the first live replica leads
   alone (data it lacks is lost: docs/cluster.md);
