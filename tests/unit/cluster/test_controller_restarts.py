@@ -184,3 +184,17 @@ def test_an_isr_change_keeping_a_member_that_restarted_is_ineligible():
     code = check_isr_change(2, 4, 6, (2, 1), None, current, (1, 2, 3), NOW)
     assert code == ErrorCode.ineligible_replica
     assert check_isr_change(2, 4, 6, (2,), None, current, (1, 2, 3), NOW) == ErrorCode.none
+
+
+# ------------------------------------------------------------- a broker's own epoch
+def test_a_previous_runs_registration_is_not_this_brokers_epoch():
+    """Started again, a broker sees its id still registered by its previous run (the session
+    not yet expired), whose epoch the states admitted: until it has registered itself, its own
+    epoch is unknown (-1), so it leads none of them."""
+    from odradek.cluster.zookeeper import build_snapshot
+
+    view = view_of({}, {0: (1, 2, 3)})
+    assert build_snapshot(view, None, (1, -1)).broker(1).epoch == -1
+    assert build_snapshot(view, None, (1, 1001)).broker(1).epoch == 1001
+    assert build_snapshot(view, None, (1, 1001)).broker(2).epoch == 1002  # the others' as registered
+    assert build_snapshot(view).broker(1).epoch == 1001
