@@ -56,15 +56,24 @@ def test_a_leader_back_from_a_power_cut_unseen_by_the_controller_does_not_lead_i
         c.brokers[a].kill()
         shutil.rmtree(c.brokers[a].log_dirs / f"{TOPIC}-{p}")  # the power cut took it all
         c.brokers[a].spawn()  # it waits for its previous registration to expire
+        waiting = f"waiting for the previous registration of broker {a} to expire"
+        while waiting not in c.brokers[a].log_path.read_text(errors="replace"):
+            # it must be in that loop before the controller stops: then it registers within
+            # 0.5 s of the old registration's end, inside the controller's pause
+            assert time.monotonic() - killed < PAUSE_AT_S, f"broker {a} started too slowly:\n{c.brokers[a].log_tail()}"
+            time.sleep(0.05)
         time.sleep(max(0.0, PAUSE_AT_S - (time.monotonic() - killed)))
         c.pause(k)
         stopped = time.monotonic()
         try:
-            c.wait(
-                lambda s: (b := s.broker(a)) is not None and b.epoch != epoch,
-                SESSION_MS / 1000 + 1 - PAUSE_AT_S,
-                f"broker {a} registered again",
-            )
+            try:
+                c.wait(
+                    lambda s: (b := s.broker(a)) is not None and b.epoch != epoch,
+                    SESSION_MS / 1000 + 1 - PAUSE_AT_S,
+                    f"broker {a} registered again",
+                )
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n{c.logs(40)}") from None
             time.sleep(0.2)  # A acts on the state it finds; the followers fetch from it
         finally:
             c.resume(k)
