@@ -30,47 +30,9 @@ def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(t) for t in r.templates)
 
 
-_LOSS = (
-    "lost",
-    "offset-changed",
-    "torn-txn",
-    "consumed-then-lost",
-    "replica-divergence",
-    "final-read",
-    "leader-without-acked",
-    "isr-without-acked",
-    "end-offset-backwards",  # a leader with a shorter log answers a lower end
-)
-
-
-_LOSS_BEGINS = ("leader-without-acked", "isr-without-acked")
-_PARTITION = re.compile(r"^\S+-(\d+) ")  # an `unavailable` detail naming a partition: "t-0 isr [3, 2] ..."
-
-
-def _power_loss_leader(a: Anomaly, r: Result) -> bool:
-    if not any(f.kind == "power" for f in r.schedule):
-        return False
-    if a.kind in _LOSS:
-        return True
-    # Its aftermath: on a partition where a restarted broker led with its shorter log (at the same
-    # leader epoch), the replicas' logs differ at one epoch; a follower's fetch may then start in
-    # the middle of the leader's batch, fail for ever, and the ISR stays short (seed 160, ci).
-    m = _PARTITION.match(a.detail) if a.kind == "unavailable" else None
-    return m is not None and any(b.kind in _LOSS_BEGINS and b.partition == int(m.group(1)) for b in r.anomalies)
-
-
-KNOWN: tuple[KnownBug, ...] = (
-    KnownBug(
-        "restarted-leader-keeps-leading",
-        "a broker that restarted with a shorter log (a power cut) stays in the ISR and can lead when "
-        "the controller did not see it go (paused, cut from ZooKeeper, or a new controller): followers "
-        "truncate to it and acknowledged records are lost (cluster/controller.py `decide`; Kafka's "
-        "controller treats a bounced broker as failed first; a new controller cannot see a bounce in "
-        "either, which KRaft closes with broker epochs, KIP-903)",
-        "not assigned",
-        _power_loss_leader,
-    ),
-)
+# None known now. An entry names the bug, the branch fixing it and a signature, e.g. a loss in
+# a run with a power cut: `lambda a, r: a.kind == "lost" and any(f.kind == "power" for f in r.schedule)`.
+KNOWN: tuple[KnownBug, ...] = ()
 
 
 def explain(result: Result) -> tuple[list[str], list[Anomaly]]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.client.aio import AIOAdmin, NewTopic
+from odradek.cluster import zk_layout as L
 from odradek.testing.sim.checker import Anomaly, Final, check
 from odradek.testing.sim.cluster import SimCluster
 from odradek.testing.sim.faults import Fault, FaultRunner, FaultSpec, schedule
@@ -209,9 +210,14 @@ def run_seed(
             )
 
     def on_register(broker: int) -> None:
-        """A broker back (a new session) resumes leading what ZooKeeper says it leads."""
+        """A broker back (a new session) resumes leading what ZooKeeper says it leads, unless the
+        state records it was admitted with its previous registration (broker epoch): it then
+        leads nothing until the controller writes a new state (broker/partition.py)."""
+        registration = cluster.zk.nodes.get(L.broker_path(broker))
         for pv in cluster.partitions(topic):
-            if pv.leader == broker:
+            znode = cluster.zk.nodes.get(L.partition_state_path(topic, pv.partition))
+            admitted = L.decode_partition_state(topic, pv.partition, znode.data).admitted_epoch(broker) if znode else -1
+            if pv.leader == broker and (admitted == -1 or registration is None or admitted == registration.czxid):
                 on_state(topic, pv.partition, pv)
 
     cluster.follow(history.note, on_state, on_register)
