@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.testing.sim.history import History, Produced
 from odradek.testing.sim.logs import ABORTED, COMMITTED, OPEN, PLAIN, LogRecord
@@ -72,6 +73,7 @@ class Final:
     unhealthy: list[str] = field(default_factory=list)
     divergence: list[tuple[int, str]] = field(default_factory=list)
     applied: dict[str, int] = field(default_factory=dict)  # the faults that happened, by kind
+    notes: dict[str, Any] = field(default_factory=dict)  # what scripted faults recorded
 
 
 def _order_key(rec: Produced) -> tuple[int, ...]:

@@ -112,6 +112,7 @@ class Result:
     trace: list[str] | None = None
     logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (warnings by default)
     templates: dict[str, int] = field(default_factory=dict)  # every message logged, unformatted: count
+    notes: dict[str, Any] = field(default_factory=dict)  # what scripted faults recorded (FaultRunner.notes)
 
     @property
     def ok(self) -> bool:
@@ -258,6 +259,7 @@ def run_seed(
         cluster.trace.lines,
         logs.lines,
         dict(logs.templates),
+        final.notes,
     )
 
 
@@ -332,7 +334,7 @@ async def _scenario(cluster: SimCluster, h: History, plan: list[Fault], opts: Si
         if not unhealthy:
             # quiet: nothing open, every replica at the leader's end, the high watermark there too
             await _until(cluster, lambda: _quiet(cluster, topic, spec.partitions), 30)
-        final = Final(loop.elapsed, healed, unhealthy=unhealthy, applied=dict(runner.applied))
+        final = Final(loop.elapsed, healed, unhealthy=unhealthy, applied=dict(runner.applied), notes=runner.notes)
         await _read_final(cluster, h, final, topic, spec.partitions, spec.group_members)
         return final
     finally:

@@ -7,7 +7,7 @@ last one ends). `heal_all` ends everything still in effect when the workload end
 
 A scripted fault (`Fault(at, "script", arg=fn)`, only in scripted schedules: regression tests)
 runs `await fn(runner, fault)`: a test can interleave anything the runner can do (`kill`,
-`pause`, `leader_of`, `until`, ZooKeeper write hooks through `runner.c.on_zk_write`) at
+`pause`, `cut`, `leader_of`, `until`, ZooKeeper write hooks in `runner.c.zk.hooks`) at
 moments no seed's draw would pin down.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.client.aio import AIOAdmin
-from odradek.testing.sim.cluster import SimCluster
+from odradek.testing.sim.cluster import PartitionView, SimCluster
 from odradek.testing.sim.faults import Fault
 from odradek.testing.sim.history import History
 from odradek.testing.sim.zk import ZK
@@ -129,6 +129,44 @@ class FaultRunner:
         if b < 0:
             raise RuntimeError(f"no {f.target} to target")
         return Fault(f.at, f.kind, (b, *f.brokers), f.duration, f.arg, f.partition)
+
+    # ------------------------------------------------------------------ for scripted faults
+    SCRIPT = -1  # what keeps a broker down or paused for a script
+
+    def kill(self, b: int, *, power: bool = False) -> None:
+        self.event(f"{'power cut of' if power else 'kill -9'} b{b} (script)")
+        self._down(b, self.SCRIPT, power=power)
+
+    def restart(self, b: int) -> None:
+        self._up(b, self.SCRIPT)
+
+    def pause(self, b: int) -> None:
+        self._pause(b, self.SCRIPT)
+
+    def resume(self, b: int) -> None:
+        self._resume(b, self.SCRIPT)
+
+    async def stop(self, b: int) -> None:
+        """SIGTERM (controlled shutdown), and down until `restart`."""
+        self.event(f"SIGTERM b{b} (script)")
+        self.s.down.setdefault(b, set()).add(self.SCRIPT)
+        await self.c.host(b).stop()
+        self.event(f"b{b} stopped")
+
+    def cut(self, x: int, y: int) -> None:
+        """The links between brokers `x` and `y` cut both ways until `heal(x, y)`."""
+        self.event(f"cut b{x}<>b{y} (script)")
+        self._cut(f"b{x}", f"b{y}")
+        self._cut(f"b{y}", f"b{x}")
+
+    def heal(self, x: int, y: int) -> None:
+        self._uncut(f"b{x}", f"b{y}")
+        self._uncut(f"b{y}", f"b{x}")
+        self.event(f"healed b{x}<>b{y} (script)")
+
+    def view(self, p: int, topic: str | None = None) -> PartitionView | None:
+        """Partition `p` as ZooKeeper holds it now."""
+        return next((pv for pv in self.c.partitions(topic or self.topic) if pv.partition == p), None)
 
     def leader_of(self, p: int, topic: str | None = None) -> int:
         for pv in self.c.partitions(topic or self.topic):

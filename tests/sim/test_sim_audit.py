@@ -1,0 +1,153 @@
+"""The replication audit's scenarios (/work/shared/notes/replication-audit.md §2, §3, §6, §7, §8,
+§10) as scripted schedules: each interleaving is pinned down by a script (a `Fault(at, "script",
+arg=fn)`: `fn(runner, fault)` acts at the moments it waits for), not left to a seed's draw.
+
+A scenario whose bug is fixed on main is a guard: it passes, and it failed on the commit before
+the fix (named in its docstring). One whose fix is on another branch is xfail(strict) with the
+branch: when the fix merges, the test passes and strict xfail fails, and the mark goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from odradek.testing.sim.faults import Fault
+from odradek.testing.sim.profiles import PROFILES
+from odradek.testing.sim.run import Result, SimOptions, run_seed
+from odradek.testing.sim.runner import FaultRunner
+
+CI = PROFILES["ci"]
+TOPIC = CI.workload.topic
+PRODUCERS = ("producer-1", "producer-2", "txn-1")
+
+
+def run(opts: SimOptions, script: Any, seeds: list[int], at: float = 2.0) -> list[Result]:
+    return [run_seed(seed, opts, faults=[Fault(at, "script", arg=script)]) for seed in seeds]
+
+
+def anomalies(results: list[Result], *kinds: str) -> list[str]:
+    return [f"seed {r.seed}: {a}" for r in results for a in r.anomalies if not kinds or a.kind in kinds]
+
+
+def state_path(p: int) -> str:
+    return f"/brokers/topics/{TOPIC}/partitions/{p}/state"
+
+
+def others(r: FaultRunner, p: int, *but: int) -> list[int]:
+    """The replicas of `p` other than `but`, in replica order."""
+    pv = r.view(p)
+    assert pv is not None
+    return [b for b in pv.replicas if b not in but]
+
+
+def in_isr(r: FaultRunner, p: int, b: int) -> bool:
+    pv = r.view(p)
+    return pv is not None and b in pv.isr
+
+
+async def write_acks1(r: FaultRunner, p: int, n: int, name: str = "script-writer") -> int:
+    """`n` records to partition `p` with acks=1 (what the leader alone has: a later leader may
+    lose them, as Kafka may), not idempotent; how many the leader took. They are in the history
+    as sent, never as acknowledged, so the checker neither misses them nor expects them."""
+    from odradek.client.aio import AIOProducer
+    from odradek.testing.sim.workload import client_config
+
+    async def write() -> int:
+        leader = r.leader_of(p)  # bootstrapped from the leader alone: others may be paused
+        prod = AIOProducer(
+            client_config(
+                r.c,
+                name,
+                bootstrap_servers=f"b{leader}:9092",
+                acks=1,
+                enable_idempotence=False,
+                linger_ms=0,
+                request_timeout_ms=1000,
+            )
+        )
+        await prod.start()
+        taken = 0
+        try:
+            for i in range(n):
+                value = f"{name}:{int(r.c.loop.elapsed * 1000)}:{i}"
+                r.h.sent(name, i, p, value)
+                fut = await prod.send(TOPIC, value.encode(), partition=p)
+                try:
+                    await asyncio.wait_for(fut, 2)
+                    taken += 1
+                except Exception:  # noqa: BLE001 - not taken
+                    pass
+        finally:
+            await prod.close(1)
+        return taken
+
+    taken = await r.c.spawn(r.c.client_node(name), write())
+    r.event(f"{name}: {taken} of {n} records to p{p} taken (acks=1)")
+    return taken
+
+
+def set_producers(r: FaultRunner, paused: bool) -> None:
+    """SIGSTOP (or SIGCONT) every producer of the workload: the partitions go idle."""
+    loop = r.c.loop
+    for name in PRODUCERS:
+        node = r.c.client_node(name)
+        if paused:
+            loop.pause(node)
+        else:
+            loop.resume(node)
+    if not paused:
+        loop.resume_readers()
+    r.event(f"producers {'paused' if paused else 'resumed'}")
+
+
+# ----------------------------------------------------------------- audit §3
+async def two_quick_failovers(r: FaultRunner, f: Fault) -> None:
+    """Replicas [A, B, C] of p0, A leading (the audit's steps). B is paused a moment, so C holds
+    records of epoch 0 that B lacks; B and C are cut from each other (C must not learn of B's
+    epoch, as the audit's paused C); A dies and B (resumed before its session ends) is elected
+    at epoch 1 with the shorter log, and takes records (acks=1) that reach nobody; B dies and
+    the cut heals; once B's session expires C (in the ISR, registered) is elected at epoch 2
+    with a log that never saw epoch 1; B comes back with epoch-1 records where C has epoch-0
+    ones. A stays down: only B can bring C's ISR back to two (min.insync.replicas)."""
+    a = r.leader_of(0)
+    b, c = others(r, 0, a)
+    r.pause(b)
+    await write_acks1(r, 0, 3, "script-writer-a")  # A and C have them, B does not
+    assert await r.until(lambda: r.c.log_end(c, TOPIC, 0) == r.c.log_end(a, TOPIC, 0), 5)
+    r.notes["c_ahead"] = (r.c.log_end(c, TOPIC, 0) or 0) - (r.c.log_end(b, TOPIC, 0) or 0)
+    r.cut(b, c)
+    r.kill(a)
+    r.resume(b)
+    assert await r.until(lambda: r.leader_of(0) == b, 20), "B was not elected"
+    before = r.c.log_end(b, TOPIC, 0) or 0
+    await write_acks1(r, 0, 5)  # B takes them at epoch 1, where C has epoch-0 records
+    r.notes["b_took"] = (r.c.log_end(b, TOPIC, 0) or 0) - before
+    r.kill(b)
+    r.heal(b, c)
+    assert await r.until(lambda: r.leader_of(0) == c, 20), "C was not elected"
+    await r.until(lambda: False, 1.0)
+    r.restart(b)
+    back = r.c.loop.elapsed
+    rejoined = await r.until(lambda: in_isr(r, 0, b), 15, step=0.1)
+    r.notes["rejoined"] = (rejoined, round(r.c.loop.elapsed - back, 2))
+    r.event(f"b{b} {'back in' if rejoined else 'still out of'} the ISR of p0")
+
+
+def test_audit3_a_follower_rejoins_after_two_quick_failovers():
+    """§3 (KAFKA-7415): a leader elected at an epoch it never appended in did not record that
+    epoch, so the follower coming back with records of the epoch before got no divergence point
+    (OFFSET_OUT_OF_RANGE, a wrong truncation, then a loop) and never rejoined while the leader
+    could not append (ISR of one, min.insync.replicas=2): acks=all refused until a third replica
+    returned. Fixed on main by replication-core (367db7f: a new leader records its epoch's start,
+    partition.py `assign_epoch_start_offset`); with that line removed every seed here fails (B
+    loops on OFFSET_OUT_OF_RANGE until A returns)."""
+    opts = dataclasses.replace(CI, duration=30.0)
+    results = run(opts, two_quick_failovers, [1, 2, 3])
+    assert anomalies(results) == []
+    for res in results:
+        assert res.notes["c_ahead"] > 0, "C held nothing B lacked: the scenario did not happen"
+        assert res.notes["b_took"] > 0, "B appended nothing at epoch 1: the scenario did not happen"
+        rejoined, after = res.notes["rejoined"]
+        assert rejoined, f"seed {res.seed}: B not back in the ISR 15 s after its restart\n{res.report()}"
