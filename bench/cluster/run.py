@@ -4,7 +4,9 @@ Started together (127.0.0.1, free ports, temp dirs), all up for the whole run:
 * `single`: one odradek broker, no ZooKeeper (the embedded default: its figures must not move);
 * `odradek`: 3 odradek brokers and a private ZooKeeper (Debian's server);
 * `kafka`: 3 Apache Kafka 3.9.2 brokers in ZooKeeper mode with their own ZooKeeper (`-Xmx512m`
-  each; tests/support/apache_kafka.py), the reference.
+  each; tests/support/apache_kafka.py), the reference;
+* `single-baseline`, `baseline`: the same two odradek set-ups running another checkout's code
+  (--baseline-src, e.g. a worktree of the previous main), for before/after in the same run.
 Both clusters run with `zookeeper.session.timeout.ms=6000`. Load comes from librdkafka (`odradek
 perf ... --driver confluent`, fed by `produce_batch` lists of 1000 records: a C client, so no
 Python loop per record hides the brokers). Broker CPU is utime+stime from /proc of every broker
@@ -23,6 +25,8 @@ report gives medians and each run's ratio odradek / Kafka):
 
     .venv/bin/python bench/cluster/run.py [--records 1000000] [--repeats 3] [--systems single,odradek,kafka]
         [--chart docs/cluster-bench.png]
+    .venv/bin/python bench/cluster/run.py --systems single,single-baseline,odradek,baseline,kafka \
+        --baseline-src /path/to/previous/main/src
 
 Writes bench/cluster/results/latest.json (every run) and latest.md (the report).
 """
@@ -210,16 +214,33 @@ def failover(system: System, topic: str, how: str, rate: int = 2000, seconds: fl
     }
 
 
-def start_systems(names: list[str], tmp: Path) -> dict[str, System]:
+SYSTEMS = ("single", "single-baseline", "odradek", "baseline", "kafka")
+#: after / before pairs of the report
+BEFORE_AFTER = (("single", "single-baseline"), ("odradek", "baseline"))
+
+
+def start_systems(names: list[str], tmp: Path, baseline_src: str | None = None) -> dict[str, System]:
+    unknown = set(names) - set(SYSTEMS)
+    if unknown:
+        raise SystemExit(f"unknown systems {sorted(unknown)} (known: {', '.join(SYSTEMS)})")
+    if {"baseline", "single-baseline"} & set(names) and not baseline_src:
+        raise SystemExit("the baseline systems need --baseline-src")
+    base = str(Path(baseline_src).resolve()) if baseline_src else ""
     systems: dict[str, System] = {}
-    if "single" in names:
-        single = BrokerProcess(tmp / "single", {"log.segment.delete.delay.ms": 0})
-        single.start(timeout=60)
-        systems["single"] = System("single", 1, single)
-    if "odradek" in names:
-        c = OdradekCluster(tmp / "odradek", brokers=3, overrides={"zookeeper.session.timeout.ms": SESSION_MS})
-        c.start()
-        systems["odradek"] = System("odradek", 3, c)
+    for name in ("single", "single-baseline"):
+        if name in names:
+            src = base if name == "single-baseline" else None
+            single = BrokerProcess(tmp / name, {"log.segment.delete.delay.ms": 0}, src=src)
+            single.start(timeout=60)
+            systems[name] = System(name, 1, single)
+    for name in ("odradek", "baseline"):
+        if name in names:
+            env = {i: {"PYTHONPATH": base} for i in (1, 2, 3)} if name == "baseline" else None
+            c = OdradekCluster(
+                tmp / name, brokers=3, overrides={"zookeeper.session.timeout.ms": SESSION_MS}, broker_env=env
+            )
+            c.start()
+            systems[name] = System(name, 3, c)
     if "kafka" in names:
         why = unavailable_reason("3.9")
         if why:
@@ -247,6 +268,7 @@ def main() -> int:
     ap.add_argument("--systems", default="single,odradek,kafka")
     ap.add_argument("--e2e-seconds", type=float, default=20)
     ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument("--baseline-src", default=None, help="the src/ of another checkout, for the baseline systems")
     ap.add_argument(
         "--parts",
         default="throughput,one,e2e,failover",
@@ -263,7 +285,7 @@ def main() -> int:
     n = a.records
     batch = ("--native-batch", "1000")
     with tempfile.TemporaryDirectory(prefix="odradek-cluster-bench-") as tmp:
-        systems = start_systems(names, Path(tmp))
+        systems = start_systems(names, Path(tmp), a.baseline_src)
         try:
             order = list(systems.values())
             for s in order:  # warm up produce and consume (the JVMs' JIT, odradek's caches), not measured
@@ -275,7 +297,7 @@ def main() -> int:
             for r in range(a.repeats if "throughput" in parts else 0):
                 turn = order[r % len(order) :] + order[: r % len(order)]
                 for s in turn:
-                    ackses = ("1", "all") if s.name == "single" else ("all",)
+                    ackses = ("1", "all") if s.rf == 1 else ("all",)
                     for acks in ackses:
                         tp = f"t{r}-acks{acks}"
                         s.create(tp, 6)
@@ -381,7 +403,7 @@ def report(meta: dict, rows: list[dict]) -> str:
         "|---|---|---:|---:|---:|---:|",
     ]
     for row in ("produce acks=1", "produce acks=all", "consume"):
-        for system in ("single", "odradek", "kafka"):
+        for system in SYSTEMS:
             if not _runs(rows, row, system):
                 continue
             rps = _median(rows, row, system, "records_per_s")
@@ -396,6 +418,20 @@ def report(meta: dict, rows: list[dict]) -> str:
                 vs = f"{_ratio(rps, k_rps)} ({' '.join(f'{x:.2f}' for x in each)})"
                 vs_cpu = _ratio(cpu_m, _median(rows, row, "kafka", "cpu_per_m"))
             out.append(f"| {row} | {system} | {rps:,.0f} | {cpu_m:.2f} | {vs} | {vs_cpu} |")
+    pairs = [(a, b) for a, b in BEFORE_AFTER if any(r.get("system") == b for r in rows)]
+    if pairs:
+        out += [
+            "",
+            "| row | after / before | records/s (after / before) | CPU-s/M (after / before) |",
+            "|---|---|---:|---:|",
+        ]
+        for row in ("produce acks=1", "produce acks=all", "consume", "one partition acks=all"):
+            for after, before in pairs:
+                if not (_runs(rows, row, after) and _runs(rows, row, before)):
+                    continue
+                rps = _ratio(_median(rows, row, after, "records_per_s"), _median(rows, row, before, "records_per_s"))
+                cpu_m = _ratio(_median(rows, row, after, "cpu_per_m"), _median(rows, row, before, "cpu_per_m"))
+                out.append(f"| {row} | {after} / {before} | {rps} | {cpu_m} |")
     single = _median(rows, "produce acks=1", "single", "records_per_s")
     clus = _median(rows, "produce acks=all", "odradek", "records_per_s")
     if single == single and clus == clus:
@@ -458,7 +494,7 @@ def chart(rows: list[dict], path: Path) -> None:
     axes[1].set_title("broker CPU-s per million records (all brokers)")
     e2e = [r for r in rows if r["row"].startswith("e2e")]
     names = sorted({r["row"] for r in e2e})
-    systems = [s for s in ("single", "odradek", "kafka") if any(r["system"] == s for r in e2e)]
+    systems = [s for s in SYSTEMS if any(r["system"] == s for r in e2e)]
     width = 0.8 / max(len(systems), 1)
     for j, s in enumerate(systems):
         ys = [

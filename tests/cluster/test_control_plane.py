@@ -151,6 +151,11 @@ def test_deleting_a_topic_removes_it_from_zookeeper_and_every_broker(cluster):
     zk = KazooClient(hosts=cluster.zookeeper.connect)
     zk.start()
     try:
+        # DeleteTopics answers once every broker dropped the topic; the controller removes its
+        # znodes right after (docs/cluster.md, "Deleting a topic")
+        deadline = time.monotonic() + 10
+        while zk.get_children("/admin/delete_topics") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not zk.exists("/brokers/topics/doomed") and not zk.exists("/config/topics/doomed")
         assert zk.get_children("/admin/delete_topics") == []
     finally:

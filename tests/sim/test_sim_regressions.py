@@ -58,9 +58,6 @@ def test_audit4_end_offsets_never_go_backwards_across_leader_changes():
 
 
 # ----------------------------------------------------------------- issue 25 point 1: clean answers
-@pytest.mark.xfail(
-    strict=True, reason="issue 25 point 1 (clean answers while a cluster stops), fixed on branch controller"
-)
 def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
     """Seed 176 (ci), 1007, 1116 (full): the controller, cut from ZooKeeper past its session, handles an
     AlterPartitionReassignments; its write is fenced by the new controller's epoch and
@@ -74,16 +71,14 @@ def test_a_deposed_controller_answers_a_reassignment_with_an_error_code():
     assert [a for a in found if "internal-error" in a] == []
 
 
-# ----------------------------------------------------------------- new: the producer
-@pytest.mark.xfail(
-    strict=True, reason="new bug: idempotent producer retries across leaders (client/producer/sender.py), not assigned"
-)
+# ----------------------------------------------------------------- the producer (fixed: producer-retry)
 def test_idempotent_producer_never_duplicates_a_batch_retried_across_a_leader_change():
     """Seed 106 (ci), 1106 (full): the oldest in-flight batch of a partition times out against a paused
-    leader and is retried there (stale metadata) while the later batches go to the new leader
-    and are acknowledged; the late retry, now older than the broker's window of five batches,
-    gets OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump sends it again: it is written twice,
-    after records sent later. Java's producer sends a partition's retries in sequence order."""
+    leader and was retried there (stale metadata) while the later batches went to the new leader
+    and were acknowledged; the late retry, now older than the broker's window of five batches,
+    got OUT_OF_ORDER_SEQUENCE_NUMBER, and the epoch bump sent it again: it was written twice,
+    after records sent later. As Java's producer, a partition's retries now go one at a time in
+    sequence order (client/producer/sequences.py)."""
     plan = [Fault(1.93, "kill", (2,), duration=10.0), Fault(3.71, "pause", (3,), duration=18.9)]
     found = _anomalies(CI, plan, [1, 3, 6, 92])
     assert [a for a in found if "duplicate" in a or "reordered" in a] == []
@@ -112,8 +107,6 @@ def test_every_known_bug_has_a_regression_test():
     from odradek.testing.sim.known import KNOWN
 
     shown = {
-        "audit-clean-answers": "test_a_deposed_controller_answers",
-        "producer-retry-across-leaders": "test_idempotent_producer_never_duplicates",
         "restarted-leader-keeps-leading": "test_a_leader_back_from_a_power_cut",
     }
     assert {b.id for b in KNOWN} == set(shown)
@@ -123,23 +116,26 @@ def test_every_known_bug_has_a_regression_test():
 
 
 def test_known_bugs_explain_what_they_claim():
-    """The signatures are honest: a clean run matches none; the deposed controller's run matches
-    only its own bug (while it is known)."""
+    """The signatures are honest: a clean run matches none; the run of a known bug's regression
+    test matches only that bug (while it is known)."""
     clean = run_seed(5, CI, faults=[])
     assert clean.ok and explain(clean) == ([], [])
     from odradek.testing.sim.known import KNOWN
 
-    if "audit-clean-answers" in {b.id for b in KNOWN}:
+    if "restarted-leader-keeps-leading" in {b.id for b in KNOWN}:
         plan = [
-            Fault(2.0, "zk-cut", target="controller", arg="both", duration=8.0),
-            Fault(9.0, "reassign", partition=0, arg="rotate"),
+            Fault(2.0, "power", partition=0, target="leader", duration=1.0),
+            Fault(7.5, "zk-cut", target="controller", arg="both", duration=2.5),
         ]
-        for seed in range(1, 9):
+        for seed in (3, 4, 5, 6):
             r = run_seed(seed, CI, faults=plan)
             if r.anomalies:
                 known, unexplained = explain(r)
-                assert "audit-clean-answers" in known and unexplained == [], r.report()
+                assert known == ["restarted-leader-keeps-leading"], r.report()
+                assert unexplained == [], r.report()
                 break
+        else:
+            raise AssertionError("the regression plan no longer shows the bug: its entry should go")
 
 
 def test_a_workload_without_faults_is_clean():

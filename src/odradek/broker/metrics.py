@@ -4,7 +4,10 @@ Names (all prefixed `odradek_`) are documented in docs/metrics.md. Counters are
 updated on the event loop by the code paths that own the numbers (as plain ints:
 cheap enough for every request); gauges that
 are cheap to compute (partitions, segments, bytes, groups, connections,
-purgatory sizes) are computed when scraped.
+purgatory sizes) are computed when scraped, by `collect()` callables registered for each
+component (`BrokerMetrics.register`): each gets only the part of the broker it reads
+(`connection_gauges`, `purgatory_gauges`, `log_dir_gauges`, `replication_gauges`,
+`controller_gauges`, `group_gauges`; broker/server.py registers them).
 """
 
 from __future__ import annotations
@@ -13,23 +16,28 @@ import logging
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:
-    from odradek.broker.services import BrokerServices
+    from odradek.broker.partition import Partition
+    from odradek.cluster.controller import Controller
+    from odradek.cluster.metadata import ClusterSnapshot
     from odradek.storage import LogManager
 
 log = logging.getLogger("odradek.broker.metrics")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _LE = tuple(floatToGoString(b) for b in LATENCY_BUCKETS) + ("+Inf",)
+
+# Gauges of one component, computed at scrape time (see `BrokerMetrics.register`).
+Collect = Callable[[], Iterable[Metric]]
 
 
 class BrokerMetrics:
@@ -52,9 +60,12 @@ class BrokerMetrics:
         self.registry.register(_HotCollector(self))
         self._server: Any = None
 
-    def observe(self, services: BrokerServices, log_manager: LogManager, connections: Callable[[], int]) -> None:
-        """Add the gauges computed from broker state when scraped."""
-        self.registry.register(_StateCollector(services, log_manager, connections))
+    def register(self, collect: Collect) -> None:
+        """Add a component's gauges, computed when scraped: `collect()` runs on the scrape
+        thread, so it may read only immutable snapshots, plain attributes and copies of dicts
+        (retried if the event loop changed one meanwhile), and never mutates broker state
+        (docs/architecture.md)."""
+        self.registry.register(_Gauges(collect))
 
     # hot-path hooks (event loop only)
     def bytes_in(self, topic: str, nbytes: int, records: int) -> None:
@@ -168,33 +179,46 @@ class _HotCollector(Collector):
         )
 
 
-class _StateCollector(Collector):
-    """Gauges computed at scrape time, from the scrape thread: they read only immutable
-    snapshots, plain attributes and copies of dicts (retried if the event loop changed one
-    meanwhile), and never mutate broker state (docs/architecture.md)."""
+class _Gauges(Collector):
+    def __init__(self, collect: Collect) -> None:
+        self._collect = collect
 
-    def __init__(self, services: BrokerServices, log_manager: LogManager, connections: Callable[[], int]) -> None:
-        self.services = services
-        self.log_manager = log_manager
-        self.connections = connections
+    def collect(self) -> Iterable[Metric]:
+        return self._collect()
 
-    def collect(self):
-        s = self.services
+
+def connection_gauges(count: Callable[[], int]) -> Collect:
+    def collect() -> Iterator[Metric]:
         conns = GaugeMetricFamily("odradek_connections", "Open client connections.")
-        conns.add_metric([], self.connections())
+        conns.add_metric([], count())
         yield conns
+
+    return collect
+
+
+def purgatory_gauges(fetch: Sized, produce: Sized) -> Collect:
+    def collect() -> Iterator[Metric]:
         purg = GaugeMetricFamily(
             "odradek_purgatory_size", "Delayed operations waiting, per purgatory.", labels=["purgatory"]
         )
-        purg.add_metric(["fetch"], len(s.replica_manager.fetch_purgatory))
-        purg.add_metric(["produce"], len(s.replica_manager.produce_purgatory))
+        purg.add_metric(["fetch"], len(fetch))
+        purg.add_metric(["produce"], len(produce))
         yield purg
-        lm = self.log_manager
+
+    return collect
+
+
+def log_dir_gauges(log_manager: LogManager, log_dirs: Iterable[str]) -> Collect:
+    """Partitions, segments, bytes and offline state per log directory."""
+    dirs = list(log_dirs)
+
+    def collect() -> Iterator[Metric]:
+        lm = log_manager
         parts = GaugeMetricFamily("odradek_log_dir_partitions", "Partitions per log directory.", labels=["dir"])
         segs = GaugeMetricFamily("odradek_log_dir_segments", "Segments per log directory.", labels=["dir"])
         size = GaugeMetricFamily("odradek_log_dir_bytes", "Bytes of log segments per log directory.", labels=["dir"])
         offline = GaugeMetricFamily("odradek_log_dir_offline", "1 when a log directory is offline.", labels=["dir"])
-        per_dir: dict[str, list[int]] = {d: [0, 0, 0] for d in s.config["log.dirs"]}
+        per_dir: dict[str, list[int]] = {d: [0, 0, 0] for d in dirs}
         for lg in list(lm.all_logs()):
             d = os.path.dirname(os.path.normpath(lg.dir))
             acc = per_dir.setdefault(d, [0, 0, 0])
@@ -207,8 +231,58 @@ class _StateCollector(Collector):
             size.add_metric([d], n_bytes)
             offline.add_metric([d], 1 if d in lm.offline_dirs else 0)
         yield from (parts, segs, size, offline)
-        yield from _replication_gauges(s)
-        snap = s.group_coordinator.metrics_snapshot()
+
+    return collect
+
+
+def replication_gauges(partitions: Callable[[], Iterable[Partition]]) -> Collect:
+    """Under-replicated partitions led here, and each follower's lag behind the leader (records)."""
+
+    def collect() -> Iterator[Metric]:
+        under = GaugeMetricFamily("odradek_under_replicated_partitions", "Partitions led here with an incomplete ISR.")
+        lag = GaugeMetricFamily(
+            "odradek_replica_lag_records",
+            "How many records a follower is behind the leader (partitions led here).",
+            labels=["topic", "partition", "replica"],
+        )
+        n = 0
+        for part in list(partitions()):
+            if not part.is_leader:
+                continue
+            if len(part.isr) < len(part.replicas):
+                n += 1
+            leo = part.log_end_offset
+            for r, st in list(part.followers.items()):
+                if st.log_end_offset >= 0:
+                    lag.add_metric([part.topic, str(part.partition), str(r)], max(leo - st.log_end_offset, 0))
+        under.add_metric([], n)
+        yield under
+        yield lag
+
+    return collect
+
+
+def controller_gauges(controller: Controller | None, snapshot: Callable[[], ClusterSnapshot]) -> Collect:
+    """Whether this broker is the controller, and, on the active controller, partitions without
+    a leader (Kafka reports offline partitions from the controller only)."""
+
+    def collect() -> Iterator[Metric]:
+        active = GaugeMetricFamily("odradek_active_controller", "1 on the broker that is the controller.")
+        active.add_metric([], 1 if controller is not None and controller.active else 0)
+        yield active
+        if controller is not None and controller.active:
+            offline = GaugeMetricFamily("odradek_offline_partitions", "Partitions without a leader (controller only).")
+            offline.add_metric([], sum(1 for t in snapshot().topics.values() for p in t.partitions if p.leader < 0))
+            yield offline
+
+    return collect
+
+
+def group_gauges(metrics_snapshot: Callable[[], tuple[dict[str, int], int] | None]) -> Collect:
+    """Consumer groups per state and their members (the group coordinator's `metrics_snapshot`)."""
+
+    def collect() -> Iterator[Metric]:
+        snap = metrics_snapshot()
         if snap is not None:
             groups, members = snap
             g = GaugeMetricFamily("odradek_groups", "Consumer groups, per state.", labels=["state"])
@@ -219,35 +293,4 @@ class _StateCollector(Collector):
             m.add_metric([], members)
             yield m
 
-
-def _replication_gauges(s: BrokerServices):
-    """Under-replicated partitions led here, each follower's lag behind the leader (records),
-    and, on the active controller, partitions without a leader (Kafka reports offline
-    partitions from the controller only)."""
-    under = GaugeMetricFamily("odradek_under_replicated_partitions", "Partitions led here with an incomplete ISR.")
-    lag = GaugeMetricFamily(
-        "odradek_replica_lag_records",
-        "How many records a follower is behind the leader (partitions led here).",
-        labels=["topic", "partition", "replica"],
-    )
-    n = 0
-    for part in list(s.replica_manager.partitions.values()):
-        if not part.is_leader:
-            continue
-        if len(part.isr) < len(part.replicas):
-            n += 1
-        leo = part.log_end_offset
-        for r, st in list(part.followers.items()):
-            if st.log_end_offset >= 0:
-                lag.add_metric([part.topic, str(part.partition), str(r)], max(leo - st.log_end_offset, 0))
-    under.add_metric([], n)
-    yield under
-    yield lag
-    controller = s.controller
-    active = GaugeMetricFamily("odradek_active_controller", "1 on the broker that is the controller.")
-    active.add_metric([], 1 if controller is not None and controller.active else 0)
-    yield active
-    if controller is not None and controller.active:
-        offline = GaugeMetricFamily("odradek_offline_partitions", "Partitions without a leader (controller only).")
-        offline.add_metric([], sum(1 for t in s.snapshot.topics.values() for p in t.partitions if p.leader < 0))
-        yield offline
+    return collect

@@ -12,8 +12,11 @@ deleted. Leadership changes go to the registered `LeadershipListener`s (the grou
 coordinator loads and unloads its shards of `__consumer_offsets` from them).
 
 Produce: every partition of a request is appended first, then one `DelayedProduce` waits
-for acks=all (completed at once while the ISR is this broker). Fetch waits in the fetch
-purgatory, which a partition's high-watermark advance wakes.
+for acks=all (completed at once while the ISR is this broker). A coordinator's write is the
+same two steps taken apart (coordinator/partitions.py): `append_as_leader` appends at once,
+`wait_for_commit` waits in the produce purgatory, so that the writes of a partition follow
+each other into the log without waiting for each other's replication. Fetch waits in the
+fetch purgatory, which a partition's high-watermark advance wakes.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDe
 from odradek.protocol.errors import ErrorCode, KafkaError, error_class
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError, build_control_batch
 from odradek.storage import errors as serr
-from odradek.storage.log import AppendOrigin
+from odradek.storage.log import AppendInfo, AppendOrigin
 
 if TYPE_CHECKING:
-    from odradek.broker.log_configs import TopicConfigs
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.replication.alter_partition import AlterPartitionSender
     from odradek.broker.replication.fetcher import ReplicaFetcherManager
+    from odradek.broker.topic_configs import TopicConfigs
     from odradek.storage import Log, LogManager
     from odradek.storage.producer_state import ProducerEntry
 
@@ -131,6 +134,8 @@ class ReplicaManager:
         # for that producer was appended to that partition meanwhile (see txn_verification.py)
         self._verifications: dict[int, tuple[tuple[str, int, int], bool]] = {}
         self._verification_ids = 0
+        # flushes that coordinator writes wait for, by (topic, partition, last offset of the write)
+        self._coordinator_flushes: dict[tuple[str, int, int], asyncio.Future[None]] = {}
 
     async def start(self) -> None:
         """Cluster mode: check the ISR of the partitions led here every half replica.lag.time.max.ms."""
@@ -319,6 +324,19 @@ class ReplicaManager:
     async def _append(
         self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int, origin: AppendOrigin
     ) -> ProduceResult:
+        result, info = self._append_now(part, data, now_ms, acks, origin)
+        if info is not None and info.needs_flush:
+            try:
+                await self.logs.flush_log(part.log)
+            except Exception as e:
+                return ProduceResult(error_for(e), error_message=str(e) or None)
+        return result
+
+    def _append_now(
+        self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int, origin: AppendOrigin
+    ) -> tuple[ProduceResult, AppendInfo | None]:
+        """Append to the local log (no waiting): the result, and what the log says of the
+        append (None when refused; `needs_flush`: the caller flushes before acknowledging)."""
         try:
             info = part.append_as_leader(data, now_ms, acks, origin)
         except Exception as e:  # storage and the partition raise their documented errors; anything else is a bug
@@ -329,20 +347,15 @@ class ReplicaManager:
             if record_errors:  # some records rejected: Kafka answers them one by one, with the log start offset
                 return ProduceResult(
                     code, log_start_offset=part.log_start_offset, error_message=str(e), record_errors=record_errors
-                )
-            return ProduceResult(code, error_message=str(e) or None)
+                ), None
+            return ProduceResult(code, error_message=str(e) or None), None
         if not info.duplicate:
             self.follower_fetch_purgatory.notify(part.key, len(data))
             if self.metrics is not None:
                 self.metrics.bytes_in(part.topic, len(data), info.record_count)
-        if info.needs_flush:
-            try:
-                await self.logs.flush_log(part.log)
-            except Exception as e:
-                return ProduceResult(error_for(e), error_message=str(e) or None)
         return ProduceResult(
             0, info.first_offset, info.log_append_time_ms, info.log_start_offset, last_offset=info.last_offset
-        )
+        ), info
 
     # -------------------------------------------------------------------- read
     def read(
@@ -513,15 +526,53 @@ class ReplicaManager:
         return entry is not None and entry[1]
 
     # ----------------------------------------------------- coordinators' writer
-    async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:
-        """Append a batch built by a coordinator as leader with acks=all; returns its base
-        offset once the ISR has it (raises the KafkaError of the code otherwise)."""
-        (result,) = await self.append_records(
-            [(topic, partition, batch)], -1, timeout_ms, origin=AppendOrigin.COORDINATOR
-        )
-        if result.error_code:
+    def append_as_leader(self, topic: str, partition: int, leader_epoch: int, batch: bytes) -> tuple[int, int]:
+        """Append a batch built by a coordinator to the local log now, as leader at
+        `leader_epoch` with acks=all (refused while the ISR is below min.insync.replicas):
+        (first offset, last offset). Raises the KafkaError of the code when it is not
+        appended. The commit is `wait_for_commit`'s (coordinator/partitions.py)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            raise error_class(self.missing(topic, partition))(f"{topic}-{partition} is not hosted here")
+        try:
+            part.check_leader_epoch(leader_epoch)
+        except PartitionError as e:
+            raise error_class(e.code)(str(e)) from None
+        result, info = self._append_now(part, batch, int(time.time() * 1000), -1, AppendOrigin.COORDINATOR)
+        if info is None:
             raise error_class(result.error_code)(result.error_message or f"append to {topic}-{partition} failed")
-        return result.base_offset
+        if info.needs_flush:  # the write counts as committed once flushed too, as a Produce's acks do
+            flush = asyncio.ensure_future(self.logs.flush_log(part.log))
+            key = (topic, partition, info.last_offset)
+            self._coordinator_flushes[key] = flush
+            flush.add_done_callback(lambda f: self._flushed(key, f))
+        return info.first_offset, info.last_offset
+
+    def _flushed(self, key: tuple[str, int, int], flush: asyncio.Future[None]) -> None:
+        # a failed flush stays for its write's wait_for_commit to report
+        if flush.cancelled() or flush.exception() is None:
+            self._coordinator_flushes.pop(key, None)
+
+    async def wait_for_commit(self, topic: str, partition: int, offset: int, timeout_ms: int) -> None:
+        """Return once the high watermark passed `offset` (acks=all: a `DelayedProduce`,
+        completed by high-watermark advances and leadership changes, or REQUEST_TIMED_OUT
+        after `timeout_ms`), and its log flushed it if its append asked for a flush. Raises
+        the KafkaError of the code otherwise (as `acks_satisfied` says)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            raise error_class(self.missing(topic, partition))(f"{topic}-{partition} is not hosted here")
+        flush = self._coordinator_flushes.pop((topic, partition, offset), None)
+        if flush is not None:
+            try:
+                await asyncio.shield(flush)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                raise error_class(error_for(e))(str(e) or f"flush of {topic}-{partition} failed") from None
+        wait = ProduceWait(part, offset + 1)
+        await DelayedProduce(self.produce_purgatory, (wait,)).complete(timeout_ms / 1000)
+        if wait.error_code:
+            raise error_class(wait.error_code)(f"offset {offset} of {topic}-{partition} is not committed")
 
     def read_log_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """Batches from `offset` below the log end offset (a coordinator loading its state, as

@@ -1,19 +1,28 @@
-"""The broker process: construct and wire the services, listen, shut down gracefully.
+"""The broker process: build the parts from the settings and wire them, listen, shut down gracefully.
 
 One asyncio event loop owns all broker state (docs/architecture.md). Startup order: log
-directories and meta.properties, storage recovery, the metadata store, the replica manager
-and the group coordinator as listeners of the store; the store then publishes what it
-holds, so every hosted partition is opened and led, and every `__consumer_offsets` shard
-loaded, through the same path a later change takes; then the listeners are bound, the
-broker registers its endpoint, and connections are accepted (nothing is served before
-recovery is done). Shutdown reverses it: stop accepting, let in-flight requests finish,
-stop the coordinator, flush and checkpoint, write the clean-shutdown marker.
+directories and meta.properties, the metadata store (and, in cluster mode, this broker's
+controller), storage recovery, then every part built from the settings, each given what it
+uses (`_build_services`; the handlers see them as `BrokerServices`); the dynamic settings,
+the replica manager and the coordinators listen to the store, which then publishes what it
+holds, so every hosted partition is opened and led, and every coordinator shard loaded,
+through the same path a later change takes; then the listeners are bound, the broker
+registers its endpoint, and connections are accepted (nothing is served before recovery is
+done). Shutdown reverses it: the controlled shutdown (cluster mode), stop accepting, let
+in-flight requests finish, stop the coordinators, the controller, the store and the replica
+manager, close the inter-broker connections, flush and checkpoint, write the clean-shutdown
+marker.
+
+The simulator (odradek/testing/sim) subclasses `Broker` and overrides `_join_cluster`,
+`_bind`, `_accept_loop` and `_advertised_endpoint` to run brokers on a simulated network
+and ZooKeeper: keep their names and meaning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import gc
 import logging
 import os
@@ -26,22 +35,36 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 
 from odradek.broker.config import BrokerConfig, ConfigError
+from odradek.broker.config_admin import ConfigAdmin
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
-from odradek.broker.controller_channel import ControllerChannel
 from odradek.broker.dynamic_config import DynamicConfigListener
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.log_configs import TopicConfigs
-from odradek.broker.metrics import BrokerMetrics
-from odradek.broker.producer_ids import LocalBlocks, ProducerIdAllocator
+from odradek.broker.interbroker.add_partitions_to_txn import AddPartitionsToTxnManager
+from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels
+from odradek.broker.interbroker.forwarding import ForwardingManager
+from odradek.broker.interbroker.marker_channel import TransactionMarkerChannel
+from odradek.broker.internal_topics import InternalTopics
+from odradek.broker.metrics import (
+    BrokerMetrics,
+    connection_gauges,
+    controller_gauges,
+    group_gauges,
+    log_dir_gauges,
+    purgatory_gauges,
+    replication_gauges,
+)
+from odradek.broker.producer_ids import LocalBlocks, NextBlock, ProducerIdAllocator
 from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.broker.transport import PlaintextTransport
-from odradek.broker.txn_markers import MarkerChannel
+from odradek.broker.txn_markers import write_marker_here
+from odradek.broker.txn_verification import TxnVerification
 from odradek.cluster import zk_client
 from odradek.cluster.controller import Controller, ControllerConfig
 from odradek.cluster.kafka_dir import AdoptionError
@@ -50,10 +73,9 @@ from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataStore
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
-from odradek.coordinator.group.records import OFFSETS_TOPIC
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
-from odradek.coordinator.txn.records import TXN_STATE_TOPIC
 from odradek.storage import FileSystem, LogConfig, LogManager, OSFileSystem
+from odradek.storage.config import LogManagerConfig
 
 log = logging.getLogger("odradek.broker")
 
@@ -136,142 +158,36 @@ class Broker:
         self._stopping = False
         self.zk: KazooClient | None = None
         self.controller: Controller | None = None
+        self.channels: NodeChannels | None = None
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
+        """Build the parts from the settings (`_metadata_store`, `_log_manager`, `_build_services`),
+        start them in the order of the module doc, then bind, register and accept."""
         load_handlers()
         config = self.config
         self._check_listeners()
         cluster = await self._join_cluster() if config["zookeeper.connect"] else None
         self.cluster_id = prepare_log_dirs(config, self.fs, cluster[1] if cluster else None)
-        first_dir = config["log.dirs"][0]
         topic_configs = TopicConfigs(config)
-        store: MetadataStore
-        if cluster is not None:
-            zk = cluster[0]
-            zk_store = ZooKeeperMetadataStore(
-                zk,
-                self.node_id,
-                listener=config.inter_broker_listener,
-                session_timeout_ms=config["zookeeper.session.timeout.ms"],
-            )
-            store, next_block = zk_store, zk_store.next_producer_id_block
-            self.controller = Controller(
-                zk,
-                zk_store,
-                self.node_id,
-                ControllerConfig(
-                    unclean_leader_election=config["unclean.leader.election.enable"],
-                    auto_leader_rebalance=config["auto.leader.rebalance.enable"],
-                    imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
-                    imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
-                ),
-            )
-        else:
-            local = LocalMetadataStore(first_dir, self.node_id, self.cluster_id, self.fs.write_file_atomic)
-            store, next_block = local, LocalBlocks(first_dir, self.fs.write_file_atomic)
-
-        def log_config_of(topic: str) -> LogConfig | None:
-            info = store.snapshot.topics.get(topic)
-            return topic_configs.log_config(info.configs) if info is not None else None
-
-        lm = self.log_manager = LogManager(
-            list(config["log.dirs"]),
-            topic_configs.default_log_config,
-            fs=self.fs,
-            recovery_threads=config["num.recovery.threads.per.data.dir"],
-            topic_config=log_config_of,
-        )
-        lm.retention_check_interval_ms = config["log.retention.check.interval.ms"]
-        lm.checkpoint_interval_ms = config["log.flush.offset.checkpoint.interval.ms"]
-        lm.cleaner_backoff_ms = config["log.cleaner.backoff.ms"]
-        lm.cleaner_enabled = config["log.cleaner.enable"]
-        lm.cleaner_dedupe_buffer_size = config["log.cleaner.dedupe.buffer.size"]
-        lm.cleaner_io_buffer_load_factor = config["log.cleaner.io.buffer.load.factor"]
-        lm.producer_id_expiration_ms = config["producer.id.expiration.ms"]
+        store, next_block = self._metadata_store(cluster[0] if cluster is not None else None)
+        lm = self.log_manager = self._log_manager(store, topic_configs)
         await asyncio.to_thread(lm.load)
-
-        metrics = BrokerMetrics() if config["metrics.listener"] else None
-        replication = cluster is not None
-        rm = ReplicaManager(
-            self.node_id,
-            lm,
-            topic_configs,
-            metrics,
-            log_dirs=config["log.dirs"],
-            fetchers=ReplicaFetcherManager(self.node_id, FetcherConfig.from_broker(config), store)
-            if replication
-            else None,
-            alter_isr=AlterPartitionSender(self.node_id, store) if replication else None,
-            replica_lag_max_ms=config["replica.lag.time.max.ms"],
-        )
-        topics = TopicAdmin(store, topic_configs, config)
-
-        async def ensure_offsets_topic() -> None:
-            await topics.ensure_internal_topic(
-                OFFSETS_TOPIC,
-                config["offsets.topic.num.partitions"],
-                config["offsets.topic.replication.factor"],
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                    "compression.type": "producer",
-                },
-            )
-
-        async def ensure_txn_state_topic() -> None:
-            rf = min(config["transaction.state.log.replication.factor"], max(len(topics.live_brokers), 1))
-            await topics.ensure_internal_topic(
-                TXN_STATE_TOPIC,
-                config["transaction.state.log.num.partitions"],
-                rf,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                    "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], rf)),
-                    "unclean.leader.election.enable": "false",
-                    "compression.type": "uncompressed",
-                },
-            )
-
-        groups = GroupCoordinator(GroupConfig.from_broker(config), rm, ensure_offsets_topic)
-        rm.add_leadership_listener(groups)
-        producer_ids = ProducerIdAllocator(next_block)
-        txn_markers = MarkerChannel(lambda: self._services(), store, config["offsets.commit.timeout.ms"])
-        txns = TransactionCoordinator(
-            TxnConfig.from_broker(config), rm, ensure_txn_state_topic, producer_ids.next_id, txn_markers
-        )
-        rm.add_leadership_listener(txns)
-        services = self.services = BrokerServices(
-            config=config,
-            node_id=self.node_id,
-            cluster_id=self.cluster_id,
-            metadata=store,
-            topics=topics,
-            topic_configs=topic_configs,
-            replica_manager=rm,
-            group_coordinator=groups,
-            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
-            producer_ids=producer_ids,
-            metrics=metrics,
-            txn_coordinator=txns,
-            txn_markers=txn_markers,
-            controller=self.controller,
-            controller_channel=ControllerChannel(self.node_id, store) if replication else None,
-        )
+        services = self.services = self._build_services(store, next_block, topic_configs, lm)
+        rm = services.replica_manager
         # The dynamic settings first (a partition's log is opened with the configs in effect).
-        store.add_listener(DynamicConfigListener(services))
+        store.add_listener(DynamicConfigListener(self.node_id, config, topic_configs, lm, rm.reconfigure_all))
         store.add_listener(rm)
-        await groups.start()
-        await txns.start()
+        await services.group_coordinator.start()
+        await services.txn_coordinator.start()
         await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
         if self.controller is not None:
             await self.controller.start()
         self._tasks.append(asyncio.ensure_future(self._run_log_manager(lm)))
-        if metrics is not None:
-            metrics.observe(services, lm, lambda: len(self.connections))
-            host, port = metrics.serve(config["metrics.listener"])
+        if services.metrics is not None:
+            self._register_gauges(services.metrics, services, lm)
+            host, port = services.metrics.serve(config["metrics.listener"])
             log.info("metrics on http://%s:%d/metrics", host, port)
         for name, lhost, lport in config.listeners:
             self._bind(name, lhost, lport)
@@ -282,9 +198,118 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self._warm_up()))
         return services
 
-    def _services(self) -> BrokerServices:
-        assert self.services is not None, "used before the broker started"
-        return self.services
+    def _metadata_store(self, zk: KazooClient | None) -> tuple[MetadataStore, NextBlock]:
+        """The metadata store and where producer id blocks come from: ZooKeeper's (and this
+        broker's controller) in cluster mode, the first log directory's on a single node."""
+        config = self.config
+        if zk is None:
+            first_dir = config["log.dirs"][0]
+            local = LocalMetadataStore(first_dir, self.node_id, self.cluster_id, self.fs.write_file_atomic)
+            return local, LocalBlocks(first_dir, self.fs.write_file_atomic)
+        zk_store = ZooKeeperMetadataStore(
+            zk,
+            self.node_id,
+            listener=config.inter_broker_listener,
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
+        )
+        self.controller = Controller(
+            zk,
+            zk_store,
+            self.node_id,
+            ControllerConfig(
+                unclean_leader_election=config["unclean.leader.election.enable"],
+                auto_leader_rebalance=config["auto.leader.rebalance.enable"],
+                imbalance_check_interval_s=config["leader.imbalance.check.interval.seconds"],
+                imbalance_per_broker_percentage=config["leader.imbalance.per.broker.percentage"],
+            ),
+        )
+        return zk_store, zk_store.next_producer_id_block
+
+    def _log_manager(self, store: MetadataStore, topic_configs: TopicConfigs) -> LogManager:
+        config = self.config
+
+        def log_config_of(topic: str) -> LogConfig | None:
+            info = store.snapshot.topics.get(topic)
+            return topic_configs.log_config(info.configs) if info is not None else None
+
+        return LogManager(
+            list(config["log.dirs"]),
+            topic_configs.default_log_config,
+            fs=self.fs,
+            recovery_threads=config["num.recovery.threads.per.data.dir"],
+            topic_config=log_config_of,
+            config=LogManagerConfig.from_broker(config),
+        )
+
+    def _build_services(
+        self, store: MetadataStore, next_block: NextBlock, topic_configs: TopicConfigs, lm: LogManager
+    ) -> BrokerServices:
+        """Construct every service, each given the parts it uses (docs/architecture.md), in
+        dependency order: no part needs one built after it."""
+        config = self.config
+        metrics = BrokerMetrics() if config["metrics.listener"] else None
+        replication = self.controller is not None
+        channels = self.channels = NodeChannels(
+            self.node_id, lambda node: store.snapshot.broker(node), ChannelPolicy.from_broker(config)
+        )
+        rm = ReplicaManager(
+            self.node_id,
+            lm,
+            topic_configs,
+            metrics,
+            log_dirs=config["log.dirs"],
+            fetchers=ReplicaFetcherManager(self.node_id, FetcherConfig.from_broker(config), store, channels.connect)
+            if replication
+            else None,
+            alter_isr=AlterPartitionSender(self.node_id, store, channels.connect) if replication else None,
+            replica_lag_max_ms=config["replica.lag.time.max.ms"],
+        )
+        topics = TopicAdmin(store, topic_configs, config)
+        internal_topics = InternalTopics(config, topics)
+        groups = GroupCoordinator(GroupConfig.from_broker(config), rm, internal_topics.ensure_offsets_topic)
+        rm.add_leadership_listener(groups)
+        producer_ids = ProducerIdAllocator(next_block)
+        markers = TransactionMarkerChannel(
+            self.node_id, store, channels, functools.partial(write_marker_here, rm, groups)
+        )
+        txns = TransactionCoordinator(
+            TxnConfig.from_broker(config),
+            rm,
+            internal_topics.ensure_transaction_state_topic,
+            producer_ids.next_id,
+            markers,
+        )
+        rm.add_leadership_listener(txns)
+        return BrokerServices(
+            config=config,
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            metadata=store,
+            topics=topics,
+            config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics),
+            replica_manager=rm,
+            group_coordinator=groups,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+            producer_ids=producer_ids,
+            txn_coordinator=txns,
+            txn_verification=TxnVerification(self.node_id, store, rm, txns, AddPartitionsToTxnManager(channels)),
+            metrics=metrics,
+            controller=self.controller,
+            forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
+        )
+
+    def _register_gauges(self, metrics: BrokerMetrics, services: BrokerServices, lm: LogManager) -> None:
+        """Each component's gauges, computed when scraped, from what it owns."""
+        rm = services.replica_manager
+        for collect in (
+            connection_gauges(lambda: len(self.connections)),
+            purgatory_gauges(rm.fetch_purgatory, rm.produce_purgatory),
+            log_dir_gauges(lm, self.config["log.dirs"]),
+            replication_gauges(lambda: list(rm.partitions.values())),
+            controller_gauges(self.controller, lambda: services.metadata.snapshot),
+            group_gauges(services.group_coordinator.metrics_snapshot),
+        ):
+            metrics.register(collect)
 
     async def _run_log_manager(self, lm: LogManager) -> None:
         try:
@@ -426,10 +451,18 @@ class Broker:
         self._stopping = True
         log.info("shutting down")
         services = self.services
-        if services is not None and self.controller is not None and self.config["controlled.shutdown.enable"]:
+        if (
+            services is not None
+            and self.controller is not None
+            and services.forwarding is not None
+            and self.config["controlled.shutdown.enable"]
+        ):
             try:
                 await controlled_shutdown(
-                    services,
+                    self.node_id,
+                    lambda: services.snapshot,
+                    self.controller,
+                    services.forwarding,
                     self.config["controlled.shutdown.max.retries"],
                     self.config["controlled.shutdown.retry.backoff.ms"],
                 )
@@ -449,19 +482,16 @@ class Broker:
                 await services.group_coordinator.stop()
             except Exception:
                 log.exception("group coordinator failed to stop cleanly")
-            if services.txn_coordinator is not None:
-                try:
-                    await services.txn_coordinator.stop()
-                except Exception:
-                    log.exception("transaction coordinator failed to stop cleanly")
-            if services.txn_markers is not None:
-                services.txn_markers.close()
+            try:
+                await services.txn_coordinator.stop()
+            except Exception:
+                log.exception("transaction coordinator failed to stop cleanly")
             if self.controller is not None:
                 await self.controller.stop()
             await services.metadata.stop()
             await services.replica_manager.stop()
-            if services.controller_channel is not None:
-                services.controller_channel.close()
+        if self.channels is not None:
+            self.channels.close()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

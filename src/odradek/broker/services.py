@@ -1,9 +1,11 @@
 """The broker's services, typed, as handlers see them (instead of one `Broker` object).
 
 `Broker.start()` (server.py) constructs and wires them once; every request's
-`RequestContext` carries the same `BrokerServices`. Who owns what is in
-docs/architecture.md. Later capabilities add a field here (an authorizer) rather than
-attributes on a shared object.
+`RequestContext` carries the same `BrokerServices`. This is the handlers' view only:
+components never take it whole (import-linter lets only the server, the registry, the
+connection driver and the handlers import this module); each is given the two or three
+parts it uses (who gets what: docs/architecture.md). Later capabilities add a field here
+(an authorizer) rather than attributes on a shared object.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
-    from odradek.broker.controller_channel import ControllerChannel
+    from odradek.broker.config_admin import ConfigAdmin
     from odradek.broker.fetch_session import FetchSessionCache
-    from odradek.broker.log_configs import TopicConfigs
+    from odradek.broker.interbroker.forwarding import ForwardingManager
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.topic_admin import TopicAdmin
-    from odradek.broker.txn_markers import MarkerChannel
+    from odradek.broker.txn_verification import TxnVerification
     from odradek.cluster.controller import Controller
     from odradek.cluster.metadata import ClusterSnapshot
     from odradek.cluster.store import MetadataStore
@@ -35,16 +37,16 @@ class BrokerServices:
     cluster_id: str
     metadata: MetadataStore
     topics: TopicAdmin
-    topic_configs: TopicConfigs
+    config_admin: ConfigAdmin
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     fetch_sessions: FetchSessionCache
     producer_ids: ProducerIdAllocator
+    txn_coordinator: TransactionCoordinator
+    txn_verification: TxnVerification  # KIP-890: the produce path asks the transaction coordinator
     metrics: BrokerMetrics | None = None
-    txn_coordinator: TransactionCoordinator | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
-    controller_channel: ControllerChannel | None = None  # cluster mode: requests passed on to the controller
-    txn_markers: MarkerChannel | None = None  # the transaction coordinator's way to partition leaders
+    forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
 
     @property
     def snapshot(self) -> ClusterSnapshot:

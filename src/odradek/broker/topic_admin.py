@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.log_configs import TopicConfigs
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.assignment import assign_replicas_rack_aware
 from odradek.cluster.metadata import TopicInfo
 from odradek.cluster.store import MetadataStore
@@ -59,8 +59,8 @@ class TopicAdmin:
         )
         return info
 
-    async def delete_topic(self, name: str) -> TopicInfo:
-        info = await self.store.delete_topic(name)
+    async def delete_topic(self, name: str, timeout_s: float | None = None) -> TopicInfo:
+        info = await self.store.delete_topic(name, timeout_s)
         log.info("deleted topic %s", name)
         return info
 

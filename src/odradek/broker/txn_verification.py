@@ -8,7 +8,8 @@ forever. So, for a Produce request with a transactional id, every partition whos
 transactional and whose producer has no ongoing transaction in the partition's producer
 state is verified: with the coordinator in this process when this broker leads the id's
 `__transaction_state` partition (`TransactionCoordinator.verify_partitions`, no wait), or
-with AddPartitionsToTxn v4 `verify_only` to the broker that does. Partitions that fail are
+with AddPartitionsToTxn v4 `verify_only` to the broker that does
+(broker/interbroker/add_partitions_to_txn.py, Kafka's AddPartitionsToTxnManager). Partitions that fail are
 answered as Kafka 4 answers (ReplicaManager / AddPartitionsToTxnManager):
 
 - not in the transaction: INVALID_TXN_STATE (TRANSACTION_ABORTABLE for Produce v11+);
@@ -34,11 +35,13 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:
-    from odradek.broker.services import BrokerServices
+    from odradek.broker.interbroker.add_partitions_to_txn import AddPartitionsToTxnManager
+    from odradek.broker.replica_manager import ReplicaManager
+    from odradek.cluster.store import MetadataStore
+    from odradek.coordinator.txn import TransactionCoordinator
 
 log = logging.getLogger("odradek.broker.txn_verification")
 
-ADD_PARTITIONS_TO_TXN = 24
 _RETRIABLE = frozenset(
     {
         int(ErrorCode.concurrent_transactions),
@@ -59,92 +62,73 @@ def _transactional_producer(records: Any) -> tuple[int, int] | None:
     return int.from_bytes(records[43:51], "big", signed=True), int.from_bytes(records[51:53], "big", signed=True)
 
 
-async def verify(
-    services: BrokerServices,
-    transactional_id: str,
-    entries: Sequence[tuple[str, int, Any]],
-    produce_version: int,
-) -> dict[int, Refusal]:
-    """The entries (by index) that must not be appended, with their answer."""
-    rm = services.replica_manager
-    to_verify: dict[int, tuple[str, int]] = {}
-    producers: set[tuple[int, int]] = set()
-    for i, (topic, partition, records) in enumerate(entries):
-        producer = _transactional_producer(records)
-        if producer is None:
-            continue
-        producers.add(producer)
-        part = rm.get_partition(topic, partition)
-        if part is None or not part.is_leader or producer[0] in part.log.producer_state.ongoing:
-            continue  # not led here (the append answers that), or its transaction is open here
-        to_verify[i] = (topic, partition)
-    if not to_verify:
-        return {}
-    if len(producers) > 1:
-        msg = "Transactional records contained more than one producer ID"
-        return {i: (int(ErrorCode.invalid_producer_id_mapping), msg) for i in to_verify}
-    ((producer_id, epoch),) = producers
-    tps = list(to_verify.values())
-    errors = await _ask_coordinator(services, transactional_id, producer_id, epoch, tps)
-    out: dict[int, Refusal] = {}
-    for i, tp in to_verify.items():
-        err = errors.get(tp, int(ErrorCode.invalid_txn_state))
-        if err:
-            out[i] = _answer(err, produce_version)
-    return out
+class TxnVerification:
+    """The produce path's verification: `services.txn_verification.verify(...)` (k00)."""
 
+    def __init__(
+        self,
+        node_id: int,
+        metadata: MetadataStore,
+        replica_manager: ReplicaManager,
+        txn_coordinator: TransactionCoordinator,
+        add_partitions: AddPartitionsToTxnManager,
+    ) -> None:
+        self.node_id = node_id
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.txn_coordinator = txn_coordinator
+        self.add_partitions = add_partitions
 
-async def _ask_coordinator(
-    services: BrokerServices, txn_id: str, producer_id: int, epoch: int, tps: list[tuple[str, int]]
-) -> dict[tuple[str, int], int]:
-    txn = services.txn_coordinator
-    if txn is None:  # pragma: no cover - every broker runs one
-        return dict.fromkeys(tps, int(ErrorCode.coordinator_not_available))
-    snap = services.snapshot
-    info = snap.partition(TXN_STATE_TOPIC, txn.partition_for(txn_id))
-    if info is None or info.leader < 0:
-        return dict.fromkeys(tps, int(ErrorCode.coordinator_not_available))
-    if info.leader == services.node_id:
-        return txn.verify_partitions(txn_id, producer_id, epoch, tps)
-    channel = services.txn_markers
-    if channel is None:  # pragma: no cover - every broker has one
-        return dict.fromkeys(tps, int(ErrorCode.coordinator_not_available))
-    rm = services.replica_manager
-    guards = [rm.start_verification(topic, p, producer_id) for topic, p in tps]
-    by_topic: dict[str, list[int]] = {}
-    for topic, p in tps:
-        by_topic.setdefault(topic, []).append(p)
-    request = {
-        "transactions": [
-            {
-                "transactional_id": txn_id,
-                "producer_id": producer_id,
-                "producer_epoch": epoch,
-                "verify_only": True,
-                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-            }
-        ]
-    }
-    try:
-        resp = await channel.request_to(info.leader, ADD_PARTITIONS_TO_TXN, request, version=4)
-    except Exception as e:  # noqa: BLE001 - the coordinator's broker is unreachable: the producer retries
-        log.info("verifying %s with broker %d failed: %s", txn_id, info.leader, e)
-        resp = None
-    finally:
-        ended = [rm.end_verification(g) for g in guards]
-    if resp is None:
-        return dict.fromkeys(tps, int(ErrorCode.network_exception))
-    if resp.error_code:
-        return dict.fromkeys(tps, int(resp.error_code))
-    out: dict[tuple[str, int], int] = {}
-    for result in resp.results_by_transaction:
-        for t in result.topic_results:
-            for pr in t.results_by_partition:
-                out[(t.name, pr.partition_index)] = int(pr.partition_error_code)
-    for tp, marker_written in zip(tps, ended):
-        if marker_written and not out.get(tp):
-            out[tp] = int(ErrorCode.invalid_txn_state)  # the transaction ended while we asked
-    return out
+    async def verify(
+        self, transactional_id: str, entries: Sequence[tuple[str, int, Any]], produce_version: int
+    ) -> dict[int, Refusal]:
+        """The entries (topic, partition, records) that must not be appended, by index, with their answer."""
+        rm = self.replica_manager
+        to_verify: dict[int, tuple[str, int]] = {}
+        producers: set[tuple[int, int]] = set()
+        for i, (topic, partition, records) in enumerate(entries):
+            producer = _transactional_producer(records)
+            if producer is None:
+                continue
+            producers.add(producer)
+            part = rm.get_partition(topic, partition)
+            if part is None or not part.is_leader or producer[0] in part.log.producer_state.ongoing:
+                continue  # not led here (the append answers that), or its transaction is open here
+            to_verify[i] = (topic, partition)
+        if not to_verify:
+            return {}
+        if len(producers) > 1:
+            msg = "Transactional records contained more than one producer ID"
+            return {i: (int(ErrorCode.invalid_producer_id_mapping), msg) for i in to_verify}
+        ((producer_id, epoch),) = producers
+        tps = list(to_verify.values())
+        errors = await self._ask_coordinator(transactional_id, producer_id, epoch, tps)
+        out: dict[int, Refusal] = {}
+        for i, tp in to_verify.items():
+            err = errors.get(tp, int(ErrorCode.invalid_txn_state))
+            if err:
+                out[i] = _answer(err, produce_version)
+        return out
+
+    async def _ask_coordinator(
+        self, txn_id: str, producer_id: int, epoch: int, tps: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        txn = self.txn_coordinator
+        info = self.metadata.snapshot.partition(TXN_STATE_TOPIC, txn.partition_for(txn_id))
+        if info is None or info.leader < 0:
+            return dict.fromkeys(tps, int(ErrorCode.coordinator_not_available))
+        if info.leader == self.node_id:
+            return txn.verify_partitions(txn_id, producer_id, epoch, tps)
+        rm = self.replica_manager
+        guards = [rm.start_verification(topic, p, producer_id) for topic, p in tps]
+        try:
+            out = await self.add_partitions.verify(info.leader, txn_id, producer_id, epoch, tps)
+        finally:
+            ended = [rm.end_verification(g) for g in guards]
+        for tp, marker_written in zip(tps, ended):
+            if marker_written and not out.get(tp):
+                out[tp] = int(ErrorCode.invalid_txn_state)  # the transaction ended while we asked
+        return out
 
 
 def _answer(err: int, produce_version: int) -> Refusal:

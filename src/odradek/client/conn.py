@@ -17,6 +17,8 @@ import asyncio
 import collections
 import logging
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol import messages
@@ -66,6 +68,16 @@ CLIENT_MAX_VERSION = {
 CLIENT_MIN_VERSION = {1: 4}
 _SCRATCH = 256 * 1024  # receive buffer for small frames (larger ones get their own)
 _SPARE_MAX = 64 * 1024 * 1024  # large-frame buffers up to this size are kept for reuse (at most 2)
+
+
+@dataclass(frozen=True, slots=True)
+class HandWrittenCodec:
+    """How to talk an API kio has no schema for (ControlledShutdown, which Kafka 4 dropped):
+    the request goes as an already encoded body with header v2 when `flexible` (else v1), and
+    `decode(version, frame, offset)` reads the response from after its header."""
+
+    flexible: bool
+    decode: Callable[[int, Any, int], Any]
 
 
 class Connection:
@@ -208,10 +220,17 @@ class Connection:
 
     # ------------------------------------------------------------------ requests
     def send(
-        self, api_key: int, data: Any, *, version: int | None = None, expect_response: bool = True
+        self,
+        api_key: int,
+        data: Any,
+        *,
+        version: int | None = None,
+        expect_response: bool = True,
+        codec: HandWrittenCodec | None = None,
     ) -> asyncio.Future | None:
         """Write one request now; the future resolves to the decoded response entity.
-        `data`: a dict of fields, an entity, or the encoded body (bytes) when `version` is given."""
+        `data`: a dict of fields, an entity, or the encoded body (bytes) when `version` is given
+        (and must be, with a hand-written `codec`)."""
         if self._closed_exc is not None or self._transport is None:
             raise _copy_exc(self._closed_exc or KafkaConnectionError(f"{self.host}:{self.port} not connected"))
         if version is None:
@@ -221,7 +240,7 @@ class Connection:
         else:
             entity = data if not isinstance(data, dict) else _wire.request(api_key, version, data)
             body = messages.encode(entity)
-        flexible = messages.is_flexible(api_key, version)
+        flexible = codec.flexible if codec is not None else messages.is_flexible(api_key, version)
         self._corr = corr = (self._corr + 1) & 0x7FFFFFFF
         header = encode_request_header(api_key, version, corr, self.client_id, flexible)
         t = self._transport
@@ -230,16 +249,22 @@ class Connection:
         if not expect_response:
             return None
         fut = asyncio.get_running_loop().create_future()
-        self._in_flight.append((corr, api_key, version, fut))
+        self._in_flight.append((corr, api_key, version, fut, codec))
         return fut
 
     async def request(
-        self, api_key: int, data: Any, *, version: int | None = None, timeout: float | None = None
+        self,
+        api_key: int,
+        data: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+        codec: HandWrittenCodec | None = None,
     ) -> Any:
         """Send and await the response. A timeout closes the connection (the response would
         arrive out of step with the next ones), failing this and every other request on it.
         A timer on the future rather than `wait_for`, which costs a Task per request."""
-        fut = self.send(api_key, data, version=version)
+        fut = self.send(api_key, data, version=version, codec=codec)
         timer = fut.get_loop().call_later(timeout or self.request_timeout, self._expire, fut, api_key)
         try:
             return await fut
@@ -278,7 +303,7 @@ class Connection:
         if not self._in_flight:
             self.close(KafkaConnectionError(f"unexpected response {corr} from {self.host}:{self.port}"))
             return
-        expected, api_key, version, fut = self._in_flight.popleft()
+        expected, api_key, version, fut, codec = self._in_flight.popleft()
         if corr != expected:
             self.close(
                 KafkaConnectionError(
@@ -289,12 +314,17 @@ class Connection:
                 fut.set_exception(KafkaConnectionError("correlation id mismatch"))
             return
         pos = 4
-        if api_key != API_VERSIONS and messages.is_flexible(api_key, version):
+        if codec is not None:
+            if codec.flexible:
+                pos = _skip_tagged(frame, pos)
+        elif api_key != API_VERSIONS and messages.is_flexible(api_key, version):
             pos = _skip_tagged(frame, pos)
         if fut.done():  # cancelled or timed out by the caller
             return
         try:
-            if api_key == API_VERSIONS and version > 0 and len(frame) >= 6 and frame[4:6] == b"\x00\x23":
+            if codec is not None:
+                resp = codec.decode(version, frame, pos)
+            elif api_key == API_VERSIONS and version > 0 and len(frame) >= 6 and frame[4:6] == b"\x00\x23":
                 # KIP-511 says the v0 layout; some brokers (librdkafka's mock) answer otherwise
                 try:
                     resp = messages.decode_response(API_VERSIONS, 0, frame, pos)

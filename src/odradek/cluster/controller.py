@@ -9,7 +9,7 @@ fail, and it stops.
 What it does is level-triggered: whenever the cluster changes (a broker registers, leaves
 or restarts; a topic or partition is added; a deletion is requested; its own election) it
 compares every partition's state with what it should be and writes the difference
-(`decide`), as Kafka's ZooKeeper-mode controller does event by event:
+(cluster/decisions.py), as Kafka's ZooKeeper-mode controller does event by event:
 - a partition without a state (new topic or partition) gets its first live replica as
   leader and its live replicas as ISR, leader epoch 0;
 - a partition whose leader is gone (its registration deleted, or replaced by a new session:
@@ -20,7 +20,9 @@ compares every partition's state with what it should be and writes the differenc
   alone (data it lacks is lost: docs/cluster.md);
 - dead brokers leave the ISR of partitions whose leader lives (the partition epoch, the
   znode version, changes; the leader epoch does not);
-- a deletion requested under /admin/delete_topics removes the topic's znodes and config;
+- a deletion requested under /admin/delete_topics removes the topic's znodes and config once
+  every live broker has dropped the topic from its metadata (each says so in the request's
+  znode: zookeeper.py), once;
 - with `auto.leader.rebalance.enable`, every `leader.imbalance.check.interval.seconds` a
   broker leading less than its preferred share (beyond
   `leader.imbalance.per.broker.percentage`) gets its preferred partitions back.
@@ -29,21 +31,55 @@ Brokers learn the new states from their own ZooKeeper watches (no LeaderAndIsr o
 UpdateMetadata requests: odradek has one wire-schema library, generated from Kafka 4, which
 has none; watches deliver a change to every broker within milliseconds; docs/cluster.md).
 
-All decisions run in one task on the broker's event loop; ZooKeeper calls run in threads.
+Decisions are made one at a time, as on Kafka's single controller thread: the reconcile
+step and each request (AlterPartition, ControlledShutdown, ElectLeaders, reassignments) hold
+one lock from reading the state to writing it, so none decides from a state another is
+replacing. ZooKeeper calls run in threads, each bounded by the session timeout: a request
+the controller cannot serve gets a `ControllerError` with the Kafka error code to answer
+(NOT_CONTROLLER when this broker is not, or no longer, the controller or is stopping;
+REQUEST_TIMED_OUT when ZooKeeper did not take the write), never an internal error. An error
+in one topic's or partition's part of the reconcile step is logged and retried; the others
+go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
 
 from odradek.cluster import zk_layout as L
+from odradek.cluster.decisions import (
+    Key,
+    Update,
+    check_isr_change,
+    controlled_shutdown_moves,
+    decide,
+    plan_reassignments,
+    preferred_election,
+    reassignment_completions,
+    rebalance,
+    unclean_election,
+)
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.cluster.zk_cache import CachedState, CacheView
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
@@ -53,6 +89,9 @@ log = logging.getLogger("odradek.cluster.controller")
 
 MAX_OPS_PER_TRANSACTION = 500
 UNCLEAN = "unclean.leader.election.enable"
+RETRY_S = 0.5  # a reconcile step that left something undone runs again this much later
+DEFAULT_ZK_TIMEOUT_S = 18.0  # zookeeper.session.timeout.ms's default, when there is no store
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -67,60 +106,35 @@ class Deposed(Exception):
     """Another broker became controller: this one's writes are refused."""
 
 
+class ControllerError(ConnectionError):
+    """A request the controller cannot serve now, with the Kafka error code to answer it
+    (NOT_CONTROLLER, REQUEST_TIMED_OUT, STALE_BROKER_EPOCH, BROKER_NOT_AVAILABLE). A
+    ConnectionError: a broker asking its own controller retries as when a remote one is
+    unreachable."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition of an AlterPartition request."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+    isr_epochs: tuple[int, ...] | None = None  # v3 (KIP-903): each member's broker epoch, -1 unknown
+
+
 # One write of a controller's ZooKeeper transaction: (the name of kazoo's TransactionRequest
 # method, its arguments: a path and maybe data, its keyword arguments: maybe the version).
 ZkOp = tuple[str, tuple[str | bytes, ...], dict[str, int]]
-
-
-def decide(
-    state: L.PartitionState,
-    replicas: tuple[int, ...],
-    live: set[int],
-    restarted: set[int],
-    *,
-    unclean: bool,
-) -> tuple[int, tuple[int, ...], bool]:
-    """(leader, ISR, whether the leader epoch moves) a partition should have now."""
-    leader, isr = state.leader, state.isr
-    isr_live = tuple(b for b in isr if b in live)
-    if leader >= 0 and leader in live and leader not in restarted:
-        return leader, (isr_live or (leader,)), False
-    candidates = [r for r in replicas if r in live and r in isr]
-    if candidates:
-        new = candidates[0]
-        return new, isr_live, True
-    if unclean:
-        alive = [r for r in replicas if r in live]
-        if alive:
-            return alive[0], (alive[0],), True
-    return -1, isr, leader != -1
-
-
-def preferred_moves(view: CacheView, percentage: int) -> dict[tuple[str, int], int]:
-    """Partitions to hand back to their preferred (first) replica: for every broker whose share
-    of not-led preferred partitions exceeds `percentage`, those whose preferred replica is
-    alive and in sync."""
-    live = set(view.brokers)
-    preferred: dict[int, list[tuple[str, int]]] = {}
-    for topic, a in view.topics.items():
-        if topic in view.deleting:
-            continue
-        for p, replicas in a.partitions.items():
-            if replicas:
-                preferred.setdefault(replicas[0], []).append((topic, p))
-    moves: dict[tuple[str, int], int] = {}
-    for broker, parts in preferred.items():
-        if broker not in live:
-            continue
-        off = []
-        for key in parts:
-            cached = view.states.get(key)
-            if cached is not None and cached.state.leader != broker and broker in cached.state.isr:
-                off.append(key)
-        if parts and len(off) * 100 > percentage * len(parts):
-            for key in off:
-                moves[key] = broker
-    return moves
+# The writes of one partition (or one topic): committed together or not at all.
+Unit = list[ZkOp]
 
 
 class Controller:
@@ -137,11 +151,20 @@ class Controller:
         self._sessions: dict[int, int] = {}  # broker -> czxid of the registration last acted on
         # Partition states as this controller last wrote them: its watches may not have
         # delivered its own writes yet, and it must never decide from an older state.
-        self._written: dict[tuple[str, int], CachedState] = {}
+        self._written: dict[Key, CachedState] = {}
+        # Deletions this controller completed, by (topic, czxid of the request's znode): its
+        # watches may still list them, and a deletion is done once.
+        self._deleted: set[tuple[str, int]] = set()
+        self._gone: dict[str, uuid.UUID] = {}  # topics it deleted, by id, until its watches agree
+        self._lock = asyncio.Lock()  # one decision at a time
+        self._deadline: float | None = None  # the loop time by which the request deciding must be answered
+        self._zk_timeout_s = store.session_timeout_ms / 1000 if store is not None else DEFAULT_ZK_TIMEOUT_S
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._rebalance_at = 0.0
         self._stopped = False
+        self._last_failure = ""
         # Brokers shutting down (ControlledShutdown): never chosen as leaders, until they
         # register again (a new session).
         self._shutting_down: dict[int, int] = {}  # broker -> czxid of the registration that asked
@@ -153,13 +176,28 @@ class Controller:
         self._wake.set()
 
     async def stop(self) -> None:
+        """Stop deciding: requests from now on get NOT_CONTROLLER; those in progress finish (or
+        time out) first; /controller is given up so another broker takes over at once."""
         self._stopped = True
         self._wake.set()
+        if self._timer is not None:
+            self._timer.cancel()
         if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
+            done, _ = await asyncio.wait([self._task], timeout=self._zk_timeout_s + 1)
+            if not done:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+        try:
+            await asyncio.wait_for(self._lock.acquire(), self._zk_timeout_s)
+            self._lock.release()
+        except TimeoutError:
+            log.warning("a controller decision still waits on ZooKeeper; stopping anyway")
         if self.active:
             self.active = False
-            await asyncio.to_thread(self._release)
+            try:
+                await self._zk(self._release)
+            except ControllerError as e:
+                log.info("could not give up /controller (%s): it goes with the session", e.message)
 
     def _release(self) -> None:
         """Give up /controller on a clean shutdown, so another broker takes over at once."""
@@ -173,6 +211,11 @@ class Controller:
     def _view_changed(self, view: CacheView) -> None:
         self._wake.set()
 
+    def _retry_later(self, delay: float = RETRY_S) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(delay, self._wake.set)
+
     async def _run(self) -> None:
         while not self._stopped:
             await self._wake.wait()
@@ -180,46 +223,85 @@ class Controller:
             if self._stopped:
                 return
             try:
-                await self._step()
-            except Deposed as e:
-                log.warning("broker %d is no longer the controller: %s", self.node_id, e)
-                self.active = False
+                async with self._lock:
+                    complete = await self._step()
+            except ControllerError as e:
+                if e.message != self._last_failure:  # once per kind of failure, not every retry
+                    log.warning("controller step failed: %s; retrying", e.message)
+                self._last_failure = e.message
+                complete = False
             except Exception:
                 log.exception("controller step failed; retrying")
-                await asyncio.sleep(0.5)
-                self._wake.set()
+                complete = False
+            else:
+                self._last_failure = ""
+            if not complete and self.active and not self._stopped:
+                self._retry_later()
 
-    async def _step(self) -> None:
-        view = self.store.view
+    def _current(self, view: CacheView) -> CacheView:
+        """The view to decide from: without the topics this controller has deleted (its watches
+        may deliver a deletion's znodes in any order: a deleted topic must not look like a new
+        one whose partitions need states)."""
+        for name, tid in list(self._gone.items()):
+            a = view.topics.get(name)
+            if a is None or a.topic_id != tid:
+                del self._gone[name]
+        if not self._gone:
+            return view
+        gone = set(self._gone)
+        return dataclasses.replace(
+            view,
+            topics={t: a for t, a in view.topics.items() if t not in gone},
+            states={k: c for k, c in view.states.items() if k[0] not in gone},
+        )
+
+    async def _step(self) -> bool:
+        """One reconcile step; False when something was left undone (retried later)."""
+        view = self._current(self.store.view)
         if self.active and view.controller not in (-1, self.node_id):
             # (-1 while active: the watch has not shown our own /controller yet, or our session
             # expired and nobody else has been elected: our epoch is still the newest, and once
             # another broker is elected its epoch fences every write of ours.)
             log.info("broker %d resigns as controller (now %d)", self.node_id, view.controller)
             self.active = False
+        if view.controller == self.node_id and not self.active and not self._stopped:
+            # ours, yet not acting: an election whose answer came after its timeout (or a previous
+            # run of this broker whose session has not expired: _release leaves that one alone)
+            await self._zk(self._release)
+            return True
         if view.controller == -1 and not self.active:
-            if await asyncio.to_thread(self._elect):
-                view = self.store.view
+            elected = await self._zk(self._elect)
+            if elected is None:
+                return True
+            self.epoch, self._epoch_version = elected
+            self._sessions, self._written, self._deleted, self._gone = {}, {}, set(), {}
+            self.active = True
+            log.info("broker %d is the controller (controller epoch %d)", self.node_id, self.epoch)
+            view = self.store.view
         if not self.active:
-            return
-        await self._reconcile(view)
+            return True
+        complete = await self._reconcile(view)
         if self.config.auto_leader_rebalance:
             now = time.monotonic()
             if now >= self._rebalance_at:
                 self._rebalance_at = now + self.config.imbalance_check_interval_s
-                moves = preferred_moves(self.store.view, self.config.imbalance_per_broker_percentage)
-                if moves:
-                    log.info("preferred leader election for %d partitions", len(moves))
-                    await self._move_leaders(self.store.view, moves)
-            else:
-                asyncio.get_running_loop().call_later(self._rebalance_at - now, self._wake.set)
+                view = self._current(self.store.view)
+                pct = self.config.imbalance_per_broker_percentage
+                updates = rebalance(view, self._states(view), self._live(view), pct, self.epoch)
+                if updates:
+                    log.info("preferred leader election for %d partitions", len(updates))
+                    complete = not await self._write_states([], updates) and complete
+            if complete:
+                self._retry_later(max(0.0, self._rebalance_at - time.monotonic()))
+        return complete
 
     # -------------------------------------------------------------- election
-    def _elect(self) -> bool:
+    def _elect(self) -> tuple[int, int] | None:
+        """(controller epoch, its znode version) when this broker won /controller."""
         try:
             self.zk.create(L.CONTROLLER, L.encode_controller(self.node_id), ephemeral=True)
         except NodeExistsError:
-            return False
+            return None
         try:
             data, stat = self.zk.get(L.CONTROLLER_EPOCH)
             epoch = L.decode_controller_epoch(data) + 1
@@ -230,20 +312,22 @@ class Controller:
                 self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch))
             except NodeExistsError:
                 self._release()
-                return False
+                return None
             _data, stat = self.zk.get(L.CONTROLLER_EPOCH)
         except BadVersionError:
             self._release()
-            return False
-        self.epoch, self._epoch_version = epoch, stat.version
-        self._sessions = {}
-        self._written = {}
-        self.active = True
-        log.info("broker %d is the controller (controller epoch %d)", self.node_id, epoch)
-        return True
+            return None
+        return epoch, stat.version
 
     # ------------------------------------------------------------- reconcile
-    def _states(self, view: CacheView) -> dict[tuple[str, int], CachedState]:
+    def _live(self, view: CacheView) -> set[int]:
+        """Brokers that may lead or join an ISR: registered and not in controlled shutdown."""
+        for b, czxid in list(self._shutting_down.items()):
+            if view.broker_sessions.get(b) != czxid:
+                del self._shutting_down[b]  # gone, or back with a new session
+        return set(view.brokers) - set(self._shutting_down)
+
+    def _states(self, view: CacheView) -> dict[Key, CachedState]:
         """The cache's partition states, each replaced by this controller's own write when that
         is newer (a higher znode version, or created and not yet seen)."""
         states = dict(view.states)
@@ -258,46 +342,68 @@ class Controller:
                 del self._written[key]  # the cache has caught up
         return states
 
-    async def _reconcile(self, view: CacheView) -> None:
-        for b, czxid in list(self._shutting_down.items()):
-            if view.broker_sessions.get(b) != czxid:
-                del self._shutting_down[b]  # gone, or back with a new session
-        live = set(view.brokers) - set(self._shutting_down)
+    async def _reconcile(self, view: CacheView) -> bool:
+        """Bring every partition to what it should be; False when a part was left undone (one
+        topic's or partition's failure is logged; the others go on)."""
+        live = self._live(view)
+        complete = await self._delete_topics(view)
+        if view.reassigning:  # /admin/reassign_partitions, as Kafka's ZooKeeper tools write it
+            try:
+                await self._alter_reassignments(dict(view.reassigning), view)
+                await self._zk(self._delete_if_exists, L.REASSIGN_PARTITIONS)
+            except ControllerError:
+                raise
+            except Exception:
+                log.exception("applying %s failed; retrying", L.REASSIGN_PARTITIONS)
+                complete = False
+        states = self._states(view)
+        for topic, (assignment, moved) in reassignment_completions(view, states, live, self.epoch).items():
+            if await self._write_topic(topic, assignment, view.topic_versions.get(topic, -1), moved):
+                log.info("%s: reassignment of %d partitions completed", topic, len(moved))
+            else:
+                complete = False
         states = self._states(view)
         restarted = {b for b, czxid in view.broker_sessions.items() if self._sessions.get(b, czxid) != czxid}
-        for topic in sorted(view.deleting):
-            await asyncio.to_thread(self._delete_topic, topic)
-        if view.reassigning:  # /admin/reassign_partitions, as Kafka's ZooKeeper tools write it
-            await self.alter_reassignments(dict(view.reassigning), view)
-            await asyncio.to_thread(self._delete_if_exists, L.REASSIGN_PARTITIONS)
-        await self._complete_reassignments(view, states)
         creates: list[tuple[str, int, L.PartitionState]] = []
-        updates: list[tuple[str, int, L.PartitionState, int]] = []
+        updates: list[Update] = []
+        decided = True
         for topic, a in view.topics.items():
             if topic in view.deleting:
                 continue
-            for p, replicas in sorted(a.partitions.items()):
-                cached = states.get((topic, p))
-                if cached is None:
-                    alive = tuple(r for r in replicas if r in live)
-                    if alive:
-                        creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch)))
-                    continue
-                st = cached.state
+            try:
                 unclean_ok = self._unclean_allowed(view, topic)
-                if st.leader in self._shutting_down and st.leader in view.brokers:
-                    continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
-                leader, isr, bump = decide(st, replicas, live, restarted, unclean=unclean_ok)
-                if (leader, isr) != (st.leader, st.isr) or bump:
-                    epoch = st.leader_epoch + 1 if bump else st.leader_epoch
-                    updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
+                for p, replicas in sorted(a.partitions.items()):
+                    cached = states.get((topic, p))
+                    if cached is None:
+                        alive = tuple(r for r in replicas if r in live)
+                        if alive:
+                            creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch)))
+                        continue
+                    st = cached.state
+                    if st.leader in self._shutting_down and st.leader in view.brokers:
+                        continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
+                    leader, isr, bump = decide(st, replicas, live, restarted, unclean=unclean_ok)
+                    if (leader, isr) != (st.leader, st.isr) or bump:
+                        epoch = st.leader_epoch + 1 if bump else st.leader_epoch
+                        updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
+            except Exception:
+                log.exception("deciding the partitions of %s failed; retrying", topic)
+                decided = False
+        refused: set[Key] = set()
         if creates or updates:
-            await asyncio.to_thread(self._write_states, creates, updates)
+            refused = await self._write_states(creates, updates)
             for topic, p, st, _v in updates:
-                log.info(
-                    "%s-%d: leader %d, leader epoch %d, isr %s", topic, p, st.leader, st.leader_epoch, list(st.isr)
-                )
-        self._sessions = dict(view.broker_sessions)
+                if (topic, p) not in refused:
+                    log.info(
+                        "%s-%d: leader %d, leader epoch %d, isr %s", topic, p, st.leader, st.leader_epoch, list(st.isr)
+                    )
+        # A restarted broker is acted on once every partition it led got its new leader epoch.
+        unfinished = restarted if not decided else {states[k].state.leader for k in refused if k in states} & restarted
+        self._sessions = {
+            b: (self._sessions[b] if b in unfinished and b in self._sessions else czxid)
+            for b, czxid in view.broker_sessions.items()
+        }
+        return complete and decided and not refused
 
     def _unclean_allowed(self, view: CacheView, topic: str) -> bool:
         """`unclean.leader.election.enable` as Kafka resolves it: the topic's setting, else this
@@ -313,289 +419,45 @@ class Controller:
                 return value.strip().lower() == "true"
         return self.config.unclean_leader_election
 
-    async def _move_leaders(self, view: CacheView, moves: dict[tuple[str, int], int]) -> None:
-        states = self._states(view)
-        updates = []
-        for (topic, p), leader in moves.items():
-            cached = states.get((topic, p))
-            if cached is None or cached.state.leader == leader or leader not in view.brokers:
+    # ------------------------------------------------------------- deletion
+    async def _delete_topics(self, view: CacheView) -> bool:
+        """Complete each requested deletion that every live broker has dropped from its metadata
+        (or whose topic is gone already), once; False when one failed (retried)."""
+        self._deleted &= {(t, m.czxid) for t, m in view.deletions.items()}
+        complete = True
+        for topic in sorted(view.deleting):
+            marker = view.deletions.get(topic)
+            if marker is None:
+                continue  # its znode's watch has not delivered it yet
+            if (topic, marker.czxid) in self._deleted:
+                continue  # done; the watches have not caught up
+            if topic in view.topics and not set(view.brokers) <= marker.dropped_by:
+                continue  # a broker still serves it: its drop (a change of the znode) wakes us
+            try:
+                await self._zk(self._delete_topic, topic, marker.czxid)
+            except ControllerError:
+                raise
+            except Exception:
+                log.exception("deleting topic %s failed; retrying", topic)
+                complete = False
                 continue
-            st = cached.state
-            updates.append(
-                (topic, p, L.PartitionState(leader, st.leader_epoch + 1, st.isr, self.epoch), cached.version)
-            )
-        if updates:
-            await asyncio.to_thread(self._write_states, [], updates)
+            self._deleted.add((topic, marker.czxid))
+            if topic in view.topics:
+                self._gone[topic] = view.topics[topic].topic_id
+            for key in [k for k in self._written if k[0] == topic]:
+                del self._written[key]
+            log.info("deleted topic %s", topic)
+        return complete
 
-    async def elect_leaders(
-        self, unclean: bool, partitions: Iterable[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], tuple[int, str | None]]:
-        """ElectLeaders: per partition (all when None), an error code and message. Preferred: the
-        first replica, when alive and in sync (ELECTION_NOT_NEEDED when it leads already,
-        PREFERRED_LEADER_NOT_AVAILABLE when it cannot); unclean: a leaderless partition gets its
-        first live replica even if out of sync (ELECTION_NOT_NEEDED when it has a leader,
-        ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica lives)."""
-        view = self.store.view
-        states = self._states(view)
-        live = set(view.brokers) - set(self._shutting_down)
-        wanted = (
-            list(partitions)
-            if partitions is not None
-            else [(t, p) for t, a in view.topics.items() for p in a.partitions]
-        )
-        out: dict[tuple[str, int], tuple[int, str | None]] = {}
-        updates = []
-        for topic, p in wanted:
-            a = view.topics.get(topic)
-            cached = states.get((topic, p))
-            if a is None or p not in a.partitions or cached is None or topic in view.deleting:
-                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "unknown partition")
-                continue
-            st, replicas = cached.state, a.partitions[p]
-            if not unclean:
-                preferred = replicas[0]
-                if st.leader == preferred:
-                    out[(topic, p)] = (ErrorCode.election_not_needed, "already led by its preferred replica")
-                elif preferred not in live or preferred not in st.isr:
-                    out[(topic, p)] = (
-                        ErrorCode.preferred_leader_not_available,
-                        "preferred replica not alive and in sync",
-                    )
-                else:
-                    updates.append(
-                        (topic, p, L.PartitionState(preferred, st.leader_epoch + 1, st.isr, self.epoch), cached.version)
-                    )
-                    out[(topic, p)] = (ErrorCode.none, None)
-                continue
-            if st.leader >= 0 and st.leader in live:
-                out[(topic, p)] = (ErrorCode.election_not_needed, "the partition has a leader")
-                continue
-            alive = [r for r in replicas if r in live]
-            if not alive:
-                out[(topic, p)] = (ErrorCode.eligible_leaders_not_available, "no replica is alive")
-                continue
-            in_sync = [r for r in alive if r in st.isr]
-            leader = (in_sync or alive)[0]
-            isr = tuple(r for r in st.isr if r in live) if in_sync else (leader,)
-            updates.append((topic, p, L.PartitionState(leader, st.leader_epoch + 1, isr, self.epoch), cached.version))
-            out[(topic, p)] = (ErrorCode.none, None)
-        if updates:
-            await asyncio.to_thread(self._write_states, [], updates)
-        return out
-
-    async def controlled_shutdown(self, broker: int) -> list[tuple[str, int]]:
-        """Move leadership off a broker that is shutting down, to the next in-sync replica in
-        assignment order, and take it out of the ISR of partitions it follows; returns the
-        partitions it still leads (no other in-sync replica is alive)."""
-        view = self.store.view
-        if broker not in view.brokers:
-            return []
-        self._shutting_down[broker] = view.broker_sessions[broker]
-        live = set(view.brokers) - set(self._shutting_down)
-        states = self._states(view)
-        updates, remaining = [], []
-        for topic, a in view.topics.items():
-            if topic in view.deleting:
-                continue
-            for p, replicas in a.partitions.items():
-                cached = states.get((topic, p))
-                if cached is None or broker not in replicas:
-                    continue
-                st = cached.state
-                if st.leader == broker:
-                    others = [r for r in replicas if r != broker and r in live and r in st.isr]
-                    if not others:
-                        remaining.append((topic, p))
-                        continue
-                    isr = tuple(r for r in st.isr if r != broker)
-                    updates.append(
-                        (topic, p, L.PartitionState(others[0], st.leader_epoch + 1, isr, self.epoch), cached.version)
-                    )
-                elif broker in st.isr and len(st.isr) > 1:
-                    isr = tuple(r for r in st.isr if r != broker)
-                    updates.append(
-                        (topic, p, L.PartitionState(st.leader, st.leader_epoch, isr, self.epoch), cached.version)
-                    )
-        if updates:
-            await asyncio.to_thread(self._write_states, [], updates)
-        log.info(
-            "controlled shutdown of broker %d: %d partitions moved, %d remain", broker, len(updates), len(remaining)
-        )
-        return sorted(remaining)
-
-    async def alter_partition(
-        self, topic: str, partition: int, leader: int, leader_epoch: int, new_isr: tuple[int, ...], partition_epoch: int
-    ) -> tuple[int, L.PartitionState | None, int]:
-        """AlterPartition from a leader: (error code, the partition's state after, its partition
-        epoch). Kafka's rules: the request must come from the current leader at the current
-        leader epoch and partition epoch (a change based on an older state is refused); the new
-        ISR holds the leader and only live replicas of the partition."""
-        if not self.active:
-            return ErrorCode.not_controller, None, -1
-        view = self.store.view
-        a = view.topics.get(topic)
-        cached = self._states(view).get((topic, partition))
-        if a is None or cached is None or partition not in a.partitions:
-            return ErrorCode.unknown_topic_or_partition, None, -1
-        st, version = cached.state, cached.version
-        if leader_epoch < st.leader_epoch:
-            return ErrorCode.fenced_leader_epoch, st, version
-        if leader_epoch > st.leader_epoch or leader != st.leader:
-            return ErrorCode.not_leader_or_follower, st, version
-        if partition_epoch != version:
-            return ErrorCode.invalid_update_version, st, version
-        replicas = a.partitions[partition]
-        if leader not in new_isr or any(r not in replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
-            return ErrorCode.invalid_request, st, version
-        if any(r not in view.brokers or r in self._shutting_down for r in new_isr if r not in st.isr):
-            # KIP-841: a replica joins only while registered and not shutting down (a broker
-            # in controlled shutdown still fetches until it stops, and would flap in and out)
-            return ErrorCode.ineligible_replica, st, version
-        if new_isr == st.isr:
-            return ErrorCode.none, st, version
-        new = L.PartitionState(st.leader, st.leader_epoch, new_isr, self.epoch)
-        await asyncio.to_thread(self._write_states, [], [(topic, partition, new, version)])
-        log.info("%s-%d: isr %s -> %s (by leader %d)", topic, partition, list(st.isr), list(new_isr), leader)
-        return ErrorCode.none, new, version + 1
-
-    # --------------------------------------------------------- reassignment
-    async def alter_reassignments(
-        self, moves: dict[tuple[str, int], tuple[int, ...] | None], view: CacheView | None = None
-    ) -> dict[tuple[str, int], tuple[int, str | None]]:
-        """AlterPartitionReassignments: move each partition to its target replicas (None cancels a
-        reassignment in progress). The assignment becomes target + old (the new replicas start
-        copying the log as followers); once every target replica is in the ISR, the reassignment
-        completes (`_complete_reassignments`): a target replica leads, the others go."""
-        view = view or self.store.view
-        out: dict[tuple[str, int], tuple[int, str | None]] = {}
-        by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
-        for (topic, p), target in moves.items():
-            a = view.topics.get(topic)
-            if a is None or p not in a.partitions or topic in view.deleting:
-                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "unknown partition")
-            elif target is not None and (not target or len(set(target)) != len(target)):
-                out[(topic, p)] = (ErrorCode.invalid_replica_assignment, "replicas must be distinct and not empty")
-            elif target is not None and any(b not in view.brokers for b in target):
-                out[(topic, p)] = (ErrorCode.invalid_replica_assignment, "a target replica is not a live broker")
-            elif target is None and p not in a.adding and p not in a.removing:
-                out[(topic, p)] = (ErrorCode.no_reassignment_in_progress, "no reassignment in progress")
-            else:
-                by_topic.setdefault(topic, {})[p] = target
-                out[(topic, p)] = (ErrorCode.none, None)
-        for topic, changes in by_topic.items():
-            a = view.topics[topic]
-            parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
-            for p, target in changes.items():
-                current = parts[p]
-                original = tuple(r for r in current if r not in adding.get(p, ())) if p in adding else current
-                if target is None:  # cancel: back to the replicas before the reassignment
-                    parts[p] = original
-                    adding.pop(p, None)
-                    removing.pop(p, None)
-                    continue
-                parts[p] = tuple(target) + tuple(r for r in original if r not in target)
-                add = tuple(r for r in target if r not in original)
-                rem = tuple(r for r in original if r not in target)
-                if add or rem:
-                    adding[p], removing[p] = add, rem
-                else:
-                    adding.pop(p, None)
-                    removing.pop(p, None)
-            updated = L.TopicAssignment(a.topic_id, parts, adding, removing)
-            await asyncio.to_thread(self._write_topic, topic, updated, view.topic_versions.get(topic, -1), [])
-        return out
-
-    async def _complete_reassignments(self, view: CacheView, states: dict[tuple[str, int], CachedState]) -> None:
-        for topic, a in view.topics.items():
-            if topic in view.deleting or not (a.adding or a.removing):
-                continue
-            parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
-            state_updates = []
-            for p in sorted(set(adding) | set(removing)):
-                cached = states.get((topic, p))
-                if cached is None:
-                    continue
-                st = cached.state
-                target = tuple(r for r in parts[p] if r not in removing.get(p, ()))
-                if any(r not in st.isr for r in target):
-                    continue  # new replicas still catching up
-                leader, epoch = st.leader, st.leader_epoch
-                if leader not in target:
-                    leader = next(r for r in target if r in st.isr and r in view.brokers)
-                    epoch += 1
-                isr = tuple(r for r in st.isr if r in target)
-                state_updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
-                parts[p] = target
-                adding.pop(p, None)
-                removing.pop(p, None)
-            if state_updates:
-                updated = L.TopicAssignment(a.topic_id, parts, adding, removing)
-                await asyncio.to_thread(
-                    self._write_topic, topic, updated, view.topic_versions.get(topic, -1), state_updates
-                )
-                log.info("%s: reassignment of %d partitions completed", topic, len(state_updates))
-
-    def _write_topic(
-        self,
-        topic: str,
-        assignment: L.TopicAssignment,
-        version: int,
-        state_updates: list[tuple[str, int, L.PartitionState, int]],
-    ) -> None:
-        ops: list[ZkOp] = [("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})]
-        for t, p, st, v in state_updates:
-            ops.append(("set_data", (L.partition_state_path(t, p), L.encode_partition_state(st)), {"version": v}))
-        self._transaction(ops)
-        for t, p, st, v in state_updates:
-            self._written[(t, p)] = CachedState(st, v + 1)
-
-    def _delete_if_exists(self, path: str) -> None:
+    def _delete_topic(self, topic: str, czxid: int) -> None:
+        """Remove a topic's znodes, its config and its deletion request (the request whose znode
+        has `czxid`), in one transaction; what is already gone is not deleted again."""
         try:
-            self.zk.delete(path)
+            _data, stat = self.zk.get(L.delete_topic_path(topic))
         except NoNodeError:
-            pass
-
-    # --------------------------------------------------------- zookeeper ops
-    def _transaction(self, ops: list[ZkOp]) -> None:
-        """Commit `ops` behind the controller-epoch check, in chunks. Deposed when the check fails."""
-        for i in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
-            t = self.zk.transaction()
-            t.check(L.CONTROLLER_EPOCH, self._epoch_version)
-            for name, args, kwargs in ops[i : i + MAX_OPS_PER_TRANSACTION]:
-                getattr(t, name)(*args, **kwargs)
-            results = t.commit()
-            if isinstance(results[0], (BadVersionError, NoNodeError)):
-                raise Deposed(f"controller epoch {self.epoch} was superseded") from None
-            failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-            if failed:
-                raise RuntimeError(f"controller transaction failed: {failed[0]!r} (will re-read and retry)")
-
-    def _write_states(
-        self,
-        creates: list[tuple[str, int, L.PartitionState]],
-        updates: list[tuple[str, int, L.PartitionState, int]],
-    ) -> None:
-        ops: list[ZkOp] = []
-        for topic, p, st in creates:
-            if not self.zk.exists(L.partitions_path(topic)):
-                try:
-                    self.zk.create(L.partitions_path(topic))
-                except NodeExistsError:
-                    pass
-            if not self.zk.exists(L.partition_path(topic, p)):
-                ops.append(("create", (L.partition_path(topic, p), b""), {}))
-            ops.append(("create", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {}))
-        for topic, p, st, version in updates:
-            ops.append(
-                ("set_data", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {"version": version})
-            )
-        self._transaction(ops)
-        for topic, p, st in creates:
-            self._written[(topic, p)] = CachedState(st, 0)
-        for topic, p, st, version in updates:
-            self._written[(topic, p)] = CachedState(st, version + 1)
-
-    def _delete_topic(self, topic: str) -> None:
+            return
+        if stat.czxid != czxid:
+            return  # a newer request for a topic of that name: decided on its own
         ops: list[ZkOp] = []
         if self.zk.exists(L.topic_path(topic)):
             try:
@@ -604,7 +466,11 @@ class Controller:
                 partitions = []
             for p in partitions:
                 base = f"{L.partitions_path(topic)}/{p}"
-                for child in self.zk.get_children(base):
+                try:
+                    children = self.zk.get_children(base)
+                except NoNodeError:
+                    continue
+                for child in children:
                     ops.append(("delete", (f"{base}/{child}",), {}))
                 ops.append(("delete", (base,), {}))
             if self.zk.exists(L.partitions_path(topic)):
@@ -612,6 +478,342 @@ class Controller:
             ops.append(("delete", (L.topic_path(topic),), {}))
         if self.zk.exists(L.topic_config_path(topic)):
             ops.append(("delete", (L.topic_config_path(topic),), {}))
-        ops.append(("delete", (L.delete_topic_path(topic),), {}))
-        self._transaction(ops)
-        log.info("deleted topic %s", topic)
+        ops.append(("delete", (L.delete_topic_path(topic),), {"version": stat.version}))
+        if self._commit([ops]):
+            raise RuntimeError(f"topic {topic} changed while it was being deleted")
+
+    def _delete_if_exists(self, path: str) -> None:
+        try:
+            self.zk.delete(path)
+        except NoNodeError:
+            pass
+
+    # ---------------------------------------------------------------- requests
+    @contextlib.asynccontextmanager
+    async def _deciding(self) -> AsyncIterator[CacheView]:
+        """Hold the decision lock for a request, as the active controller; yields the view to
+        decide from. The request is answered within the ZooKeeper timeout, waiting for the
+        lock included (REQUEST_TIMED_OUT past it)."""
+        if self._stopped or not self.active:
+            raise ControllerError(ErrorCode.not_controller, f"broker {self.node_id} is not the controller")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._zk_timeout_s
+        try:
+            await asyncio.wait_for(self._lock.acquire(), self._zk_timeout_s)
+        except TimeoutError:
+            raise ControllerError(
+                ErrorCode.request_timed_out, f"the controller is busy for more than {self._zk_timeout_s:.0f} s"
+            ) from None
+        self._deadline = deadline
+        try:
+            if self._stopped or not self.active:
+                raise ControllerError(ErrorCode.not_controller, f"broker {self.node_id} is no longer the controller")
+            yield self._current(self.store.view)
+        finally:
+            self._deadline = None
+            self._lock.release()
+
+    async def alter_partition(
+        self, broker: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> list[tuple[int, L.PartitionState | None, int]]:
+        """AlterPartition from leader `broker`: per change, (error code, the partition's state
+        after, its partition epoch), by Kafka's rules (decisions.check_isr_change); the accepted
+        changes are written together. STALE_BROKER_EPOCH (a ControllerError, for the whole
+        request) when `broker` is not registered, or `broker_epoch` is not its registration's
+        (-1, not sent: not checked)."""
+        async with self._deciding() as view:
+            session = view.broker_sessions.get(broker)
+            if session is None or broker not in view.brokers:
+                raise ControllerError(ErrorCode.stale_broker_epoch, f"broker {broker} is not registered")
+            if broker_epoch != -1 and broker_epoch != session:
+                raise ControllerError(
+                    ErrorCode.stale_broker_epoch, f"broker {broker}'s epoch is {session}, not {broker_epoch}"
+                )
+            states = self._states(view)
+            live = self._live(view)
+            eligible = {b: e for b, e in view.broker_sessions.items() if b in live}
+            results: list[tuple[int, L.PartitionState | None, int]] = []
+            updates: list[Update] = []
+            written: dict[Key, int] = {}  # partition -> its result's index
+            for ch in changes:
+                key = (ch.topic, ch.partition)
+                a = view.topics.get(ch.topic)
+                cached = states.get(key)
+                if a is None or cached is None or ch.partition not in a.partitions or ch.topic in view.deleting:
+                    results.append((ErrorCode.unknown_topic_or_partition, None, -1))
+                    continue
+                st, version = cached.state, cached.version
+                code = check_isr_change(
+                    broker,
+                    ch.leader_epoch,
+                    ch.partition_epoch,
+                    ch.new_isr,
+                    ch.isr_epochs,
+                    cached,
+                    a.partitions[ch.partition],
+                    eligible,
+                )
+                if code:
+                    log.info(
+                        "%s-%d: isr change to %s refused: %s",
+                        ch.topic,
+                        ch.partition,
+                        list(ch.new_isr),
+                        ErrorCode(code).name,
+                    )
+                if code or ch.new_isr == st.isr or key in written:
+                    results.append((code, st, version))
+                    continue
+                new = L.PartitionState(st.leader, st.leader_epoch, ch.new_isr, self.epoch)
+                written[key] = len(results)
+                updates.append((ch.topic, ch.partition, new, version))
+                results.append((ErrorCode.none, new, version + 1))
+            refused = await self._write_states([], updates) if updates else set()
+            for key, i in written.items():
+                before = states[key]
+                if key in refused:
+                    results[i] = (ErrorCode.invalid_update_version, before.state, before.version)
+                else:
+                    after = results[i][1]
+                    assert after is not None
+                    log.info(
+                        "%s-%d: isr %s -> %s (by leader %d)", *key, list(before.state.isr), list(after.isr), broker
+                    )
+            return results
+
+    async def controlled_shutdown(self, broker: int, broker_epoch: int = -1) -> list[Key]:
+        """Move leadership off a broker that is shutting down, to the next in-sync replica in
+        assignment order, and take it out of the ISR of partitions it follows; returns the
+        partitions it still leads (no other in-sync replica is alive, or their state changed
+        meanwhile: the broker asks again). BROKER_NOT_AVAILABLE for a broker that is not
+        registered, STALE_BROKER_EPOCH for an older registration's request (Kafka's rules)."""
+        async with self._deciding() as view:
+            session = view.broker_sessions.get(broker)
+            if session is None or broker not in view.brokers:
+                raise ControllerError(ErrorCode.broker_not_available, f"broker {broker} is not registered")
+            if broker_epoch != -1 and broker_epoch < session:
+                raise ControllerError(
+                    ErrorCode.stale_broker_epoch, f"broker {broker}'s epoch is {session}, not {broker_epoch}"
+                )
+            self._shutting_down[broker] = session
+            updates, remaining = controlled_shutdown_moves(
+                view, self._states(view), broker, self._live(view), self.epoch
+            )
+            refused = await self._write_states([], updates) if updates else set()
+            remaining = sorted(set(remaining) | refused)
+            log.info(
+                "controlled shutdown of broker %d: %d partitions moved, %d remain",
+                broker,
+                len(updates) - len(refused),
+                len(remaining),
+            )
+            return remaining
+
+    async def elect_leaders(self, unclean: bool, partitions: Iterable[Key] | None) -> dict[Key, tuple[int, str | None]]:
+        """ElectLeaders: per partition (all when None), an error code and message. Preferred: the
+        first replica, when alive and in sync (ELECTION_NOT_NEEDED when it leads already,
+        PREFERRED_LEADER_NOT_AVAILABLE when it cannot); unclean: a leaderless partition gets its
+        first live replica even if out of sync (ELECTION_NOT_NEEDED when it has a leader,
+        ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica lives). When the controller cannot
+        decide now, every partition gets that error (NOT_CONTROLLER, REQUEST_TIMED_OUT)."""
+        wanted = list(partitions) if partitions is not None else None
+        try:
+            async with self._deciding() as view:
+                return await self._elect_leaders(view, unclean, wanted)
+        except ControllerError as e:
+            everything = (
+                wanted
+                if wanted is not None
+                else [(t, p) for t, a in self.store.view.topics.items() for p in a.partitions]
+            )
+            return dict.fromkeys(everything, (e.error_code, e.message))
+
+    async def _elect_leaders(
+        self, view: CacheView, unclean: bool, wanted: list[Key] | None
+    ) -> dict[Key, tuple[int, str | None]]:
+        states = self._states(view)
+        live = self._live(view)
+        if wanted is None:
+            wanted = [(t, p) for t, a in view.topics.items() for p in a.partitions]
+        out: dict[Key, tuple[int, str | None]] = {}
+        updates: list[Update] = []
+        for topic, p in wanted:
+            a = view.topics.get(topic)
+            cached = states.get((topic, p))
+            if a is None or p not in a.partitions or cached is None or topic in view.deleting:
+                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "unknown partition")
+                continue
+            st, replicas = cached.state, a.partitions[p]
+            if unclean:
+                code, message, new = unclean_election(st, replicas, live, self.epoch)
+            elif st.leader == replicas[0]:
+                code, message, new = ErrorCode.election_not_needed, "already led by its preferred replica", None
+            elif (new := preferred_election(st, replicas, live, self.epoch)) is None:
+                code, message = ErrorCode.preferred_leader_not_available, "preferred replica not alive and in sync"
+            else:
+                code, message = ErrorCode.none, None
+            if new is not None:
+                updates.append((topic, p, new, cached.version))
+            out[(topic, p)] = (code, message)
+        for key in await self._write_states([], updates) if updates else ():
+            out[key] = (ErrorCode.unknown_server_error, "the partition's state changed meanwhile; try again")
+        return out
+
+    # --------------------------------------------------------- reassignment
+    async def alter_reassignments(self, moves: dict[Key, tuple[int, ...] | None]) -> dict[Key, tuple[int, str | None]]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None cancels a
+        reassignment in progress; decisions.plan_reassignments). Once every target replica is in
+        the ISR, the reassignment completes (decisions.reassignment_completions): a target
+        replica leads, the others go. When the controller cannot decide now, every partition
+        gets that error (NOT_CONTROLLER, REQUEST_TIMED_OUT)."""
+        try:
+            async with self._deciding() as view:
+                return await self._alter_reassignments(moves, view)
+        except ControllerError as e:
+            return dict.fromkeys(moves, (e.error_code, e.message))
+
+    async def _alter_reassignments(
+        self, moves: dict[Key, tuple[int, ...] | None], view: CacheView
+    ) -> dict[Key, tuple[int, str | None]]:
+        out, assignments = plan_reassignments(view, moves)
+        for topic, assignment in assignments.items():
+            if not await self._write_topic(topic, assignment, view.topic_versions.get(topic, -1), []):
+                for key in out:
+                    if key[0] == topic and out[key][0] == ErrorCode.none:
+                        out[key] = (
+                            ErrorCode.unknown_server_error,
+                            f"{topic}'s assignment changed meanwhile; try again",
+                        )
+        return out
+
+    # --------------------------------------------------------- zookeeper ops
+    async def _zk(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` (blocking ZooKeeper calls) in a thread, for at most the session timeout: past
+        it, when the session is gone, or while disconnected from ZooKeeper, a ControllerError.
+        The thread's writes reach this controller's state only through what `fn` returns, so
+        one that ZooKeeper commits after the timeout is learnt from the watches like any other
+        change."""
+        if not self.zk.connected:
+            # kazoo queues a call made while it reconnects until it is connected again or closed:
+            # threads left waiting would pile up (and starve the ones shutting the broker down)
+            raise ControllerError(ErrorCode.request_timed_out, "not connected to ZooKeeper")
+        timeout = self._zk_timeout_s
+        if self._deadline is not None:  # a request's: answered in time
+            timeout = max(0.0, min(timeout, self._deadline - asyncio.get_running_loop().time()))
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args), timeout)
+        except Deposed as e:
+            log.warning("broker %d is no longer the controller: %s", self.node_id, e)
+            self.active = False
+            raise ControllerError(ErrorCode.not_controller, str(e)) from None
+        except TimeoutError:
+            raise ControllerError(
+                ErrorCode.request_timed_out, f"ZooKeeper did not answer within {timeout:.1f} s"
+            ) from None
+        except (SessionExpiredError, ConnectionClosedError) as e:
+            raise ControllerError(ErrorCode.not_controller, f"the ZooKeeper session is gone: {e!r}") from None
+        except (ConnectionLoss, OperationTimeoutError) as e:
+            raise ControllerError(ErrorCode.request_timed_out, f"ZooKeeper: {e!r}") from None
+        # (any other error of ZooKeeper's is a state this controller did not expect: it goes up as it is)
+
+    def _commit(self, units: list[Unit]) -> set[int]:
+        """Commit each unit behind the controller-epoch check, in transactions of at most
+        MAX_OPS_PER_TRANSACTION writes (blocking). Returns the indices of the units ZooKeeper
+        refused (a version or existence check failed: the state changed meanwhile); all the
+        others are committed. Deposed when the epoch check fails."""
+        refused: set[int] = set()
+        pending = list(range(len(units)))
+        while pending:
+            chunk: list[int] = []
+            size = 0
+            for i in pending:
+                if chunk and size + len(units[i]) > MAX_OPS_PER_TRANSACTION:
+                    break
+                chunk.append(i)
+                size += len(units[i])
+            t = self.zk.transaction()
+            t.check(L.CONTROLLER_EPOCH, self._epoch_version)
+            owner: list[int] = []  # the unit of each op
+            for i in chunk:
+                for name, args, kwargs in units[i]:
+                    getattr(t, name)(*args, **kwargs)
+                    owner.append(i)
+            results = t.commit()
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                raise Deposed(f"controller epoch {self.epoch} was superseded") from None
+            # the op that failed has its error; the others of a failed transaction are rolled
+            # back (before it) or not attempted (after it: RuntimeInconsistency)
+            failed = {
+                owner[j - 1]
+                for j, r in enumerate(results)
+                if j > 0 and isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))
+            }
+            if failed:  # nothing of this chunk was written: again without the refused units
+                refused |= failed
+                pending = [i for i in pending if i not in failed]
+                continue
+            pending = pending[len(chunk) :]
+        return refused
+
+    def _state_units(
+        self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]
+    ) -> tuple[list[Key], list[Unit]]:
+        keys: list[Key] = []
+        units: list[Unit] = []
+        for topic, p, st in creates:
+            if not self.zk.exists(L.partitions_path(topic)):
+                try:
+                    self.zk.create(L.partitions_path(topic))
+                except NodeExistsError:
+                    pass
+                except NoNodeError:  # the topic is gone: its state's create is refused below
+                    pass
+            unit: Unit = []
+            if not self.zk.exists(L.partition_path(topic, p)):
+                unit.append(("create", (L.partition_path(topic, p), b""), {}))
+            unit.append(("create", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {}))
+            keys.append((topic, p))
+            units.append(unit)
+        for topic, p, st, version in updates:
+            keys.append((topic, p))
+            units.append(
+                [("set_data", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {"version": version})]
+            )
+        return keys, units
+
+    def _write_states_sync(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
+        keys, units = self._state_units(creates, updates)
+        return {keys[i] for i in self._commit(units)}
+
+    async def _write_states(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
+        """Write new and changed partition states, each partition on its own: returns the
+        partitions ZooKeeper refused (their state changed meanwhile: decided again from the new
+        one), remembers the others as written."""
+        refused = await self._zk(self._write_states_sync, creates, updates)
+        for topic, p, st in creates:
+            if (topic, p) not in refused:
+                self._written[(topic, p)] = CachedState(st, 0)
+        for topic, p, st, version in updates:
+            if (topic, p) not in refused:
+                self._written[(topic, p)] = CachedState(st, version + 1)
+        if refused:
+            log.info("partition states changed meanwhile, deciding again: %s", sorted(refused))
+        return refused
+
+    def _topic_unit(self, topic: str, assignment: L.TopicAssignment, version: int, updates: list[Update]) -> bool:
+        unit: Unit = [("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})]
+        for t, p, st, v in updates:
+            unit.append(("set_data", (L.partition_state_path(t, p), L.encode_partition_state(st)), {"version": v}))
+        return not self._commit([unit])
+
+    async def _write_topic(
+        self, topic: str, assignment: L.TopicAssignment, version: int, updates: list[Update]
+    ) -> bool:
+        """Write a topic's assignment and some of its partition states together; False when
+        ZooKeeper refused (the topic changed meanwhile)."""
+        if not await self._zk(self._topic_unit, topic, assignment, version, updates):
+            log.info("%s changed meanwhile; deciding again", topic)
+            return False
+        for t, p, st, v in updates:
+            self._written[(t, p)] = CachedState(st, v + 1)
+        return True

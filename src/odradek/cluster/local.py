@@ -104,7 +104,8 @@ class LocalMetadataStore:
         await self._replace_topics({**self._snapshot.topics, name: info})
         return info
 
-    async def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str, timeout_s: float | None = None) -> TopicInfo:
+        """At once (one broker: dropped everywhere when it returns); `timeout_s` is not needed."""
         topics = dict(self._snapshot.topics)
         info = topics.pop(name, None)
         if info is None:

@@ -31,6 +31,10 @@ class TopicExistsError(MetadataError):
     pass
 
 
+class MetadataTimeout(MetadataError):
+    """The write was made but this broker did not see its effect in time."""
+
+
 class UnknownTopicError(MetadataError):
     pass
 
@@ -69,7 +73,11 @@ class MetadataStore(Protocol):
         """A new topic with one replica list per partition (the first replica leads)."""
         ...
 
-    async def delete_topic(self, name: str) -> TopicInfo: ...
+    async def delete_topic(self, name: str, timeout_s: float | None = None) -> TopicInfo:
+        """Delete a topic; returns once every broker has dropped it from its metadata
+        (`MetadataTimeout` after `timeout_s`, the store's own wait by default: the deletion
+        goes on)."""
+        ...
 
     async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
         """Add partitions to a topic, one replica list per new partition."""

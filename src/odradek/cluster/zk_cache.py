@@ -11,7 +11,8 @@ Watched: the children of /brokers/ids and each registration (with the session th
 it: a broker that restarted has a new `czxid`), /controller, /controller_epoch, the
 children of /brokers/topics and each topic's assignment, the state of each partition the
 assignment names, /config/topics/<topic>, /config/brokers/<default> and this broker's
-/config/brokers/<id>, the children of /admin/delete_topics, /admin/reassign_partitions.
+/config/brokers/<id>, the children of /admin/delete_topics and each of them (which brokers
+have dropped the topic), /admin/reassign_partitions.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ class CachedState:
     version: int  # the znode's version: the partition epoch
 
 
+@dataclass(frozen=True, slots=True)
+class DeletionRequest:
+    """/admin/delete_topics/<topic>: `czxid` tells one request from a later one for a topic of
+    the same name; `dropped_by`: the brokers whose metadata has dropped the topic."""
+
+    czxid: int
+    dropped_by: frozenset[int]
+
+
 @dataclass(slots=True)
 class CacheView:
     """A consistent copy of what the cache holds (taken under its lock)."""
@@ -52,6 +62,7 @@ class CacheView:
     deleting: frozenset[str] = frozenset()
     reassigning: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)  # znode version of each assignment
+    deletions: dict[str, DeletionRequest] = field(default_factory=dict)  # each of `deleting`, once read
 
 
 class ZkCache:
@@ -65,6 +76,7 @@ class ZkCache:
         self._watched_brokers: set[int] = set()
         self._watched_topics: set[str] = set()
         self._watched_partitions: set[tuple[str, int]] = set()
+        self._watched_deletions: set[str] = set()
         self._stopped = False
 
     # ------------------------------------------------------------------ start
@@ -103,6 +115,7 @@ class ZkCache:
                 v.deleting,
                 dict(v.reassigning),
                 dict(v.topic_versions),
+                dict(v.deletions),
             )
 
     def _changed(self) -> None:
@@ -256,8 +269,31 @@ class ZkCache:
     def _deletions_changed(self, children: list[str]) -> bool | None:
         with self._lock:
             self._v.deleting = frozenset(children)
+        for topic in set(children) - self._watched_deletions:
+            self._watched_deletions.add(topic)
+            self.zk.DataWatch(L.delete_topic_path(topic), self._deletion_watcher(topic))
         self._changed()
         return self._keep()
+
+    def _deletion_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            if stat is None:  # done: the controller removed the request
+                with self._lock:
+                    self._v.deletions.pop(topic, None)
+                self._watched_deletions.discard(topic)
+                self._changed()
+                return False
+            try:
+                dropped_by = L.decode_deletion(topic, data)
+            except L.LayoutError as e:
+                log.warning("%s", e)
+                dropped_by = frozenset()
+            with self._lock:
+                self._v.deletions[topic] = DeletionRequest(stat.czxid, dropped_by)
+            self._changed()
+            return self._keep()
+
+        return changed
 
     def _reassignments_changed(self, data: bytes | None, stat: Any) -> bool | None:
         try:
@@ -313,4 +349,8 @@ def read_view(zk: KazooClient, listener: str = "PLAINTEXT") -> CacheView:
         data, _ = get(L.topic_config_path(topic))
         v.topic_configs[topic] = L.decode_config(L.topic_config_path(topic), data)
     v.deleting = frozenset(children(L.DELETE_TOPICS))
+    for topic in v.deleting:
+        data, stat = get(L.delete_topic_path(topic))
+        if stat is not None:
+            v.deletions[topic] = DeletionRequest(stat.czxid, L.decode_deletion(topic, data))
     return v

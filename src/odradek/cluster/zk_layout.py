@@ -17,7 +17,8 @@ other way round. Pure functions: bytes in, values out.
     /config/topics/<topic>, /config/brokers/<id|<default>>
                                       {"version":1,"config":{...}}
     /config/changes/config_change_<seq>   {"version":2,"entity_path":"topics/<topic>"}
-    /admin/delete_topics/<topic>      (no data)
+    /admin/delete_topics/<topic>      (Kafka writes no data) odradek: {"version":1,"dropped_by":[1,2]}, the
+                                      brokers whose metadata has dropped the topic (Kafka ignores the data)
     /admin/reassign_partitions        {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}
     /latest_producer_id_block         {"version":1,"broker":1,"block_start":"0","block_end":"999"}
 """
@@ -47,7 +48,6 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
-FEATURE = "/feature"
 DEFAULT_BROKER = "<default>"
 
 # Created by the first broker, as Kafka does (an empty /admin too).
@@ -312,12 +312,22 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dump({"version": 2, "entity_path": entity_path})
 
 
-def decode_config_change(data: bytes | None) -> str:
-    doc = _load(data, CONFIG_CHANGES)
-    path = doc.get("entity_path")
-    if not isinstance(path, str):
-        raise LayoutError(f"{CONFIG_CHANGES}: no entity_path")
-    return path
+# ---------------------------------------------------------- topic deletions
+def encode_deletion(dropped_by: frozenset[int]) -> bytes:
+    """A deletion request's data: the brokers that have dropped the topic from their metadata
+    (and stopped its replicas), so the controller knows when every broker has."""
+    return _dump({"version": 1, "dropped_by": sorted(dropped_by)})
+
+
+def decode_deletion(topic: str, data: bytes | None) -> frozenset[int]:
+    """The brokers that have dropped `topic`; none for Kafka's own empty request."""
+    if not data:
+        return frozenset()
+    doc = _load(data, delete_topic_path(topic))
+    try:
+        return frozenset(int(b) for b in doc.get("dropped_by") or ())
+    except (TypeError, ValueError):
+        raise LayoutError(f"{delete_topic_path(topic)}: bad dropped_by") from None
 
 
 # ------------------------------------------------------------ producer ids
@@ -337,15 +347,6 @@ def decode_producer_id_block(data: bytes | None) -> tuple[int, int] | None:
 
 
 # ------------------------------------------------------------ reassignments
-def encode_reassignment(moves: dict[tuple[str, int], tuple[int, ...]]) -> bytes:
-    return _dump(
-        {
-            "version": 1,
-            "partitions": [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(moves.items())],
-        }
-    )
-
-
 def decode_reassignment(data: bytes | None) -> dict[tuple[str, int], tuple[int, ...]]:
     if not data:
         return {}

@@ -4,11 +4,21 @@ Reads come from a watched cache (zk_cache.py); every change to it becomes one ne
 snapshot, published as a `MetadataDelta` to the listeners (the replica manager: logs,
 leadership; the controller gets the raw view too). Writes are the admin side of Kafka's
 ZooKeeper mode: a new topic is its assignment znode (the controller then elects leaders and
-writes each partition's state), a deletion is a request under /admin/delete_topics (the
-controller removes the topic), configs are /config/topics/<topic> and
+writes each partition's state), configs are /config/topics/<topic> and
 /config/brokers/<id|<default>> with a change notification. A write returns once this
-broker's snapshot shows its effect (a new topic with a leader for every partition, a
-deleted topic gone), or raises `MetadataTimeout`.
+broker's snapshot shows its effect (a new topic with a leader for every partition), or
+raises `MetadataTimeout`.
+
+A deletion is a request under /admin/delete_topics, as in Kafka, in two steps:
+- from the moment a topic's deletion is requested every broker leaves it out of its
+  metadata (Kafka's brokers drop it when the controller starts the deletion) and stops its
+  replicas (the replica manager deletes its logs), then adds its id to the request's
+  `dropped_by`; creating a topic of that name (CreateTopics, or Metadata's auto-creation) is
+  refused meanwhile ("marked for deletion", as Kafka does);
+- once every live broker has dropped it, the controller removes the topic's znodes, its
+  config and the request.
+DeleteTopics returns once every live broker has dropped the topic (this broker's view of
+the request shows it), or raises `MetadataTimeout`.
 
 The broker's registration is the ephemeral /brokers/ids/<id>: registering waits for a
 registration left by a previous run of the same broker (killed, its session not yet
@@ -40,22 +50,28 @@ from odradek.cluster.metadata import (
     PartitionInfo,
     TopicInfo,
 )
-from odradek.cluster.store import MetadataError, MetadataListener, TopicExistsError, UnknownTopicError
+from odradek.cluster.store import (
+    MetadataError,
+    MetadataListener,
+    MetadataTimeout,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from odradek.cluster.zk_cache import CacheView, ZkCache
 
 log = logging.getLogger("odradek.cluster.zk")
 
 
-class MetadataTimeout(MetadataError):
-    """The write was made but this broker did not see its effect in time."""
-
-
-def build_snapshot(view: CacheView) -> ClusterSnapshot:
+def build_snapshot(view: CacheView, dropped: Mapping[str, uuid.UUID] | None = None) -> ClusterSnapshot:
     """The cluster as the cache shows it. A partition the controller has not given a state yet
-    has no leader (-1)."""
+    has no leader (-1); a topic being deleted is left out, and so is one of `dropped` (topic
+    name -> the id of a topic seen being deleted: its znodes may still be in the view after its
+    deletion request is gone)."""
     live = set(view.brokers)
     topics: dict[str, TopicInfo] = {}
     for name, assignment in view.topics.items():
+        if name in view.deleting or (dropped is not None and dropped.get(name) == assignment.topic_id):
+            continue
         parts = []
         for p in range(len(assignment.partitions)):
             replicas = assignment.partitions.get(p, ())
@@ -99,6 +115,9 @@ class ZooKeeperMetadataStore:
         self._published = asyncio.Condition()
         self._registration: BrokerInfo | None = None
         self._session_lost = False
+        self._dropping: set[tuple[str, int]] = set()  # deletion requests being acknowledged
+        self._dropped: dict[str, uuid.UUID] = {}  # topics seen being deleted, until their znodes go
+        self._acks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ reads
     @property
@@ -132,6 +151,9 @@ class ZooKeeperMetadataStore:
         if self._publisher is not None:
             self._publisher.cancel()
             await asyncio.gather(self._publisher, return_exceptions=True)
+        for task in list(self._acks):
+            task.cancel()
+        await asyncio.gather(*self._acks, return_exceptions=True)
         self._listeners.clear()
         self._view_listeners.clear()
 
@@ -153,7 +175,13 @@ class ZooKeeperMetadataStore:
     async def _publish_once(self) -> None:
         self._dirty = False
         view = self.cache.view()
-        after = build_snapshot(view)
+        for name in list(self._dropped):
+            if (a := view.topics.get(name)) is None or a.topic_id != self._dropped[name]:
+                del self._dropped[name]
+        for name in view.deleting:
+            if (a := view.topics.get(name)) is not None:
+                self._dropped[name] = a.topic_id
+        after = build_snapshot(view, self._dropped)
         before = self._snapshot
         self._view = view
         if after != before:
@@ -168,17 +196,31 @@ class ZooKeeperMetadataStore:
                 callback(view)
             except Exception:
                 log.exception("metadata view listener failed")
+        self._acknowledge_deletions(view)
         async with self._published:
             self._published.notify_all()
 
-    async def wait_for(self, condition: Callable[[ClusterSnapshot], bool], what: str) -> None:
-        """Until this broker's snapshot satisfies `condition` (MetadataTimeout after wait_timeout_s)."""
-        deadline = time.monotonic() + self.wait_timeout_s
+    async def wait_for(
+        self, condition: Callable[[ClusterSnapshot], bool], what: str, timeout_s: float | None = None
+    ) -> None:
+        """Until this broker's snapshot satisfies `condition` (MetadataTimeout after `timeout_s`,
+        by default wait_timeout_s)."""
+        await self._wait(lambda: condition(self._snapshot), what, timeout_s)
+
+    async def wait_for_view(
+        self, condition: Callable[[CacheView], bool], what: str, timeout_s: float | None = None
+    ) -> None:
+        """Until this broker's cache view satisfies `condition` (as `wait_for`)."""
+        await self._wait(lambda: condition(self._view), what, timeout_s)
+
+    async def _wait(self, done: Callable[[], bool], what: str, timeout_s: float | None) -> None:
+        timeout = self.wait_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout
         async with self._published:
-            while not condition(self._snapshot):
+            while not done():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise MetadataTimeout(f"timed out after {self.wait_timeout_s:.0f} s waiting for {what}")
+                    raise MetadataTimeout(f"timed out after {timeout:.1f} s waiting for {what}")
                 try:
                     await asyncio.wait_for(self._published.wait(), left)
                 except TimeoutError:
@@ -266,6 +308,8 @@ class ZooKeeperMetadataStore:
         return self._snapshot.topics[name]
 
     def _create_topic(self, name: str, data: bytes, configs: dict[str, str]) -> None:
+        if self.zk.exists(L.delete_topic_path(name)):  # checked first, as Kafka's AdminZkClient does
+            raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
         if self.zk.exists(L.topic_path(name)):
             raise TopicExistsError(f"Topic '{name}' already exists.")
         self._set_or_create(L.topic_config_path(name), L.encode_config(configs))
@@ -274,7 +318,7 @@ class ZooKeeperMetadataStore:
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{name}' already exists.") from None
 
-    async def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str, timeout_s: float | None = None) -> TopicInfo:
         info = self._snapshot.topics.get(name)
         if info is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
@@ -282,10 +326,61 @@ class ZooKeeperMetadataStore:
             await asyncio.to_thread(self.zk.create, L.delete_topic_path(name), b"", makepath=True)
         except NodeExistsError:
             pass  # already requested
-        await self.wait_for(
-            lambda s: (t := s.topics.get(name)) is None or t.topic_id != info.topic_id, f"topic {name} to go"
-        )
+
+        def dropped_everywhere(v: CacheView) -> bool:
+            t = v.topics.get(name)
+            if t is None or t.topic_id != info.topic_id:
+                return True  # deleted (and maybe created again)
+            request = v.deletions.get(name)
+            return request is not None and set(v.brokers) <= request.dropped_by
+
+        await self.wait_for_view(dropped_everywhere, f"every broker to drop topic {name}", timeout_s)
         return info
+
+    def _acknowledge_deletions(self, view: CacheView) -> None:
+        """Say, in each deletion request this broker's published snapshot has applied, that this
+        broker has dropped the topic (the controller completes the deletion once every live
+        broker has). Retried while ZooKeeper refuses."""
+        for topic in view.deleting:
+            request = view.deletions.get(topic)
+            if request is None or self.node_id in request.dropped_by or (topic, request.czxid) in self._dropping:
+                continue
+            self._dropping.add((topic, request.czxid))
+            task = asyncio.ensure_future(self._acknowledge(topic, request.czxid))
+            self._acks.add(task)
+            task.add_done_callback(self._acks.discard)
+
+    async def _acknowledge(self, topic: str, czxid: int) -> None:
+        try:
+            if not self.zk.connected:  # (a call now would wait for the connection in a thread)
+                raise ConnectionError("not connected to ZooKeeper")
+            await asyncio.to_thread(self._add_dropped_by, topic, czxid)
+        except Exception as e:  # noqa: BLE001 - ZooKeeper away: published again, and acknowledged then
+            log.info("acknowledging the deletion of %s failed: %r; retrying", topic, e)
+            if self._loop is not None and self._started:
+                self._loop.call_later(0.5, self._mark_dirty)
+        finally:
+            self._dropping.discard((topic, czxid))
+
+    def _add_dropped_by(self, topic: str, czxid: int) -> None:
+        path = L.delete_topic_path(topic)
+        while True:
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError:
+                return  # completed
+            if stat.czxid != czxid:
+                return  # another request: acknowledged on its own
+            dropped_by = L.decode_deletion(topic, data)
+            if self.node_id in dropped_by:
+                return
+            try:
+                self.zk.set(path, L.encode_deletion(dropped_by | {self.node_id}), version=stat.version)
+                return
+            except BadVersionError:
+                continue  # another broker's acknowledgement came first
+            except NoNodeError:
+                return
 
     async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
         total = await asyncio.to_thread(self._add_partitions, name, new_assignment)

@@ -17,14 +17,41 @@ once for every coordinator, what each needs around its shards:
   transaction completed on the partition is kept and applied once loaded. A load that fails
   leaves the shard FAILED (NOT_COORDINATOR) until the next election, as in Kafka. Loads run
   one after another; only their log reads leave the event loop (a worker thread).
-- **Commit-then-reply.** An operation runs synchronously on a loaded shard and returns a
-  `CoordinatorResult`: the records to append, the replies to send once they are committed,
-  and an optional continuation run with the append's outcome (which may return another
-  result). One write queue per partition appends each result as one batch, in submission
-  order, each once the one before is committed: the log order is the order of the operations.
-- **Epoch validity.** A write carries the epoch of the shard it was computed on: one whose
-  shard was unloaded or re-elected before its turn is not appended, and one whose shard changed
-  before its commit was known completes with NOT_COORDINATOR.
+- **Commit-then-reply, pipelined.** An operation runs synchronously on a loaded shard and
+  returns a `CoordinatorResult`: the records to append, the replies to send once they are
+  committed, and an optional continuation run with the write's outcome (which may return
+  another result). As in Kafka's runtime, the result's records are appended at once, as one
+  batch (`CoordinatorPartitions.append_as_leader`): the log order of a partition is the
+  order its operations ran. Its replies and continuation wait in the partition's queue of
+  writes in flight (Kafka's DeferredEventQueue) until the high watermark passes the batch
+  (`wait_for_commit`), so the writes of one partition wait for replication together, not
+  one after another; they complete in log order (a write whose append was refused
+  completes in its turn, with its error), and each at most `commit_timeout_ms` after its
+  append (REQUEST_TIMED_OUT).
+- **Epoch validity.** A write carries the epoch of the shard it was computed on, which is
+  the partition's leader epoch: one whose shard was unloaded or re-elected is not appended
+  (NOT_COORDINATOR at once), nor is one the partition refuses at that leader epoch.
+  Unloading a shard fails every write of its partition still waiting for its commit with
+  NOT_COORDINATOR at once (Kafka's failAll), in log order, before the shard's own waiting
+  requests (`Shard.on_unloaded`) are answered.
+- **State of writes that never commit.** A shard applies an operation's effects when it
+  computes it (a group's generation and members, a transaction's pending transition) or in
+  the continuation once the write is committed (committed offsets, a transaction's
+  completed transition), and writes computed later build on the earlier effects and are
+  appended after them. An appended write that never commits is one whose leader lost the
+  partition: the resignation (or the next election) unloads the shard, which drops all its
+  state, applied or not, and fails its waiting writes with NOT_COORDINATOR; the partition's
+  next leader (this broker too, when elected again) builds a new shard by replaying its own
+  log. As writes are appended in the order their transitions ran, and a log loses only a
+  suffix (a follower truncates to its new leader's log), what is replayed is always a
+  prefix of those transitions, never a later one without an earlier. What is unchanged by
+  pipelining, as in Kafka's classic coordinators: a write refused at append (a storage
+  error, the ISR below min.insync.replicas), or timed out or failed after it (its records
+  stay in the log and may commit later), is answered with its error by its continuation,
+  which undoes what the shard knows how to undo (a static member's replacement, a pending
+  transition, offsets not yet cached); anything else the shard holds may differ from the
+  log until the partition is next loaded (Kafka's new runtime reverts to a snapshot of its
+  timeline state instead).
 - **Timers.** A shard keeps keyed deadlines (`Timer`, sans-IO); the runtime arms one
   event-loop timer for the earliest of all loaded shards and submits what expires. Periodic
   checks (`every`) and background tasks (`spawn`) end with the runtime.
@@ -211,6 +238,21 @@ class ShardContext(Generic[S]):
 
 # =========================================================================== runtime
 
+# The partition refuses an append at the shard's epoch: the shard is not (or no longer) the leader's.
+_OTHER_EPOCH = frozenset({int(ErrorCode.fenced_leader_epoch), int(ErrorCode.unknown_leader_epoch)})
+
+
+@dataclass(eq=False, slots=True)
+class _Write(Generic[R]):
+    """A result appended to its partition (or refused: `error` set), whose replies and
+    continuation wait for its commit (a deferred event of Kafka's DeferredEventQueue)."""
+
+    epoch: int
+    res: CoordinatorResult[R]
+    last_offset: int = -1
+    deadline: float = 0.0  # on the event loop's clock
+    error: int | None = None  # None: appended, waiting for the high watermark
+
 
 class CoordinatorRuntime(Generic[S, R]):
     """The shards of one coordinator over the partitions of `topic`: `await start()`, the
@@ -238,8 +280,10 @@ class CoordinatorRuntime(Generic[S, R]):
         self._on_loaded = on_loaded
         self.active = False
         self._contexts: dict[int, ShardContext[S]] = {}
-        self._queues: dict[int, collections.deque[tuple[int, CoordinatorResult[R]]]] = {}
-        self._writers: dict[int, asyncio.Task] = {}
+        # per partition, the writes appended (or refused) whose outcome is still to deliver, in
+        # log order, and the task that delivers them as their commits become known
+        self._in_flight: dict[int, collections.deque[_Write[R]]] = {}
+        self._committers: dict[int, asyncio.Task] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         self._periodic: dict[int, asyncio.TimerHandle] = {}
@@ -252,8 +296,9 @@ class CoordinatorRuntime(Generic[S, R]):
         self.active = True
 
     async def stop(self) -> None:
-        """Ends timers, loads and background tasks, lets the writes in flight finish (5 s at
-        most: the queued ones complete with NOT_COORDINATOR), and unloads every shard."""
+        """Ends timers, loads and background tasks, lets the writes in flight learn their
+        commit (5 s at most; answered NOT_COORDINATOR, as the runtime has stopped), and
+        unloads every shard (what still waits: NOT_COORDINATOR)."""
         self.active = False
         for handle in (self._timer, *self._periodic.values()):
             if handle is not None:
@@ -266,15 +311,9 @@ class CoordinatorRuntime(Generic[S, R]):
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
-        writers = list(self._writers.values())
-        if tasks or writers:
-            await asyncio.wait([*tasks, *writers], timeout=5)
-        for t in self._writers.values():
-            t.cancel()
-        for partition, queue in self._queues.items():
-            while queue:
-                epoch, res = queue.popleft()
-                self._written(partition, epoch, res, NOT_COORDINATOR)
+        committers = list(self._committers.values())
+        if tasks or committers:
+            await asyncio.wait([*tasks, *committers], timeout=5)
         for ctx in list(self._contexts.values()):
             self._unload(ctx)
 
@@ -412,6 +451,7 @@ class CoordinatorRuntime(Generic[S, R]):
     def _unload(self, ctx: ShardContext[S]) -> None:
         if self._contexts.get(ctx.partition) is ctx:
             del self._contexts[ctx.partition]
+            self._fail_in_flight(ctx.partition)
         self._deliver(ctx.shard.on_unloaded())
         log.info("unloaded %s-%d (epoch %d, %s)", self.topic, ctx.partition, ctx.epoch, ctx.state.value)
 
@@ -501,7 +541,8 @@ class CoordinatorRuntime(Generic[S, R]):
 
     # =================================================================== writing
     def submit(self, ctx: ShardContext[S], res: CoordinatorResult[R]) -> None:
-        """Queue a result computed on `ctx`'s shard (commit-then-reply)."""
+        """Append a result computed on `ctx`'s shard now; its replies and continuation follow
+        its commit (commit-then-reply)."""
         self._submit(ctx.partition, ctx.epoch, res)
 
     async def run(self, ctx: ShardContext[S], op: Callable[[Any, int], CoordinatorResult[R]]) -> Any:
@@ -511,8 +552,8 @@ class CoordinatorRuntime(Generic[S, R]):
         return await fut
 
     async def append(self, partition: int, epoch: int, records: list[R]) -> int:
-        """Append `records` (one batch) through the partition's write queue for a shard at
-        `epoch`: 0 once committed, else the error (NOT_COORDINATOR: the shard moved)."""
+        """Append `records` (one batch) now for a shard at `epoch`: 0 once committed, else the
+        error (NOT_COORDINATOR: the shard moved)."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
         def then(error: int, now: int) -> None:
@@ -530,61 +571,100 @@ class CoordinatorRuntime(Generic[S, R]):
         if not res.records:
             self._written(partition, epoch, res, 0)
             return
-        if not self.active:
+        if not self._valid(partition, epoch):  # computed on a shard that is gone: not appended
             self._written(partition, epoch, res, NOT_COORDINATOR)
             return
-        self._queues.setdefault(partition, collections.deque()).append((epoch, res))
-        if partition not in self._writers:
-            self._writers[partition] = asyncio.ensure_future(self._write_loop(partition))
+        write = _Write(epoch, res)
+        self._append(partition, write)
+        in_flight = self._in_flight.get(partition)
+        if in_flight is None:
+            in_flight = self._in_flight[partition] = collections.deque()
+        in_flight.append(write)
+        if partition not in self._committers:
+            self._committers[partition] = asyncio.ensure_future(self._commit_loop(partition, in_flight))
         self._rearm()
 
-    async def _write_loop(self, partition: int) -> None:
-        queue = self._queues[partition]
-        try:
-            while queue:
-                epoch, res = queue.popleft()
-                error = await self._append(partition, epoch, res)
-                self._written(partition, epoch, res, error)
-        finally:
-            self._writers.pop(partition, None)
-            if queue and self.active:  # submitted while this one was finishing
-                self._writers[partition] = asyncio.ensure_future(self._write_loop(partition))
-
-    async def _append(self, partition: int, epoch: int, res: CoordinatorResult[R]) -> int:
-        if not self._valid(partition, epoch):
-            return NOT_COORDINATOR
+    def _append(self, partition: int, write: _Write[R]) -> None:
+        """Append the write's records as one batch now; its error if refused."""
+        res = write.res
         now = self.clock()
-        records = []
-        for i, record in enumerate(res.records):
-            key, value = self.serialize(record)
-            records.append(Record(i, now, key, value, ()))
-        batch = build_batch(
-            records,
-            base_offset=0,
-            producer_id=res.producer_id,
-            producer_epoch=res.producer_epoch,
-            base_sequence=0 if res.producer_id >= 0 else -1,
-            is_transactional=res.producer_id >= 0,
-        )
         try:
-            res.base_offset = await self.partitions.append_committed(
-                self.topic, partition, batch, self.commit_timeout_ms
+            records = []
+            for i, record in enumerate(res.records):
+                key, value = self.serialize(record)
+                records.append(Record(i, now, key, value, ()))
+            batch = build_batch(
+                records,
+                base_offset=0,
+                producer_id=res.producer_id,
+                producer_epoch=res.producer_epoch,
+                base_sequence=0 if res.producer_id >= 0 else -1,
+                is_transactional=res.producer_id >= 0,
+            )
+            res.base_offset, write.last_offset = self.partitions.append_as_leader(
+                self.topic, partition, write.epoch, batch
             )
         except KafkaError as e:
             log.warning("append to %s-%d failed: %s", self.topic, partition, e)
-            return e.code
+            write.error = NOT_COORDINATOR if e.code in _OTHER_EPOCH else e.code
+            return
         except Exception:
             log.exception("append to %s-%d failed", self.topic, partition)
+            write.error = int(ErrorCode.unknown_server_error)
+            return
+        write.deadline = asyncio.get_running_loop().time() + self.commit_timeout_ms / 1000
+
+    async def _commit_loop(self, partition: int, in_flight: collections.deque[_Write[R]]) -> None:
+        """Deliver the partition's writes in log order, each once its commit is known. (HW
+        advances are monotonic: while the first waits, those after it cannot commit first.)"""
+        try:
+            while in_flight:
+                write = in_flight[0]
+                if write.error is None:
+                    write.error = await self._wait_for_commit(partition, write)
+                    if not in_flight or in_flight[0] is not write:
+                        continue  # the shard was unloaded meanwhile, which answered it
+                in_flight.popleft()
+                self._written(partition, write.epoch, write.res, write.error)
+        finally:
+            if self._committers.get(partition) is asyncio.current_task():
+                del self._committers[partition]
+                if self._in_flight.get(partition) is in_flight and not in_flight:
+                    del self._in_flight[partition]
+
+    async def _wait_for_commit(self, partition: int, write: _Write[R]) -> int:
+        timeout_ms = max(0, int((write.deadline - asyncio.get_running_loop().time()) * 1000))
+        try:
+            await self.partitions.wait_for_commit(self.topic, partition, write.last_offset, timeout_ms)
+        except KafkaError as e:
+            log.warning("write to %s-%d at %d not committed: %s", self.topic, partition, write.last_offset, e)
+            return e.code
+        except Exception:
+            log.exception("write to %s-%d at %d failed", self.topic, partition, write.last_offset)
             return int(ErrorCode.unknown_server_error)
-        if not self._valid(partition, epoch):
-            return NOT_COORDINATOR
-        return 0
+        return 0 if self._valid(partition, write.epoch) else NOT_COORDINATOR
+
+    def _fail_in_flight(self, partition: int) -> None:
+        """The partition's shard is gone: every write still waiting for its commit completes
+        with NOT_COORDINATOR (one refused at append, with its own error), in log order."""
+        committer = self._committers.pop(partition, None)
+        if committer is not None:
+            committer.cancel()
+        in_flight = self._in_flight.pop(partition, None)
+        while in_flight:
+            write = in_flight.popleft()
+            error = NOT_COORDINATOR if write.error is None else write.error
+            self._written(partition, write.epoch, write.res, error)
 
     def _written(self, partition: int, epoch: int, res: CoordinatorResult[R], error: int) -> None:
-        """Deliver a result's replies, then run its continuation with the append's outcome."""
+        """Deliver a result's replies, then run its continuation with the write's outcome."""
         self._deliver(res.replies)
         if res.then is not None:
-            more = res.then(error, self.clock())
+            try:
+                more = res.then(error, self.clock())
+            except Exception:
+                log.exception("a continuation of a write to %s-%d failed", self.topic, partition)
+                more = None
             if more is not None:
                 self._submit(partition, epoch, more)
         self._rearm()

@@ -15,7 +15,8 @@ query ``q`` writes with ``transactional.id = odradek-spark-<q>-<i>``.
   group per transactional id) with `send_offsets_to_transaction`. Records and that offset
   commit or abort together. After `init_transactions()` (so nothing of this id is pending)
   the task reads the group's offset: a batch id at or below the recorded one was committed
-  already, and the task drains its input without writing.
+  already, and the task drains its input without writing. (The record and how it is read are
+  the at-least-once sink's too: sink_common.py.)
 * **What it guarantees.** Each (batch, Spark partition) is written exactly once, provided a
   replayed batch gives each partition the same rows (Spark replays a batch with the same
   offsets; the plan must be deterministic, as for every exactly-once sink). A batch is atomic
@@ -31,6 +32,15 @@ from __future__ import annotations
 import logging
 
 from .options import OptionError, SinkOptions
+from .sink_common import (
+    PRODUCER_DEFAULTS,
+    admin_config,
+    commits_partition,
+    ensure_commits_topic,
+    recorded_batch,
+    send_rows,
+    sink_group,
+)
 
 log = logging.getLogger("odradek.spark")
 
@@ -39,10 +49,6 @@ TXN_ID_PREFIX = "odradek-spark-"
 
 def transactional_id(query_id: str, partition_id: int) -> str:
     return f"{TXN_ID_PREFIX}{query_id}-{partition_id}"
-
-
-def commit_group(query_id: str, partition_id: int) -> str:
-    return f"odradek-spark-sink-{query_id}-{partition_id}"
 
 
 def check_exactly_once(opts: SinkOptions, streaming: bool) -> None:
@@ -56,46 +62,21 @@ def check_exactly_once(opts: SinkOptions, streaming: bool) -> None:
         )
 
 
-def recorded_batch(admin, group: str, tp, timeout_s: float = 60.0) -> int:
-    """The batch id recorded for `group` (-1: none). Retriable errors (a coordinator moving or
-    loading) are retried until `timeout_s`; any other error fails the task rather than
-    guessing that nothing was committed (which would write the batch twice)."""
-    import time
-
-    from odradek.client import errors as E
-
-    deadline = time.monotonic() + timeout_s
-    delay = 0.1
-    while True:
-        try:
-            om = admin.list_group_offsets(group, [tp]).get(tp)
-            return -1 if om is None or om.offset < 0 else om.offset - 1
-        except E.KafkaError as e:
-            if not e.retriable or time.monotonic() + delay > deadline:
-                raise
-            log.debug("odradek sink: reading the recorded batch of %s: %r; retrying", group, e)
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-
-
 def write_in_transaction(iterator, opts: SinkOptions, query_id: str, batch_id: int, partition_id: int):
     """One task's rows of batch `batch_id` in one transaction; returns (records, skipped)."""
-    from odradek.client import Admin, Producer, TopicPartition
-
-    from .writer import COMMITS_TOPIC, PRODUCER_DEFAULTS, _admin_config, ensure_commits_topic, send_rows
+    from odradek.client import Admin, Producer
 
     tid = transactional_id(query_id, partition_id)
-    group = commit_group(query_id, partition_id)
+    group = sink_group(query_id, partition_id)
     cfg = dict(PRODUCER_DEFAULTS)
     cfg.update(opts.producer_config)
     cfg["transactional.id"] = tid
-    admin = Admin(_admin_config(opts))
+    admin = Admin(admin_config(opts))
     producer = Producer(cfg)
     try:
         ensure_commits_topic(admin)
         producer.init_transactions()  # fences zombies; their open transaction is aborted
-        tp = TopicPartition(COMMITS_TOPIC, 0)
-        done = recorded_batch(admin, group, tp)
+        done = recorded_batch(admin, group)
         if batch_id <= done:
             for _ in iterator:
                 pass
@@ -110,7 +91,7 @@ def write_in_transaction(iterator, opts: SinkOptions, query_id: str, batch_id: i
         producer.begin_transaction()
         try:
             n = send_rows(lambda: producer, iterator, opts)  # flushed, every record acknowledged
-            producer.send_offsets_to_transaction({tp: batch_id + 1}, group)
+            producer.send_offsets_to_transaction({commits_partition(): batch_id + 1}, group)
             producer.commit_transaction()
         except BaseException:
             try:

@@ -6,15 +6,15 @@ binary), ``headers`` (array<struct<key string, value binary>>), ``topic`` (strin
 Other columns are ignored. Each task has its own odradek `Producer`, flushed before the task
 reports success, so a successful task has every record acknowledged (acks=all by default).
 
-Streaming idempotence, per batch id: after the sink commits batch N, its id is recorded as
-the committed offset N+1 of a consumer group named ``odradek-spark-sink-<query id>`` on
-partition 0 of the small compacted topic ``__odradek_spark_sink_commits`` (OffsetCommit
-without a generation; the broker keeps it in ``__consumer_offsets``, itself compacted).
-Each write task reads the query id and batch id from its TaskContext and skips writing when
-the batch is already recorded, so a batch Spark replays after a restart (it crashed after
-our commit but before its own commit log entry) is not written twice. A crash between the
-tasks' writes and the commit still replays the batch: that window is at least once, as in
-Spark's Kafka sink (Kafka transactions cannot span Spark tasks and the driver).
+Streaming idempotence, per batch id: after the sink commits batch N, its id is recorded for
+the query (sink_common.py: the committed offset N+1 of the group
+``odradek-spark-sink-<query id>`` on ``__odradek_spark_sink_commits``). Each write task reads
+the query id and batch id from its TaskContext and skips writing when the batch is already
+recorded, so a batch Spark replays after a restart (it crashed after our commit but before
+its own commit log entry) is not written twice. A crash between the tasks' writes and the
+commit still replays the batch: that window is at least once, as in Spark's Kafka sink
+(Kafka transactions cannot span Spark tasks and the driver). With ``exactlyOnce=true`` each
+task writes in a transaction of its own instead (txn_sink.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,18 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from .options import OptionError, SinkOptions
+from .sink_common import (
+    PRODUCER_DEFAULTS,
+    admin_config,
+    ensure_commits_topic,
+    record_batch,
+    recorded_batch,
+    send_rows,
+    sink_group,
+)
+from .txn_sink import write_in_transaction
 
 log = logging.getLogger("odradek.spark")
-
-COMMITS_TOPIC = "__odradek_spark_sink_commits"
 
 
 def check_columns(schema: StructType, opts: SinkOptions) -> None:
@@ -73,56 +81,6 @@ class SinkCommitMessage(WriterCommitMessage):
     errors: list = field(default_factory=list)
 
 
-PRODUCER_DEFAULTS = {"linger.ms": 20, "batch.size": 256 * 1024}
-
-
-def send_rows(producer_for, iterator, opts: SinkOptions) -> int:
-    """Send every row of the Arrow batches with the producer `producer_for()` gives (called at
-    the first row, so an empty task creates none); flush; raise the first delivery error."""
-    failures: list = []
-
-    def on_done(_md, exc):
-        if exc is not None and len(failures) < 10:
-            failures.append(exc)
-
-    n = 0
-    producer = None
-    for rb in iterator:
-        if rb.num_rows == 0:
-            continue
-        if producer is None:
-            producer = producer_for()
-        names = {name.lower(): i for i, name in enumerate(rb.schema.names)}
-        rows = rb.num_rows
-        values = rb.column(names["value"]).to_pylist()
-        keys = rb.column(names["key"]).to_pylist() if "key" in names else [None] * rows
-        if opts.topic is not None:
-            topics = [opts.topic] * rows
-        else:
-            topics = rb.column(names["topic"]).to_pylist()
-        parts = rb.column(names["partition"]).to_pylist() if "partition" in names else [None] * rows
-        if "headers" in names:
-            headers = [
-                None if h is None else [(x["key"], x["value"]) for x in h]
-                for h in rb.column(names["headers"]).to_pylist()
-            ]
-        else:
-            headers = [None] * rows
-        send = producer.send
-        for t, v, k, p, h in zip(topics, values, keys, parts, headers):
-            if t is None:
-                raise ValueError("a row has a null topic and no topic option is set")
-            send(t, v, key=k, headers=h, partition=p, callback=on_done)
-            n += 1
-        if failures:
-            break
-    if producer is not None:
-        producer.flush()
-    if failures:
-        raise RuntimeError(f"odradek sink: {len(failures)}+ records failed: {failures[0]!r}") from failures[0]
-    return n
-
-
 def produce_batches(iterator, opts: SinkOptions) -> int:
     """Send every row of the Arrow batches with a producer of this task's own (at least once)."""
     from odradek.client import Producer
@@ -162,56 +120,6 @@ class OdradekBatchWriter(DataSourceArrowWriter):
         )
 
 
-# ---------------------------------------------------------------------- streaming idempotence
-def _sink_group(query_id: str) -> str:
-    return f"odradek-spark-sink-{query_id}"
-
-
-def last_committed_batch(admin, query_id: str) -> int:
-    """The last batch id the sink recorded for this query, -1 if none."""
-    from odradek.client import TopicPartition
-
-    try:
-        offs = admin.list_group_offsets(_sink_group(query_id), [TopicPartition(COMMITS_TOPIC, 0)])
-    except Exception as e:  # noqa: BLE001 - unknown group or topic: nothing committed yet
-        log.debug("no committed batches for %s: %r", query_id, e)
-        return -1
-    om = offs.get(TopicPartition(COMMITS_TOPIC, 0))
-    return -1 if om is None else om.offset - 1
-
-
-def ensure_commits_topic(admin) -> None:
-    from odradek.client import errors as E
-
-    if COMMITS_TOPIC not in admin.list_topics(internal=True):
-        try:
-            admin.create_topic(COMMITS_TOPIC, 1, -1, {"cleanup.policy": "compact"})
-        except E.TopicAlreadyExistsError:
-            pass
-
-
-def record_committed_batch(admin, query_id: str, batch_id: int) -> None:
-    from odradek.client import TopicPartition
-
-    ensure_commits_topic(admin)
-    admin.alter_group_offsets(_sink_group(query_id), {TopicPartition(COMMITS_TOPIC, 0): batch_id + 1})
-
-
-def _admin_config(opts: SinkOptions) -> dict:
-    keep = {
-        "bootstrap.servers",
-        "client.id",
-        "request.timeout.ms",
-        "socket.connection.setup.timeout.ms",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
-        "reconnect.backoff.ms",
-        "metadata.max.age.ms",
-        "default.api.timeout.ms",
-    }
-    return {k: v for k, v in opts.producer_config.items() if k in keep}
-
-
 def _task_batch() -> tuple[str | None, int | None]:
     try:
         from pyspark import TaskContext
@@ -237,8 +145,6 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         if self.opts.exactly_once:
             from pyspark import TaskContext
 
-            from .txn_sink import write_in_transaction
-
             tc = TaskContext.get()
             if qid is None or bid is None or tc is None:
                 raise RuntimeError(
@@ -248,9 +154,10 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
             n, skipped = write_in_transaction(iterator, self.opts, qid, bid, tc.partitionId())
             return SinkCommitMessage(records=n, skipped=skipped, query_id=qid, batch_id=bid)
         if qid is not None and bid is not None:
-            admin = Admin(_admin_config(self.opts))
+            admin = Admin(admin_config(self.opts))
             try:
-                done = last_committed_batch(admin, qid)
+                ensure_commits_topic(admin)
+                done = recorded_batch(admin, sink_group(qid))
             finally:
                 admin.close()
             if bid <= done:
@@ -270,11 +177,12 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         qids = {m.query_id for m in messages if m is not None and m.query_id}
         if not qids:
             return
-        admin = Admin(_admin_config(self.opts))
+        admin = Admin(admin_config(self.opts))
         try:
+            ensure_commits_topic(admin)
             for qid in qids:
-                if last_committed_batch(admin, qid) < batchId:
-                    record_committed_batch(admin, qid, batchId)
+                if recorded_batch(admin, sink_group(qid)) < batchId:
+                    record_batch(admin, sink_group(qid), batchId)
         finally:
             admin.close()
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD
 
 __all__ = [
     "LogConfig",
+    "LogManagerConfig",
     "LONG_MAX",
     "TOPIC_CONFIG_NAMES",
     "COMPRESSION_TYPES",
@@ -167,3 +168,37 @@ _SPECS: dict[str, tuple[str, type, Callable[[Any], bool] | None]] = {
 }
 TOPIC_CONFIG_NAMES = tuple(_SPECS)
 assert {f for f, _, _ in _SPECS.values()} == {f.name for f in fields(LogConfig)}
+
+
+class Settings(Protocol):
+    """Settings by Kafka name (the broker's BrokerConfig)."""
+
+    def __getitem__(self, name: str) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerConfig:
+    """The log manager's broker-level settings (`LogManager.reconfigure`); the three cleaner
+    sizes and its backoff are dynamic broker settings, applied again when they change."""
+
+    retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
+    checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
+    cleaner_enabled: bool = True  # log.cleaner.enable
+    cleaner_backoff_ms: int = 15000  # log.cleaner.backoff.ms
+    # log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.load.factor: the key map holds at
+    # most size * factor / 24 keys (Kafka's entry: 16-byte MD5 of the key + 8-byte offset)
+    cleaner_dedupe_buffer_size: int = 134217728
+    cleaner_io_buffer_load_factor: float = 0.9
+    producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
+
+    @classmethod
+    def from_broker(cls, config: Settings) -> LogManagerConfig:
+        return cls(
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            cleaner_enabled=config["log.cleaner.enable"],
+            cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
+            cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+            cleaner_io_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+        )

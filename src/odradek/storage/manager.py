@@ -13,6 +13,7 @@ kill -9 the loader re-reads the active segments only, not a minute of rolled one
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -23,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import CLEAN_SHUTDOWN, CLEANER, LOG_START, RECOVERY_POINT, REPLICATION, read_offsets, write_offsets
 from .cleaner import clean_log
-from .config import LogConfig
+from .config import LogConfig, LogManagerConfig
 from .errors import KafkaStorageError, StorageError
 from .fs import FileSystem, OSFileSystem
 from .log import Log
@@ -61,6 +62,7 @@ class LogManager:
         clock: Callable[[], float] = time.time,
         recovery_threads: int = 1,
         topic_config: Callable[[str], LogConfig | None] | None = None,
+        config: LogManagerConfig | None = None,
     ) -> None:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
@@ -76,6 +78,13 @@ class LogManager:
         self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
         self._shutting_down = False
         self._loaded = False
+        if config is not None:
+            self.reconfigure(config)
+
+    def reconfigure(self, config: LogManagerConfig) -> None:
+        """Take these settings (at start, and when a dynamic one changed: read on the next pass)."""
+        for f in dataclasses.fields(config):
+            setattr(self, f.name, getattr(config, f.name))
 
     # ------------------------------------------------------------------ basics
     def _now(self) -> int:

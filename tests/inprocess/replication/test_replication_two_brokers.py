@@ -25,13 +25,13 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import served_apis
 from odradek.broker.connection_state import ConnectionState
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.registry import REGISTRY, RequestContext, load_handlers, make
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication import alter_partition
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.services import BrokerServices
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.metadata import BrokerInfo, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol import messages
 from odradek.protocol.connection import NEED_DATA, ImmediateResponse, ServerConnection
@@ -212,11 +212,13 @@ class TwoBrokers:
             cluster_id="c",
             metadata=self.hub,  # type: ignore[arg-type]
             topics=None,  # type: ignore[arg-type]
-            topic_configs=TopicConfigs(self.config),
             replica_manager=rm,
             group_coordinator=None,  # type: ignore[arg-type]
             fetch_sessions=FetchSessionCache(100),
             producer_ids=None,  # type: ignore[arg-type]
+            config_admin=None,  # type: ignore[arg-type]
+            txn_coordinator=None,  # type: ignore[arg-type]
+            txn_verification=None,  # type: ignore[arg-type]
         )
         self.server = PeerServer(services, {ALTER_PARTITION: self.hub.alter_partition})
         port = await self.server.start()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 
 import pytest
 from support.apache_kafka import tool_command, unavailable_reason
@@ -18,7 +17,7 @@ from support.raw import RawConnection, nested
 
 from odradek.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_control_batch, iter_batches
+from odradek.protocol.records import iter_batches
 
 PID, EPOCH = 4000, 0
 GROUP = "txn-group"
@@ -62,13 +61,7 @@ def fetch(conn: RawConnection, partitions: list[int], *, require_stable: bool, v
 async def end_transaction(b: InProcessBroker, commit: bool) -> None:
     """What WriteTxnMarkers does for the group's partition: the marker, committed, then the group coordinator."""
     p = partition_for(GROUP, 5)
-    marker = build_control_batch(
-        CONTROL_COMMIT if commit else CONTROL_ABORT,
-        producer_id=PID,
-        producer_epoch=EPOCH,
-        timestamp=int(time.time() * 1000),
-    )
-    await b.services.replica_manager.append_committed(OFFSETS_TOPIC, p, marker, 5000)
+    assert await b.services.replica_manager.write_txn_marker(OFFSETS_TOPIC, p, PID, EPOCH, 0, commit, 5000) == 0
     b.services.group_coordinator.complete_transaction(p, PID, EPOCH, commit)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 import pytest
 
@@ -214,42 +215,52 @@ def test_blocking_poll_errors_timeout_and_close(peer_named):
 
 
 def test_idempotent_producer_bumps_its_epoch_over_a_sequence_gap(peer_named):
-    """A batch that was sent and then lost for good leaves a sequence gap the broker answers with
-    OUT_OF_ORDER_SEQUENCE_NUMBER for every later batch of that partition. The producer bumps its
-    epoch (KIP-360, locally as Java's idempotent producer), numbers from 0 again and delivers the
-    later records, each exactly once and in order. The gap is made by skipping sequence numbers
-    in the sender, as a batch lost after being sent would."""
+    """A batch the broker refuses for good (MESSAGE_TOO_LARGE: over the topic's
+    max.message.bytes) never takes its sequence numbers, so the broker answers the partition's
+    batches sent after it OUT_OF_ORDER_SEQUENCE_NUMBER. The producer bumps its epoch (KIP-360,
+    locally as Java's idempotent producer), numbers those batches from 0 again and delivers
+    them, each exactly once and in order; another partition starts over at sequence 0 under the
+    new epoch with its next batch."""
+    from odradek.client import Admin
+
     peer = peer_named("odradek")
-    topic = peer.new_topic(2)
+    topic = f"gap-{uuid.uuid4().hex[:10]}"
+    with Admin(bootstrap_servers=peer.bootstrap) as a:
+        a.create_topic(topic, 2, 1, {"max.message.bytes": "2000"})
     p = Producer(
         bootstrap_servers=peer.bootstrap,
         acks="all",
         enable_idempotence=True,
         linger_ms=0,
+        batch_size=1000,  # batches of the later records stay under max.message.bytes
         delivery_timeout_ms=8000,
         request_timeout_ms=3000,
         retry_backoff_ms=20,
     )
+    after = [b"after-%02d-" % i + b"y" * 200 for i in range(20)]  # too large to join the refused batch
     try:
         sender = p._core.sender
         for i in range(5):
             p.send(topic, b"before-%d" % i, partition=0).result(10)
         p.send(topic, b"other", partition=1).result(10)
         pid, epoch = sender.producer_id, sender.producer_epoch
-        sender.next_seq[(topic, 0)] += 3  # three records the broker will never see
-        futs = [p.send(topic, b"after-%d" % i, partition=0) for i in range(20)]
+        big = p.send(topic, b"x" * 5000, partition=0)
+        futs = [p.send(topic, v, partition=0) for v in after]
+        with pytest.raises(errors.MessageTooLargeError):
+            big.result(10)
         metas = [f.result(15) for f in futs]
         assert [m.offset for m in metas] == list(range(5, 25))
         assert sender.epoch_bumps == 1 and (sender.producer_id, sender.producer_epoch) == (pid, epoch + 1)
-        # partition 1 starts over at sequence 0 under the new epoch as well
         assert p.send(topic, b"other-2", partition=1).result(10).offset == 1
+        p1 = sender.seqs.partitions[(topic, 1)]
+        assert (p1.producer_epoch, p1.last_acked_sequence) == (epoch + 1, 0)
     finally:
         p.close()
     c = Consumer(bootstrap_servers=peer.bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=50)
     try:
         c.assign([TopicPartition(topic, 0)])
         got = consume_all(c, 25)
-        assert [r.value for r in got] == [b"before-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(20)]
+        assert [r.value for r in got] == [b"before-%d" % i for i in range(5)] + after
     finally:
         c.close()
 

@@ -10,9 +10,9 @@ import pytest
 from support.batches import batch
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.partition import Isolation
 from odradek.broker.replica_manager import ReplicaManager, error_for
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError

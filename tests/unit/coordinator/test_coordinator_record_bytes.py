@@ -35,10 +35,13 @@ class Log:
     def __init__(self) -> None:
         self.batches: dict[tuple[str, int], list[bytes]] = {}
 
-    async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:
+    def append_as_leader(self, topic: str, partition: int, leader_epoch: int, batch: bytes) -> tuple[int, int]:
         log = self.batches.setdefault((topic, partition), [])
         log.append(batch)
-        return len(log) - 1
+        return len(log) - 1, len(log) - 1
+
+    async def wait_for_commit(self, topic: str, partition: int, offset: int, timeout_ms: int) -> None:
+        pass
 
     def read_log_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         return b"", 0

@@ -2,8 +2,9 @@
 an in-memory log per partition whose appends commit when the test says, whose reads can be
 held or fail, and a shard that records what it is told.
 
-Election and resignation races, loading to the log end, the write queue per partition,
-commit-then-reply, failed writes and loads, epoch validity and timers."""
+Election and resignation races, loading to the log end, pipelined writes (appended at once,
+answered in log order once committed), failed, timed-out and abandoned writes and loads,
+epoch validity and timers."""
 
 from __future__ import annotations
 
@@ -34,15 +35,20 @@ Rec = tuple[bytes, bytes | None]
 
 
 class MemoryPartitions:
-    """`CoordinatorPartitions` over in-memory logs. With `hold`, an append is in the log at
-    once but committed only when `commit()` says so; `fail` makes the next appends raise;
-    `reads_open` (a threading.Event) holds the load's reads, `read_error` fails them."""
+    """`CoordinatorPartitions` over in-memory logs. An append is in the log at once and, unless
+    `hold`, committed at once too; with `hold` the high watermark passes it only when
+    `commit()` says so. `fail` makes the next appends raise; `leader_epochs` (when set for a
+    partition) refuses appends at another epoch; `reads_open` (a threading.Event) holds the
+    load's reads, `read_error` fails them."""
 
     def __init__(self) -> None:
         self.logs: dict[int, list[bytes]] = {}
+        self.hw: dict[int, int] = {}
         self.hold = False
-        self._held: list[asyncio.Future[None]] = []
+        self._held: list[tuple[int, int]] = []  # (partition, end offset) of each held append, oldest first
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self.fail: list[BaseException] = []
+        self.leader_epochs: dict[int, int] = {}
         self.reads_open = threading.Event()
         self.reads_open.set()
         self.read_error: BaseException | None = None
@@ -69,25 +75,57 @@ class MemoryPartitions:
                 out.extend((r.offset, r.key, r.value) for r in decode_records(b, 0))
         return out
 
-    async def append_committed(self, topic: str, partition: int, batch: bytes, timeout_ms: int) -> int:
+    def keys(self, partition: int) -> list[bytes | None]:
+        return [k for _, k, _ in self.records(partition)]
+
+    def append_as_leader(self, topic: str, partition: int, leader_epoch: int, batch: bytes) -> tuple[int, int]:
         assert topic == TOPIC
         if self.fail:
             raise self.fail.pop(0)
+        expected = self.leader_epochs.get(partition, leader_epoch)
+        if expected != leader_epoch:
+            raise error_class(E.fenced_leader_epoch if leader_epoch < expected else E.unknown_leader_epoch)("epoch")
         base = self.put(partition, batch)
+        end = self.end(partition)
         if self.hold:
-            fut = asyncio.get_running_loop().create_future()
-            self._held.append(fut)
-            await fut
-        return base
+            self._held.append((partition, end))
+        else:
+            self._advance(partition, end)
+        return base, end - 1
+
+    async def wait_for_commit(self, topic: str, partition: int, offset: int, timeout_ms: int) -> None:
+        assert topic == TOPIC
+        if self.hw.get(partition, 0) > offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting.append((partition, offset, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_ms / 1000)
+        except TimeoutError:
+            raise error_class(E.request_timed_out)("not committed in time") from None
+
+    def _advance(self, partition: int, hw: int) -> None:
+        self.hw[partition] = max(self.hw.get(partition, 0), hw)
+        for entry in list(self._waiting):
+            p, offset, fut = entry
+            if fut.done() or (p == partition and offset < self.hw[partition]):
+                self._waiting.remove(entry)
+                if not fut.done():
+                    fut.set_result(None)
 
     def commit(self, n: int = 1) -> None:
-        """The oldest `n` held appends are committed."""
+        """The high watermark passes the oldest `n` held appends."""
         for _ in range(n):
-            self._held.pop(0).set_result(None)
+            self._advance(*self._held.pop(0))
 
     @property
     def held(self) -> int:
         return len(self._held)
+
+    @property
+    def waiting(self) -> int:
+        """Waits for a commit in progress."""
+        return sum(1 for _, _, fut in self._waiting if not fut.done())
 
     def read_log_bytes(self, topic: str, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         self.reads += 1
@@ -339,7 +377,7 @@ def test_a_transaction_completed_while_loading_is_applied_once_loaded():
 # =========================================================================== writing
 
 
-def test_writes_of_a_partition_are_appended_in_order_and_answered_once_committed():
+def test_writes_are_pipelined_appended_at_once_in_order_and_answered_in_order_once_committed():
     parts = MemoryPartitions()
     parts.hold = True
 
@@ -356,19 +394,74 @@ def test_writes_of_a_partition_are_appended_in_order_and_answered_once_committed
         ]
         other = asyncio.ensure_future(r.run(ctx1, lambda t, now: ctx1.shard.put(b"z", token=t, now=now)))
         await settle()
-        # one write at a time per partition: "b" waits for "a"'s commit; partition 1 does not
-        assert [k for _, k, _ in parts.records(0)] == [b"a"] and [k for _, k, _ in parts.records(1)] == [b"z"]
+        # every write is in its log before any is committed: "b" did not wait for "a"'s commit
+        assert [(o, k) for o, k, _ in parts.records(0)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert parts.keys(1) == [b"z"] and parts.held == 4
         assert not any(a.done() for a in answers) and not other.done()  # nothing answered before its commit
+        # one wait for a commit per partition at a time: the first write's
+        assert parts.waiting == 2
         parts.commit()  # "a"
         await settle()
-        assert answers[0].result() == "put a" and not answers[1].done()
-        assert [k for _, k, _ in parts.records(0)] == [b"a", b"b"]
-        parts.commit(2)  # "z", "b"
+        assert answers[0].result() == "put a" and not answers[1].done() and not other.done()
+        parts.commit(2)  # "b", "c"
         await settle()
-        parts.commit()  # "c"
+        assert [a.result() for a in answers] == ["put a", "put b", "put c"] and not other.done()
+        parts.commit()  # "z"
         await settle()
-        assert [a.result() for a in answers] == ["put a", "put b", "put c"] and other.result() == "put z"
-        assert [(o, k) for o, k, _ in parts.records(0)] == [(0, b"a"), (1, b"b"), (2, b"c")]
+        assert other.result() == "put z"
+        await r.stop()
+
+    run(main())
+
+
+def test_responses_follow_the_log_order_not_the_order_outcomes_are_known():
+    parts = MemoryPartitions()
+    parts.hold = True
+
+    async def main():
+        r = runtime(parts)
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        ctx = r.context(0)
+        assert ctx is not None
+        order: list[tuple[str, int]] = []
+
+        def noting(name: str) -> Any:
+            return lambda error, now: order.append((name, error))
+
+        r.submit(ctx, ctx.shard.put(b"a", token=None, now=0, then=noting("a")))
+        parts.fail = [error_class(E.not_enough_replicas)("ISR too small")]
+        r.submit(ctx, ctx.shard.put(b"b", token=None, now=0, then=noting("b")))  # refused at once
+        r.submit(ctx, ctx.shard.put(b"c", token=None, now=0, then=noting("c")))
+        await settle()
+        assert parts.keys(0) == [b"a", b"c"] and order == []  # "b"'s error waits for "a"
+        parts.commit()
+        await settle()
+        assert order == [("a", 0), ("b", E.not_enough_replicas)]
+        parts.commit()
+        await settle()
+        assert order == [("a", 0), ("b", E.not_enough_replicas), ("c", 0)]
+        await r.stop()
+
+    run(main())
+
+
+def test_a_write_not_committed_in_time_times_out_and_those_after_it_wait_their_own_time():
+    parts = MemoryPartitions()
+    parts.hold = True
+
+    async def main():
+        r = runtime(parts)  # commit_timeout_ms=100
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        first = asyncio.ensure_future(r.append(0, 1, [(b"a", b"1")]))
+        await asyncio.sleep(0.06)
+        second = asyncio.ensure_future(r.append(0, 1, [(b"b", b"2")]))
+        assert await asyncio.wait_for(first, 1) == E.request_timed_out
+        assert not second.done()  # appended 60 ms later: its own 100 ms are not over
+        parts.commit(2)  # both commit after all: the second is answered, the first was already
+        assert await asyncio.wait_for(second, 1) == 0
+        assert parts.keys(0) == [b"a", b"b"]  # a timed-out write stays in the log, as in Kafka
         await r.stop()
 
     run(main())
@@ -413,6 +506,54 @@ def test_a_failed_write_completes_with_its_error_and_the_next_one_is_written():
         assert results == [E.not_enough_replicas, E.unknown_server_error]
         assert await r.append(0, 1, [(b"c", b"3")]) == 0
         assert [k for _, k, _ in parts.records(0)] == [b"c"]
+        # a continuation that raises is logged; the writes after it are still answered
+        ctx = r.context(0)
+        assert ctx is not None
+        r.submit(ctx, CoordinatorResult([(b"d", None)], then=lambda error, now: 1 / 0))  # type: ignore[arg-type,return-value]
+        assert await r.append(0, 1, [(b"e", b"5")]) == 0
+        await r.stop()
+
+    run(main())
+
+
+def test_a_lost_partition_fails_its_waiting_writes_at_once_and_later_ones_are_not_appended():
+    parts = MemoryPartitions()
+    parts.hold = True
+
+    async def main():
+        r = runtime(parts)
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        ctx = r.context(0)
+        assert ctx is not None
+        order: list[str] = []
+        waiting = asyncio.get_running_loop().create_future()
+        waiting.add_done_callback(lambda f: order.append(f"shard's waiter: {f.result()}"))
+        ctx.shard.waiting.append(waiting)
+        for k in (b"a", b"b", b"c"):
+            if k == b"c":
+                parts.fail = [error_class(E.not_enough_replicas)("ISR too small")]
+            r.submit(
+                ctx,
+                ctx.shard.put(
+                    k, token=None, now=0, then=lambda e, now, k=k: order.append(f"{k!r}: {e} {waiting.done()}")
+                ),
+            )
+        await settle()
+        assert parts.keys(0) == [b"a", b"b"] and parts.waiting == 1
+        r.on_resigned(TOPIC, 0, 1)  # the leader lost the partition: nothing will commit here
+        assert parts.held == 2  # no commit came, yet every waiting write is answered at once,
+        # in log order (the refused one with its own error), before what waits on the shard itself
+        nc, ner = int(E.not_coordinator), int(E.not_enough_replicas)
+        assert order == [f"b'a': {nc} False", f"b'b': {nc} False", f"b'c': {ner} False"]
+        await settle()
+        assert order[3:] == ["shard's waiter: gone"]
+        assert parts.waiting == 0  # the wait for the commit was given up
+        # a write computed on the old shard is not appended
+        assert await r.append(0, 1, [(b"c", b"3")]) == E.not_coordinator
+        assert parts.keys(0) == [b"a", b"b"]
+        parts.commit(2)  # committed after all (the next leader had them): nothing more to answer
+        await settle()
         await r.stop()
 
     run(main())
@@ -426,25 +567,44 @@ def test_writes_of_a_shard_that_moved_are_not_appended_or_not_acknowledged():
         r = runtime(parts)
         await r.start()
         r.on_elected(TOPIC, 0, 1)
-        in_flight = asyncio.ensure_future(r.append(0, 1, [(b"a", b"1")]))
-        queued = asyncio.ensure_future(r.append(0, 1, [(b"b", b"2")]))
+        in_flight = [asyncio.ensure_future(r.append(0, 1, [(k, b"1")])) for k in (b"a", b"b")]
         await settle()
-        assert parts.held == 1
-        r.on_resigned(TOPIC, 0, 1)
-        r.on_elected(TOPIC, 0, 2)  # elected again: the epoch-1 writes belong to the old shard
-        parts.commit()
+        assert parts.held == 2
+        r.on_elected(TOPIC, 0, 2)  # elected again, without a resignation: the epoch-1 writes belong to the old shard
         await settle()
-        assert parts.held == 0 and queued.done() and in_flight.done()
-        assert in_flight.result() == E.not_coordinator  # appended, but its shard is gone
-        assert queued.result() == E.not_coordinator  # never appended
-        assert [k for _, k, _ in parts.records(0)] == [b"a"]
-        assert await r.append(0, 1, [(b"c", b"3")]) == E.not_coordinator  # an old epoch
+        assert [w.result() for w in in_flight] == [E.not_coordinator, E.not_coordinator]
+        assert await r.append(0, 1, [(b"c", b"3")]) == E.not_coordinator  # an old epoch: not appended
+        # the new shard's writes are appended after the old ones and answered once committed
+        new = asyncio.ensure_future(r.append(0, 2, [(b"d", b"4")]))
+        await settle()
+        assert parts.keys(0) == [b"a", b"b", b"d"] and not new.done()
+        parts.commit(3)
+        assert await asyncio.wait_for(new, 1) == 0
         await r.stop()
 
     run(main())
 
 
-def test_an_unloaded_shard_answers_what_waits_on_it_and_stop_ends_queued_writes():
+def test_an_append_the_partition_refuses_at_the_shards_epoch_is_not_coordinator():
+    parts = MemoryPartitions()
+    parts.leader_epochs[0] = 2  # the partition is led at epoch 2; the runtime has not been told
+
+    async def main():
+        r = runtime(parts)
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        assert await r.append(0, 1, [(b"a", b"1")]) == E.not_coordinator
+        assert parts.keys(0) == []
+        parts.leader_epochs[0] = 0
+        assert await r.append(0, 1, [(b"a", b"1")]) == E.not_coordinator
+        parts.leader_epochs[0] = 1
+        assert await r.append(0, 1, [(b"a", b"1")]) == 0 and parts.keys(0) == [b"a"]
+        await r.stop()
+
+    run(main())
+
+
+def test_an_unloaded_shard_answers_what_waits_on_it_and_stop_ends_writes_in_flight():
     parts = MemoryPartitions()
     parts.hold = True
 
@@ -456,16 +616,35 @@ def test_an_unloaded_shard_answers_what_waits_on_it_and_stop_ends_queued_writes(
         assert ctx is not None
         waiting = asyncio.get_running_loop().create_future()
         ctx.shard.waiting.append(waiting)
-        in_flight = asyncio.ensure_future(r.append(0, 1, [(b"a", b"1")]))
-        queued = asyncio.ensure_future(r.append(0, 1, [(b"b", b"2")]))
+        in_flight = [asyncio.ensure_future(r.append(0, 1, [(k, b"1")])) for k in (b"a", b"b")]
         await settle()
         stopping = asyncio.ensure_future(r.stop())
         await settle()
-        parts.commit()
-        await stopping
+        assert not stopping.done()  # the writes in flight may still learn their commit
+        assert await r.append(0, 1, [(b"c", b"3")]) == E.not_coordinator  # stopping: not appended
+        parts.commit(2)
+        await asyncio.wait_for(stopping, 1)
         assert waiting.result() == "gone"
-        assert await in_flight == E.not_coordinator and await queued == E.not_coordinator
-        assert [k for _, k, _ in parts.records(0)] == [b"a"]
+        assert [await w for w in in_flight] == [E.not_coordinator, E.not_coordinator]  # (stopped)
+        assert parts.keys(0) == [b"a", b"b"]
+
+    run(main())
+
+
+def test_stop_gives_up_on_commits_that_do_not_come(monkeypatch):
+    parts = MemoryPartitions()
+    parts.hold = True
+
+    async def main():
+        r = CoordinatorRuntime(TOPIC, 4, parts, RecordingShard, lambda r: r, commit_timeout_ms=60000)
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        write = asyncio.ensure_future(r.append(0, 1, [(b"a", b"1")]))
+        await settle()
+        real_wait = asyncio.wait
+        monkeypatch.setattr(rt.asyncio, "wait", lambda fs, timeout: real_wait(fs, timeout=0.05))
+        await asyncio.wait_for(r.stop(), 2)
+        assert write.result() == E.not_coordinator and parts.waiting == 0
 
     run(main())
 

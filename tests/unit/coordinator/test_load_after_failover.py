@@ -22,8 +22,8 @@ import uuid
 import pytest
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.log_configs import TopicConfigs
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_offset_value

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker import txn_verification
 from odradek.broker.registry import NO_RESPONSE, RequestContext, VersionCodec, handles, ms
 from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
@@ -110,7 +109,7 @@ async def handle(ctx: RequestContext, req) -> object:
         and entries
         and ctx.services.config["transaction.partition.verification.enable"]
     ):
-        refused = await txn_verification.verify(ctx.services, req.transactional_id, entries, v)
+        refused = await ctx.services.txn_verification.verify(req.transactional_id, entries, v)
         if refused:
             for parts in slots:
                 for j, slot in enumerate(parts):

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from odradek.broker.registry import RequestContext, VersionCodec, handles
 from odradek.cluster.metadata import ClusterSnapshot, TopicInfo, topic_name_problem
+from odradek.cluster.store import TopicExistsError
 from odradek.protocol.constants import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, UNKNOWN_OPERATIONS, ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.metadata_codec import (
@@ -84,6 +85,9 @@ async def handle(ctx: RequestContext, req) -> object:
             try:
                 assignment = s.topics.assignment(s.config["num.partitions"], s.config["default.replication.factor"])
                 info = await s.topics.create_topic(name, assignment, {})
+            except TopicExistsError:  # created meanwhile, or being deleted: Kafka answers LEADER_NOT_AVAILABLE
+                results.append(_topic_error(v, ErrorCode.leader_not_available, name, ops))
+                continue
             except Exception:  # a storage failure (offline dir) must not break the request
                 log.exception("auto-creating topic %s failed", name)
                 results.append(_topic_error(v, ErrorCode.kafka_storage_error, name, ops))

@@ -4,17 +4,25 @@ leadership to other in-sync replicas first, so clients see no error for those pa
 Kafka 4 dropped the API with ZooKeeper mode; the codec is Kafka 3.x's, hand-written
 (protocol/legacy/controlled_shutdown.py). Served by the controller (others answer
 NOT_CONTROLLER); the answer lists the partitions the broker still leads because no other
-in-sync replica is alive (it retries, then shuts down anyway, as Kafka does).
+in-sync replica is alive (it retries, then shuts down anyway, as Kafka does). A request
+the controller cannot serve gets Kafka's error code, never a closed connection:
+NOT_CONTROLLER (not, or no longer, the controller; stopping), REQUEST_TIMED_OUT (ZooKeeper
+did not take the moves in time), BROKER_NOT_AVAILABLE (the broker is not registered),
+STALE_BROKER_EPOCH (v2+: from an older registration of the broker).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.broker.registry import RequestContext, VersionCodec, handles
+from odradek.cluster.controller import ControllerError
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.legacy import controlled_shutdown as codec
 from odradek.protocol.legacy.controlled_shutdown import ControlledShutdownResponse
+
+log = logging.getLogger("odradek.broker.shutdown")
 
 
 def _encode(version: int, resp: ControlledShutdownResponse) -> tuple[list[Any], int]:
@@ -33,7 +41,14 @@ def _encode(version: int, resp: ControlledShutdownResponse) -> tuple[list[Any], 
 )
 async def handle(ctx: RequestContext, req: codec.ControlledShutdownRequest) -> object:
     controller = ctx.services.controller
-    if controller is None or not controller.active:
+    if controller is None:
         return ControlledShutdownResponse(ErrorCode.not_controller)
-    remaining = await controller.controlled_shutdown(req.broker_id)
+    try:
+        remaining = await controller.controlled_shutdown(req.broker_id, req.broker_epoch)
+    except ControllerError as e:
+        log.info("controlled shutdown of broker %d: %s", req.broker_id, e.message)
+        return ControlledShutdownResponse(e.error_code)
+    except Exception:
+        log.exception("controlled shutdown of broker %d failed", req.broker_id)
+        return ControlledShutdownResponse(ErrorCode.unknown_server_error)
     return ControlledShutdownResponse(ErrorCode.none, tuple(remaining))

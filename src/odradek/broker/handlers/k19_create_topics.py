@@ -14,8 +14,8 @@ from __future__ import annotations
 import uuid
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.topic_configs import describe_topic_configs, validate_topic_configs
 from odradek.cluster.metadata import topic_name_problem
+from odradek.cluster.store import TopicExistsError
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 
@@ -78,7 +78,7 @@ async def handle(ctx: RequestContext, req) -> object:
         else:
             assignment = s.topics.assignment(partitions, rf)
         if not code:
-            problem = validate_topic_configs(s, configs)
+            problem = s.config_admin.validate_topic_configs(configs)
             if problem:
                 code, message = ErrorCode.invalid_config, problem
         seen.add(t.name)
@@ -87,10 +87,12 @@ async def handle(ctx: RequestContext, req) -> object:
         if not code and not req.validate_only:
             try:
                 topic_id = (await s.topics.create_topic(t.name, assignment, configs)).topic_id
+            except TopicExistsError as e:  # created meanwhile, or being deleted (Kafka's answers)
+                code, message = ErrorCode.topic_already_exists, str(e)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code
-        described = describe_topic_configs(ctx, configs, "CreatableTopicConfigs") if ok and ctx.api_version >= 5 else ()
+        described = _described(ctx, configs) if ok and ctx.api_version >= 5 else ()
         results.append(
             ctx.nested(
                 "CreatableTopicResult",
@@ -105,3 +107,18 @@ async def handle(ctx: RequestContext, req) -> object:
             )
         )
     return ctx.respond(throttle_time=0, topics=tuple(results))
+
+
+def _described(ctx: RequestContext, overrides: dict) -> tuple:
+    """Every config of the new topic, as DescribeConfigs would show it (v5+)."""
+    return tuple(
+        ctx.nested(
+            "CreatableTopicConfigs",
+            name=e.name,
+            value=e.value,
+            read_only=False,
+            config_source=e.source,
+            is_sensitive=False,
+        )
+        for e in ctx.services.config_admin.topic_entries(overrides)
+    )

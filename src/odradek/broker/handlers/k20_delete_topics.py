@@ -2,15 +2,25 @@
 
 Unknown topics: UNKNOWN_TOPIC_OR_PARTITION (by id: UNKNOWN_TOPIC_ID); internal
 topics can't be deleted (INVALID_TOPIC_EXCEPTION, as Kafka's controller answers);
-`delete.topic.enable=false` gives TOPIC_DELETION_DISABLED. Partition directories
-are renamed to `-delete` and removed in the background by storage.
+`delete.topic.enable=false` gives TOPIC_DELETION_DISABLED. The topics of one request are
+deleted together; the answer comes once every broker has dropped them from its metadata
+(in a cluster: cluster/zookeeper.py), as Kafka's does, or at the request's `timeout_ms`
+with REQUEST_TIMED_OUT for those not yet dropped everywhere (their deletion goes on; a
+timeout of 0 only starts it, as in Kafka). Partition directories are renamed to `-delete`
+and removed in the background by storage.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from odradek.broker.registry import RequestContext, handles
+from odradek.cluster.store import MetadataTimeout, UnknownTopicError
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.topics")
 
 
 @handles(20, 1, 6)
@@ -20,7 +30,9 @@ async def handle(ctx: RequestContext, req) -> object:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
-    results = []
+    timeout_s = max(0.0, req.timeout.total_seconds())
+    results: list[list] = []  # [name, topic id, error code, message]
+    deleting: dict[str, asyncio.Future] = {}
     for name, topic_id in wanted:
         snap = s.snapshot
         code, message = 0, None
@@ -38,12 +50,30 @@ async def handle(ctx: RequestContext, req) -> object:
                 code, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
             elif info.internal:
                 code, message = ErrorCode.invalid_topic_exception, f"Internal topic {name} can't be deleted"
-            else:
-                try:
-                    await s.topics.delete_topic(name)
-                except Exception as e:
-                    code, message = ErrorCode.kafka_storage_error, f"deleting {name} failed: {e}"
-        results.append(
+            elif name not in deleting:
+                deleting[name] = asyncio.ensure_future(s.topics.delete_topic(name, timeout_s))
+        results.append([name, topic_id, code, message])
+    if deleting:
+        await asyncio.gather(*deleting.values(), return_exceptions=True)
+    for r in results:
+        task = deleting.get(r[0])
+        if r[2] or task is None:
+            continue
+        e = task.exception()
+        if isinstance(e, MetadataTimeout):
+            r[2], r[3] = (
+                ErrorCode.request_timed_out,
+                f"deletion of {r[0]} not complete within {timeout_s * 1000:.0f} ms",
+            )
+        elif isinstance(e, UnknownTopicError):
+            r[2], r[3] = ErrorCode.unknown_topic_or_partition, str(e)
+        elif e is not None:
+            log.error("deleting topic %s failed: %r", r[0], e)
+            code = ErrorCode.kafka_storage_error if isinstance(e, OSError) else ErrorCode.unknown_server_error
+            r[2], r[3] = code, f"deleting {r[0]} failed: {e}"
+    return ctx.respond(
+        throttle_time=0,
+        responses=tuple(
             ctx.nested(
                 "DeletableTopicResult",
                 name=name,
@@ -51,5 +81,6 @@ async def handle(ctx: RequestContext, req) -> object:
                 error_code=code,
                 error_message=message,
             )
-        )
-    return ctx.respond(throttle_time=0, responses=tuple(results))
+            for name, topic_id, code, message in results
+        ),
+    )

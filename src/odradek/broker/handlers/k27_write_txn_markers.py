@@ -3,7 +3,8 @@
 Sent by a transaction coordinator to the leader of each partition of a transaction that
 ends: for every marker and partition, a COMMIT or ABORT control batch is appended as
 leader with the coordinator's epoch (broker/txn_markers.py, ReplicaManager.write_txn_marker),
-answered once the in-sync replicas have it. A partition not led here is
+answered once the in-sync replicas have it (waiting up to `request.timeout.ms`, as Kafka
+appends markers with its request timeout). A partition not led here is
 NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the metadata does not have it),
 which the coordinator retries with its leader. On `__consumer_offsets` the group
 coordinator then completes the producer's transactional offsets.
@@ -17,8 +18,6 @@ from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
 from odradek.broker.txn_markers import write_marker_here
 
-MARKER_TIMEOUT_MS = 30000  # Kafka appends markers with its request timeout
-
 
 @handles(27, 1, 2)
 async def handle(ctx: RequestContext, req) -> object:
@@ -29,14 +28,15 @@ async def handle(ctx: RequestContext, req) -> object:
         errors = await asyncio.gather(
             *(
                 write_marker_here(
-                    s,
+                    s.replica_manager,
+                    s.group_coordinator,
                     topic,
                     p,
                     m.producer_id,
                     m.producer_epoch,
                     m.coordinator_epoch,
                     m.transaction_result,
-                    MARKER_TIMEOUT_MS,
+                    s.config["request.timeout.ms"],
                 )
                 for topic, p in parts
             )

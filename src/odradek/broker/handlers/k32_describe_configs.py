@@ -12,16 +12,14 @@ unsupported resource type: INVALID_REQUEST.
 
 from __future__ import annotations
 
-from odradek.broker.registry import RequestContext, handles
-from odradek.broker.topic_configs import (
+from odradek.broker.config_admin import (
     RESOURCE_BROKER,
     RESOURCE_BROKER_LOGGER,
     RESOURCE_TOPIC,
     SENSITIVE_TYPES,
     TYPE_IDS,
-    broker_config_entries,
-    topic_config_entries,
 )
+from odradek.broker.registry import RequestContext, handles
 from odradek.protocol.errors import ErrorCode
 
 
@@ -36,7 +34,7 @@ async def handle(ctx: RequestContext, req) -> object:
             if info is None:
                 code, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"
             else:
-                entries = topic_config_entries(s, info.configs)
+                entries = s.config_admin.topic_entries(info.configs)
         elif res.resource_type == RESOURCE_BROKER:
             if res.resource_name not in ("", str(s.node_id)):
                 code, message = (
@@ -44,7 +42,7 @@ async def handle(ctx: RequestContext, req) -> object:
                     f"unexpected broker id {res.resource_name}, this is broker {s.node_id}",
                 )
             else:
-                entries = broker_config_entries(s)
+                entries = s.config_admin.broker_entries()
         elif res.resource_type == RESOURCE_BROKER_LOGGER:
             entries = []
         else:

@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.topic_configs import apply, current_overrides
 
 
 @handles(33, 0, 2)
 async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
-        code, message, _old = current_overrides(ctx.services, res.resource_type, res.resource_name)
+        code, message, _old = ctx.services.config_admin.current_overrides(res.resource_type, res.resource_name)
         if not code:
             new = {c.name: c.value for c in res.configs if c.value is not None}
-            code, message = await apply(ctx.services, res.resource_type, res.resource_name, new, req.validate_only)
+            code, message = await ctx.services.config_admin.apply(
+                res.resource_type, res.resource_name, new, req.validate_only
+            )
         out.append(
             ctx.nested(
                 "AlterConfigsResourceResponse",

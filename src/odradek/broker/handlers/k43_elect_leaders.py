@@ -8,7 +8,6 @@ A single node has no controller (nobody else could lead): NOT_CONTROLLER.
 
 from __future__ import annotations
 
-from odradek.broker.controller_channel import forward_to_controller
 from odradek.broker.registry import RequestContext, handles
 from odradek.protocol.errors import ErrorCode
 
@@ -41,7 +40,8 @@ async def handle(ctx: RequestContext, req) -> object:
 
 
 async def _forward(ctx: RequestContext, req) -> object:
-    resp = await forward_to_controller(ctx, req)
+    forwarding = ctx.services.forwarding
+    resp = await forwarding.forward(ctx.api_key, req, ctx.api_version) if forwarding is not None else None
     if resp is None:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller, replica_election_results=())
     return resp

@@ -8,8 +8,8 @@ know, which Kafka would store)."""
 from __future__ import annotations
 
 from odradek.broker.config import BY_NAME, BY_TOPIC_NAME
+from odradek.broker.config_admin import RESOURCE_TOPIC
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.topic_configs import RESOURCE_TOPIC, apply, current_overrides
 from odradek.protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -19,7 +19,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
-        code, message, new = current_overrides(ctx.services, res.resource_type, res.resource_name)
+        code, message, new = ctx.services.config_admin.current_overrides(res.resource_type, res.resource_name)
         names = [c.name for c in res.configs]
         if not code and len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
@@ -52,7 +52,9 @@ async def handle(ctx: RequestContext, req) -> object:
                     code, message = ErrorCode.invalid_request, f"unknown config operation {op}"
                     break
             if not code:
-                code, message = await apply(ctx.services, res.resource_type, res.resource_name, new, req.validate_only)
+                code, message = await ctx.services.config_admin.apply(
+                    res.resource_type, res.resource_name, new, req.validate_only
+                )
         out.append(
             ctx.nested(
                 "AlterConfigsResourceResponse",

@@ -8,7 +8,6 @@ that is not alive), NO_REASSIGNMENT_IN_PROGRESS (cancelling nothing).
 
 from __future__ import annotations
 
-from odradek.broker.controller_channel import forward_to_controller
 from odradek.broker.registry import RequestContext, handles
 from odradek.protocol.errors import ErrorCode
 
@@ -16,8 +15,9 @@ from odradek.protocol.errors import ErrorCode
 @handles(45, 0, 1)
 async def handle(ctx: RequestContext, req) -> object:
     controller = ctx.services.controller
-    if controller is not None and not controller.active:
-        forwarded = await forward_to_controller(ctx, req)
+    forwarding = ctx.services.forwarding
+    if controller is not None and not controller.active and forwarding is not None:
+        forwarded = await forwarding.forward(ctx.api_key, req, ctx.api_version)
         if forwarded is not None:
             return forwarded
     moves = {

@@ -39,12 +39,16 @@ class ProducerBatch:
         "error",
         "callbacks",
         "attempts",
+        "producer_id",
+        "producer_epoch",
         "sequence",
+        "sequence_reset",
+        "maybe_written",
         "wire",
         "event",
         "waiters",
         "retry_at",
-        "in_flight",
+        "in_request",
     )
 
     def __init__(self, topic: str, partition: int, limit: int, now: float) -> None:
@@ -58,13 +62,37 @@ class ProducerBatch:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.callbacks: list | None = None
-        self.attempts = 0
+        self.attempts = 0  # times sent
+        # what the batch is written under, once an idempotent producer first drains it: kept
+        # until it completes, unless it is certain the broker never wrote it (sequences.py)
+        self.producer_id = -1
+        self.producer_epoch = -1
         self.sequence = -1
-        self.wire: bytes | None = None
+        self.sequence_reset = False  # renumbered after it was sent (an epoch bump)
+        # an attempt went unanswered, or was answered with an error after which the leader may
+        # have written it all the same: the batch may be in the log
+        self.maybe_written = False
+        self.wire: bytes | None = None  # the batch as sent (built at its first send, again once renumbered)
         self.event: threading.Event | None = None  # created only when a thread waits
         self.waiters: list | None = None
         self.retry_at = 0.0
-        self.in_flight = False
+        self.in_request = False  # in a Produce request not answered yet
+
+    @property
+    def last_sequence(self) -> int:
+        return (self.sequence + self.builder.count - 1) & 0x7FFFFFFF
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, sequence: int) -> None:
+        """Numbered at its first drain."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.sequence = sequence
+
+    def reset_producer_state(self, producer_id: int, producer_epoch: int, sequence: int) -> None:
+        """Renumbered under a new epoch (Java's ProducerBatch.resetProducerState): rebuilt when next sent."""
+        self.set_producer_state(producer_id, producer_epoch, sequence)
+        self.sequence_reset = True
+        self.wire = None
 
     def complete(self, base_offset: int, log_append_time: int = -1, error: BaseException | None = None) -> None:
         """Called on the loop thread once: run callbacks, wake waiters."""
@@ -296,8 +324,17 @@ class Accumulator:
             self.space.set()
 
     # ------------------------------------------------------------------ draining
-    def ready(self, now: float, leader_of: Callable[[str, int], int], node_ok: Callable[[int], bool]):
-        """Nodes with a sendable batch, the next time to look again, and whether a leader is unknown."""
+    def ready(
+        self,
+        now: float,
+        leader_of: Callable[[str, int], int],
+        node_ok: Callable[[int], bool],
+        sendable: Callable[[ProducerBatch], bool],
+    ):
+        """Nodes with a sendable batch, the next time to look again, and whether a leader is
+        unknown. A partition whose first batch may not go now (`sendable`: a transaction that
+        lacks the partition, a retry that waits for an older one, ...) marks no node: what
+        changes that (an answer, a partition added) wakes the sender."""
         nodes: set[int] = set()
         next_check = now + 1.0
         unknown = False
@@ -307,14 +344,14 @@ class Accumulator:
                 if not dq:
                     continue
                 b = dq[0]
-                if b.in_flight:
-                    continue
                 leader = leader_of(topic, partition)
                 if leader < 0:
                     unknown = True
                     continue
                 if b.retry_at > now:
                     next_check = min(next_check, b.retry_at)
+                    continue
+                if not sendable(b):
                     continue
                 if len(dq) > 1 or flushing or b.builder.size >= self.batch_size or b.attempts:
                     if node_ok(leader):
@@ -328,8 +365,16 @@ class Accumulator:
                     next_check = min(next_check, due)
         return nodes, next_check, unknown
 
-    def drain(self, node: int, leader_of, max_request_size: int, now: float, in_flight_tp) -> list[ProducerBatch]:
-        """At most one batch per partition led by `node`, up to max.request.size."""
+    def drain(
+        self,
+        node: int,
+        leader_of: Callable[[str, int], int],
+        max_request_size: int,
+        now: float,
+        sendable: Callable[[ProducerBatch], bool],
+    ) -> list[ProducerBatch]:
+        """The first batch of each partition led by `node` that may go now, up to
+        max.request.size (Java's drain: one batch per partition per request)."""
         out: list[ProducerBatch] = []
         size = 0
         with self.lock:
@@ -337,21 +382,23 @@ class Accumulator:
                 if not dq or leader_of(topic, partition) != node:
                     continue
                 b = dq[0]
-                if b.in_flight or b.retry_at > now or not in_flight_tp(topic, partition, b):
+                if b.retry_at > now or not sendable(b):
                     continue
                 bsize = b.builder.size
                 if out and size + bsize > max_request_size:
                     break
                 dq.popleft()
                 self._close_batch(b)
-                b.in_flight = True
+                b.in_request = True
                 out.append(b)
                 size += bsize
         return out
 
     def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
-        """Put a failed batch back, in sequence order, at the front of its partition's queue."""
-        batch.in_flight = False
+        """Put a batch to retry back at the front of its partition's queue, after the queued
+        batches with lower sequence numbers (Java's insertInSequenceOrder): answers to a
+        partition's requests may come back out of order across a leader change."""
+        batch.in_request = False
         batch.retry_at = retry_at
         with self.lock:
             dq = self.deques.setdefault((batch.topic, batch.partition), collections.deque())
@@ -361,20 +408,12 @@ class Accumulator:
                     i += 1
             dq.insert(i, batch)
 
-    def renumber_unsent(self) -> None:
-        """After an epoch bump: every queued batch gets its sequence (and wire bytes) anew when
-        next sent, in queue order."""
-        with self.lock:
-            for dq in self.deques.values():
-                for b in dq:
-                    b.wire = None
-                    b.sequence = -1
-
     def expired(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
+        """The batches at the front of their queues past delivery.timeout.ms, taken out."""
         out = []
         with self.lock:
             for dq in self.deques.values():
-                while dq and not dq[0].in_flight and now - dq[0].created > delivery_timeout:
+                while dq and now - dq[0].created > delivery_timeout:
                     out.append(dq.popleft())
                     self._close_batch(out[-1])
         return out

@@ -3,17 +3,16 @@
 Each round it finds the nodes with sendable batches (full, lingered long enough, being
 flushed, or retried), takes at most one batch per partition per request, and sends
 Produce requests without waiting for earlier ones (up to
-``max.in.flight.requests.per.connection`` per node). Idempotence (on by default) gets a
-producer id from InitProducerId and numbers every partition's batches; retried batches
-keep their sequence numbers, so the broker drops duplicates and keeps order.
+``max.in.flight.requests.per.connection`` per node). What happens to a batch after its answer
+follows Java's Sender.completeBatch: acknowledged, retried, or failed.
 
-A sequence gap cannot close by retrying: when a batch that was sent fails for good (expired,
-or a non-retriable error), the broker never sees its sequences and answers every later batch of
-that partition OUT_OF_ORDER_SEQUENCE_NUMBER. When the oldest outstanding batch of a partition
-gets that answer (or UNKNOWN_PRODUCER_ID), the producer bumps its epoch locally, as Java's
-idempotent producer does (KIP-360): it stops sending, waits for its requests in flight, takes
-epoch + 1 (a new producer id from InitProducerId once the epoch is exhausted), numbers every
-partition from 0 again and re-sends the unacknowledged batches under the new epoch.
+Idempotence (on by default) gets a producer id from InitProducerId and numbers every
+partition's batches; producer/sequences.py keeps them and decides, as Java's producer
+(KIP-98, KIP-360): retried batches keep their numbers and go one at a time in sequence order,
+so the broker drops duplicates and keeps order across leader changes; a real sequence gap (a
+batch refused for good, OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch expected) bumps the
+epoch locally and renumbers from 0 the batches after the gap, never one that may have been
+written.
 
 A transactional producer (``transactional.id``) gets its producer id from
 `TransactionManager.init_transactions` instead, marks its batches transactional, sends a
@@ -33,15 +32,16 @@ from .. import _wire
 from .. import errors as E
 from ..cluster import STALE_METADATA_CODES, Cluster
 from .accumulator import Accumulator, ProducerBatch
+from .sequences import Sequences
 
 log = logging.getLogger(__name__)
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
 DUPLICATE_SEQUENCE = 46
-OUT_OF_ORDER_SEQUENCE = 45
-UNKNOWN_PRODUCER_ID = 59
-MAX_EPOCH = 32767
+# a partition's answers after which the batch may have been written all the same: the leader
+# appended it but the replicas did not follow in time
+MAYBE_WRITTEN = frozenset({7, 20, 56})  # REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, KAFKA_STORAGE_ERROR
 
 
 class _Wakeup:
@@ -100,11 +100,7 @@ class Sender:
                 raise ValueError("enable.idempotence requires acks=all")
             if self.max_in_flight > 5:
                 raise ValueError("enable.idempotence requires max.in.flight.requests.per.connection <= 5")
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.next_seq: dict[tuple[str, int], int] = {}
-        self.bump_pending = False  # an epoch bump waits for the requests in flight
-        self.epoch_bumps = 0
+        self.seqs = Sequences(transactional=bool(config.get("transactional.id")))
         self.node_in_flight: dict[int, int] = {}
         self._wake: _Wakeup | None = None
         self._wake_pending = False
@@ -116,6 +112,18 @@ class Sender:
         self.fatal: BaseException | None = None
         self.txn: Any = None  # the TransactionManager of a transactional producer
         self.transactional_id: str | None = None
+
+    @property
+    def producer_id(self) -> int:
+        return self.seqs.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.seqs.producer_epoch
+
+    @property
+    def epoch_bumps(self) -> int:
+        return self.seqs.epoch_bumps
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -162,31 +170,25 @@ class Sender:
         for b in list(self.acc.incomplete):
             self._fail(b, err)
 
-    async def _bump_epoch(self) -> None:
-        """Start the sequences over under a new epoch (nothing is in flight now)."""
-        if self.producer_epoch >= MAX_EPOCH:
+    async def _maybe_bump_epoch(self) -> None:
+        """Bump the epoch if a partition asked (Java's bumpIdempotentEpochAndResetIdIfNeeded),
+        then renumber the partitions that are ready for it."""
+        seqs = self.seqs
+        if seqs.epoch_bump_required:
+            pid = seqs.producer_id
+            if seqs.bump_epoch():
+                log.warning(
+                    "idempotent producer %d: epoch bumped to %d (KIP-360) for a sequence gap in %s",
+                    pid,
+                    seqs.producer_epoch,
+                    ", ".join(f"{t}-{p}" for t, p in seqs.rewrite),
+                )
+            else:
+                log.warning("idempotent producer %d: epoch exhausted, asking for a new producer id", pid)
+        if seqs.producer_id < 0:
             await self._init_producer_id()
-        else:
-            self.producer_epoch += 1
-        self.next_seq.clear()
-        self.acc.renumber_unsent()
-        self.bump_pending = False
-        self.epoch_bumps += 1
-        log.warning(
-            "idempotent producer %d: sequence gap, continuing with epoch %d", self.producer_id, self.producer_epoch
-        )
-
-    def _gap_at(self, b: ProducerBatch) -> bool:
-        """Whether no batch of `b`'s partition with a lower sequence is still outstanding: the
-        broker then lacks sequences that no retry will bring."""
-        return not any(
-            x is not b
-            and x.topic == b.topic
-            and x.partition == b.partition
-            and 0 <= x.sequence < b.sequence
-            and not x.done
-            for x in list(self.acc.incomplete)
-        )
+        for t, p in seqs.apply_rewrites():
+            log.info("%s-%d: batches in flight renumbered from 0 under epoch %d", t, p, seqs.producer_epoch)
 
     async def _init_producer_id(self) -> None:
         async def attempt():
@@ -207,8 +209,7 @@ class Sender:
         if resp is None:
             self.idempotent = False
             return
-        self.producer_id = int(resp.producer_id)
-        self.producer_epoch = int(resp.producer_epoch)
+        self.seqs.set_producer_id_and_epoch(int(resp.producer_id), int(resp.producer_epoch))
 
     # ------------------------------------------------------------------ main loop
     async def _run(self) -> None:
@@ -229,18 +230,6 @@ class Sender:
                     p = ti.partitions.get(partition)
                     return -1 if p is None else p.leader
 
-                if self.bump_pending and not any(self.node_in_flight.values()):
-                    await self._bump_epoch()
-                if self.bump_pending:  # sending waits until the requests in flight are answered
-                    nodes, next_check, unknown = set(), now + self.backoff, False
-                else:
-                    nodes, next_check, unknown = acc.ready(now, leader_of, self._node_ok)
-                if unknown:
-                    cluster.request_update()
-                for node in nodes:
-                    batches = acc.drain(node, leader_of, self.max_request_size, now, self._tp_ok)
-                    if batches:
-                        self._send(node, batches)
                 for b in acc.expired(now, self.delivery_timeout):
                     self._fail(
                         b,
@@ -248,6 +237,19 @@ class Sender:
                             f"{b.topic}-{b.partition}: {b.builder.count} record(s) expired after delivery.timeout.ms"
                         ),
                     )
+                if self.idempotent:
+                    gaps = self.seqs.resolve()
+                    if gaps and self.txn is not None:
+                        self.txn.sequence_gap(gaps)
+                    if self.txn is None:
+                        await self._maybe_bump_epoch()
+                nodes, next_check, unknown = acc.ready(now, leader_of, self._node_ok, self._sendable)
+                if unknown:
+                    cluster.request_update()
+                for node in nodes:
+                    batches = acc.drain(node, leader_of, self.max_request_size, now, self._sendable)
+                    if batches:
+                        self._send(node, batches)
                 cluster.maybe_refresh()
                 timeout = max(0.0, next_check - time.monotonic())
                 if unknown:
@@ -267,29 +269,34 @@ class Sender:
     def _node_ok(self, node: int) -> bool:
         return self.node_in_flight.get(node, 0) < self.max_in_flight
 
-    def _tp_ok(self, topic: str, partition: int, batch: ProducerBatch) -> bool:
+    def _sendable(self, b: ProducerBatch) -> bool:
+        """Whether the first batch of a partition's queue may be drained now."""
         txn = self.txn
-        return txn is None or txn.send_allowed(topic, partition)
+        if txn is not None and not txn.send_allowed(b.topic, b.partition):
+            return False
+        return not self.idempotent or self.seqs.sendable(b)
 
     # ------------------------------------------------------------------ sending
+    def _prepare(self, b: ProducerBatch) -> bytes:
+        """A drained batch's bytes for this attempt: numbered at its first drain, built then
+        (and again once renumbered)."""
+        if self.idempotent and b.sequence < 0:
+            self.seqs.assign(b)
+        if b.wire is None:
+            b.wire = b.builder.build(
+                compression=self.compression,
+                producer_id=b.producer_id,
+                producer_epoch=b.producer_epoch,
+                base_sequence=b.sequence,
+                transactional=self.txn is not None,
+            )
+        b.attempts += 1
+        return b.wire
+
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
         topics: dict[str, list] = {}
         for b in batches:
-            if b.wire is None:
-                if self.idempotent:
-                    tp = (b.topic, b.partition)
-                    seq = self.next_seq.get(tp, 0)
-                    b.sequence = seq
-                    self.next_seq[tp] = (seq + b.builder.count) & 0x7FFFFFFF
-                b.wire = b.builder.build(
-                    compression=self.compression,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
-                    base_sequence=b.sequence,
-                    transactional=self.txn is not None,
-                )
-            b.attempts += 1
-            topics.setdefault(b.topic, []).append((b.partition, b.wire))
+            topics.setdefault(b.topic, []).append((b.partition, self._prepare(b)))
         self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
         task = self._loop.create_task(self._produce(node, batches, topics))
         self._tasks[task] = None
@@ -312,10 +319,12 @@ class Sender:
 
     async def _produce(self, node: int, batches: list[ProducerBatch], topics: dict) -> None:
         try:
+            sent = False
             try:
                 conn = await self.cluster.connection(node)
                 version = conn.version(PRODUCE)
                 data = self._request(version, topics)
+                sent = True
                 if self.acks == 0:
                     conn.send(PRODUCE, data, version=version, expect_response=False)
                     for b in batches:
@@ -323,9 +332,12 @@ class Sender:
                     return
                 resp = await conn.request(PRODUCE, data, version=version, timeout=self.request_timeout_ms / 1000 + 5)
             except E.KafkaError as e:
+                # no answer: once the request may have left (it timed out, the connection was
+                # lost), each batch may have been written, or not
                 self.cluster.request_update()
                 for b in batches:
-                    self._retry_or_fail(b, e)
+                    b.maybe_written |= sent
+                    self._complete_batch(b, e, -1)
                 return
             by_tp = {(b.topic, b.partition): b for b in batches}
             for t in resp.responses:
@@ -336,45 +348,65 @@ class Sender:
                     code = int(p.error_code)
                     if code == 0:
                         self._succeed(b, int(p.base_offset), _wire.ms(getattr(p, "log_append_time", -1)))
-                    elif code == DUPLICATE_SEQUENCE:
-                        self._succeed(b, -1, -1)
-                    else:
-                        msg = getattr(p, "error_message", None)
-                        err = E.error_class(code)(f"{b.topic}-{b.partition}: {msg or E.error_class(code).name}")
-                        if code in STALE_METADATA_CODES:
-                            self.cluster.request_update()
-                        if (
-                            code in (OUT_OF_ORDER_SEQUENCE, UNKNOWN_PRODUCER_ID)
-                            and self.idempotent
-                            and self.txn is None
-                        ):
-                            err.retriable = True
-                            if b.sequence >= 0 and self._gap_at(b):
-                                self.bump_pending = True
-                        self._retry_or_fail(b, err)
+                        continue
+                    msg = getattr(p, "error_message", None)
+                    err = E.error_class(code)(f"{b.topic}-{b.partition}: {msg or E.error_class(code).name}")
+                    if code in STALE_METADATA_CODES:
+                        self.cluster.request_update()
+                    if code in MAYBE_WRITTEN:
+                        b.maybe_written = True
+                    self._complete_batch(b, err, int(getattr(p, "log_start_offset", -1)))
             for b in by_tp.values():
-                self._retry_or_fail(b, E.KafkaError(f"{b.topic}-{b.partition}: missing from Produce response"))
+                b.maybe_written = True
+                self._complete_batch(b, E.KafkaError(f"{b.topic}-{b.partition}: missing from Produce response"), -1)
         finally:
             self.node_in_flight[node] -= 1
             self.wakeup()
 
-    def _retry_or_fail(self, b: ProducerBatch, err: BaseException) -> None:
-        now = time.monotonic()
-        retriable = getattr(err, "retriable", False)
-        if retriable and b.attempts <= self.retries and now - b.created < self.delivery_timeout and self._running:
+    def _complete_batch(self, b: ProducerBatch, err: E.KafkaError, log_start_offset: int) -> None:
+        """An attempt of `b` failed with `err`: retry, or complete it (Java's Sender.completeBatch)."""
+        if b.done:
+            return
+        code = err.code
+        if self._can_retry(b, err, code, log_start_offset):
             backoff = min(self.backoff * (2 ** min(b.attempts - 1, 5)), 1.0)
+            now = time.monotonic()
             self.acc.reenqueue(b, now + backoff)
             self.wakeup()
+        elif code == DUPLICATE_SEQUENCE:
+            # the broker has it, and no longer its offset
+            self._succeed(b, -1, -1)
         else:
-            self._fail(b, err)
+            # the broker's own refusal at every attempt: it never took these sequences
+            self._fail(b, err, refused=code >= 0 and not b.maybe_written)
+
+    def _can_retry(self, b: ProducerBatch, err: E.KafkaError, code: int, log_start_offset: int) -> bool:
+        if not self._running or b.attempts > self.retries:
+            return False
+        if time.monotonic() - b.created >= self.delivery_timeout:
+            return False
+        if self.idempotent:
+            decided = self.seqs.can_retry(b, code, log_start_offset)
+            if decided is not None:
+                return decided
+        return bool(err.retriable)
 
     def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        b.in_flight = False
+        if b.done:
+            return
+        b.in_request = False
+        if self.idempotent:
+            self.seqs.completed(b, base_offset)
         self.acc.release(b)
         b.complete(base_offset, log_append_time, None)
 
-    def _fail(self, b: ProducerBatch, err: BaseException) -> None:
-        b.in_flight = False
+    def _fail(self, b: ProducerBatch, err: BaseException, refused: bool = False) -> None:
+        """`b` failed for good. `refused`: by the broker at every attempt (it was never written)."""
+        if b.done:
+            return
+        b.in_request = False
+        if self.idempotent:
+            self.seqs.failed(b, getattr(err, "code", -1), refused)
         self.acc.release(b)
         if self.txn is not None:
             self.txn.batch_failed(b, err)

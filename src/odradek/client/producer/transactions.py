@@ -183,17 +183,24 @@ class TransactionManager:
             self._abortable(err, new_epoch=True)
             return
         if b.sequence >= 0:
-            # The broker refused the batch (its own error code): it never took these sequences,
-            # so the partition's next batch takes them again when this was the last one
-            # numbered; otherwise (a client-side timeout: written or not is unknown, or later
-            # batches already numbered) the abort starts the sequences over under a new epoch.
-            tp = (b.topic, b.partition)
-            end = (b.sequence + b.builder.count) & 0x7FFFFFFF
-            if code >= 0 and not getattr(err, "retriable", False) and self.sender.next_seq.get(tp) == end:
-                self.sender.next_seq[tp] = b.sequence
-            else:
-                self.epoch_bump_required = True
+            # a batch that was sent failed: the partition's sequences have a gap, or the batch
+            # may have been written; the abort starts them over under a new epoch (as Java's
+            # producer, which bumps the epoch after any abortable error when the broker can)
+            self.epoch_bump_required = True
         self._abortable(err)
+
+    def sequence_gap(self, partitions: list[tuple[str, int]]) -> None:
+        """Batches that expired after being sent left a gap the batches in flight did not close
+        (from the sender, Java's maybeResolveSequences): the transaction fails and its abort
+        bumps the epoch."""
+        names = ", ".join(f"{t}-{p}" for t, p in partitions)
+        self._abortable(
+            E.KafkaError(
+                f"{names}: the client has no acknowledgment for records it sent and can no longer retry them; "
+                "it is safe to abort the transaction and continue"
+            ),
+            new_epoch=True,
+        )
 
     # ------------------------------------------------------------------ coordinator requests
     async def _to_coordinator(self, api_key: int, data: dict, error_of, *, deadline: float, what: str):
@@ -252,10 +259,8 @@ class TransactionManager:
             raise self._fatal(_fenced("init_transactions"))
         if code:
             raise self._fatal(E.error_class(code)(f"InitProducerId for transactional.id {self.transactional_id!r}"))
-        s.producer_id = int(resp.producer_id)
-        s.producer_epoch = int(resp.producer_epoch)
-        s.next_seq.clear()
-        self.acc.renumber_unsent()
+        s.seqs.set_producer_id_and_epoch(int(resp.producer_id), int(resp.producer_epoch))
+        s.seqs.reset()  # every batch has completed: the sequences start over
         self.epoch_bump_required = False
         self.state = State.READY
         self.last_error = None

@@ -1,7 +1,7 @@
 """The broker's group coordinator (Kafka's GroupCoordinatorService): the group operations the
 handlers call, each routed to the shard of the group's partition of `__consumer_offsets`
 (shard.py) on the coordinator runtime (coordinator/runtime.py), which owns leadership,
-loading, the write queues and the timers.
+loading, the pipelined writes and the timers.
 
 An operation answers at once (COORDINATOR_NOT_AVAILABLE while the coordinator is not up,
 COORDINATOR_LOAD_IN_PROGRESS while the partition loads, NOT_COORDINATOR when this broker does

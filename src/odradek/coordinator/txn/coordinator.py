@@ -1,7 +1,7 @@
 """The transaction coordinator (Kafka's TransactionCoordinator): the transaction operations
 the handlers call, each on the shard of the transactional id's partition of
 `__transaction_state` (shard.py) on the coordinator runtime (coordinator/runtime.py), which
-owns leadership, loading, the write queues and epoch validity. The leader epoch a shard was
+owns leadership, loading, the pipelined writes and epoch validity. The leader epoch a shard was
 elected at is the coordinator epoch written into the markers; once a shard is loaded, the
 transactions it finds in PrepareCommit / PrepareAbort get their markers sent again.
 

@@ -30,17 +30,6 @@ def _logged(r: Result, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(t) for t in r.templates)
 
 
-_EPOCH_BUMP = re.compile(r"idempotent producer %d: sequence gap, continuing with epoch %d")
-
-
-def _retry_after_gap(a: Anomaly, r: Result) -> bool:
-    return a.kind in ("duplicate", "reordered") and _logged(r, _EPOCH_BUMP)
-
-
-def _deposed_in_handler(a: Anomaly, r: Result) -> bool:
-    return a.kind == "internal-error" and "[Deposed" in a.detail
-
-
 _LOSS = (
     "lost",
     "offset-changed",
@@ -59,23 +48,6 @@ def _power_loss_leader(a: Anomaly, r: Result) -> bool:
 
 
 KNOWN: tuple[KnownBug, ...] = (
-    KnownBug(
-        "audit-clean-answers",
-        "a controller deposed while it handles a request (AlterPartitionReassignments) lets `Deposed` "
-        "escape the handler: the connection is closed with an internal error instead of NOT_CONTROLLER "
-        "(issue 25 point 1, 'clean answers while a cluster stops')",
-        "controller",
-        _deposed_in_handler,
-    ),
-    KnownBug(
-        "producer-retry-across-leaders",
-        "the idempotent producer retries a partition's oldest batch to the old leader while its later "
-        "batches go to the new one; the late retry, now older than the broker's five-batch window, "
-        "gets OUT_OF_ORDER_SEQUENCE and the epoch bump (KIP-360) sends it again: a duplicate, out of "
-        "order (odradek.client.producer.sender; Java sends a partition's retries in sequence order)",
-        "not assigned",
-        _retry_after_gap,
-    ),
     KnownBug(
         "restarted-leader-keeps-leading",
         "a broker that restarted with a shorter log (a power cut) stays in the ISR and can lead when "

@@ -1,0 +1,207 @@
+"""Topic and broker configs as DescribeConfigs / CreateTopics / AlterConfigs show and change them
+(Kafka's ConfigHelper and ConfigAdminManager).
+
+Topic-level names are derived from the broker settings' declaration (config.py:
+each broker setting names its topic-level twin), so there is one list of what a
+topic may override. Values are validated by the same parsers as broker settings,
+then by storage's LogConfig (through `TopicConfigs`).
+
+`ConfigAdmin` gets what it reads and writes, nothing more: this broker's id and settings, the
+topic defaults (`TopicConfigs`), the metadata (topic overrides) and `TopicAdmin` (to write
+them). The handlers k19, k32, k33 and k44 reach it as `services.config_admin`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, BrokerConfig, ConfigError, Setting
+from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.topic_admin import TopicAdmin
+    from odradek.broker.topic_configs import TopicConfigs
+    from odradek.cluster.store import MetadataStore
+
+# DescribeConfigs config sources and types (Kafka's enums).
+SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+TYPE_IDS = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+SENSITIVE_TYPES = {"password"}
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _source(src: str) -> int:
+    if src == "default":
+        return SOURCE_DEFAULT
+    if src == "dynamic":
+        return SOURCE_DYNAMIC_BROKER
+    if src == "dynamic-default":
+        return SOURCE_DYNAMIC_DEFAULT_BROKER
+    return SOURCE_STATIC_BROKER
+
+
+#: broker settings whose default is null in Kafka: unset, DescribeConfigs shows no value and no
+#: synonym (odradek derives a value for some: log.retention.ms from log.retention.hours, ...)
+NULL_DEFAULTS = frozenset(
+    {
+        "log.roll.ms",
+        "log.roll.jitter.ms",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.flush.interval.ms",
+        "broker.rack",
+        "log.dirs",
+    }
+)
+
+
+class ConfigEntry(NamedTuple):
+    """One config as DescribeConfigs shows it; ``synonyms`` are (name, value, source), most
+    specific first (topic override, then the broker setting's layers: dynamic or static, default)."""
+
+    name: str
+    value: str | None
+    source: int
+    setting: Setting
+    synonyms: tuple[tuple[str, str | None, int], ...]
+
+
+def _broker_layers(config: BrokerConfig, setting: Setting) -> tuple[str | None, int, list]:
+    """A broker setting's value, source and synonyms: every layer that holds a value, most
+    specific first (this broker's dynamic setting, every broker's, the static one, the
+    default), as Kafka lists them."""
+    source = _source(config.sources.get(setting.name, "default"))
+    if source == SOURCE_DEFAULT and setting.name in NULL_DEFAULTS:
+        return None, source, []
+    value = _render(config[setting.name])
+    layers = [
+        (setting.name, _render(v), _source(src))
+        for v, src in config.layers(setting.name)
+        if not (src == "default" and setting.name in NULL_DEFAULTS)
+    ]
+    if source != SOURCE_DEFAULT and layers and layers[0][2] == SOURCE_DEFAULT:
+        layers.insert(0, (setting.name, value, source))  # a value derived from another setting
+    return value, source, layers
+
+
+class ConfigAdmin:
+    def __init__(
+        self,
+        node_id: int,
+        config: BrokerConfig,
+        topic_configs: TopicConfigs,
+        metadata: MetadataStore,
+        topics: TopicAdmin,
+    ) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.topic_configs = topic_configs
+        self.metadata = metadata
+        self.topics = topics
+
+    # --- validation (CreateTopics, AlterConfigs)
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> str | None:
+        """A message naming the first bad topic config, or None."""
+        for name, value in configs.items():
+            setting = BY_TOPIC_NAME.get(name)
+            if setting is None:
+                return f"Unknown topic config name: {name}"
+            if value is None:
+                return f"Null value not supported for topic config: {name}"
+            try:
+                setting.parse(value)
+            except ValueError as e:
+                return str(e).replace(f"setting {setting.name}", f"topic config {name}")
+        try:
+            self.topic_configs.log_config({k: v for k, v in configs.items() if v is not None})
+        except ValueError as e:
+            return str(e)
+        return None
+
+    # --- DescribeConfigs (32), CreateTopics v5+ (19)
+    def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """Every topic-level config: the override (source TOPIC_CONFIG) or the broker's value with its
+        source; synonyms the override, then the layers of its broker setting that hold a value."""
+        defaults = self.config.topic_defaults()
+        out = []
+        for setting in SETTINGS:
+            name = setting.topic_name
+            if not name:
+                continue
+            broker_value, broker_source, layers = _broker_layers(self.config, setting)
+            if name in overrides:
+                synonyms = [(name, overrides[name], SOURCE_TOPIC), *layers]
+                out.append(ConfigEntry(name, overrides[name], SOURCE_TOPIC, setting, tuple(synonyms)))
+            else:
+                value = broker_value if broker_value is not None else defaults[name]
+                out.append(ConfigEntry(name, value, broker_source, setting, tuple(layers)))
+        return sorted(out)
+
+    def broker_entries(self) -> list[ConfigEntry]:
+        out = []
+        for name, _value in self.config.items():
+            setting = BY_NAME[name]
+            value, source, layers = _broker_layers(self.config, setting)
+            out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
+        return sorted(out)
+
+    # --- AlterConfigs (33) and IncrementalAlterConfigs (44): apply a new set of topic
+    # overrides or dynamic broker settings, or only validate them.
+    def current_overrides(self, resource_type: int, name: str) -> tuple[int, str | None, dict[str, str]]:
+        if resource_type == RESOURCE_TOPIC:
+            info = self.metadata.snapshot.topics.get(name)
+            if info is None:
+                return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", {}
+            return 0, None, dict(info.configs)
+        if resource_type == RESOURCE_BROKER:
+            if name not in ("", str(self.node_id)):
+                return ErrorCode.invalid_request, f"unexpected broker id {name}", {}
+            layer = self.config.dynamic_default if name == "" else self.config.dynamic_own
+            return 0, None, {k: _render(v) for k, v in layer.items()}
+        if resource_type == RESOURCE_BROKER_LOGGER:
+            return 0, None, {}
+        return ErrorCode.invalid_request, f"unsupported resource type {resource_type}", {}
+
+    async def apply(
+        self, resource_type: int, name: str, new: dict[str, str], validate_only: bool
+    ) -> tuple[int, str | None]:
+        if resource_type == RESOURCE_TOPIC:
+            problem = self.validate_topic_configs(new)
+            if problem:
+                return ErrorCode.invalid_config, problem
+            if not validate_only:
+                await self.topics.set_topic_configs(name, new)
+            return 0, None
+        if resource_type == RESOURCE_BROKER:
+            for key, value in new.items():
+                setting = BY_NAME.get(key)
+                if setting is None:  # Kafka stores any name; odradek keeps none it would not use
+                    return ErrorCode.invalid_config, f"Unknown broker setting: {key}"
+                if not setting.dynamic:
+                    return ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{key}]"
+                try:
+                    setting.parse(value)
+                except ConfigError as e:  # Kafka answers a bad broker value INVALID_REQUEST (a topic's: INVALID_CONFIG)
+                    return ErrorCode.invalid_request, str(e)
+            if not validate_only:
+                # Kept in the metadata (ZooKeeper's /config/brokers/<entity>, or the single node's
+                # metadata file): every broker applies it from there (broker/dynamic_config.py).
+                await self.topics.set_broker_configs(DEFAULT_BROKER_ENTITY if name == "" else name, new)
+            return 0, None
+        return 0, None  # logger levels: accepted, nothing to keep

@@ -1,0 +1,273 @@
+"""The controller's decisions: pure functions from the cluster's state to the writes it needs.
+
+No ZooKeeper, no event loop: each function takes what the controller knows (a `CacheView`
+of the znodes, the partition states it decides from, which brokers are live) and returns
+the partition states to write, each with the znode version (partition epoch) its write
+checks. cluster/controller.py calls them and writes the result; tests call them directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from odradek.cluster import zk_layout as L
+from odradek.cluster.zk_cache import CachedState, CacheView
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.cluster.controller")
+
+Key = tuple[str, int]  # (topic, partition)
+# A partition state to write: (topic, partition, the new state, the znode version it replaces).
+Update = tuple[str, int, L.PartitionState, int]
+
+
+def decide(
+    state: L.PartitionState,
+    replicas: tuple[int, ...],
+    live: set[int],
+    restarted: set[int],
+    *,
+    unclean: bool,
+) -> tuple[int, tuple[int, ...], bool]:
+    """(leader, ISR, whether the leader epoch moves) a partition should have now."""
+    leader, isr = state.leader, state.isr
+    isr_live = tuple(b for b in isr if b in live)
+    if leader >= 0 and leader in live and leader not in restarted:
+        return leader, (isr_live or (leader,)), False
+    candidates = [r for r in replicas if r in live and r in isr]
+    if candidates:
+        new = candidates[0]
+        return new, isr_live, True
+    if unclean:
+        alive = [r for r in replicas if r in live]
+        if alive:
+            return alive[0], (alive[0],), True
+    return -1, isr, leader != -1
+
+
+def rebalance(
+    view: CacheView, states: Mapping[Key, CachedState], live: set[int], percentage: int, controller_epoch: int
+) -> list[Update]:
+    """The automatic preferred-leader election (`auto.leader.rebalance.enable`): for every live
+    broker whose share of preferred partitions it does not lead exceeds `percentage`, the
+    writes that hand those partitions back to it.
+
+    Decided from `states`, the very states the writes replace (the controller's own newer
+    writes laid over its watched copy, `Controller._states`): a preferred replica leads only
+    when it is in the ISR of the state its write checks, so one that has just been removed
+    from the ISR (by a write the watch has not delivered yet) is never elected. `live`: the
+    registered brokers not in controlled shutdown."""
+    preferred: dict[int, list[Key]] = {}
+    for topic, a in view.topics.items():
+        if topic in view.deleting:
+            continue
+        for p, replicas in a.partitions.items():
+            if replicas:
+                preferred.setdefault(replicas[0], []).append((topic, p))
+    updates: list[Update] = []
+    for broker, parts in sorted(preferred.items()):
+        if broker not in live:
+            continue
+        off = []
+        for key in parts:
+            cached = states.get(key)
+            if cached is not None and cached.state.leader != broker and broker in cached.state.isr:
+                off.append((key, cached))
+        if parts and len(off) * 100 > percentage * len(parts):
+            for (topic, p), cached in off:
+                st = cached.state
+                new = L.PartitionState(broker, st.leader_epoch + 1, st.isr, controller_epoch)
+                updates.append((topic, p, new, cached.version))
+    return updates
+
+
+def preferred_election(
+    st: L.PartitionState, replicas: tuple[int, ...], live: set[int], controller_epoch: int
+) -> L.PartitionState | None:
+    """The state that makes the preferred (first) replica the leader, when it is live and in
+    the ISR of `st`; None when it cannot lead (or leads already)."""
+    preferred = replicas[0] if replicas else -1
+    if st.leader == preferred or preferred not in live or preferred not in st.isr:
+        return None
+    return L.PartitionState(preferred, st.leader_epoch + 1, st.isr, controller_epoch)
+
+
+def reassignment_completions(
+    view: CacheView, states: Mapping[Key, CachedState], live: set[int], controller_epoch: int
+) -> dict[str, tuple[L.TopicAssignment, list[Update]]]:
+    """Per topic, the assignment and partition states that complete its reassignments whose
+    target replicas are all in the ISR: a target replica leads (the current leader when it is
+    one, else the first live one in the ISR: `live` excludes brokers in controlled shutdown),
+    the replicas being removed leave the assignment and the ISR. A partition none of whose
+    target replicas can lead waits (logged), as Kafka's does; the others go on."""
+    out: dict[str, tuple[L.TopicAssignment, list[Update]]] = {}
+    for topic, a in view.topics.items():
+        if topic in view.deleting or not (a.adding or a.removing):
+            continue
+        parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
+        state_updates: list[Update] = []
+        for p in sorted(set(adding) | set(removing)):
+            cached = states.get((topic, p))
+            if cached is None:
+                continue
+            st = cached.state
+            target = tuple(r for r in parts[p] if r not in removing.get(p, ()))
+            if any(r not in st.isr for r in target):
+                continue  # new replicas still catching up
+            leader, epoch = st.leader, st.leader_epoch
+            if leader not in target:
+                eligible = [r for r in target if r in st.isr and r in live]
+                if not eligible:
+                    log.warning(
+                        "%s-%d: reassignment to %s waits: no target replica is alive and in the ISR %s",
+                        topic,
+                        p,
+                        list(target),
+                        list(st.isr),
+                    )
+                    continue
+                leader, epoch = eligible[0], epoch + 1
+            isr = tuple(r for r in st.isr if r in target)
+            state_updates.append((topic, p, L.PartitionState(leader, epoch, isr, controller_epoch), cached.version))
+            parts[p] = target
+            adding.pop(p, None)
+            removing.pop(p, None)
+        if state_updates:
+            out[topic] = (L.TopicAssignment(a.topic_id, parts, adding, removing), state_updates)
+    return out
+
+
+def controlled_shutdown_moves(
+    view: CacheView, states: Mapping[Key, CachedState], broker: int, live: set[int], controller_epoch: int
+) -> tuple[list[Update], list[Key]]:
+    """For a broker shutting down: the writes that move its leadership to the next in-sync
+    replica in assignment order (a new leader epoch) and take it out of the ISR of the
+    partitions it follows; and the partitions it must keep leading (no other in-sync replica
+    is live). `live` excludes every broker in controlled shutdown, this one included."""
+    updates: list[Update] = []
+    remaining: list[Key] = []
+    for topic, a in view.topics.items():
+        if topic in view.deleting:
+            continue
+        for p, replicas in a.partitions.items():
+            cached = states.get((topic, p))
+            if cached is None or broker not in replicas:
+                continue
+            st = cached.state
+            if st.leader == broker:
+                others = [r for r in replicas if r != broker and r in live and r in st.isr]
+                if not others:
+                    remaining.append((topic, p))
+                    continue
+                isr = tuple(r for r in st.isr if r != broker)
+                new = L.PartitionState(others[0], st.leader_epoch + 1, isr, controller_epoch)
+                updates.append((topic, p, new, cached.version))
+            elif broker in st.isr and len(st.isr) > 1:
+                isr = tuple(r for r in st.isr if r != broker)
+                updates.append(
+                    (topic, p, L.PartitionState(st.leader, st.leader_epoch, isr, controller_epoch), cached.version)
+                )
+    return updates, sorted(remaining)
+
+
+def check_isr_change(
+    sender: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    new_isr: tuple[int, ...],
+    isr_epochs: tuple[int, ...] | None,
+    current: CachedState,
+    replicas: tuple[int, ...],
+    eligible: Mapping[int, int],
+) -> int:
+    """AlterPartition's rules for one partition, as Kafka's controller applies them: the error
+    code to answer, or NONE to write `new_isr` (or, when it is the ISR already, to answer with
+    the current state: a retried request whose answer was lost).
+
+    `eligible`: the brokers that may be in an ISR, each with its broker epoch (registered, not
+    in controlled shutdown: KIP-841). `isr_epochs` (AlterPartition v3, KIP-903): the broker
+    epoch the leader knows for each member of `new_isr`; one that is not the member's current
+    registration (a follower that restarted since the leader saw it fetch) makes the change
+    INELIGIBLE_REPLICA; -1 is "unknown" and not checked, as in Kafka."""
+    st, version = current.state, current.version
+    if leader_epoch > st.leader_epoch or partition_epoch > version:
+        return ErrorCode.not_controller  # the leader knows a newer state than this controller
+    if leader_epoch < st.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    if sender != st.leader:
+        return ErrorCode.invalid_request
+    if new_isr == st.isr:
+        return ErrorCode.none
+    if partition_epoch < version:
+        return ErrorCode.invalid_update_version
+    if st.leader not in new_isr or any(r not in replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
+        return ErrorCode.invalid_request
+    epochs = isr_epochs if isr_epochs is not None else (-1,) * len(new_isr)
+    for member, epoch in zip(new_isr, epochs, strict=True):
+        if member not in eligible or (epoch != -1 and epoch != eligible[member]):
+            return ErrorCode.ineligible_replica
+    return ErrorCode.none
+
+
+def plan_reassignments(
+    view: CacheView, moves: Mapping[Key, tuple[int, ...] | None]
+) -> tuple[dict[Key, tuple[int, str | None]], dict[str, L.TopicAssignment]]:
+    """AlterPartitionReassignments: (an error code and message per partition, the new assignment
+    of each topic to write). A partition's assignment becomes target + old replicas (the new
+    ones start copying the log as followers); None as target cancels a reassignment in
+    progress (back to the replicas before it)."""
+    out: dict[Key, tuple[int, str | None]] = {}
+    by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+    for (topic, p), target in moves.items():
+        a = view.topics.get(topic)
+        if a is None or p not in a.partitions or topic in view.deleting:
+            out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "unknown partition")
+        elif target is not None and (not target or len(set(target)) != len(target)):
+            out[(topic, p)] = (ErrorCode.invalid_replica_assignment, "replicas must be distinct and not empty")
+        elif target is not None and any(b not in view.brokers for b in target):
+            out[(topic, p)] = (ErrorCode.invalid_replica_assignment, "a target replica is not a live broker")
+        elif target is None and p not in a.adding and p not in a.removing:
+            out[(topic, p)] = (ErrorCode.no_reassignment_in_progress, "no reassignment in progress")
+        else:
+            by_topic.setdefault(topic, {})[p] = target
+            out[(topic, p)] = (ErrorCode.none, None)
+    assignments: dict[str, L.TopicAssignment] = {}
+    for topic, changes in by_topic.items():
+        a = view.topics[topic]
+        parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
+        for p, target in changes.items():
+            current = parts[p]
+            original = tuple(r for r in current if r not in adding.get(p, ())) if p in adding else current
+            if target is None:  # cancel: back to the replicas before the reassignment
+                parts[p] = original
+                adding.pop(p, None)
+                removing.pop(p, None)
+                continue
+            parts[p] = tuple(target) + tuple(r for r in original if r not in target)
+            add = tuple(r for r in target if r not in original)
+            rem = tuple(r for r in original if r not in target)
+            if add or rem:
+                adding[p], removing[p] = add, rem
+            else:
+                adding.pop(p, None)
+                removing.pop(p, None)
+        assignments[topic] = L.TopicAssignment(a.topic_id, parts, adding, removing)
+    return out, assignments
+
+
+def unclean_election(
+    st: L.PartitionState, replicas: tuple[int, ...], live: set[int], controller_epoch: int
+) -> tuple[int, str | None, L.PartitionState | None]:
+    """ElectLeaders(UNCLEAN) for one partition: (error code, message, the state to write). A
+    leaderless partition gets its first live in-sync replica, else its first live replica
+    alone (what only the others had is lost: docs/cluster.md)."""
+    if st.leader >= 0 and st.leader in live:
+        return ErrorCode.election_not_needed, "the partition has a leader", None
+    alive = [r for r in replicas if r in live]
+    if not alive:
+        return ErrorCode.eligible_leaders_not_available, "no replica is alive", None
+    in_sync = [r for r in alive if r in st.isr]
+    leader = (in_sync or alive)[0]
+    isr = tuple(r for r in st.isr if r in live) if in_sync else (leader,)
+    return ErrorCode.none, None, L.PartitionState(leader, st.leader_epoch + 1, isr, controller_epoch)
