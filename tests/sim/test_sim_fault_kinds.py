@@ -70,7 +70,7 @@ def test_the_fault_happens_and_the_cluster_survives_it(kind):
     for words in evidence:
         assert words in said, f"{kind}: no {words!r} in the history:\n{said}"
     assert r.stats["applied"].get(kind) == 1
-    assert r.stats["group_reads"] > 20 and r.stats["commits"] > 5  # the group went on
+    assert r.stats["group_reads"] > 20 and r.stats["commits"] >= 5  # the group went on
     assert r.stats["acked"] > 20
     assert r.ok, r.report()
 

@@ -40,6 +40,11 @@ _LOSS = (
     "leader-without-acked",
     "isr-without-acked",
     "end-offset-backwards",  # a leader with a shorter log answers a lower end
+    # the group's checks: its commits lost (__consumer_offsets), or the offsets they name
+    # holding other records once the topic's log lost some
+    "commit-backwards",
+    "commit-beyond-consumed",
+    "group-skipped",
 )
 
 
