@@ -241,3 +241,61 @@ def test_audit2_the_preferred_leader_rebalance_never_elects_a_replica_just_remov
     for res in results:
         assert res.notes["raced"] == [True], f"seed {res.seed}: the shrink was not raced\n{res.report()}"
         assert res.notes["led_out_of_isr"] == [], f"seed {res.seed}\n{res.report()}"
+
+
+# ----------------------------------------------------------------- audit §10
+async def reassignment_to_a_dead_target(r: FaultRunner, f: Fault) -> None:
+    """Controller K; p0 led by L; T the third broker. T is paused past replica.lag.time.max.ms
+    (2 s) and leaves p0's ISR; p0 is reassigned to [T] alone (it waits for T to be in sync). T
+    resumes and catches up; the moment K writes T back into p0's ISR (every target in the ISR),
+    K is paused (before it completes the reassignment) and T killed. T's session ends (its
+    heartbeats stopped with its pause), then K's: the next
+    controller finds T in the ISR of p0, the only target of its reassignment, and not
+    registered. It must still elect leaders for what K led."""
+    from odradek.cluster import zk_layout as L
+
+    k = r.c.controller()
+    pv = r.view(0)
+    assert pv is not None
+    t = next(b for b in pv.replicas if b not in (k, pv.leader))
+    await r.admin()  # started now: the move must come before T's session ends
+    r.pause(t)
+    assert await r.until(lambda: not in_isr(r, 0, t), 6), "T still in the ISR"
+    hooked: list[float] = []
+
+    def hook(op: str, path: str, data: bytes | None) -> None:
+        if hooked or path != state_path(0) or data is None:
+            return
+        if t in L.decode_partition_state(TOPIC, 0, data).isr:
+            hooked.append(r.c.loop.elapsed)
+            r.pause(k)
+            r.kill(t)
+
+    r.c.zk.hooks.append(hook)
+    codes = await r.move(0, [t])
+    r.resume(t)
+    assert codes == [0], codes
+    assert await r.until(lambda: bool(hooked), 10), "T never back in the ISR"
+    r.c.zk.hooks.remove(hook)
+    assert await r.until(lambda: r.c.controller() not in (-1, k), 20), "no new controller"
+    r.notes["t_in_isr_unregistered"] = in_isr(r, 0, t) and t not in r.c.registered()
+    led = [x.partition for x in r.c.partitions(r.topic) if x.leader == k]
+    r.notes["k_led"] = led
+    r.notes["reelected"] = await r.until(lambda: all(r.leader_of(p) not in (-1, k) for p in led), 20, step=0.1)
+    r.event(f"the partitions b{k} led ({led}) {'have' if r.notes['reelected'] else 'lack'} a new leader")
+    r.resume(k)
+
+
+def test_audit10_a_reassignment_whose_only_target_died_does_not_stop_elections():
+    """§10: a reassignment whose targets were all in the ISR but none registered made the
+    controller raise before its elections, every step: no partition got a leader until the ISR
+    changed. Fixed on branch controller (7db02f8: such a reassignment waits); with
+    `decisions.reassignment_completions` raising there again, every seed here fails (K's
+    partitions stay leaderless)."""
+    opts = dataclasses.replace(CI, duration=40.0, replica_lag_ms=2000)
+    results = run(opts, reassignment_to_a_dead_target, [1, 2, 3])
+    for res in results:
+        assert res.notes.get("t_in_isr_unregistered"), f"seed {res.seed}: the scenario did not happen\n{res.report()}"
+        assert res.notes["k_led"], f"seed {res.seed}: K led nothing\n{res.report()}"
+        assert res.notes["reelected"], f"seed {res.seed}: {res.notes}\n{res.report()}"
+    assert anomalies(results) == []

@@ -164,6 +164,17 @@ class FaultRunner:
         self._uncut(f"b{y}", f"b{x}")
         self.event(f"healed b{x}<>b{y} (script)")
 
+    def cut_zk(self, b: int) -> None:
+        """Broker `b` cut from ZooKeeper both ways (its session expires) until `heal_zk(b)`."""
+        self.event(f"cut b{b}<>zk (script)")
+        self._cut(f"b{b}", ZK)
+        self._cut(ZK, f"b{b}")
+
+    def heal_zk(self, b: int) -> None:
+        self._uncut(f"b{b}", ZK)
+        self._uncut(ZK, f"b{b}")
+        self.event(f"healed b{b}<>zk (script)")
+
     def view(self, p: int, topic: str | None = None) -> PartitionView | None:
         """Partition `p` as ZooKeeper holds it now."""
         return next((pv for pv in self.c.partitions(topic or self.topic) if pv.partition == p), None)
