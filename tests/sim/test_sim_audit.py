@@ -363,3 +363,54 @@ def test_audit6_a_follower_back_from_a_power_cut_rejoins_the_isr_only_once_caugh
         assert res.notes.get("t_lost", 0) > 0, f"seed {res.seed}: T lost nothing\n{res.report()}"
         assert res.notes["short_in_isr"] == [], f"seed {res.seed}: {res.notes}"
     assert anomalies(results) == []
+
+
+# ----------------------------------------------------------------- audit §7
+async def expansion_answer_lost(r: FaultRunner, f: Fault) -> None:
+    """p0 led by L; T, a follower that is not the controller K, is paused past
+    replica.lag.time.max.ms (2 s) and leaves the ISR, then resumes under load. The moment the
+    controller commits T's return to the ISR, K is killed (the leader's AlterPartition gets
+    no answer), and so are L and the other follower (whichever are still up): T, in the ISR
+    as ZooKeeper has it, is the only replica left to lead. It must hold every record
+    acknowledged (the leader counted it in its high watermark only once it had them)."""
+    from odradek.cluster import zk_layout as L
+
+    k = r.c.controller()
+    pv = r.view(0)
+    assert pv is not None
+    t = next(b for b in pv.replicas if b not in (k, pv.leader))
+    r.pause(t)
+    assert await r.until(lambda: not in_isr(r, 0, t), 6), "T still in the ISR"
+    hooked: list[int] = []
+
+    def hook(op: str, path: str, data: bytes | None) -> None:
+        if hooked or path != state_path(0) or data is None:
+            return
+        st = L.decode_partition_state(TOPIC, 0, data)
+        if t in st.isr:
+            hooked.append(st.leader)
+            for b in sorted({k, st.leader, *st.isr} - {t}):
+                r.kill(b)
+
+    r.c.zk.hooks.append(hook)
+    r.resume(t)
+    assert await r.until(lambda: bool(hooked), 10), "T never back in the ISR"
+    r.c.zk.hooks.remove(hook)
+    r.notes["t_leads"] = await r.until(lambda: r.leader_of(0) == t, 20)
+    await r.until(lambda: False, 3.0)
+    for b in r.c.hosts:
+        if b != t:
+            r.restart(b)
+
+
+def test_audit7_an_isr_expansion_whose_answer_is_lost_loses_nothing():
+    """§7: a leader dropped a pending ISR expansion on any error, and applied a late watch's
+    older ISR: its high watermark could count fewer replicas than ZooKeeper's ISR. On main a
+    proposal is never dropped for a lost answer (replication/alter_partition.py) and an older
+    state is ignored (Partition.update). A guard: nothing acknowledged is lost when the only
+    replica left is the one just added."""
+    opts = dataclasses.replace(CI, duration=30.0, replica_lag_ms=2000)
+    results = run(opts, expansion_answer_lost, [1, 2, 3])
+    for res in results:
+        assert res.notes.get("t_leads"), f"seed {res.seed}: T did not lead\n{res.report()}"
+    assert anomalies(results) == []
