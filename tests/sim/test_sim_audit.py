@@ -414,3 +414,53 @@ def test_audit7_an_isr_expansion_whose_answer_is_lost_loses_nothing():
     for res in results:
         assert res.notes.get("t_leads"), f"seed {res.seed}: T did not lead\n{res.report()}"
     assert anomalies(results) == []
+
+
+# ----------------------------------------------------------------- audit §8
+async def diverged_follower_with_a_broken_epoch_checkpoint(r: FaultRunner, f: Fault) -> None:
+    """The §3 steps (B leads at epoch 1 with records where C has epoch-0 ones, B dies, C leads
+    at epoch 2), and while B is down its leader-epoch checkpoint of p0 is overwritten with
+    garbage. B restarts: if it read that as no epochs it would fetch with no last fetched
+    epoch, the leader would skip the divergence check, and B would join the ISR with its
+    epoch-1 records. B is killed (its SIGTERM would wait on a controller it is cut from) and
+    its clean-shutdown marker written as a clean stop leaves it: it starts as after a clean
+    stop, with no recovery walking its batches (which would mend the epochs anyway)."""
+    a = r.leader_of(0)
+    b, c = others(r, 0, a)
+    r.pause(b)
+    await write_acks1(r, 0, 3, "script-writer-a")
+    assert await r.until(lambda: r.c.log_end(c, TOPIC, 0) == r.c.log_end(a, TOPIC, 0), 5)
+    r.cut(b, c)
+    r.kill(a)
+    r.resume(b)
+    assert await r.until(lambda: r.leader_of(0) == b, 20), "B was not elected"
+    before = r.c.log_end(b, TOPIC, 0) or 0
+    await write_acks1(r, 0, 5)
+    r.notes["b_took"] = (r.c.log_end(b, TOPIC, 0) or 0) - before
+    r.kill(b)
+    r.heal(b, c)
+    assert await r.until(lambda: r.leader_of(0) == c, 20), "C was not elected"
+    from odradek.storage.checkpoint import CLEAN_SHUTDOWN
+
+    with open(f"{r.c.directory}/b{b}/{TOPIC}-0/leader-epoch-checkpoint", "wb") as out:
+        out.write(b"0\n2\nnot an epoch\n")
+    with open(f"{r.c.directory}/b{b}/{CLEAN_SHUTDOWN}", "wb"):
+        pass  # as a clean stop leaves it: no recovery walks the batches
+    r.restart(b)
+    rejoined = await r.until(lambda: in_isr(r, 0, b), 15, step=0.1)
+    r.notes["rejoined"] = rejoined
+
+
+def test_audit8_a_follower_with_a_malformed_epoch_checkpoint_still_finds_its_divergence():
+    """§8: a malformed leader-epoch checkpoint read as no epochs, and a clean start did not
+    rebuild it: the follower fetched with no last epoch, the leader skipped the divergence
+    check, and the follower joined the ISR with a divergent log. On main a malformed
+    checkpoint is rebuilt from the batches (storage/loader.py, whether the stop was clean or
+    not). A guard: B truncates to where it diverges, rejoins, and no replica differs; with that
+    rebuild disabled every seed here shows replica-divergence (B's epoch-1 records kept)."""
+    opts = dataclasses.replace(CI, duration=30.0)
+    results = run(opts, diverged_follower_with_a_broken_epoch_checkpoint, [1, 2, 3])
+    for res in results:
+        assert res.notes.get("b_took", 0) > 0, f"seed {res.seed}: the scenario did not happen\n{res.report()}"
+        assert res.notes["rejoined"], f"seed {res.seed}: B not back in the ISR\n{res.report()}"
+    assert anomalies(results) == []
