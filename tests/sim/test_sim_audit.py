@@ -2,9 +2,13 @@
 §10) as scripted schedules: each interleaving is pinned down by a script (a `Fault(at, "script",
 arg=fn)`: `fn(runner, fault)` acts at the moments it waits for), not left to a seed's draw.
 
-A scenario whose bug is fixed on main is a guard: it passes, and it failed on the commit before
-the fix (named in its docstring). One whose fix is on another branch is xfail(strict) with the
-branch: when the fix merges, the test passes and strict xfail fails, and the mark goes.
+Every scenario here is fixed on this branch (main and integ), so each is a guard: it passes.
+Its docstring says whether it fails with the fix taken out (checked by putting the old rule
+back, not committed: §3, §8, §10) or why it does not (§2, §6), or that this was not checked
+(§7). Each script records in `runner.notes` what shows its interleaving happened, and the
+test asserts that too, so a change that stops the scenario from happening fails the test
+instead of letting it pass for nothing. (A scenario whose fix were on another branch would
+be xfail(strict) naming it.)
 """
 
 from __future__ import annotations
