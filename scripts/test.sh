@@ -13,8 +13,6 @@
 # The process tiers run their tests in parallel with pytest-xdist (ODRADEK_TEST_WORKERS, default
 # 3; 0 runs them serially), except tests marked `serial`, which run alone after the others.
 # ODRADEK_SKIP_INSTALL=1 skips scripts/install-test-deps.sh (a venv shared by several checkouts).
-# The spark tier runs beside the reference and pipeline tiers (two lanes; ODRADEK_LANE_A and
-# ODRADEK_LANE_B name other tiers, '' runs everything in order); the others run one after another.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -90,7 +88,7 @@ runs=0
 pytest_ok() {
     local rc=0
     runs=$((runs + 1))
-    "$PY" -m pytest --junitxml="$(mktemp -p "$REPORTS" --suffix=.xml run.XXXXXX)" "$@" || rc=$?
+    "$PY" -m pytest --junitxml="$REPORTS/run$runs.xml" "$@" || rc=$?
     [ "$rc" = 0 ] || [ "$rc" = 5 ]
 }
 
@@ -116,62 +114,16 @@ for t in $tiers; do
         echo "unknown tier '$t' (tiers: $ALL)" >&2
         exit 2
     fi
-done
-
-one_tier() {  # $1 = tier: runs it, prints its summary line last; returns non-zero when it failed
-    local t="$1" folder="${TIER[$1]%%|*}" t0 result rc=0
+    folder="${TIER[$t]%%|*}"
     if [ ! -d "$folder" ]; then
-        printf '%-10s %8s  %s\n' "$t" "-" "no $folder yet"
-        return 0
+        summary+=("$(printf '%-10s %8s  %s' "$t" "-" "no $folder yet")")
+        continue
     fi
     echo "==> tier $t ($folder)"
     t0=$(date +%s)
-    if run_tier "$t"; then result=passed; else result=FAILED; rc=1; fi
-    printf '%-10s %7ss  %s\n' "$t" "$(( $(date +%s) - t0 ))" "$result"
-    return "$rc"
-}
-
-# The Spark tier runs beside the reference and pipeline tiers (two lanes, each tier's output
-# printed whole when its lane ends): none of them bounds elapsed time, and the Spark JVM and
-# Kafka's wait on each other's idle moments. Every other tier runs alone, in order.
-LANE_A="${ODRADEK_LANE_A-spark}"
-LANE_B="${ODRADEK_LANE_B-reference pipeline}"
-in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
-lane() {  # tiers of one lane, in order, output to $REPORTS/lane-$1.log, summaries to .sum
-    local name="$1" t rc=0
-    shift
-    for t in "$@"; do
-        one_tier "$t" >"$REPORTS/tier-$t.log" 2>&1 || rc=1
-        tail -n 1 "$REPORTS/tier-$t.log" >>"$REPORTS/lane-$name.sum"
-    done
-    return "$rc"
-}
-sequential=() lane_a=() lane_b=()
-for t in $tiers; do
-    if in_list "$t" "$LANE_A"; then lane_a+=("$t")
-    elif in_list "$t" "$LANE_B"; then lane_b+=("$t")
-    else sequential+=("$t"); fi
+    if run_tier "$t"; then result=passed; else result=FAILED; failed=1; fi
+    summary+=("$(printf '%-10s %7ss  %s' "$t" "$(( $(date +%s) - t0 ))" "$result")")
 done
-for t in "${sequential[@]}"; do
-    one_tier "$t" 2>&1 | tee "$REPORTS/tier-$t.log" || failed=1
-    summary+=("$(tail -n 1 "$REPORTS/tier-$t.log")")
-done
-if [ "${#lane_a[@]}" -gt 0 ] && [ "${#lane_b[@]}" -gt 0 ]; then
-    echo "==> tiers ${lane_a[*]} beside ${lane_b[*]} (outputs follow when both end)"
-    t0=$(date +%s)
-    lane a "${lane_a[@]}" &
-    pid_a=$!
-    lane b "${lane_b[@]}" || failed=1
-    wait "$pid_a" || failed=1
-    for t in "${lane_a[@]}" "${lane_b[@]}"; do head -n -1 "$REPORTS/tier-$t.log"; done
-    while read -r line; do summary+=("$line"); done < <(cat "$REPORTS/lane-a.sum" "$REPORTS/lane-b.sum")
-    summary+=("$(printf '%-10s %7ss  %s' lanes "$(( $(date +%s) - t0 ))" "the two lanes together")")
-else
-    for t in "${lane_a[@]}" "${lane_b[@]}"; do
-        one_tier "$t" 2>&1 | tee "$REPORTS/tier-$t.log" || failed=1
-        summary+=("$(tail -n 1 "$REPORTS/tier-$t.log")")
-    done
-fi
 
 echo
 echo "==> tiers (wall time)"
