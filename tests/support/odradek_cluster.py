@@ -86,10 +86,21 @@ class _ZooKeeperView:
         """Each broker's own address for clients (to ask a broker directly)."""
         return [b.bootstrap for b in self.brokers.values()]
 
-    def snapshot(self) -> ClusterSnapshot:
-        if self._zk is None:
-            self._zk = connect(self.zookeeper_connect, 10000, 10000)
-        return build_snapshot(read_view(self._zk))
+    def snapshot(self, timeout: float = 30) -> ClusterSnapshot:
+        """The cluster as ZooKeeper holds it. This reader's own ZooKeeper connection may drop
+        under load or while ZooKeeper restarts (kazoo's ConnectionLoss): it is retried, with a new
+        session once the old one is lost, for up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self._zk is None:
+                    self._zk = connect(self.zookeeper_connect, 10000, 10000)
+                return build_snapshot(read_view(self._zk))
+            except KazooException:
+                if time.monotonic() > deadline:
+                    raise
+                self._reconnect_if_lost()
+                time.sleep(0.1)
 
     def _close_zk(self) -> None:
         if self._zk is not None:
@@ -105,13 +116,9 @@ class _ZooKeeperView:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                snap = self.snapshot()
-            except KazooException as e:  # ZooKeeper restarting: this reader's session may be gone
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
-                self._reconnect_if_lost()
-                time.sleep(0.1)
-                continue
+                snap = self.snapshot(timeout=max(deadline - time.monotonic(), 0))
+            except KazooException as e:  # ZooKeeper restarting, for longer than the wait
+                raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
             if condition(snap):
                 return snap
             if time.monotonic() > deadline:
