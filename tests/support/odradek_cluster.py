@@ -158,9 +158,12 @@ class OdradekCluster(_ZooKeeperView):
         replication_proxies: bool = False,
         zookeeper_proxies: bool = False,
         broker_env: dict[int, dict[str, str]] | None = None,
+        broker_overrides: dict[int, dict] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=250)
+        #: settings of one broker only (e.g. its broker.rack), over `overrides`
+        self.broker_overrides = broker_overrides or {}
         self.overrides = {
             "zookeeper.session.timeout.ms": SESSION_MS,
             "offsets.topic.num.partitions": 6,
@@ -212,6 +215,7 @@ class OdradekCluster(_ZooKeeperView):
                     "broker.id": i,
                     **({"metrics.listener": f"127.0.0.1:{self.metrics_ports[i]}"} if self.metrics_ports else {}),
                     **self.overrides,
+                    **self.broker_overrides.get(i, {}),
                 },
                 port=client_port,
                 extra_env=self.broker_env.get(i),
