@@ -558,22 +558,32 @@ def elect_preferred(cluster, topic: str, partitions: int) -> None:  # noqa: ANN0
 
     tp = (nested(43, 1, "TopicPartitions", topic=topic, partitions=tuple(range(partitions))),)
     deadline = time.monotonic() + 30
+    answers: list[str] = []  # each partition's answer, for the message when the leaders do not move
     while True:
         controller = cluster.snapshot().controller_id
         try:
             with RawConnection(cluster.brokers[controller].bootstrap) as conn:
-                code = int(conn.call(43, 1, election_type=0, topic_partitions=tp, timeout=30000).error_code)
+                r = conn.call(43, 1, election_type=0, topic_partitions=tp, timeout=30000)
+            code = int(r.error_code)
+            answers = [
+                f"{t.topic}-{p.partition_id}: {int(p.error_code)} {p.error_message or ''}".strip()
+                for t in r.replica_election_results
+                for p in t.partition_result
+            ]
         except (OSError, KeyError):
             code = -1
         if code == 0:
             break
         assert code in (-1, 41) and time.monotonic() < deadline, f"ElectLeaders refused with error {code}"
         time.sleep(0.2)
-    cluster.wait(
-        lambda s: all(p.leader == p.replicas[0] for p in s.topics[topic].partitions),
-        max(1.0, deadline - time.monotonic()),
-        f"{topic}'s preferred leaders",
-    )
+    try:
+        cluster.wait(
+            lambda s: all(p.leader == p.replicas[0] for p in s.topics[topic].partitions),
+            max(1.0, deadline - time.monotonic()),
+            f"{topic}'s preferred leaders (the controller {controller} answered {answers})",
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{cluster.logs(40)}") from None
 
 
 class ClusterFactory:
