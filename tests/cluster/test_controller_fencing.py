@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster import zk_layout as L
-from odradek.cluster.controller import Controller, Deposed, decide
+from odradek.cluster.controller import Controller, Deposed
 from odradek.cluster.zk_client import cluster_id
 
 pytestmark = pytest.mark.cluster
@@ -68,27 +68,3 @@ def test_a_deposed_controllers_writes_are_refused(zk_server):
     finally:
         a_zk.stop()
         b_zk.stop()
-
-
-@pytest.mark.parametrize(
-    "state,replicas,live,restarted,unclean,expected",
-    [
-        # leader alive: stays; a dead follower leaves the ISR without a new leader epoch
-        ((1, (1, 2, 3)), (1, 2, 3), {1, 2}, set(), False, (1, (1, 2), False)),
-        # leader dead: the first replica in assignment order that is alive and in sync
-        ((1, (1, 2, 3)), (1, 3, 2), {2, 3}, set(), False, (3, (2, 3), True)),
-        # a restarted leader is elected again, at a new epoch
-        ((1, (1, 2)), (1, 2), {1, 2}, {1}, False, (1, (1, 2), True)),
-        # no in-sync replica alive: no leader, the ISR remembered
-        ((1, (1,)), (1, 2), {2}, set(), False, (-1, (1,), True)),
-        # ... unless unclean election is allowed
-        ((1, (1,)), (1, 2), {2}, set(), True, (2, (2,), True)),
-        # already leaderless: nothing moves until an in-sync replica returns
-        ((-1, (1,)), (1, 2), {2}, set(), False, (-1, (1,), False)),
-        ((-1, (1,)), (1, 2), {1, 2}, set(), False, (1, (1,), True)),
-    ],
-)
-def test_leader_election_rules(state, replicas, live, restarted, unclean, expected):
-    leader, isr = state
-    got = decide(L.PartitionState(leader, 5, isr, 1), replicas, live, restarted, unclean=unclean)
-    assert got == expected

@@ -9,19 +9,14 @@ is checked (tests/support/checker.py). Short timeouts keep each test under a min
 
 from __future__ import annotations
 
-import collections
-import json
 import os
-import subprocess
-import tempfile
-import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from support.checker import History, value
+from support.checker import History
 from support.clients import JavaClient
+from support.fault_workload import JavaWriter, Reader, Writer, read_all
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 
 pytestmark = pytest.mark.cluster
@@ -53,157 +48,6 @@ def cluster(tmp_path):
     c.stop()
 
 
-class Writer(threading.Thread):
-    """An idempotent producer writing <name>-<seq> round-robin over the partitions."""
-
-    def __init__(self, bootstrap: str, history: History, name: str) -> None:
-        super().__init__(daemon=True)
-        self.history = history
-        self.name_ = name
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 2,
-                "message.timeout.ms": 60000,
-                "topic.metadata.refresh.interval.ms": 500,
-            }
-        )
-
-    def run(self) -> None:
-        seq = 0
-        while not self.stop.is_set():
-            v = value(self.name_, seq)
-            self.history.attempt(v)
-            try:
-                self.producer.produce(TOPIC, v, partition=seq % PARTITIONS, on_delivery=self._delivered)
-            except BufferError:
-                self.producer.poll(0.1)
-                continue
-            seq += 1
-            self.producer.poll(0)
-            time.sleep(0.002)
-        self.producer.flush(60)
-
-    def _delivered(self, err, msg) -> None:  # noqa: ANN001 - confluent's callback
-        if err is None:
-            self.history.ack(msg.partition(), msg.offset(), msg.value())
-        else:
-            self.errors.append(str(err))
-
-
-class JavaWriter(threading.Thread):
-    """The same as Writer with Apache Kafka's Java producer (KafkaCli write-loop in a JVM):
-    attempts, acknowledgements and errors come back as JSON lines."""
-
-    def __init__(self, bootstrap: str, history: History, name: str) -> None:
-        super().__init__(daemon=True)
-        self.history = history
-        self.errors: list[str] = []
-        self.done = False
-        self.acks = 0
-        cmd = [
-            *JavaClient(bootstrap).base_cmd(),
-            "write-loop",
-            TOPIC,
-            "--bootstrap",
-            bootstrap,
-            "--name",
-            name,
-            "--partitions",
-            str(PARTITIONS),
-            "--interval-us",
-            "2000",
-            "--deadline-ms",
-            "3600000",  # the harness's watchdog: it runs until stdin closes (soaks run many rounds)
-        ]
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        self.last_lines: collections.deque[str] = collections.deque(maxlen=5)
-        self.stop = self  # the same surface as Writer: stop.set()
-
-    def set(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()  # the loop ends, flushes, prints done
-
-    def run(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.last_lines.append(line.strip())
-            m = json.loads(line)
-            if "attempt" in m:
-                self.history.attempt(m["attempt"].encode())
-            elif "ack" in m:
-                self.history.ack(m["partition"], m["offset"], m["ack"].encode())
-                self.acks += 1
-            elif "error" in m:
-                self.errors.append(f"{m['error']}: {m['message']}")
-            elif m.get("done"):
-                self.done = True
-        self.proc.wait()
-
-    def state(self) -> str:
-        """Why a writer did not finish: its exit code, last lines and the end of its stderr."""
-        self.stderr.seek(0)
-        err = self.stderr.read()[-2000:]
-        return f"exit {self.proc.poll()}, last lines {list(self.last_lines)}, stderr: {err}"
-
-
-class Reader(threading.Thread):
-    """Follows the topic from the start, recording every record and each high watermark it sees."""
-
-    def __init__(self, bootstrap: str, history: History, name: str = "reader") -> None:
-        super().__init__(daemon=True)
-        self.history = history
-        self.name_ = name
-        self.stop = threading.Event()
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"unused-{name}",
-                "enable.auto.commit": False,
-                "topic.metadata.refresh.interval.ms": 500,
-            }
-        )
-        self.consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for m in self.consumer.consume(500, 0.2):
-                if m.error() is None:
-                    self.history.read(m.partition(), m.offset(), m.value())
-            for p in range(PARTITIONS):
-                _low, high = self.consumer.get_watermark_offsets(TopicPartition(TOPIC, p), cached=True)
-                if high >= 0:
-                    self.history.high_watermark(self.name_, p, high)
-        self.consumer.close()
-
-
-def read_all(bootstrap: str, history: History, timeout: float = 60) -> None:
-    """Read every partition from the start up to its high watermark, into the history."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "final-read", "enable.auto.commit": False})
-    try:
-        ends = {}
-        for p in range(PARTITIONS):
-            _low, high = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)
-            ends[p] = high
-            history.final_high_watermark(p, high)
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        pos = dict.fromkeys(range(PARTITIONS), 0)
-        deadline = time.monotonic() + timeout
-        while any(pos[p] < ends[p] for p in ends) and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
-                if m.error() is None:
-                    history.read(m.partition(), m.offset(), m.value())
-                    pos[m.partition()] = max(pos[m.partition()], m.offset() + 1)
-        assert all(pos[p] >= ends[p] for p in ends), f"final read stopped at {pos}, high watermarks {ends}"
-    finally:
-        c.close()
-
-
 def run_with_fault(cluster: OdradekCluster, fault, *, writers: int = 2, before: float = 3, after: float = 5) -> History:
     return run_with_fault_and_writers(cluster, fault, writers=writers, before=before, after=after)
 
@@ -214,10 +58,12 @@ def run_with_fault_and_writers(
     """`writers` confluent-kafka (librdkafka) producers and `java_writers` Java ones (none when
     the Java client is not installed), all idempotent with acks=all."""
     history = History()
-    ws: list[Writer | JavaWriter] = [Writer(cluster.bootstrap, history, f"w{i}") for i in range(writers)]
+    ws: list[Writer | JavaWriter] = [
+        Writer(cluster.bootstrap, history, f"w{i}", TOPIC, PARTITIONS) for i in range(writers)
+    ]
     if JavaClient.unavailable_reason() is None:
-        ws += [JavaWriter(cluster.bootstrap, history, f"java{i}") for i in range(java_writers)]
-    reader = Reader(cluster.bootstrap, history)
+        ws += [JavaWriter(cluster.bootstrap, history, f"java{i}", TOPIC, PARTITIONS) for i in range(java_writers)]
+    reader = Reader(cluster.bootstrap, history, TOPIC, PARTITIONS)
     for t in (*ws, reader):
         t.start()
     try:
@@ -235,7 +81,7 @@ def run_with_fault_and_writers(
     unfinished = [w for w in ws if isinstance(w, JavaWriter) and not w.done]
     assert not unfinished, "a Java writer did not flush and finish: " + "; ".join(w.state() for w in unfinished)
     assert all(w.acks for w in ws if isinstance(w, JavaWriter)), "a Java writer had no write acknowledged"
-    read_all(cluster.bootstrap, history)
+    read_all(cluster.bootstrap, history, TOPIC, PARTITIONS)
     report = history.check()
     print(report)
     assert report.acknowledged > 100, "too few writes acknowledged for the test to mean anything"

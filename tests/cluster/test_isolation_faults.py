@@ -153,6 +153,7 @@ def log_clock_offset(log_tail: str) -> float:
     return (then - datetime.datetime.now()).total_seconds()
 
 
+@pytest.mark.serial  # timed: writes must go on within 20 s of each kill (tests/README.md)
 @pytest.mark.parametrize(
     "kind,offset",
     [

@@ -236,7 +236,13 @@ def test_librdkafka_0033_deleted_topics_stay_deleted(target):
     admin = AdminClient({"bootstrap.servers": target})
     for n in names:
         admin.delete_topics([n], operation_timeout=10)[n].result()
-    time.sleep(6)  # past the closed consumer's next metadata refresh
+    # gone from the metadata of the broker asked (Kafka's brokers learn of a deletion through
+    # UpdateMetadata, a moment after DeleteTopics answers), then past the closed consumer's next
+    # metadata refresh: still gone
+    deadline = time.monotonic() + 15
+    while [n for n in names if n in admin.list_topics(timeout=10).topics] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(6)
     assert not [n for n in names if n in admin.list_topics(timeout=10).topics], "a deleted topic came back"
     second = Consumer({**conf, "group.id": gid + "-again"})
     got: list[list[str]] = []

@@ -99,17 +99,17 @@ def test_markers_reach_a_leader_back_from_a_power_cut_over_the_connection_it_for
     assert found == []
 
 
-# ----------------------------------------------------------------- new: the controller
-@pytest.mark.xfail(
-    strict=True, reason="new bug: the controller keeps a restarted broker in the ISR (cluster/controller.py decide)"
-)
+# ----------------------------------------------------------------- the controller (fixed: restarted-leader)
 def test_a_leader_back_from_a_power_cut_does_not_lead_with_its_shorter_log():
     """Seed 160 (ci), 1096, 1125 (full): the leader of p0 loses power (its unflushed log is gone) and comes
     back while the controller is cut from ZooKeeper, so the controller sees it only as
-    restarted (a new registration), never as gone. `decide` keeps a restarted broker in the
-    ISR and elects it again as the first replica in sync: the followers truncate to its empty
-    log and every acknowledged record of p0 is lost. Kafka's controller handles a bounced
-    broker as failed first (out of the ISR, another leader)."""
+    restarted (a new registration), never as gone. The controller kept a restarted broker in
+    the ISR and elected it again as the first replica in sync, and the broker itself led the
+    state it found at its old leader epoch: the followers truncated to its empty log and every
+    acknowledged record of p0 was lost. Now the state records the broker epoch each ISR member
+    was admitted with: the broker does not lead a state given to its previous registration, and
+    the controller (this one, or a new one that never saw the restart) fails it first, as
+    Kafka's controller does a bounced broker (out of the ISR, another leader)."""
     plan = [
         Fault(2.0, "power", partition=0, target="leader", duration=1.0),
         Fault(7.5, "zk-cut", target="controller", arg="both", duration=2.5),
@@ -118,11 +118,27 @@ def test_a_leader_back_from_a_power_cut_does_not_lead_with_its_shorter_log():
     assert [a for a in found if a.split(": ", 1)[1].startswith("lost")] == []
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open bug restarted-replica-before-its-session-ends (odradek/testing/sim/known.py), not assigned",
+)
+def test_a_replica_back_from_a_power_cut_before_its_session_ends_is_not_admitted_with_its_shorter_log():
+    """Seeds 26 and 162 (ci, found after the simulator gained ZooKeeper latency and the
+    restarted-leader fix merged): a broker back from a power cut while its old ZooKeeper session
+    still stands joins an ISR (an expansion proposed before the cut, applied after it) or is
+    elected by a new controller, with its shorter log: acknowledged records are lost."""
+    lost = []
+    for seed in (26, 162):
+        r = run_seed(seed, CI)
+        lost += [f"{seed}: {a.kind}" for a in r.anomalies if a.kind in ("lost", "isr-without-acked")]
+    assert lost == []
+
+
 def test_every_known_bug_has_a_regression_test():
     from odradek.testing.sim.known import KNOWN
 
-    shown = {
-        "restarted-leader-keeps-leading": "test_a_leader_back_from_a_power_cut",
+    shown = {  # a known bug's id -> the prefix of its regression test's name
+        "restarted-replica-before-its-session-ends": "test_a_replica_back_from_a_power_cut_before",
     }
     assert {b.id for b in KNOWN} == set(shown)
     names = [n for n in globals() if n.startswith("test_")]
@@ -131,47 +147,9 @@ def test_every_known_bug_has_a_regression_test():
 
 
 def test_known_bugs_explain_what_they_claim():
-    """The signatures are honest: a clean run matches none; the run of a known bug's regression
-    test matches only that bug (while it is known)."""
+    """The signatures are honest: a clean run matches none."""
     clean = run_seed(5, CI, faults=[])
     assert clean.ok and explain(clean) == ([], [])
-    from odradek.testing.sim.known import KNOWN
-
-    if "restarted-leader-keeps-leading" in {b.id for b in KNOWN}:
-        plan = [
-            Fault(2.0, "power", partition=0, target="leader", duration=1.0),
-            Fault(7.5, "zk-cut", target="controller", arg="both", duration=2.5),
-        ]
-        for seed in (3, 4, 5, 6):
-            r = run_seed(seed, CI, faults=plan)
-            if r.anomalies:
-                known, unexplained = explain(r)
-                assert known == ["restarted-leader-keeps-leading"], r.report()
-                assert unexplained == [], r.report()
-                break
-        else:
-            raise AssertionError("the regression plan no longer shows the bug: its entry should go")
-
-
-def test_a_short_isr_is_explained_by_the_restarted_leader_bug_only_where_it_lost_records():
-    """Seed 160 (ci): after the restarted leader led p0 with its shorter log, p0's replicas differ
-    at one leader epoch and its ISR never re-forms (`unavailable`): the known bug's aftermath. A
-    short ISR of a partition the bug did not touch, or in a run without a power cut, is not."""
-    from odradek.testing.sim.checker import Anomaly
-    from odradek.testing.sim.run import Result
-
-    began = Anomaly("leader-without-acked", 6.5, "b3 leads (epoch 0) with its log ending at 0", partition=0)
-
-    def run_with(faults: list[Fault], short_isr: str) -> Result:
-        anomalies = [began, Anomaly("unavailable", 15.1, short_isr)]
-        return Result(160, anomalies, "", faults, {}, 0.0, 0.0)
-
-    power = [Fault(1.15, "power", (3,), duration=3.1)]
-    assert explain(run_with(power, "t-0 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"))[1] == []
-    other = "t-1 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"
-    assert [a.kind for a in explain(run_with(power, other))[1]] == ["unavailable"]
-    killed = [Fault(1.15, "kill", (3,), duration=3.1)]
-    assert len(explain(run_with(killed, "t-0 isr [3, 2] of replicas [3, 1, 2] (leader 3, epoch 0)"))[1]) == 2
 
 
 def test_a_workload_without_faults_is_clean():

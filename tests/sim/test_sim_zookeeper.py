@@ -213,3 +213,52 @@ def test_the_real_metadata_store_registers_again_after_its_session_expired():
         assert again.epoch > first.epoch  # a new registration, a new broker epoch
 
     run(main)
+
+
+def test_an_outage_longer_than_the_session_timeout_keeps_every_session():
+    """The whole ensemble away for 20 s (the session timeout is 6 s): calls wait, the client goes
+    SUSPENDED; when ZooKeeper is back it renews every session's timeout, so the client
+    reconnects in the same session, its ephemeral node still there, and the waiting call runs."""
+
+    async def main(loop, net, zk):
+        node = Node("b1")
+        c = zk.client(node, 6000)
+        states: list = []
+        c.add_listener(states.append)
+        eph = c.create("/b1", b"x", ephemeral=True)
+        first = c.client_id[0]
+        zk.set_outage(True)
+        blocked = as_node(node, asyncio.to_thread(lambda: c.get("/b1")[0]))
+        await asyncio.sleep(20)
+        assert states == [KazooState.SUSPENDED] and not blocked.done()
+        assert eph in zk.nodes and zk.expired_sessions == 0
+        zk.set_outage(False)
+        await asyncio.sleep(3)
+        assert await blocked == b"x"
+        assert states == [KazooState.SUSPENDED, KazooState.CONNECTED]
+        assert c.client_id[0] == first and eph in zk.nodes
+        loop.pause(node)  # the renewed session still expires like any other
+        await asyncio.sleep(7)
+        assert eph not in zk.nodes
+
+    run(main)
+
+
+def test_a_write_commits_after_the_write_latency_and_its_watch_event_comes_after_it():
+    async def main(loop, net, zk):
+        writer, watcher = Node("b1"), Node("b2")
+        c, w = zk.client(writer, 6000), zk.client(watcher, 6000)
+        zk.extra_write_latency = 0.5  # a slow transaction log
+        seen: list = []
+        loop.call_soon_as(watcher, lambda: w.DataWatch("/x", lambda data, stat: seen.append((loop.elapsed, data))))
+        await asyncio.sleep(0.01)
+        t0 = loop.elapsed
+        await as_node(writer, asyncio.to_thread(lambda: c.create("/x", b"1")))
+        assert loop.elapsed - t0 >= 0.5 + zk.write_latency  # the writer waits for the commit
+        t1 = loop.elapsed
+        assert await as_node(writer, asyncio.to_thread(lambda: c.get("/x")[0])) == b"1"
+        assert loop.elapsed - t1 < 0.01  # reads do not
+        assert [d for _t, d in seen] == [None, b"1"]
+        assert seen[1][0] - t0 >= 0.5  # the event left the server once committed
+
+    run(main)

@@ -5,7 +5,9 @@ is the only way from a request handler to it; the partition is the only way to i
 anything that depends on replication state:
 - the **role** (leader or follower) and **leader epoch** come from the metadata (`update`),
   never from a state older than the one it has (a smaller partition epoch: a late watch);
-  requests naming a leader epoch are fenced here (`check_leader_epoch`);
+  requests naming a leader epoch are fenced here (`check_leader_epoch`); a state naming this
+  broker leader with another broker epoch than its registration's (written before it
+  restarted) is not led: it waits for the controller's next state (docs/cluster.md);
 - a **new leader records its epoch** and log end offset in the leader-epoch cache at
   election (KIP-279), so a follower holding records of a later epoch than any in this log
   still finds where it diverges;
@@ -36,6 +38,7 @@ Everything here runs on the broker's event loop.
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -45,6 +48,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.cluster.metadata import PartitionInfo
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.log import AppendOrigin
+
+log = logging.getLogger("odradek.broker.partition")
 
 if TYPE_CHECKING:
     from odradek.storage import Log
@@ -279,10 +284,10 @@ class Partition:
             self.pending = None  # superseded: the controller wrote a newer state than it was based on
         self.replicas = info.replicas
         self._set_isr(info.isr)
-        self.leader_id = info.leader
+        self.leader_id = info.leader if info.leader != self.node_id or self._admitted(info) else -1
         self.leader_epoch = info.leader_epoch
         self.partition_epoch = info.partition_epoch
-        if info.leader == self.node_id:
+        if self.leader_id == self.node_id:
             self._make_leader(now_ms, changed=was != (Role.LEADER, info.leader_epoch), old_isr=old_isr)
         else:
             self.role = Role.FOLLOWER
@@ -291,6 +296,26 @@ class Partition:
             self._solo = False
             self._uncommitted.clear()
         return was != (self.role, self.leader_epoch)
+
+    def _admitted(self, info: PartitionInfo) -> bool:
+        """Whether this broker may lead the state `info`: its ISR admitted this registration of
+        it, or records no epoch. A broker restarted (after a power cut its log may have lost its
+        unflushed tail) while no controller saw it go finds itself leader in a state written
+        for its previous registration: leading it, followers would truncate to its log. It
+        leads nothing until the controller, seeing the stale epoch, writes a new state."""
+        admitted = info.admitted_epoch(self.node_id)
+        if admitted == -1 or admitted == self._broker_epoch(self.node_id):
+            return True
+        if info.partition_epoch != self.partition_epoch:  # once per state
+            log.warning(
+                "%s-%d: not leading epoch %d: it was given to this broker's previous registration (epoch %d, now %d)",
+                self.topic,
+                self.partition,
+                info.leader_epoch,
+                admitted,
+                self._broker_epoch(self.node_id),
+            )
+        return False
 
     def _make_leader(self, now_ms: int, *, changed: bool, old_isr: tuple[int, ...]) -> None:
         self.role = Role.LEADER

@@ -195,7 +195,18 @@ class ReplicaManager:
         for topic in delta.deleted_topics():
             for p in topic.partitions:
                 self._stop_replica(topic.name, p.partition, delete_log=True)
-        for topic, info in delta.changed_partitions():
+        changed = list(delta.changed_partitions())
+        if self._own_epoch(delta.before) != self._own_epoch(delta.after):
+            # registered (again): a state naming this broker leader may be for this registration
+            # now (Partition.update leads only a state whose ISR admitted its current one)
+            seen = {(t.name, i.partition) for t, i in changed}
+            changed += [
+                (t, i)
+                for t in delta.after.topics.values()
+                for i in t.partitions
+                if i.leader == self.node_id and (t.name, i.partition) not in seen
+            ]
+        for topic, info in changed:
             try:
                 if self.node_id in info.replicas:
                     self._apply_partition(topic, info, now)
@@ -210,6 +221,10 @@ class ReplicaManager:
             self._assign_fetchers(delta.after)
         if failure is not None:
             raise failure
+
+    def _own_epoch(self, snap: ClusterSnapshot) -> int:
+        me = snap.broker(self.node_id)
+        return me.epoch if me is not None else -1
 
     def _assign_fetchers(self, snap: ClusterSnapshot) -> None:
         """Every follower fetches from its current leader (a leader's new endpoint, too)."""

@@ -12,9 +12,13 @@ compares every partition's state with what it should be and writes the differenc
 (cluster/decisions.py), as Kafka's ZooKeeper-mode controller does event by event:
 - a partition without a state (new topic or partition) gets its first live replica as
   leader and its live replicas as ISR, leader epoch 0;
-- a partition whose leader is gone (its registration deleted, or replaced by a new session:
-  the broker restarted) gets the first replica, in assignment order, that is alive and in
-  the ISR, with the leader epoch incremented; with none and
+- a broker registered again since an ISR admitted it (a new session: it restarted, its log
+  may lack its unflushed tail) is bounced, as Kafka's controller handles one: failed first,
+  then started; each state records the broker epoch its ISR members were admitted with, so
+  a controller elected after the restart sees it too (decisions.reconcile_partition);
+- a partition whose leader is gone (its registration deleted, or bounced) gets the first
+  replica, in assignment order, that is alive and in the ISR, with the leader epoch
+  incremented; with none and
   `unclean.leader.election.enable` false it has no leader (-1) and keeps its ISR, and the
   first ISR member to come back becomes leader; with it true, the first live replica leads
   alone (data it lacks is lost: docs/cluster.md);
@@ -73,11 +77,12 @@ from odradek.cluster.decisions import (
     Update,
     check_isr_change,
     controlled_shutdown_moves,
-    decide,
     plan_reassignments,
     preferred_election,
     reassignment_completions,
     rebalance,
+    reconcile_partition,
+    stamp,
     unclean_election,
 )
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
@@ -363,7 +368,8 @@ class Controller:
             else:
                 complete = False
         states = self._states(view)
-        restarted = {b for b, czxid in view.broker_sessions.items() if self._sessions.get(b, czxid) != czxid}
+        sessions = view.broker_sessions
+        restarted = {b for b, czxid in sessions.items() if self._sessions.get(b, czxid) != czxid}
         creates: list[tuple[str, int, L.PartitionState]] = []
         updates: list[Update] = []
         decided = True
@@ -377,15 +383,15 @@ class Controller:
                     if cached is None:
                         alive = tuple(r for r in replicas if r in live)
                         if alive:
-                            creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch)))
+                            epochs = stamp(alive, None, sessions)
+                            creates.append((topic, p, L.PartitionState(alive[0], 0, alive, self.epoch, epochs)))
                         continue
                     st = cached.state
                     if st.leader in self._shutting_down and st.leader in view.brokers:
                         continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
-                    leader, isr, bump = decide(st, replicas, live, restarted, unclean=unclean_ok)
-                    if (leader, isr) != (st.leader, st.isr) or bump:
-                        epoch = st.leader_epoch + 1 if bump else st.leader_epoch
-                        updates.append((topic, p, L.PartitionState(leader, epoch, isr, self.epoch), cached.version))
+                    new = reconcile_partition(st, replicas, live, sessions, restarted, self.epoch, unclean=unclean_ok)
+                    if new is not None:
+                        updates.append((topic, p, new, cached.version))
             except Exception:
                 log.exception("deciding the partitions of %s failed; retrying", topic)
                 decided = False
@@ -397,8 +403,13 @@ class Controller:
                     log.info(
                         "%s-%d: leader %d, leader epoch %d, isr %s", topic, p, st.leader, st.leader_epoch, list(st.isr)
                     )
-        # A restarted broker is acted on once every partition it led got its new leader epoch.
-        unfinished = restarted if not decided else {states[k].state.leader for k in refused if k in states} & restarted
+        # A restarted broker is acted on once every partition it led or was in sync for got its
+        # new state.
+        unfinished = (
+            restarted
+            if not decided
+            else {b for k in refused if k in states for b in (states[k].state.leader, *states[k].state.isr)} & restarted
+        )
         self._sessions = {
             b: (self._sessions[b] if b in unfinished and b in self._sessions else czxid)
             for b, czxid in view.broker_sessions.items()
@@ -564,7 +575,8 @@ class Controller:
                 if code or ch.new_isr == st.isr or key in written:
                     results.append((code, st, version))
                     continue
-                new = L.PartitionState(st.leader, st.leader_epoch, ch.new_isr, self.epoch)
+                epochs = stamp(ch.new_isr, st, view.broker_sessions)
+                new = L.PartitionState(st.leader, st.leader_epoch, ch.new_isr, self.epoch, epochs)
                 written[key] = len(results)
                 updates.append((ch.topic, ch.partition, new, version))
                 results.append((ErrorCode.none, new, version + 1))
@@ -645,10 +657,10 @@ class Controller:
                 continue
             st, replicas = cached.state, a.partitions[p]
             if unclean:
-                code, message, new = unclean_election(st, replicas, live, self.epoch)
+                code, message, new = unclean_election(st, replicas, live, view.broker_sessions, self.epoch)
             elif st.leader == replicas[0]:
                 code, message, new = ErrorCode.election_not_needed, "already led by its preferred replica", None
-            elif (new := preferred_election(st, replicas, live, self.epoch)) is None:
+            elif (new := preferred_election(st, replicas, live, view.broker_sessions, self.epoch)) is None:
                 code, message = ErrorCode.preferred_leader_not_available, "preferred replica not alive and in sync"
             else:
                 code, message = ErrorCode.none, None

@@ -75,6 +75,15 @@ class PartitionInfo:
     # Bumped on every change of the partition's state (ZooKeeper's znode version, KRaft's
     # partition epoch); AlterPartition requests name the one they were based on.
     partition_epoch: int = 0
+    # The broker epoch each ISR member was admitted with (in `isr`'s order; -1 unknown), where
+    # the controller records it (cluster mode); None where nothing is recorded.
+    isr_epochs: tuple[int, ...] | None = None
+
+    def admitted_epoch(self, broker: int) -> int:
+        """The broker epoch `broker` was admitted to the ISR with; -1 when unknown."""
+        if self.isr_epochs is None or broker not in self.isr or len(self.isr_epochs) != len(self.isr):
+            return -1
+        return self.isr_epochs[self.isr.index(broker)]
 
 
 @dataclass(frozen=True, slots=True)

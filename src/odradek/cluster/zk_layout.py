@@ -13,7 +13,9 @@ other way round. Pure functions: bytes in, values out.
     /brokers/topics/<topic>           {"partitions":{"0":[2,1]},"topic_id":"<base64>",
                                        "adding_replicas":{},"removing_replicas":{},"version":3}
     /brokers/topics/<topic>/partitions/<p>/state
-                                      {"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2,1]}
+                                      {"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2,1]
+                                       ,"isr_broker_epochs":[4294967312,4294967301]} odradek adds the broker
+                                      epoch each ISR member was admitted with (Kafka ignores it; absent: unknown)
     /config/topics/<topic>, /config/brokers/<id|<default>>
                                       {"version":1,"config":{...}}
     /config/changes/config_change_<seq>   {"version":2,"entity_path":"topics/<topic>"}
@@ -265,29 +267,42 @@ class PartitionState:
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    # odradek's (Kafka's ZooKeeper mode has no such field, and ignores it): the broker epoch
+    # (registration czxid) each ISR member was admitted with, in `isr`'s order; -1 for a
+    # member whose epoch is unknown; None when the state records none (written by Kafka).
+    isr_epochs: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.isr_epochs is not None and len(self.isr_epochs) != len(self.isr):
+            raise ValueError(f"isr {self.isr} and its broker epochs {self.isr_epochs} differ in length")
+
+    def admitted_epoch(self, broker: int) -> int:
+        """The broker epoch `broker` was admitted to the ISR with; -1 when unknown (or not a member)."""
+        if self.isr_epochs is None or broker not in self.isr:
+            return -1
+        return self.isr_epochs[self.isr.index(broker)]
 
 
 def encode_partition_state(state: PartitionState) -> bytes:
-    return _dump(
-        {
-            "controller_epoch": state.controller_epoch,
-            "leader": state.leader,
-            "version": 1,
-            "leader_epoch": state.leader_epoch,
-            "isr": list(state.isr),
-        }
-    )
+    doc: dict[str, Any] = {
+        "controller_epoch": state.controller_epoch,
+        "leader": state.leader,
+        "version": 1,
+        "leader_epoch": state.leader_epoch,
+        "isr": list(state.isr),
+    }
+    if state.isr_epochs is not None:
+        doc["isr_broker_epochs"] = list(state.isr_epochs)
+    return _dump(doc)
 
 
 def decode_partition_state(topic: str, partition: int, data: bytes | None) -> PartitionState:
     doc = _load(data, partition_state_path(topic, partition))
     try:
-        return PartitionState(
-            int(doc["leader"]),
-            int(doc["leader_epoch"]),
-            tuple(int(b) for b in doc["isr"]),
-            int(doc["controller_epoch"]),
-        )
+        isr = tuple(int(b) for b in doc["isr"])
+        raw = doc.get("isr_broker_epochs")
+        epochs = tuple(int(e) for e in raw) if isinstance(raw, list) and len(raw) == len(isr) else None
+        return PartitionState(int(doc["leader"]), int(doc["leader_epoch"]), isr, int(doc["controller_epoch"]), epochs)
     except (KeyError, TypeError, ValueError):
         raise LayoutError(f"{partition_state_path(topic, partition)}: bad partition state") from None
 

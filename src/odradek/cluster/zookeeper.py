@@ -62,11 +62,15 @@ from odradek.cluster.zk_cache import CacheView, ZkCache
 log = logging.getLogger("odradek.cluster.zk")
 
 
-def build_snapshot(view: CacheView, dropped: Mapping[str, uuid.UUID] | None = None) -> ClusterSnapshot:
+def build_snapshot(
+    view: CacheView, dropped: Mapping[str, uuid.UUID] | None = None, own: tuple[int, int] | None = None
+) -> ClusterSnapshot:
     """The cluster as the cache shows it. A partition the controller has not given a state yet
     has no leader (-1); a topic being deleted is left out, and so is one of `dropped` (topic
     name -> the id of a topic seen being deleted: its znodes may still be in the view after its
-    deletion request is gone)."""
+    deletion request is gone). `own`: (this broker's id, the epoch of the registration it
+    created, -1 before): a registration of its id with another epoch is a previous run's, and
+    its epoch is not this broker's (-1: a restarted broker leads no state given to that one)."""
     live = set(view.brokers)
     topics: dict[str, TopicInfo] = {}
     for name, assignment in view.topics.items():
@@ -81,9 +85,16 @@ def build_snapshot(view: CacheView, dropped: Mapping[str, uuid.UUID] | None = No
                 parts.append(PartitionInfo(p, -1, replicas, (), -1, offline, -1))
             else:
                 st = cached.state
-                parts.append(PartitionInfo(p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version))
+                parts.append(
+                    PartitionInfo(
+                        p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version, st.isr_epochs
+                    )
+                )
         topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
-    brokers = tuple(replace(view.brokers[b], epoch=view.broker_sessions.get(b, -1)) for b in sorted(view.brokers))
+    epochs = dict(view.broker_sessions)
+    if own is not None and own[0] in epochs and epochs[own[0]] != own[1]:
+        epochs[own[0]] = -1
+    brokers = tuple(replace(view.brokers[b], epoch=epochs.get(b, -1)) for b in sorted(view.brokers))
     broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}
     return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs)
 
@@ -114,6 +125,7 @@ class ZooKeeperMetadataStore:
         self._publisher: asyncio.Task[None] | None = None
         self._published = asyncio.Condition()
         self._registration: BrokerInfo | None = None
+        self._epoch = -1  # the czxid of the registration this store created (its broker epoch), -1 before
         self._session_lost = False
         self._dropping: set[tuple[str, int]] = set()  # deletion requests being acknowledged
         self._dropped: dict[str, uuid.UUID] = {}  # topics seen being deleted, until their znodes go
@@ -181,7 +193,7 @@ class ZooKeeperMetadataStore:
         for name in view.deleting:
             if (a := view.topics.get(name)) is not None:
                 self._dropped[name] = a.topic_id
-        after = build_snapshot(view, self._dropped)
+        after = build_snapshot(view, self._dropped, (self.node_id, self._epoch))
         before = self._snapshot
         self._view = view
         if after != before:
@@ -244,6 +256,7 @@ class ZooKeeperMetadataStore:
         while not await asyncio.to_thread(self._try_register, broker, deadline):
             log.info("waiting for the previous registration of broker %d to expire", broker.node_id)
             await asyncio.sleep(0.5)
+        self._mark_dirty()  # this broker's epoch is known: the snapshot shows it
 
     def _try_register(self, broker: BrokerInfo, deadline: float) -> bool:
         """True once registered; False while another session's registration is there."""
@@ -251,6 +264,10 @@ class ZooKeeperMetadataStore:
         while True:
             try:
                 self.zk.create(path, L.encode_broker(broker, self.listener), ephemeral=True, makepath=True)
+                stat = self.zk.exists(path)
+                if stat is None or stat.ephemeralOwner != self.zk.client_id[0]:
+                    continue  # gone at once (this session expired): again
+                self._epoch = stat.czxid
                 log.info("registered broker %d at %s:%d in ZooKeeper", broker.node_id, broker.host, broker.port)
                 return True
             except NodeExistsError:
@@ -260,6 +277,7 @@ class ZooKeeperMetadataStore:
                     continue
                 if stat.ephemeralOwner == self.zk.client_id[0]:
                     self.zk.set(path, L.encode_broker(broker, self.listener))
+                    self._epoch = stat.czxid
                     return True
                 if time.monotonic() > deadline:
                     raise MetadataError(
@@ -271,6 +289,7 @@ class ZooKeeperMetadataStore:
     def _session_state(self, state: KazooState) -> None:  # kazoo's thread
         if state == KazooState.LOST:
             self._session_lost = True
+            self._epoch = -1
             log.warning("ZooKeeper session expired: the ephemeral registration of broker %d is gone", self.node_id)
         elif state == KazooState.CONNECTED and self._session_lost and self._registration is not None:
             self._session_lost = False

@@ -229,3 +229,28 @@ def test_a_proposal_the_controller_says_it_did_not_apply_ends(logs):
     assert part.pending is None and part.isr == (1,)
     part.append_as_leader(batch(2), NOW, 1)
     assert part.high_watermark == 2
+
+
+# ------------------------------------------------- a state given to a previous registration
+def test_a_restarted_broker_does_not_lead_a_state_given_to_its_previous_registration(logs):
+    """Issue 25: broker 1 (now at broker epoch 501) finds itself leader at epoch 4 in a state
+    whose ISR admitted it at broker epoch 400, before it restarted: its log may have lost its
+    unflushed tail, and leading would make the followers truncate to it. It leads nothing
+    (no fetcher either: no leader to follow) until the controller writes a state for its
+    current registration; then it leads."""
+    stale = PartitionInfo(0, 1, (1, 2, 3), (1, 2, 3), leader_epoch=4, partition_epoch=7, isr_epochs=(400, 502, 503))
+    part, _ = make(logs, stale)
+    assert not part.is_leader and part.leader_id == -1
+    with pytest.raises(PartitionError) as e:
+        part.check_leader()
+    assert e.value.code == ErrorCode.not_leader_or_follower
+    again = PartitionInfo(0, 1, (1, 2, 3), (1,), leader_epoch=5, partition_epoch=8, isr_epochs=(501,))
+    assert part.update(again, NOW)
+    assert part.is_leader and part.leader_epoch == 5
+
+
+def test_a_state_without_recorded_epochs_or_for_this_registration_is_led(logs):
+    part, _ = make(logs, PartitionInfo(0, 1, (1, 2), (1, 2), leader_epoch=1, isr_epochs=(501, 502)))
+    assert part.is_leader
+    part, _ = make(logs, PartitionInfo(0, 1, (1, 2), (1, 2), leader_epoch=1), topic="u")  # written by Kafka
+    assert part.is_leader

@@ -181,3 +181,23 @@ def test_describe_log_dirs_lists_hosted_partitions(log_manager):
         assert [(t, p) for t, p, _ in d.partitions] == [("t", 1)]
 
     asyncio.run(main())
+
+
+def test_a_broker_leads_the_state_given_to_it_once_its_registration_is_in_the_metadata(log_manager):
+    """Issue 25: a broker started again applies the states before it registers (its epoch
+    unknown, -1); one whose ISR admitted the registration it then creates (epoch 77) is led
+    as soon as the metadata shows that registration, though the state itself did not change."""
+    from odradek.cluster.metadata import BrokerInfo
+
+    async def main():
+        rm, hooks = manager(log_manager)
+        state = PartitionInfo(0, 1, (1, 2), (1, 2), leader_epoch=3, isr_epochs=(77, 55))
+        before = ClusterSnapshot("c", 2, (BrokerInfo(1, "h", 1, epoch=-1), BrokerInfo(2, "h", 2, epoch=55)), {})
+        before = ClusterSnapshot("c", 2, before.brokers, snapshot(state).topics)
+        await apply(rm, EMPTY_SNAPSHOT, before)
+        assert not rm.partitions[("t", 0)].is_leader and hooks.calls == []
+        registered = ClusterSnapshot("c", 2, (BrokerInfo(1, "h", 1, epoch=77), before.brokers[1]), before.topics)
+        await apply(rm, before, registered)
+        assert rm.partitions[("t", 0)].is_leader and hooks.calls == [("elected", "t", 0, 3)]
+
+    asyncio.run(main())

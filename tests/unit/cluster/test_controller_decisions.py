@@ -28,12 +28,18 @@ def view_of(brokers, topics, states) -> CacheView:
         v.topics[name] = L.TopicAssignment(uuid.uuid4(), parts, adding, removing)
         v.topic_versions[name] = 0
     for key, (leader, isr, version) in states.items():
-        v.states[key] = CachedState(L.PartitionState(leader, 3, isr, EPOCH), version)
+        v.states[key] = cached(leader, isr, version)
     return v
 
 
-def cached(leader: int, isr: tuple[int, ...], version: int) -> CachedState:
-    return CachedState(L.PartitionState(leader, 3, isr, EPOCH), version)
+def ps(leader: int, leader_epoch: int, isr: tuple[int, ...], epochs: tuple[int, ...] | None = None) -> L.PartitionState:
+    """A partition state written by this controller: each ISR member admitted with its current
+    registration (broker epoch 1000 + id) unless `epochs` says otherwise."""
+    return L.PartitionState(leader, leader_epoch, isr, EPOCH, epochs or tuple(1000 + b for b in isr))
+
+
+def cached(leader: int, isr: tuple[int, ...], version: int, epochs: tuple[int, ...] | None = None) -> CachedState:
+    return CachedState(ps(leader, 3, isr, epochs), version)
 
 
 # ----------------------------------------------------------- preferred leaders
@@ -50,7 +56,7 @@ def test_rebalance_never_elects_a_preferred_replica_that_just_left_the_isr():
 def test_rebalance_moves_a_preferred_replica_in_the_isr_it_writes_over():
     view = view_of({1, 2, 3}, {"t": {0: (3, 1, 2)}}, {("t", 0): (1, (1, 2), 5)})
     states = {("t", 0): cached(1, (1, 2, 3), 6)}  # the overlay: 3 back in the ISR
-    assert rebalance(view, states, {1, 2, 3}, 0, EPOCH) == [("t", 0, L.PartitionState(3, 4, (1, 2, 3), EPOCH), 6)]
+    assert rebalance(view, states, {1, 2, 3}, 0, EPOCH) == [("t", 0, ps(3, 4, (1, 2, 3)), 6)]
 
 
 def test_rebalance_never_prefers_a_broker_in_controlled_shutdown():
@@ -87,7 +93,7 @@ def test_a_reassignment_that_cannot_complete_does_not_stop_another_topics():
     assert set(done) == {"b"}
     assignment, updates = done["b"]
     assert assignment.partitions == {0: (2,)} and not assignment.adding and not assignment.removing
-    assert updates == [("b", 0, L.PartitionState(2, 4, (2,), EPOCH), 4)]
+    assert updates == [("b", 0, ps(2, 4, (2,)), 4)]
 
 
 def test_a_reassignment_completes_once_its_targets_are_in_sync():
@@ -97,13 +103,13 @@ def test_a_reassignment_completes_once_its_targets_are_in_sync():
     assignment, updates = done["t"]
     assert assignment.partitions == {0: (3, 2), 1: (3, 1)}
     assert assignment.adding == {1: (3,)} and assignment.removing == {1: (1,)}
-    assert updates == [("t", 0, L.PartitionState(2, 3, (2, 3), EPOCH), 9)]  # 2 leads on: no new epoch
+    assert updates == [("t", 0, ps(2, 3, (2, 3)), 9)]  # 2 leads on: no new epoch
 
 
 # ---------------------------------------------------------------- AlterPartition
 # partition t-0: replicas (1, 2, 3), leader 1 at leader epoch 3, ISR (1, 2), partition epoch 6;
 # brokers 1, 2, 3 registered with broker epochs 101, 102, 103.
-CURRENT = cached(1, (1, 2), 6)
+CURRENT = cached(1, (1, 2), 6, (101, 102))
 ELIGIBLE = {1: 101, 2: 102, 3: 103}
 
 
@@ -125,7 +131,7 @@ def test_kip_903_a_member_whose_broker_epoch_is_not_its_registrations_is_ineligi
     changed): 3 may have lost what it had, and must catch up again before it joins."""
     assert isr_check((1, 2, 3), epochs=(101, 102, 99)) == "ineligible_replica"
     # a shrink keeping a member whose epoch is stale is refused too, as in Kafka
-    assert isr_check((1, 2), epochs=(101, 98), current=cached(1, (1, 2, 3), 6)) == "ineligible_replica"
+    assert isr_check((1, 2), epochs=(101, 98), current=cached(1, (1, 2, 3), 6, (101, 102, 103))) == "ineligible_replica"
 
 
 def test_kip_841_members_must_be_registered_and_not_shutting_down():
@@ -161,7 +167,7 @@ def test_controlled_shutdown_moves_leadership_to_the_next_live_in_sync_replica()
     }
     updates, remaining = controlled_shutdown_moves(view, states, 1, {2, 3}, EPOCH)
     assert updates == [
-        ("t", 0, L.PartitionState(2, 4, (2, 3), EPOCH), 4),
-        ("t", 1, L.PartitionState(2, 3, (2, 3), EPOCH), 4),
+        ("t", 0, ps(2, 4, (2, 3)), 4),
+        ("t", 1, ps(2, 3, (2, 3)), 4),
     ]
     assert remaining == [("t", 2)]

@@ -28,12 +28,19 @@ anomalies, by kind:
   client's connection instead of answering with an error code;
 - `leader-without-acked`, `isr-without-acked`: a broker led, or was in the ISR, while its log
   lacked a record already acknowledged (checked at every partition state ZooKeeper records and
-  every registration: the moment a loss begins).
+  every registration: the moment a loss begins);
+- the consumer group (`check_group`): `commit-backwards` (a committed offset, acknowledged to a
+  member or answered by OffsetFetch, lower than one acknowledged or answered before it was
+  asked), `commit-beyond-consumed` (a committed offset past a record visible to read_committed
+  that no member had been given yet: the group would skip it), `group-skipped` (a visible
+  record below the furthest offset the group consumed that no member was ever given).
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.testing.sim.history import History, Produced
 from odradek.testing.sim.logs import ABORTED, COMMITTED, OPEN, PLAIN, LogRecord
@@ -66,6 +73,7 @@ class Final:
     unhealthy: list[str] = field(default_factory=list)
     divergence: list[tuple[int, str]] = field(default_factory=list)
     applied: dict[str, int] = field(default_factory=dict)  # the faults that happened, by kind
+    notes: dict[str, Any] = field(default_factory=dict)  # what scripted faults recorded
 
 
 def _order_key(rec: Produced) -> tuple[int, ...]:
@@ -258,12 +266,94 @@ def check(h: History, final: Final) -> list[Anomaly]:
                 )
             )
 
+    out += check_group(h, final, fate)
     for t, p, kind, what in h.violations:
         out.append(Anomaly(kind, t, what, p))
     for p, detail in final.divergence:
         out.append(Anomaly("replica-divergence", end, detail, p))
     for problem in final.unhealthy:
         out.append(Anomaly("unavailable", final.healed if final.healed >= 0 else end, problem))
+    return out
+
+
+def check_group(h: History, final: Final, fate: dict[tuple[int, int], str]) -> list[Anomaly]:
+    """The consumer group's commits and offsets against what its members were given and the final log."""
+    if not (h.group_reads or h.commits or h.committed_answers):
+        return []
+    out: list[Anomaly] = []
+    first: dict[tuple[int, int], float] = {}  # (partition, offset) -> when a member was first given it
+    top: dict[int, int] = {}
+    for r in h.group_reads:
+        first.setdefault((r.partition, r.offset), r.t)
+        top[r.partition] = max(top.get(r.partition, -1), r.offset)
+    # per partition, the visible records' offsets and the running latest "first given" time
+    visible: dict[int, tuple[list[int], list[float]]] = {}
+    for p, records in final.logs.items():
+        offsets = [r.offset for r in records if r.value is not None and fate.get((p, r.offset)) in (PLAIN, COMMITTED)]
+        latest, running = [], -1.0
+        for o in offsets:
+            running = max(running, first.get((p, o), float("inf")))
+            latest.append(running)
+        visible[p] = (offsets, latest)
+
+    def unconsumed_below(p: int, x: int, by: float) -> int | None:
+        """A visible offset below `x` no member had been given by `by`, or None."""
+        offsets, latest = visible.get(p, ([], []))
+        i = bisect.bisect_left(offsets, x)
+        if i == 0 or latest[i - 1] <= by:
+            return None
+        return next(o for o in offsets[:i] if first.get((p, o), float("inf")) > by)
+
+    # what says an offset is committed: (when it was asked, when it was known, who, partition, offset)
+    claims: list[tuple[float, float, str, int, int]] = []
+    for c in h.commits:
+        if c.ok:
+            claims += [(c.t_sent, c.t_done, f"{c.member}'s commit", p, o) for p, o in c.offsets.items()]
+    for a in h.committed_answers:
+        claims += [(a.t_sent, a.t_recv, f"OffsetFetch by {a.who}", p, o) for p, o in a.offsets.items()]
+    claims.sort()
+    # per partition, by when each claim was known: the highest offset known so far, and its claim
+    known_at: dict[int, tuple[list[float], list[tuple[int, float, str]]]] = {}
+    for _asked, known, who, p, x in sorted(claims, key=lambda c: c[1]):
+        times, best = known_at.setdefault(p, ([], []))
+        prev = best[-1] if best else (-1, -1.0, "")
+        times.append(known)
+        best.append((x, known, who) if x > prev[0] else prev)
+    reported: set[tuple[str, int]] = set()
+    for asked, known, who, p, x in claims:
+        missed = unconsumed_below(p, x, known)
+        if missed is not None and ("beyond", p) not in reported:
+            reported.add(("beyond", p))
+            out.append(
+                Anomaly(
+                    "commit-beyond-consumed",
+                    known,
+                    f"{who} says {x} is committed; no member had been given offset {missed} (read_committed sees it)",
+                    p,
+                )
+            )
+        times, best = known_at[p]
+        i = bisect.bisect_left(times, asked)
+        o2, k, w = best[i - 1] if i else (-1, -1.0, "")
+        if o2 > x and ("backwards", p) not in reported:
+            reported.add(("backwards", p))
+            out.append(
+                Anomaly("commit-backwards", known, f"{who} says {x} is committed, after {w} said {o2} at {k:.3f}", p, k)
+            )
+    for p, (offsets, _latest) in sorted(visible.items()):
+        if p not in top:
+            continue
+        skipped = [o for o in offsets if o < top[p] and (p, o) not in first]
+        if skipped:
+            out.append(
+                Anomaly(
+                    "group-skipped",
+                    final.end,
+                    f"no member was ever given offset{'s' if len(skipped) > 1 else ''} {skipped[:5]}"
+                    f"{'...' if len(skipped) > 5 else ''}, below offset {top[p]} which the group consumed",
+                    p,
+                )
+            )
     return out
 
 

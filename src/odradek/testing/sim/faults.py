@@ -1,6 +1,7 @@
-"""The faults of a run: a schedule drawn from the seed, and the runner that applies and heals them.
+"""The faults of a run: a schedule drawn from the seed (the runner that applies and heals them
+is runner.py).
 
-Kinds (`KINDS`, with their weights in a draw):
+Kinds (`KINDS`, with how many of each a seed draws on average):
 - `kill`: kill -9 of a broker, restarted after the fault's duration;
 - `leader-kill`: the same, of the current leader of a partition;
 - `failover`: two quick successive failovers: the leader of a partition killed, then, once
@@ -23,45 +24,60 @@ Kinds (`KINDS`, with their weights in a draw):
   `message.timestamp.*` bound set, `cleanup.policy=compact`;
 - `reassign`: a partition's replicas reordered (a new preferred leader), or one replica
   moved out and back in later (the new replica copies the log from the start);
-- `elect`: a preferred-leader election of every partition.
+- `elect`: a preferred-leader election of every partition;
+- `zk-outage`: the whole ZooKeeper ensemble unreachable (every session's server gone), then
+  back: sessions survive (ZooKeeper renews their timeouts when it recovers);
+- `zk-slow`: ZooKeeper's writes commit slowly (a slow transaction log: 50-800 ms each):
+  writers wait longer, and watch events come later;
+- `coordinator`: the group coordinator's broker (the leader of `__consumer_offsets`) killed
+  or paused.
 Clock steps, drift and config changes are never undone; everything else heals after its
 duration, and `heal_all` heals what is still in effect when the workload ends.
+
+Stable seeds: every kind draws from its own random stream, derived from the seed and the
+kind's name (how many faults of that kind, when, on which broker, with which parameters), so
+adding a kind, or changing one kind's weight or parameters, leaves every other kind's faults
+of every seed as they were. A seed whose streams draw no fault at all gets one, of a kind
+chosen by a key each kind draws from its own fallback stream (the highest wins, weighted by
+the rates): adding a kind changes such a seed only when the new kind's key wins.
+What a seed's faults *do* still depends on everything that runs (the brokers, the clients,
+the workload): any change to that code can make the same schedule play out differently.
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
 import random
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from odradek.client.aio import AIOAdmin
-from odradek.testing.sim.cluster import SimCluster
-from odradek.testing.sim.history import History
-from odradek.testing.sim.zk import ZK
-
-KINDS: dict[str, int] = {
-    "kill": 3,
-    "leader-kill": 3,
-    "failover": 2,
-    "power": 2,
-    "bounce": 1,
-    "pause": 3,
-    "partition": 2,
-    "oneway": 2,
-    "isolate": 2,
-    "zk-cut": 2,
-    "slow-link": 2,
-    "reset": 1,
-    "clock-step": 1,
-    "drift": 1,
-    "slow-disk": 1,
-    "config": 2,
-    "reassign": 2,
-    "elect": 1,
+# How many faults of each kind a seed draws on average, scaled by `FaultSpec.scale` (so
+# about 2.6 faults a seed at scale 1).
+KINDS: dict[str, float] = {
+    "kill": 0.2,
+    "leader-kill": 0.2,
+    "failover": 0.133,
+    "power": 0.133,
+    "bounce": 0.067,
+    "pause": 0.2,
+    "partition": 0.133,
+    "oneway": 0.133,
+    "isolate": 0.133,
+    "zk-cut": 0.133,
+    "slow-link": 0.133,
+    "reset": 0.067,
+    "clock-step": 0.067,
+    "drift": 0.067,
+    "slow-disk": 0.067,
+    "config": 0.133,
+    "reassign": 0.133,
+    "elect": 0.067,
+    "zk-outage": 0.1,
+    "zk-slow": 0.1,
+    "coordinator": 0.133,
 }
-ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS = 43, 45
+# At most this many of a kind in one seed.
+LIMITS = {"power": 1, "zk-outage": 1}
 
 
 @dataclass
@@ -73,7 +89,7 @@ class Fault:
     arg: Any = None
     partition: int = -1
     # instead of `brokers`, named when the fault starts: "leader" or "preferred" (first replica)
-    # of `partition`, or "controller"
+    # of `partition`, "controller", or "coordinator" (the group coordinator's broker)
     target: str = ""
 
     def __str__(self) -> str:
@@ -81,11 +97,11 @@ class Fault:
         if self.brokers:
             parts.append("b" + ",b".join(str(b) for b in self.brokers))
         if self.target:
-            parts.append(f"the {self.target}" + (f" of p{self.partition}" if self.target != "controller" else ""))
+            parts.append(f"the {self.target}" + (f" of p{self.partition}" if self.partition >= 0 else ""))
         elif self.partition >= 0:
             parts.append(f"p{self.partition}")
         if self.arg is not None:
-            parts.append(str(self.arg))
+            parts.append(getattr(self.arg, "__name__", None) or str(self.arg))
         if self.duration:
             parts.append(f"for {self.duration:.1f}s")
         return " ".join(parts)
@@ -94,387 +110,88 @@ class Fault:
 @dataclass(frozen=True)
 class FaultSpec:
     kinds: tuple[str, ...] = tuple(KINDS)
-    counts: tuple[int, ...] = (1, 2, 2, 3, 3, 4)  # how many faults a seed draws from
+    scale: float = 1.0  # multiplies every kind's rate
     window: tuple[float, float] = (2.0, 30.0)  # when they start (virtual seconds into the workload)
 
 
+def _poisson(rng: random.Random, mean: float) -> int:
+    u, n = rng.random(), 0
+    p = s = math.exp(-mean)
+    while u > s and n < 20:
+        n += 1
+        p *= mean / n
+        s += p
+    return n
+
+
 def schedule(seed: int, spec: FaultSpec, brokers: int, partitions: int) -> list[Fault]:
-    rng = random.Random(f"faults-{seed}")
+    """The seed's faults, each kind from its own stream (the module docstring)."""
     kinds = [k for k in spec.kinds if k in KINDS]
-    weights = [KINDS[k] for k in kinds]
-    ids = list(range(1, brokers + 1))
     out: list[Fault] = []
-    powered = False
-    for _ in range(rng.choice(spec.counts)):
-        kind = rng.choices(kinds, weights)[0]
-        if kind == "power" and powered:
-            kind = "kill"
-        powered |= kind == "power"
-        at = round(rng.uniform(*spec.window), 3)
-        duration = round(rng.choice([rng.uniform(0.5, 3), rng.uniform(3, 9), rng.uniform(9, 20)]), 3)
-        b = rng.choice(ids)
-        other = rng.choice([x for x in ids if x != b]) if brokers > 1 else b
-        p = rng.randrange(partitions)
-        f = Fault(at, kind, (b,), duration)
-        if kind in ("leader-kill", "failover"):
-            f.brokers, f.partition, f.target = (), p, "leader"
-            if kind == "failover":
-                f.duration = max(duration, 15.0)
-        elif kind in ("partition", "oneway", "reset"):
-            f.brokers = (b, other)
-            if kind == "reset":
-                f.duration = 0.0
-        elif kind == "zk-cut":
-            f.arg = rng.choice(["both", "both", "to-zk", "from-zk"])
-        elif kind == "slow-link":
-            f.brokers = (b,) if rng.random() < 0.6 else (b, other)
-            f.arg = rng.choice([0.1, 0.3, 0.8])
-        elif kind == "clock-step":
-            f.arg, f.duration = rng.choice([1, 1, -1]) * rng.choice([2, 30, 600, 7200]), 0.0
-        elif kind == "drift":
-            f.arg, f.duration = round(rng.choice([1, -1]) * rng.choice([0.001, 0.01, 0.05]), 4), 0.0
-        elif kind == "slow-disk":
-            f.arg = rng.choice([10, 100, 1000])
-        elif kind == "config":
-            f.brokers, f.duration = (), 0.0
-            f.arg = rng.choice(
-                [
-                    ("max.message.bytes", rng.choice(["150", "300", "1000"])),
-                    ("message.timestamp.after.max.ms", rng.choice(["1000", "60000"])),
-                    ("message.timestamp.before.max.ms", rng.choice(["1000", "60000"])),
-                    ("cleanup.policy", "compact"),
-                ]
-            )
-        elif kind == "reassign":
-            f.brokers, f.partition = (), p
-            f.arg = rng.choice(["rotate", "move-out-and-back"])
-        elif kind == "elect":
-            f.brokers, f.duration = (), 0.0
-        out.append(f)
-    out.sort(key=lambda f: f.at)
+    for kind in kinds:
+        rng = random.Random(f"faults-{seed}-{kind}")
+        n = min(_poisson(rng, KINDS[kind] * spec.scale), LIMITS.get(kind, 20))
+        out += [_draw(rng, kind, spec, brokers, partitions) for _ in range(n)]
+    if not out and kinds:
+        # one fault, of a kind chosen in proportion to the rates by a key per kind (weighted
+        # sampling, Efraimidis-Spirakis): a new kind changes the choice only where it wins
+        def key(k: str) -> float:
+            return random.Random(f"faults-{seed}-{k}-fallback").random() ** (1 / KINDS[k])
+
+        kind = max(kinds, key=key)
+        out.append(_draw(random.Random(f"faults-{seed}-{kind}-fallback-draw"), kind, spec, brokers, partitions))
+    out.sort(key=lambda f: (f.at, f.kind))
     return out
 
 
-@dataclass
-class _State:
-    down: dict[int, set[int]] = field(default_factory=dict)  # broker -> faults keeping it down
-    paused: dict[int, set[int]] = field(default_factory=dict)
-    cuts: Counter[tuple[str, str]] = field(default_factory=Counter)
-    slow: dict[int, set[int]] = field(default_factory=dict)
-
-
-class FaultRunner:
-    def __init__(self, cluster: SimCluster, history: History, topic: str, session_timeout_s: float) -> None:
-        self.c = cluster
-        self.h = history
-        self.topic = topic
-        self.session_timeout_s = session_timeout_s
-        self.s = _State()
-        self.tasks: list[asyncio.Task[None]] = []
-        self.healed = False
-        self._admin: AIOAdmin | None = None
-        self.applied: Counter[str] = Counter()
-
-    def start(self, faults: list[Fault], at: float) -> None:
-        for i, f in enumerate(faults):
-            self.tasks.append(asyncio.ensure_future(self._run(i, f, at)))
-
-    def event(self, text: str) -> None:
-        self.h.event("faults", text)
-
-    async def _run(self, fid: int, f: Fault, base: float) -> None:
-        loop = self.c.loop
-        await asyncio.sleep(max(0.0, base + f.at - loop.elapsed))
-        try:
-            await self._apply(fid, f)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a fault that could not be applied is not an anomaly of the cluster
-            self.event(f"{f.kind} failed: {e!r}")
-
-    # ------------------------------------------------------------------ primitives
-    def _down(self, b: int, fid: int, *, power: bool = False) -> None:
-        host = self.c.host(b)
-        keeping = self.s.down.setdefault(b, set())
-        if power:
-            if host.alive:
-                host.kill(power=True)
-            else:
-                host.disk.crash()
-                self.c.net.down.add(host.name)
-        elif host.alive:
-            host.kill()
-        keeping.add(fid)
-
-    def _up(self, b: int, fid: int) -> None:
-        keeping = self.s.down.get(b, set())
-        keeping.discard(fid)
-        host = self.c.host(b)
-        if not keeping and not host.alive and not self.healed:
-            host.start()
-            self.event(f"b{b} restarted")
-
-    def _cut(self, a: str, b: str) -> None:
-        self.s.cuts[(a, b)] += 1
-        self.c.net.cut_link(a, b, both=False)
-
-    def _uncut(self, a: str, b: str) -> None:
-        self.s.cuts[(a, b)] -= 1
-        if self.s.cuts[(a, b)] <= 0:
-            del self.s.cuts[(a, b)]
-            self.c.net.uncut(a, b)
-
-    def _resolve(self, f: Fault) -> Fault:
-        """The fault with its target broker named, now."""
-        if not f.target:
-            return f
-        if f.target == "controller":
-            b = self.c.controller()
-        elif f.target == "preferred":
-            b = next((pv.replicas[0] for pv in self.c.partitions(self.topic) if pv.partition == f.partition), -1)
-        else:
-            b = self.leader_of(f.partition)
-        if b < 0:
-            raise RuntimeError(f"no {f.target} to target")
-        return Fault(f.at, f.kind, (b, *f.brokers), f.duration, f.arg, f.partition)
-
-    def leader_of(self, p: int) -> int:
-        for pv in self.c.partitions(self.topic):
-            if pv.partition == p:
-                return pv.leader
-        return -1
-
-    async def admin(self) -> AIOAdmin:
-        if self._admin is None:
-            from odradek.testing.sim.workload import client_config
-
-            node = self.c.client_node("admin")
-            self._admin = AIOAdmin(client_config(self.c, "admin"))
-            await self.c.spawn(node, self._admin.start())
-        return self._admin
-
-    async def _as_admin(self, coro: Any) -> Any:
-        return await self.c.spawn(self.c.client_node("admin"), coro)
-
-    # ------------------------------------------------------------------ faults
-    async def _apply(self, fid: int, f: Fault) -> None:
-        c = self.c
-        kind = f.kind
-        if kind != "failover":
-            f = self._resolve(f)
-        self.applied[f.kind] += 1
-        if kind in ("kill", "power", "leader-kill"):
-            b = f.brokers[0]
-            self.event(f"{'power cut of' if kind == 'power' else 'kill -9'} b{b} ({f})")
-            self._down(b, fid, power=kind == "power")
-            await asyncio.sleep(f.duration)
-            self._up(b, fid)
-        elif kind == "failover":
-            first = self.leader_of(f.partition)
-            if first < 0:
-                self.event(f"failover: p{f.partition} has no leader")
-                return
-            self.event(f"failover of p{f.partition}: kill -9 its leader b{first}")
-            self._down(first, fid)
-            started = c.loop.elapsed
-            second = -1
-            while c.loop.elapsed - started < self.session_timeout_s * 3:
-                await asyncio.sleep(0.1)
-                second = self.leader_of(f.partition)
-                if second >= 0 and second != first:
-                    break
-            if second >= 0 and second != first:
-                await asyncio.sleep(random.Random(f"{fid}-{f.at}").uniform(0.05, 1.0))
-                self.event(f"failover of p{f.partition}: kill -9 its new leader b{second}")
-                self._down(second, fid)
-            await asyncio.sleep(max(0.0, f.duration - (c.loop.elapsed - started)))
-            self._up(first, fid)
-            if second >= 0 and second != first:
-                await asyncio.sleep(random.Random(f"{fid}").uniform(0.5, 5))
-                self._up(second, fid)
-        elif kind == "bounce":
-            b = f.brokers[0]
-            host = c.host(b)
-            if not host.running:
-                return
-            self.event(f"SIGTERM b{b}")
-            self.s.down.setdefault(b, set()).add(fid)
-            await host.stop()
-            self.event(f"b{b} stopped")
-            await asyncio.sleep(f.duration)
-            self._up(b, fid)
-        elif kind == "pause":
-            b = (
-                f.brokers[0]
-                if f.brokers
-                else self.c.controller()
-                if f.arg == "controller"
-                else self.leader_of(f.partition)
-            )
-            if b < 0:
-                return
-            self.event(f"SIGSTOP b{b} for {f.duration:.1f}s")
-            self.s.paused.setdefault(b, set()).add(fid)
-            c.host(b).pause()
-            await asyncio.sleep(f.duration)
-            keeping = self.s.paused[b]
-            keeping.discard(fid)
-            if not keeping:
-                c.host(b).resume()
-                self.event(f"SIGCONT b{b}")
-        elif kind in ("partition", "oneway", "isolate", "zk-cut"):
-            pairs = self._pairs(f)
-            self.event(f"cut {', '.join(f'{x}>{y}' for x, y in pairs)} for {f.duration:.1f}s")
-            for x, y in pairs:
-                self._cut(x, y)
-            await asyncio.sleep(f.duration)
-            for x, y in pairs:
-                self._uncut(x, y)
-            self.event(f"healed {', '.join(f'{x}>{y}' for x, y in pairs)}")
-        elif kind == "slow-link":
-            a = f"b{f.brokers[0]}"
-            z = f"b{f.brokers[1]}" if len(f.brokers) > 1 else ZK
-            self.event(f"link {a}<>{z} slow ({f.arg * 1000:.0f} ms each way) for {f.duration:.1f}s")
-            c.net.set_latency(a, z, f.arg)
-            c.net.set_latency(z, a, f.arg)
-            await asyncio.sleep(f.duration)
-            c.net.set_latency(a, z, None)
-            c.net.set_latency(z, a, None)
-            self.event(f"link {a}<>{z} back to normal")
-        elif kind == "reset":
-            one, two = (f"b{x}" for x in f.brokers)
-            n = c.net.reset_connections(one, two)
-            self.event(f"reset {n} connections between {one} and {two}")
-        elif kind == "clock-step":
-            b = f.brokers[0]
-            c.host(b).step_clock(f.arg)
-            self.event(f"b{b}'s clock steps {f.arg:+d} s")
-        elif kind == "drift":
-            b = f.brokers[0]
-            c.host(b).set_drift(f.arg)
-            self.event(f"b{b}'s clock drifts {f.arg:+.3f} s/s")
-        elif kind == "slow-disk":
-            b = f.brokers[0]
-            self.s.slow.setdefault(b, set()).add(fid)
-            c.host(b).set_slow_io(f.arg)
-            self.event(f"b{b}'s disk {f.arg}x slower for {f.duration:.1f}s")
-            await asyncio.sleep(f.duration)
-            self.s.slow[b].discard(fid)
-            if not self.s.slow[b]:
-                c.host(b).set_slow_io(1.0)
-        elif kind == "config":
-            key, value = f.arg
-            admin = await self.admin()
-            self.event(f"topic config {key}={value}")
-            await self._as_admin(admin.incremental_alter_configs({("topic", self.topic): {key: value}}))
-            self.event(f"topic config {key}={value} done")
-        elif kind == "elect":
-            await self._elect()
-        elif kind == "reassign":
-            await self._reassign(f)
-
-    def _pairs(self, f: Fault) -> list[tuple[str, str]]:
-        b = f"b{f.brokers[0]}"
-        if f.kind == "partition":
-            o = f"b{f.brokers[1]}"
-            return [(b, o), (o, b)]
-        if f.kind == "oneway":
-            return [(b, f"b{f.brokers[1]}")]
-        if f.kind == "isolate":
-            others = [h.name for h in self.c.hosts.values() if h.name != b]
-            return [(b, o) for o in others] + [(o, b) for o in others]
-        if f.arg == "to-zk":
-            return [(b, ZK)]
-        if f.arg == "from-zk":
-            return [(ZK, b)]
-        return [(b, ZK), (ZK, b)]
-
-    async def _elect(self) -> None:
-        admin = await self.admin()
-        parts = [pv.partition for pv in self.c.partitions(self.topic)]
-        self.event("preferred leader election")
-
-        async def elect() -> Any:
-            controller = await admin._controller()
-            return await admin.cluster.send(
-                controller,
-                ELECT_LEADERS,
-                {
-                    "election_type": 0,
-                    "topic_partitions": [{"topic": self.topic, "partitions": parts}],
-                    "timeout": 10000,
-                },
-            )
-
-        resp = await self._as_admin(elect())
-        codes = sorted({int(p.error_code) for r in resp.replica_election_results for p in r.partition_result})
-        self.event(f"preferred leader election answered {codes}")
-
-    async def _reassign(self, f: Fault) -> None:
-        pv = next((x for x in self.c.partitions(self.topic) if x.partition == f.partition), None)
-        if pv is None:
-            return
-        current = list(pv.replicas)
-        if f.arg == "rotate":
-            await self._move(f.partition, current[1:] + current[:1])
-            return
-        rng = random.Random(f"{f.at}")
-        out = rng.choice(current)
-        await self._move(f.partition, [r for r in current if r != out])
-        await asyncio.sleep(f.duration)
-        await self._move(f.partition, current)
-
-    async def _move(self, p: int, replicas: list[int]) -> None:
-        admin = await self.admin()
-        self.event(f"reassign p{p} to {replicas}")
-
-        async def move() -> Any:
-            controller = await admin._controller()
-            return await admin.cluster.send(
-                controller,
-                ALTER_PARTITION_REASSIGNMENTS,
-                {
-                    "timeout": 10000,
-                    "allow_replication_factor_change": True,
-                    "topics": [{"name": self.topic, "partitions": [{"partition_index": p, "replicas": replicas}]}],
-                },
-            )
-
-        resp = await self._as_admin(move())
-        codes = [int(x.error_code) for r in resp.responses for x in r.partitions]
-        self.event(f"reassign p{p} to {replicas} answered {codes}")
-
-    # ------------------------------------------------------------------ healing
-    def heal_all(self) -> None:
-        """Everything still in effect ends: pauses, cuts, slow disks; every broker down restarts."""
-        self.healed = True
-        for t in self.tasks:
-            t.cancel()
-        c = self.c
-        c.net.heal()
-        c.net.normal_latency()
-        self.s = _State()
-        for host in c.hosts.values():
-            host.set_slow_io(1.0)
-            if host.node is not None and host.node.paused:
-                host.resume()
-            if host.alive and host.broker is not None and host.broker._stopping:
-                host.kill()  # a clean stop cut short: finish it the hard way
-        self.event("all faults healed")
-        self.restart_dead()
-
-    def restart_dead(self) -> None:
-        for host in self.c.hosts.values():
-            if not host.alive:
-                host.start()
-                self.event(f"{host.name} restarted")
-            elif host.start_task is not None and host.start_task.done() and not host.started:
-                self.event(f"{host.name} failed to start ({host.start_error!r}): restarting it")
-                host.kill()
-                host.start()
-
-    async def supervise(self, every: float = 2.0) -> None:
-        """During the settle time, as systemd would: a broker that failed to start starts again."""
-        while True:
-            await asyncio.sleep(every)
-            self.restart_dead()
+def _draw(rng: random.Random, kind: str, spec: FaultSpec, brokers: int, partitions: int) -> Fault:
+    """One fault of `kind`, every parameter from `rng` (the kind's own stream)."""
+    ids = list(range(1, brokers + 1))
+    at = round(rng.uniform(*spec.window), 3)
+    duration = round(rng.choice([rng.uniform(0.5, 3), rng.uniform(3, 9), rng.uniform(9, 20)]), 3)
+    b = rng.choice(ids)
+    other = rng.choice([x for x in ids if x != b]) if brokers > 1 else b
+    p = rng.randrange(partitions)
+    f = Fault(at, kind, (b,), duration)
+    if kind in ("leader-kill", "failover"):
+        f.brokers, f.partition, f.target = (), p, "leader"
+        if kind == "failover":
+            f.duration = max(duration, 15.0)
+    elif kind in ("partition", "oneway", "reset"):
+        f.brokers = (b, other)
+        if kind == "reset":
+            f.duration = 0.0
+    elif kind == "zk-cut":
+        f.arg = rng.choice(["both", "both", "to-zk", "from-zk"])
+    elif kind == "slow-link":
+        f.brokers = (b,) if rng.random() < 0.6 else (b, other)
+        f.arg = rng.choice([0.1, 0.3, 0.8])
+    elif kind == "clock-step":
+        f.arg, f.duration = rng.choice([1, 1, -1]) * rng.choice([2, 30, 600, 7200]), 0.0
+    elif kind == "drift":
+        f.arg, f.duration = round(rng.choice([1, -1]) * rng.choice([0.001, 0.01, 0.05]), 4), 0.0
+    elif kind == "slow-disk":
+        f.arg = rng.choice([10, 100, 1000])
+    elif kind == "config":
+        f.brokers, f.duration = (), 0.0
+        f.arg = rng.choice(
+            [
+                ("max.message.bytes", rng.choice(["150", "300", "1000"])),
+                ("message.timestamp.after.max.ms", rng.choice(["1000", "60000"])),
+                ("message.timestamp.before.max.ms", rng.choice(["1000", "60000"])),
+                ("cleanup.policy", "compact"),
+            ]
+        )
+    elif kind == "reassign":
+        f.brokers, f.partition = (), p
+        f.arg = rng.choice(["rotate", "move-out-and-back"])
+    elif kind == "elect":
+        f.brokers, f.duration = (), 0.0
+    elif kind == "zk-outage":
+        f.brokers = ()
+    elif kind == "zk-slow":
+        f.brokers, f.arg = (), rng.choice([0.05, 0.2, 0.8])
+    elif kind == "coordinator":
+        f.brokers, f.target = (), "coordinator"
+        f.arg = rng.choice(["kill", "pause"])
+    return f

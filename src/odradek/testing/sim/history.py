@@ -3,7 +3,9 @@
 Every record a producer sends has a unique value (`<producer>:<seq>`, or
 `<producer>:<txn>:<i>` in a transaction) and goes to a partition the producer chose, so the
 checker can find it in the log. Records (`Produced`), transactions (`Txn`), what readers read
-(`Read`) and ListOffsets answers (`EndOffset`) are kept whole; `events` is the readable
+(`Read`; a consumer group's members too, also in `group_reads`), ListOffsets answers
+(`EndOffset`), the group's offset commits (`GroupCommit`) and the committed offsets it was
+told (`CommittedAnswer`) are kept whole; `events` is the readable
 story (faults, acknowledgements, errors, outcomes), each line also fed to the trace.
 """
 
@@ -57,6 +59,26 @@ class Read:
 
 
 @dataclass(slots=True)
+class GroupCommit:
+    member: str
+    t_sent: float
+    offsets: dict[int, int]  # partition -> offset
+    t_done: float = -1.0
+    ok: bool = False
+    error: str = ""
+
+
+@dataclass(slots=True)
+class CommittedAnswer:
+    """An OffsetFetch answer: the group's committed offsets (a partition without one is absent)."""
+
+    who: str
+    t_sent: float
+    t_recv: float
+    offsets: dict[int, int]
+
+
+@dataclass(slots=True)
 class EndOffset:
     poller: str
     partition: int
@@ -73,6 +95,9 @@ class History:
         self.txns: list[Txn] = []
         self.reads: list[Read] = []
         self.end_offsets: list[EndOffset] = []
+        self.group_reads: list[Read] = []
+        self.commits: list[GroupCommit] = []
+        self.committed_answers: list[CommittedAnswer] = []
         self.events: list[tuple[float, str, str]] = []
         self.acked_end: dict[int, int] = {}  # partition -> 1 + the highest offset acknowledged (acks=all)
         # moments a replica took a role it could not hold: (time, partition, kind, what)
@@ -129,6 +154,34 @@ class History:
         self.reads.append(Read(reader, committed, t, partition, offset, value))
         self.trace.add(f"{t:.6f} {reader} read p{partition}@{offset} {value}")
 
+    def consumed(self, member: str, partition: int, offset: int, value: str) -> None:
+        """A record a member of the consumer group (read_committed) was given."""
+        t = self.now()
+        read = Read(member, True, t, partition, offset, value)
+        self.reads.append(read)
+        self.group_reads.append(read)
+        self.trace.add(f"{t:.6f} {member} consumed p{partition}@{offset} {value}")
+
+    def commit_sent(self, member: str, offsets: dict[int, int]) -> GroupCommit:
+        c = GroupCommit(member, self.now(), offsets)
+        self.commits.append(c)
+        self.trace.add(f"{c.t_sent:.6f} {member} commits {sorted(offsets.items())}")
+        return c
+
+    def commit_done(self, c: GroupCommit, error: BaseException | None) -> None:
+        c.t_done = self.now()
+        c.ok = error is None
+        if error is None:
+            self.event(c.member, f"committed {sorted(c.offsets.items())}")
+        else:
+            c.error = type(error).__name__
+            self.event(c.member, f"commit {sorted(c.offsets.items())} failed: {c.error}")
+
+    def committed_answer(self, who: str, t_sent: float, offsets: dict[int, int]) -> None:
+        t = self.now()
+        self.committed_answers.append(CommittedAnswer(who, t_sent, t, offsets))
+        self.event(who, f"committed offsets {sorted(offsets.items())} (asked at {t_sent:.3f})")
+
     def end_offset(self, poller: str, partition: int, t_sent: float, offset: int) -> None:
         t = self.now()
         self.end_offsets.append(EndOffset(poller, partition, t_sent, t, offset))
@@ -153,4 +206,6 @@ class History:
             "aborted": sum(1 for t in self.txns if t.outcome == "aborted"),
             "reads": len(self.reads),
             "end_offsets": len(self.end_offsets),
+            "group_reads": len(self.group_reads),
+            "commits": sum(1 for c in self.commits if c.ok),
         }

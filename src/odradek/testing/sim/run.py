@@ -24,13 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.client.aio import AIOAdmin, NewTopic
+from odradek.cluster import zk_layout as L
 from odradek.testing.sim.checker import Anomaly, Final, check
 from odradek.testing.sim.cluster import SimCluster
-from odradek.testing.sim.faults import Fault, FaultRunner, FaultSpec, schedule
+from odradek.testing.sim.faults import Fault, FaultSpec, schedule
 from odradek.testing.sim.history import History
 from odradek.testing.sim.logcap import captured_logs
 from odradek.testing.sim.logs import final_read, read_log
 from odradek.testing.sim.loop import simulated_world
+from odradek.testing.sim.runner import FaultRunner
 from odradek.testing.sim.workload import Workload, WorkloadSpec, client_config
 
 _real_clock = time.perf_counter
@@ -44,6 +46,10 @@ class SimOptions:
     settle: float = 60.0  # at most this long, after healing, to be healthy again
     session_timeout_ms: int = 6000
     replica_lag_ms: int = 10000
+    # segment.bytes of the internal topics (__consumer_offsets, __transaction_state): small, so
+    # their logs roll (flush at roll, recovery points, loading across segments); the workload's
+    # topic has its own (WorkloadSpec.segment_bytes)
+    internal_segment_bytes: int | None = None
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     faults: FaultSpec = field(default_factory=FaultSpec)
     overrides: tuple[tuple[str, str], ...] = ()  # more broker settings
@@ -68,6 +74,14 @@ class SimOptions:
             "leader.imbalance.check.interval.seconds": "5",
             "controlled.shutdown.retry.backoff.ms": "200",
             "log.flush.offset.checkpoint.interval.ms": "5000",
+            **(
+                {
+                    "offsets.topic.segment.bytes": str(self.internal_segment_bytes),
+                    "transaction.state.log.segment.bytes": str(self.internal_segment_bytes),
+                }
+                if self.internal_segment_bytes
+                else {}
+            ),
             **dict(self.overrides),
         }
 
@@ -99,6 +113,7 @@ class Result:
     trace: list[str] | None = None
     logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (warnings by default)
     templates: dict[str, int] = field(default_factory=dict)  # every message logged, unformatted: count
+    notes: dict[str, Any] = field(default_factory=dict)  # what scripted faults recorded (FaultRunner.notes)
 
     @property
     def ok(self) -> bool:
@@ -209,9 +224,14 @@ def run_seed(
             )
 
     def on_register(broker: int) -> None:
-        """A broker back (a new session) resumes leading what ZooKeeper says it leads."""
+        """A broker back (a new session) resumes leading what ZooKeeper says it leads, unless the
+        state records it was admitted with its previous registration (broker epoch): it then
+        leads nothing until the controller writes a new state (broker/partition.py)."""
+        registration = cluster.zk.nodes.get(L.broker_path(broker))
         for pv in cluster.partitions(topic):
-            if pv.leader == broker:
+            znode = cluster.zk.nodes.get(L.partition_state_path(topic, pv.partition))
+            admitted = L.decode_partition_state(topic, pv.partition, znode.data).admitted_epoch(broker) if znode else -1
+            if pv.leader == broker and (admitted == -1 or registration is None or admitted == registration.czxid):
                 on_state(topic, pv.partition, pv)
 
     cluster.follow(history.note, on_state, on_register)
@@ -245,6 +265,7 @@ def run_seed(
         cluster.trace.lines,
         logs.lines,
         dict(logs.templates),
+        final.notes,
     )
 
 
@@ -272,7 +293,10 @@ async def _create_topic(cluster: SimCluster, spec: WorkloadSpec, rf: int) -> Non
     admin = AIOAdmin(client_config(cluster, "admin-setup"))
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(spec.topic, spec.partitions, rf, {"min.insync.replicas": "2"})])
+        configs = {"min.insync.replicas": "2"}
+        if spec.segment_bytes:
+            configs["segment.bytes"] = str(spec.segment_bytes)
+        await admin.create_topics([NewTopic(spec.topic, spec.partitions, rf, configs)])
     finally:
         await admin.close()
 
@@ -316,8 +340,8 @@ async def _scenario(cluster: SimCluster, h: History, plan: list[Fault], opts: Si
         if not unhealthy:
             # quiet: nothing open, every replica at the leader's end, the high watermark there too
             await _until(cluster, lambda: _quiet(cluster, topic, spec.partitions), 30)
-        final = Final(loop.elapsed, healed, unhealthy=unhealthy, applied=dict(runner.applied))
-        await _read_final(cluster, final, topic, spec.partitions)
+        final = Final(loop.elapsed, healed, unhealthy=unhealthy, applied=dict(runner.applied), notes=runner.notes)
+        await _read_final(cluster, h, final, topic, spec.partitions, spec.group_members)
         return final
     finally:
         supervisor.cancel()
@@ -352,7 +376,9 @@ def _quiet(cluster: SimCluster, topic: str, partitions: int) -> bool:
     return True
 
 
-async def _read_final(cluster: SimCluster, final: Final, topic: str, partitions: int) -> None:
+async def _read_final(
+    cluster: SimCluster, h: History, final: Final, topic: str, partitions: int, group_members: int
+) -> None:
     for p in range(partitions):
         lg = _leader_log(cluster, topic, p)
         if lg is None:
@@ -382,6 +408,13 @@ async def _read_final(cluster: SimCluster, final: Final, topic: str, partitions:
                         f"{_at(mine, first)} vs {_at(truth, first)}",
                     )
                 )
+    if group_members:
+        from odradek.testing.sim.groups import final_committed
+
+        try:
+            await cluster.spawn(cluster.client_node("final-group"), final_committed(cluster, h, topic, partitions))
+        except Exception as e:  # the group's offsets could not be read
+            final.read_errors.append(f"the group's committed offsets: {e!r}")
     for committed in (False, True):
         node = cluster.client_node("final-rc" if committed else "final-ru")
         try:

@@ -7,7 +7,9 @@
   the client cannot resolve leaves the transaction's outcome "unknown" and the producer is
   replaced (its successor's InitProducerId ends the transaction one way or the other);
 - readers, read_committed and read_uncommitted, assigned every partition from the beginning;
-- ListOffsets(latest) pollers.
+- ListOffsets(latest) pollers;
+- a consumer group of read_committed members that commit what they consumed, come and go
+  (leave, crash) and rebalance, and a poller of its committed offsets (groups.py).
 Everything they do goes to the `History`.
 """
 
@@ -38,6 +40,11 @@ class WorkloadSpec:
     readers: tuple[bool | None, ...] = (True, False)  # read_committed? (None: drawn from the seed)
     pollers: int = 1
     poll_interval: float = 0.4
+    segment_bytes: int | None = None  # the topic's segment.bytes (small: segments roll under the faults)
+    group_members: int = 0  # members of the consumer group (groups.py); 0: no group
+    group_commit_interval: float = 1.0  # s between a member's commits
+    member_life: float = 8.0  # mean s an incarnation of a member lives
+    member_crash: float = 0.3  # how often an incarnation ends in a crash (else it leaves)
 
 
 def client_config(cluster: SimCluster, name: str, **extra: Any) -> dict[str, Any]:
@@ -76,6 +83,12 @@ class Workload:
             actors.append((f"{'rc' if committed else 'ru'}-reader-{i + 1}", functools.partial(self._reader, committed)))
         for i in range(s.pollers):
             actors.append((f"poller-{i + 1}", self._poller))
+        if s.group_members:
+            from odradek.testing.sim import groups
+
+            for i in range(s.group_members):
+                actors.append((f"member-{i + 1}", functools.partial(groups.member, self)))
+            actors.append(("offsets-poller", functools.partial(groups.offsets_poller, self)))
         for name, fn in actors:
             self.tasks.append(self.cluster.spawn(self.cluster.client_node(name), self._guard(name, fn)))
 

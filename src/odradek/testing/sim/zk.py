@@ -13,7 +13,10 @@ builds them: `zk.DataWatch(path, func)`).
 
 Time and failures, as kazoo sees them:
 - every call happens at the server at once; a caller inside `asyncio.to_thread` sees its
-  result a round trip later (`SimLoop.charge`);
+  result a round trip later (`SimLoop.charge`), and a write's after its commit too
+  (`write_latency`, drawn from the seed: 0.5-4 ms; `extra_write_latency` while a `zk-slow`
+  fault lasts): applying it at the call is one of the orders a linearizable ZooKeeper may
+  show, and the watch events it fires leave the server only once it has committed;
 - a call while the client cannot reach ZooKeeper (its node cut from `zk` either way) would
   block in a thread: it raises `WouldBlock` and runs again when the client is connected;
 - the client pings every third of its session timeout; the server expires a session it has
@@ -23,13 +26,17 @@ Time and failures, as kazoo sees them:
   timeout, CONNECTED when it hears again; when it hears its session expired it goes LOST,
   opens a new session and goes CONNECTED (kazoo's states, to the listeners in order);
 - watch events reach the client in order, after the link's latency; those that would arrive
-  while it is cut wait for it to reconnect; a lost session's are dropped.
+  while it is cut wait for it to reconnect; a lost session's are dropped;
+- an outage (`set_outage(True)`: the whole ensemble unreachable) is a cut of every client at
+  once, during which no session expires; when it ends every session's timeout starts again
+  (as a recovering ZooKeeper renews them), so clients that reconnect keep their sessions.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
+import random
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -121,6 +128,10 @@ class SimZooKeeper:
         self._data_watches: dict[str, list[tuple[Session, Watcher]]] = {}
         self._child_watches: dict[str, list[tuple[Session, Watcher]]] = {}
         self.expired_sessions = 0
+        self.up = True  # False during an outage: nothing reaches the ensemble
+        self.write_latency = random.Random(f"zk-{net.seed}").uniform(0.0005, 0.004)
+        self.extra_write_latency = 0.0  # a zk-slow fault
+        self.hooks: list[Callable[[str, str, bytes | None], None]] = []  # more observers (scripted tests)
         # told of every change (op, path, data or None): the run's history follows the cluster
         self.observer: Callable[[str, str, bytes | None], None] | None = None
 
@@ -142,6 +153,9 @@ class SimZooKeeper:
     def _check_expiry(self, s: Session) -> None:
         if s.expired:
             return
+        if not self.up:  # nobody is there to expire it
+            s.timer = self.loop.call_later_as(self.node, s.timeout, self._check_expiry, s)
+            return
         left = s.last_heard + s.timeout - self.loop.time()
         if left > 0:
             s.timer = self.loop.call_later_as(self.node, left, self._check_expiry, s)
@@ -150,8 +164,24 @@ class SimZooKeeper:
         self.close_session(s, "expired")
 
     def touch(self, s: Session) -> None:
-        if not s.expired:
+        if not s.expired and self.up:
             s.last_heard = self.loop.time()
+
+    def set_outage(self, down: bool) -> None:
+        """The whole ensemble goes away (every client cut), or comes back: then every session's
+        timeout starts again, as ZooKeeper's leader renews them when it takes over."""
+        if self.up != down:
+            return
+        self.up = not down
+        self.trace.add(f"{self.loop.elapsed:.6f} zk {'outage' if down else 'back'}")
+        if not down:
+            now = self.loop.time()
+            for s in self.sessions.values():
+                s.last_heard = now
+
+    @property
+    def commit_latency(self) -> float:
+        return self.write_latency + self.extra_write_latency
 
     def close_session(self, s: Session, why: str) -> None:
         if s.expired:
@@ -195,9 +225,13 @@ class SimZooKeeper:
     def _log(self, op: str, path: str, s: Session | None) -> None:
         who = s.client.node if s is not None else "-"
         self.trace.add(f"{self.loop.elapsed:.6f} zk {op} {path} zxid {self.zxid} by {who}")
-        if self.observer is not None:
+        if self.observer is not None or self.hooks:
             n = self.nodes.get(path)
-            self.observer(op, path, n.data if n is not None else None)
+            data = n.data if n is not None else None
+            if self.observer is not None:
+                self.observer(op, path, data)
+            for hook in list(self.hooks):
+                hook(op, path, data)
 
     def get(self, path: str, s: Session, watch: Watcher | None) -> tuple[bytes, ZnodeStat]:
         n = self.nodes.get(path)
@@ -407,7 +441,7 @@ class SimTransaction:
         self.ops.append(("check", (path,), {"version": version}))
 
     def commit(self) -> list[Any]:
-        s = self.client._op("transaction")
+        s = self.client._op("transaction", write=True)
         self.committed = True
         return self.client.server.multi(self.ops, s)
 
@@ -459,7 +493,7 @@ class SimZkClient:
 
     def reachable(self) -> bool:
         net = self.net
-        return not net.blocked(self.node.name, ZK) and not net.blocked(ZK, self.node.name)
+        return self.server.up and not net.blocked(self.node.name, ZK) and not net.blocked(ZK, self.node.name)
 
     def _set_state(self, state: str) -> None:
         if state == self._state:
@@ -476,7 +510,7 @@ class SimZkClient:
         now = self.loop.time()
         s = self._session
         if not self.net.blocked(self.node.name, ZK):
-            self.server.touch(s)  # the server hears it, whether or not its answer gets back
+            self.server.touch(s)  # the server hears it (when up), whether or not its answer gets back
         if self.reachable():
             self._last_contact = now
             if s.expired:
@@ -503,7 +537,7 @@ class SimZkClient:
         for resume in blocked:
             resume()
 
-    def _op(self, what: str) -> Session:
+    def _op(self, what: str, *, write: bool = False) -> Session:
         """Before each call: ZooKeeper must be reachable, the session alive."""
         if self._closed:
             raise ConnectionClosedError("Connection has been closed")
@@ -517,7 +551,8 @@ class SimZkClient:
         self.server.touch(s)
         self.server.trace.add(f"{self.loop.elapsed:.6f} zk {what} by {self.node}")
         net = self.net
-        self.loop.charge(net.latency(self.node.name, ZK) + net.latency(ZK, self.node.name))
+        rtt = net.latency(self.node.name, ZK) + net.latency(ZK, self.node.name)
+        self.loop.charge(rtt + self.server.commit_latency if write else rtt)
         return s
 
     def _run(self, fn: Callable[[], Any]) -> None:
@@ -539,7 +574,9 @@ class SimZkClient:
     def _event(self, s: Session, w: Watcher, event: WatchedEvent) -> None:
         """The server fired a watch of this client's: it arrives in order, after the latency."""
         self.server.trace.add(f"{self.loop.elapsed:.6f} zk event {event.type} {event.path} to {self.node}")
-        when = max(self.loop.time() + self.net.latency(ZK, self.node.name), self._inbox_last)
+        when = max(
+            self.loop.time() + self.server.commit_latency + self.net.latency(ZK, self.node.name), self._inbox_last
+        )
         self._inbox_last = when
         self._inbox.append((when, s, w, event))
         if self._inbox_timer is None:
@@ -551,7 +588,7 @@ class SimZkClient:
         inbox = self._inbox
         while inbox and inbox[0][0] <= now:
             _when, s, w, event = inbox.popleft()
-            if self.net.blocked(ZK, self.node.name) or self._held:
+            if not self.server.up or self.net.blocked(ZK, self.node.name) or self._held:
                 self._held.append((s, w, event))
             else:
                 self._deliver(s, w, event)
@@ -591,24 +628,24 @@ class SimZkClient:
         makepath: bool = False,
         include_data: bool = False,
     ) -> str:
-        s = self._op("create")
+        s = self._op("create", write=True)
         if makepath:
             self._ensure(_parent(path), s)
         return self.server.create(path, value, s, ephemeral=ephemeral, sequence=sequence)
 
     def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
-        s = self._op("set")
+        s = self._op("set", write=True)
         return self.server.set(path, value, version, s)
 
     def delete(self, path: str, version: int = -1, recursive: bool = False) -> bool:
-        s = self._op("delete")
+        s = self._op("delete", write=True)
         if recursive:
             for child in self.server.get_children(path, s, None):
                 self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
         return self.server.delete(path, version, s)
 
     def ensure_path(self, path: str, acl: Any = None) -> bool:
-        s = self._op("ensure_path")
+        s = self._op("ensure_path", write=True)
         self._ensure(path, s)
         return True
 
