@@ -161,6 +161,7 @@ def test_a_new_leader_answers_no_end_offset_below_the_old_leaders(make_cluster, 
     assert not report.end_offset_backwards, report
 
 
+@pytest.mark.serial  # timed: B must lead, and C lead alone, within a session plus 10 s (tests/README.md)
 def test_two_quick_failovers_the_second_before_the_new_leader_wrote(make_cluster):
     """Replication audit §3's schedule, each round on another partition with replicas [A, B, C]:
     B paused while A writes (C copies it, B does not), A killed, B resumed; nobody can reach B's
