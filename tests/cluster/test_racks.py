@@ -9,29 +9,13 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from support import proto
 from support.odradek_cluster import OdradekCluster
 from support.raw import RawConnection, nested
 
 pytestmark = pytest.mark.cluster
 
 UNKNOWN_SERVER_ERROR = -1
-
-
-def _topic(name: str, partitions: int = -1, rf: int = -1, assignment: tuple[tuple[int, ...], ...] = ()):
-    assignments = tuple(
-        nested(19, 7, "CreatableReplicaAssignment", partition_index=p, broker_ids=brokers)
-        for p, brokers in enumerate(assignment)
-    )
-    return nested(
-        19,
-        7,
-        "CreatableTopic",
-        name=name,
-        num_partitions=partitions,
-        replication_factor=rf,
-        assignments=assignments,
-        configs=(),
-    )
 
 
 def test_brokers_partly_with_racks_refuse_only_the_assignments_they_would_have_to_guess(tmp_path):
@@ -45,12 +29,10 @@ def test_brokers_partly_with_racks_refuse_only_the_assignments_they_would_have_t
     try:
         controller = c.brokers[c.snapshot().controller_id]
         with RawConnection(controller.bootstrap) as conn:
-            r = conn.call(
-                19,
-                7,
-                topics=(_topic("guessed", 2, 2), _topic("placed", assignment=((1, 3),))),
-                timeout=datetime.timedelta(seconds=10),
-                validate_only=False,
+            r = proto.create_topics(
+                conn,
+                {"name": "guessed", "partitions": 2, "rf": 2},
+                {"name": "placed", "partitions": -1, "rf": -1, "assignments": [(1, 3)]},
             )
             by_name = {t.name: t for t in r.topics}
             assert int(by_name["guessed"].error_code) == UNKNOWN_SERVER_ERROR
@@ -64,10 +46,7 @@ def test_brokers_partly_with_racks_refuse_only_the_assignments_they_would_have_t
             assert "rack" in (r.results[0].error_message or "")
 
         with RawConnection(c.brokers[3].bootstrap) as conn:  # auto-creation by Metadata, on a broker without a rack
-            req = nested(3, 12, "MetadataRequestTopic", topic_id=None, name="auto")
-            r = conn.call(
-                3, 12, topics=(req,), allow_auto_topic_creation=True, include_topic_authorized_operations=False
-            )
+            r = proto.metadata(conn, ["auto"], auto=True)
             assert int(r.topics[0].error_code) == UNKNOWN_SERVER_ERROR
             assert len(r.brokers) == 3  # the broker answers the rest of the request
 

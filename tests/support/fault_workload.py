@@ -407,7 +407,8 @@ def batch_origins(
 ) -> dict[int, tuple[int, int, int]]:
     """For each offset, the (producer id, producer epoch, sequence) of the record there, read
     with Fetch straight from the partition's leader (offsets it no longer has are left out)."""
-    from support.raw import RawConnection, nested
+    from support import proto
+    from support.raw import RawConnection
 
     from odradek.protocol.records import iter_batches
 
@@ -423,31 +424,7 @@ def batch_origins(
     with RawConnection(f"{broker.host}:{broker.port}") as conn:
         while want:
             at = min(want)
-            fp = nested(
-                1,
-                12,
-                "FetchPartition",
-                partition=partition,
-                current_leader_epoch=-1,
-                fetch_offset=at,
-                last_fetched_epoch=-1,
-                log_start_offset=-1,
-                partition_max_bytes=1 << 20,
-            )
-            r = conn.call(
-                1,
-                12,
-                replica_id=-1,
-                max_wait=0,
-                min_bytes=1,
-                max_bytes=1 << 20,
-                isolation_level=0,
-                session_id=0,
-                session_epoch=-1,
-                topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),),
-                forgotten_topics_data=(),
-                rack_id="",
-            )
+            r = proto.fetch(conn, [(topic, partition, at, 1 << 20)], max_bytes=1 << 20)
             records = r.responses[0].partitions[0].records or b""
             end = at
             for h in iter_batches(records, validate=False):
