@@ -74,7 +74,7 @@ def test_codec_across_clients(broker, client, codec):
         pytest.skip(f"{reader_name} not installed")
     topic = _topic(f"codec-{codec}")
     producer.create_topic(topic, 2)
-    sent = keyed_records(500, keys=10)
+    sent = keyed_records(500, keys=10, seq_header=not producer.headers_per_run)
     try:
         producer.produce(topic, sent, compression=codec)
     except Unsupported as e:
@@ -145,7 +145,8 @@ def test_restart_keeps_acknowledged_records(broker, client):
     c = client(broker.bootstrap)
     topic = _topic("restart")
     c.create_topic(topic, 3)
-    first, second = keyed_records(300)[:150], keyed_records(300)[150:]
+    records = keyed_records(300, seq_header=not c.headers_per_run)
+    first, second = records[:150], records[150:]
     c.produce(topic, first)
     broker.restart()
     c = client(broker.bootstrap)
