@@ -49,7 +49,7 @@ W="$WORKERS"
 declare -A TIER=(
     [unit]="tests/unit|0"
     [inprocess]="tests/inprocess|0"
-    [sim]="tests/sim|0"
+    [sim]="tests/sim|$(( W < 2 ? W : 2 ))"
     [harness]="tests/harness|$W"
     [interop]="tests/interop|$W"
     [cluster]="tests/cluster|$(( W < 2 ? W : 2 ))"
@@ -74,17 +74,30 @@ if [ "$fast" = 1 ]; then
     tiers="${tiers:-$FAST}"
 else
     install
-    echo "==> ruff (lint and format)"
-    .venv/bin/ruff check src tests bench scripts
-    .venv/bin/ruff format --check src tests bench scripts
-    echo "==> import-linter (layering contracts)"
-    .venv/bin/lint-imports
-    echo "==> mypy (the packages [tool.mypy] in pyproject.toml names)"
-    .venv/bin/mypy --cache-dir .venv/mypy-cache
+    # the lints run beside the first tiers (one core each), their output printed at the end
+    LINTS_LOG="$(mktemp)"
+    (
+        set -e
+        echo "==> ruff (lint and format)"
+        .venv/bin/ruff check src tests bench scripts
+        .venv/bin/ruff format --check src tests bench scripts
+        echo "==> import-linter (layering contracts)"
+        .venv/bin/lint-imports
+        echo "==> mypy (the packages [tool.mypy] in pyproject.toml names)"
+        .venv/bin/mypy --cache-dir .venv/mypy-cache
+    ) >"$LINTS_LOG" 2>&1 &
+    LINTS_PID=$!
+    echo "==> lints (ruff, import-linter, mypy) started beside the tiers"
     tiers="${tiers:-$ALL}"
 fi
 
 if [ "$paths" = 1 ]; then
+    if [ -n "${LINTS_PID:-}" ]; then  # one pytest run of what is named: the lints first
+        lints_ok=0
+        wait "$LINTS_PID" || lints_ok=1
+        cat "$LINTS_LOG"
+        [ "$lints_ok" = 0 ] || exit 1
+    fi
     echo "==> pytest ${args[*]}"
     exec "$PY" -m pytest "${args[@]}"
 fi
@@ -109,11 +122,11 @@ run_tier() {  # $1 = tier; returns non-zero when a run of it failed
     local -a folders
     read -r -a folders <<<"$folder"
     [ "$1" = kafka-cases ] && only="kafka_case"
+    # the simulator's seed batch (a minute or two of both cores) is for full runs
+    [ "$fast" = 1 ] && [ "$1" = sim ] && only="$only and not sim_batch"
     if [ "$workers" -gt 0 ]; then
         pytest_ok "${folders[@]}" -m "$only and not serial" -n "$workers" --dist loadgroup "${args[@]}" || ok=1
         pytest_ok "${folders[@]}" -m "$only and serial" "${args[@]}" || ok=1
-    elif [ "$fast" = 1 ] && [ "$1" = sim ]; then  # the seed batch (a minute or two) is for full runs
-        pytest_ok "${folders[@]}" -m "$only and not sim_batch" "${args[@]}" || ok=1
     else
         pytest_ok "${folders[@]}" -m "$only" "${args[@]}" || ok=1
     fi
@@ -127,7 +140,7 @@ busy_cores() {  # $1 $2 = cpu_now before, $3 $4 = after
         'BEGIN{ if (t2 > t) printf "%.1f", (b2 - b) / (t2 - t) * n; else printf "-" }'
 }
 
-setup="installs and lints"
+setup="installs (the lints run beside the tiers)"
 [ "$fast" = 1 ] && setup="the venv's install"
 summary=("$(printf '%-10s %7ss  %s' setup "$(( $(date +%s) - T_START ))" "$setup")")
 failed=0
@@ -149,6 +162,14 @@ for t in $tiers; do
     summary+=("$(printf '%-10s %7ss  %-7s %s cores busy' "$t" "$(( $(date +%s) - t0 ))" "$result" \
         "$(busy_cores "$c0" "$j0" "$c1" "$j1")")")
 done
+
+if [ -n "${LINTS_PID:-}" ]; then
+    l0=$(date +%s)
+    if wait "$LINTS_PID"; then lint_result=passed; else lint_result=FAILED; failed=1; fi
+    cat "$LINTS_LOG"
+    rm -f "$LINTS_LOG"
+    summary+=("$(printf '%-10s %7ss  %s' lints "$(( $(date +%s) - l0 ))" "$lint_result (waited for, after the tiers)")")
+fi
 
 echo
 echo "==> tiers (wall time; cores busy: the whole machine's CPU use over the tier, of $(nproc))"
