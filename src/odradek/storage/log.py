@@ -117,12 +117,17 @@ class Log:
         self._leo = 0
         self._hw = 0
         self.recovery_point = 0  # everything below it is flushed (fsynced); recovery starts at its segment
-        self.checkpointed_recovery_point = 0  # the one on disk, where recovery would start (the cleaner's bound)
+        # the one on disk, where recovery would start (the cleaner's bound); a truncation lowers it
+        # at once, and `on_truncation` then writes the file
+        self.checkpointed_recovery_point = 0
         self.last_flush_ms = self._now()
         # a roll asks for everything below the new segment to be flushed, off the event loop
         # (Kafka's flushUptoOffsetExclusive(newSegment.baseOffset)); -1: nothing asked
         self.pending_flush_offset = -1
         self.on_flush_request: Callable[[Log], None] | None = None  # the LogManager runs the flush
+        # a truncation asks for its directory's recovery-point checkpoint to be written before it
+        # returns (Kafka's LogManager.truncateTo): the file may hold a point above the new log end
+        self.on_truncation: Callable[[Log], None] | None = None
         self._truncations = 0  # a flush that raced a truncation leaves the recovery point alone
         self.recovered_at_load: list[tuple[int, int]] = []  # (base offset, bytes) of each segment recovery read
         self.producer_state = ProducerStateManager(fs, directory)
@@ -698,7 +703,9 @@ class Log:
 
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
-        """Remove everything at and above ``offset`` (follower truncation)."""
+        """Remove everything at and above ``offset`` (follower truncation); when something was
+        removed, ``on_truncation`` then checkpoints the recovery points of the log directory, so
+        that recovery after a power cut re-reads what is written above ``offset`` from now on."""
         self._check_online()
         if offset >= self._leo:  # Kafka: an epoch taken at election and never written in goes anyway
             try:
@@ -737,6 +744,8 @@ class Log:
                 self.producer_state.on_high_watermark_updated(self._hw)
         except OSError as e:
             self._fail(e)
+        if self.on_truncation is not None:
+            self.on_truncation(self)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start empty at ``offset`` (a follower that fell below its
@@ -757,6 +766,8 @@ class Log:
                 rebuild_producer_state(self.producer_state, self.segments, offset, offset)
         except OSError as e:
             self._fail(e)
+        if self.on_truncation is not None:
+            self.on_truncation(self)
 
     # ------------------------------------------------------------------ close
     def close(self, *, clean: bool = True) -> None:

@@ -224,6 +224,7 @@ class LogManager:
     def _adopt(self, key: tuple[str, int], lg: Log) -> None:
         self._logs[key] = lg
         lg.on_flush_request = self._request_flush
+        lg.on_truncation = self._checkpoint_after_truncation
 
     def delete_log(self, topic: str, partition: int) -> None:
         lg = self._logs.pop((topic, partition), None)
@@ -306,6 +307,15 @@ class LogManager:
                     lg.log_start_dirty = False
         except OSError as e:
             state.fail(e)
+
+    def _checkpoint_after_truncation(self, lg: Log) -> None:
+        """``Log.on_truncation``: the recovery points of the truncated log's directory are written
+        at once, before the truncation returns and anything is appended below the old recovery
+        point (Kafka's LogManager.truncateTo and truncateFullyAndStartAt). Otherwise the file can
+        hold a recovery point above the truncation, and after a power cut recovery would not
+        re-read the segments rewritten below it and never flushed. Truncations are rare (a
+        follower diverged from its leader), so this one fsynced write on the event loop is too."""
+        self._write_dir_checkpoints(lg.dir_state.path, only=RECOVERY_POINT)
 
     def write_checkpoints(self) -> None:
         """Persist recovery points, log start offsets, high watermarks, cleaner offsets."""
