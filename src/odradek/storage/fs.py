@@ -9,6 +9,7 @@ before failing, cut a file at a byte, and simulate a power loss (drop data never
 from __future__ import annotations
 
 import errno as _errno
+import fcntl
 import os
 import shutil
 import threading
@@ -41,6 +42,12 @@ class FileSystem:
         raise NotImplementedError
 
     def ftruncate(self, fd: int, size: int) -> None:
+        raise NotImplementedError
+
+    def try_lock(self, fd: int) -> bool:
+        """Lock the open file ``fd`` exclusively (an advisory ``flock``), without waiting: False
+        when another open file (of this process or another) holds the lock. Closing ``fd``, or
+        the process ending, releases it."""
         raise NotImplementedError
 
     def fsize(self, fd: int) -> int:
@@ -153,6 +160,13 @@ class OSFileSystem(FileSystem):
     def ftruncate(self, fd, size):
         os.ftruncate(fd, size)
 
+    def try_lock(self, fd):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
     def fsize(self, fd):
         return os.fstat(fd).st_size
 
@@ -206,7 +220,7 @@ class FaultyFileSystem(OSFileSystem):
 
     ``fail(op, err, path=..., after=n, times=k)`` makes the (n+1)-th matching call of ``op``
     fail ``k`` times (None: forever). Ops: open, read, write (pwrite/pwritev), fsync,
-    truncate, rename, remove, listdir, mkdir. ``path`` is a substring matched against the
+    truncate, lock, rename, remove, listdir, mkdir. ``path`` is a substring matched against the
     file's path (for rename: source or destination). ``partial=b`` makes a failing write
     first write ``b`` bytes, as a disk filling up does. ``bytes_read`` counts what was read
     from each path (what recovery reads, asserted on by tests).
@@ -329,6 +343,12 @@ class FaultyFileSystem(OSFileSystem):
         super().ftruncate(fd, size)
         if path is not None and self._synced.get(path, 0) > size:
             self._synced[path] = size
+
+    def try_lock(self, fd):
+        path = self._paths.get(fd)
+        if f := self._check("lock", path):
+            self._raise(f, path)
+        return super().try_lock(fd)
 
     def rename(self, src, dst):
         if f := self._check("rename", src, dst):
