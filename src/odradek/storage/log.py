@@ -1,9 +1,9 @@
-"""Log: one partition's segments; append, read, roll, truncate, retention.
+"""Log: one partition's segments; append, read, roll, flush, truncate.
 
 Around it: validator.py decides what an append writes (checks, offset assignment), loader.py
 opens a log directory and recovers it after an unclean stop, producer_state.py keeps the
 idempotent/transactional producer state, txn_index.py each segment's aborted transactions,
-checkpoint.py the leader-epoch cache.
+checkpoint.py the leader-epoch cache, retention.py which old segments go (and DeleteRecords).
 
 Transactions: an append whose markers end transactions indexes each aborted one in the active
 segment's ``.txnindex`` (with the last stable offset of that moment) before the producer state
@@ -33,6 +33,7 @@ from typing import NamedTuple, NoReturn
 from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import CONTROL_MASK, decode_records
 
+from . import retention
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
@@ -619,20 +620,27 @@ class Log:
             seg.deleted = True
             self.dir_state.schedule_delete(now + self.config.file_delete_delay_ms, seg)
 
-    def _delete_segments(self, predicate, now: int, reason: str) -> int:
-        segs = self.segments
-        victims = []
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if nxt is None and seg.size == 0:
-                break
-            if upper <= self._hw and predicate(seg, nxt):
-                victims.append(seg)
-            else:
-                break
-        if not victims:
-            return 0
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention by time, size, and log start offset (retention.py). Returns segments deleted."""
+        self._check_online()
+        try:
+            return retention.delete_old_segments(self, self._now() if now_ms is None else now_ms)
+        except OSError as e:
+            self._fail(e)
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: the log start offset moves to ``before_offset`` (at most the high
+        watermark), the segments wholly below it go (retention.py). Returns the log start offset."""
+        self._check_online()
+        try:
+            return retention.delete_records(self, before_offset, self._now())
+        except OSError as e:
+            self._fail(e)
+
+    def delete_segments(self, victims: list[LogSegment], now: int, reason: str) -> None:
+        """Delete ``victims``, the oldest segments (retention.py chose them; when they are all of
+        them, a new active segment is rolled first), and move the log start offset to the first
+        segment kept."""
         with self.lock:
             if len(victims) == len(self.segments):
                 self._roll(now)
@@ -645,61 +653,7 @@ class Log:
                 self.producer_state.on_high_watermark_updated(new_start)
                 self.epoch_cache.truncate_from_start(new_start)
                 self.log_start_dirty = True
-        log.info(
-            "%s: deleted %d segment(s) by %s; log start offset %d",
-            self.dir,
-            len(victims),
-            reason,
-            self.log_start_offset,
-        )
-        return len(victims)
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Retention by time, size, and log start offset. Returns segments deleted."""
-        self._check_online()
-        now = self._now() if now_ms is None else now_ms
-        cfg = self.config
-        n = 0
-        try:
-            if cfg.delete and cfg.retention_ms >= 0:
-                n += self._delete_segments(
-                    lambda s, nxt: now - s.largest_timestamp() > cfg.retention_ms, now, "retention.ms"
-                )
-            if cfg.delete and cfg.retention_bytes >= 0:
-                diff = [self.size_bytes - cfg.retention_bytes]
-
-                def by_size(s, nxt):
-                    if diff[0] - s.size >= 0:
-                        diff[0] -= s.size
-                        return True
-                    return False
-
-                n += self._delete_segments(by_size, now, "retention.bytes")
-            n += self._delete_segments(
-                lambda s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now, "log start offset"
-            )
-            if n:
-                self.producer_state.delete_snapshots(below=self.log_start_offset)
-        except OSError as e:
-            self._fail(e)
-        return n
-
-    def delete_records(self, before_offset: int) -> int:
-        self._check_online()
-        if before_offset < 0 or before_offset > self._hw:
-            raise StorageOffsetOutOfRangeError(
-                f"cannot delete records before {before_offset}: high watermark is {self._hw}"
-            )
-        if before_offset > self.log_start_offset:
-            self.log_start_offset = before_offset
-            try:
-                self.epoch_cache.truncate_from_start(before_offset)
-            except OSError as e:
-                self._fail(e)
-            self.log_start_dirty = True
-            self.producer_state.on_high_watermark_updated(before_offset)  # Kafka's onLogStartOffsetIncremented
-            self.delete_old_segments()
-        return self.log_start_offset
+        log.info("%s: deleted %d segment(s) by %s; log start offset %d", self.dir, len(victims), reason, new_start)
 
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
