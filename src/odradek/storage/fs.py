@@ -12,12 +12,16 @@ import errno as _errno
 import fcntl
 import os
 import shutil
+import struct
 import threading
 from dataclasses import dataclass
 
 __all__ = ["FileSystem", "OSFileSystem", "FaultyFileSystem"]
 
 _IOV_MAX = 1024
+# open-file-description locks (Linux 3.15+); struct flock: l_type, l_whence, l_start, l_len, l_pid
+_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
+_WRITE_LOCK_WHOLE_FILE = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)  # 32 bytes, as the kernel reads
 
 
 class FileSystem:
@@ -45,9 +49,9 @@ class FileSystem:
         raise NotImplementedError
 
     def try_lock(self, fd: int) -> bool:
-        """Lock the open file ``fd`` exclusively (an advisory ``flock``), without waiting: False
-        when another open file (of this process or another) holds the lock. Closing ``fd``, or
-        the process ending, releases it."""
+        """Lock the open file ``fd`` exclusively, without waiting: False when another open file
+        (of this process or another) holds the lock. Closing ``fd``, or the process ending,
+        releases it."""
         raise NotImplementedError
 
     def fsize(self, fd: int) -> int:
@@ -161,10 +165,24 @@ class OSFileSystem(FileSystem):
         os.ftruncate(fd, size)
 
     def try_lock(self, fd):
+        """An ``flock``, and on Linux an open-file-description record lock over the whole file
+        (``F_OFD_SETLK``): both belong to the open file, so a second lock conflicts within one
+        process too; the record lock also conflicts with the POSIX lock of Java's ``FileLock``,
+        which ``flock`` does not on Linux, so that a Kafka broker and this one refuse each
+        other's directories too."""
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        if _OFD_SETLK is not None:
+            try:
+                fcntl.fcntl(fd, _OFD_SETLK, _WRITE_LOCK_WHOLE_FILE)
+            except OSError as e:
+                if e.errno not in (_errno.EAGAIN, _errno.EACCES, _errno.EINVAL):
+                    raise
+                if e.errno != _errno.EINVAL:  # (EINVAL: a kernel before 3.15; the flock stands alone)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    return False
         return True
 
     def fsize(self, fd):

@@ -69,9 +69,10 @@ class LogDirInUseError(StorageError):
 
 
 class LogDirLocks:
-    """The ``.lock`` file of every log directory, locked (an exclusive ``flock``) for as long as
-    the broker uses them, as Kafka's LogManager.lockLogDirs: a second broker on the same
-    directories, in another process or this one, refuses to start instead of writing over the
+    """The ``.lock`` file of every log directory, locked (`FileSystem.try_lock`: an exclusive
+    ``flock``, and on Linux a lock that Java's ``FileLock`` sees too) for as long as the broker
+    uses them, as Kafka's LogManager.lockLogDirs: a second broker on the same directories, in
+    another process or this one, or a Kafka broker, refuses to start instead of writing over the
     first one's segments and checkpoints. The file stays (empty) after release; partition
     directories are directories, so the loader never takes it for one. The lock goes with the
     process (kill -9 too) or with `release` at a clean stop."""
@@ -109,8 +110,8 @@ class LogDirLocks:
         if not held:
             fs.close(fd)
             raise LogDirInUseError(
-                f"Failed to acquire lock on file {LOCK_FILE} in {directory}: another broker, in another "
-                "process or in this one, is using this directory"
+                f"Failed to acquire lock on file {LOCK_FILE} in {directory}: another broker (odradek or "
+                "Kafka), in another process or in this one, is using this directory"
             )
         self._held.append((directory, fd))
 
