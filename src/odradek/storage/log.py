@@ -118,8 +118,8 @@ class Log:
         self._leo = 0
         self._hw = 0
         self.recovery_point = 0  # everything below it is flushed (fsynced); recovery starts at its segment
-        # the one on disk, where recovery would start (the cleaner's bound); a truncation lowers it
-        # at once, and `on_truncation` then writes the file
+        # the one on disk, where recovery would start (the cleaner's bound; set by the LogManager
+        # when it writes the file, which it does after a truncation that went below it)
         self.checkpointed_recovery_point = 0
         self.last_flush_ms = self._now()
         # a roll asks for everything below the new segment to be flushed, off the event loop
@@ -127,7 +127,7 @@ class Log:
         self.pending_flush_offset = -1
         self.on_flush_request: Callable[[Log], None] | None = None  # the LogManager runs the flush
         # a truncation asks for its directory's recovery-point checkpoint to be written before it
-        # returns (Kafka's LogManager.truncateTo): the file may hold a point above the new log end
+        # returns when the file holds a point above the new one (Kafka's LogManager.truncateTo)
         self.on_truncation: Callable[[Log], None] | None = None
         self._truncations = 0  # a flush that raced a truncation leaves the recovery point alone
         self.recovered_at_load: list[tuple[int, int]] = []  # (base offset, bytes) of each segment recovery read
@@ -658,8 +658,9 @@ class Log:
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and above ``offset`` (follower truncation); when something was
-        removed, ``on_truncation`` then checkpoints the recovery points of the log directory, so
-        that recovery after a power cut re-reads what is written above ``offset`` from now on."""
+        removed, ``on_truncation`` then checkpoints the recovery points of the log directory if
+        the file's is above the new one, so that recovery after a power cut re-reads what is
+        written above ``offset`` from now on."""
         self._check_online()
         if offset >= self._leo:  # Kafka: an epoch taken at election and never written in goes anyway
             try:
@@ -689,7 +690,6 @@ class Log:
                 self._leo = offset
                 self._truncations += 1
                 self.recovery_point = min(self.recovery_point, offset)
-                self.checkpointed_recovery_point = min(self.checkpointed_recovery_point, offset)
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
                 self.epoch_cache.truncate_from_end(offset)
@@ -713,7 +713,6 @@ class Log:
                 self._schedule_segment_delete(victims, now)
                 self._truncations += 1
                 self.log_start_offset = self._leo = self.recovery_point = self._hw = offset
-                self.checkpointed_recovery_point = min(self.checkpointed_recovery_point, offset)
                 self.cleaner_checkpoint = offset
                 self.log_start_dirty = True
                 self.epoch_cache.clear()

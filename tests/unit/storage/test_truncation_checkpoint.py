@@ -67,13 +67,21 @@ def test_a_truncation_writes_the_recovery_point_checkpoint_at_once(make_mgr, clo
     assert _checkpointed(m) == lg.checkpointed_recovery_point == 3  # was `old` until the next periodic write
 
 
-def test_a_truncation_past_the_log_end_writes_no_checkpoint(make_mgr, fs, clock):
-    """Nothing was cut (Kafka's truncateTo checkpoints only the logs it truncated)."""
+@pytest.mark.parametrize("where", ["past the log end", "within the active segment"])
+def test_a_truncation_at_or_above_the_checkpointed_recovery_point_writes_no_checkpoint(make_mgr, fs, clock, where):
+    """Past the log end nothing is cut (Kafka's truncateTo checkpoints only the logs it
+    truncated); within the active segment, above the file's recovery point, the file is right
+    as it is (Kafka writes it anyway): no fsynced write on the event loop."""
     m, lg, active = _flushed_and_checkpointed(make_mgr, clock)
+    for _ in range(2):
+        lg.append(batch(1, size=300, ts=clock.ms))
     renames = fs.calls.get("rename", 0)
-    lg.truncate_to(lg.log_end_offset)
+    at = lg.log_end_offset if where == "past the log end" else lg.log_end_offset - 1
+    assert at > active
+    lg.truncate_to(at)
+    assert lg.log_end_offset == at
     assert fs.calls.get("rename", 0) == renames  # no checkpoint file replaced
-    assert _checkpointed(m) == active
+    assert _checkpointed(m) == lg.checkpointed_recovery_point == active
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["truncate_to", "truncate_fully_and_start_at"])
