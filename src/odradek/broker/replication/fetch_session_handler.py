@@ -99,7 +99,7 @@ class FetchSessionHandler:
             self._set(partitions)
             return SessionFetch(self.session_id, INITIAL_EPOCH, partitions, [])
         old = self.partitions
-        to_send = [p for p in partitions if old.get(p.key) != p]
+        to_send = [p for p in partitions if (q := old.get(p.key)) is not p and q != p]
         if not to_send and len(partitions) == len(old):
             return SessionFetch(self.session_id, self.epoch, [], [])  # the usual case: nothing changed
         nxt = {p.key: p for p in partitions}
