@@ -99,9 +99,22 @@ class FetchSessionHandler:
             self._set(partitions)
             return SessionFetch(self.session_id, INITIAL_EPOCH, partitions, [])
         old = self.partitions
-        to_send = [p for p in partitions if (q := old.get(p.key)) is not p and q != p]
-        if not to_send and len(partitions) == len(old):
-            return SessionFetch(self.session_id, self.epoch, [], [])  # the usual case: nothing changed
+        to_send: list[PartitionRequest] = []
+        same_members = len(partitions) == len(old)
+        for p in partitions:
+            key = (p.topic, p.partition)
+            q = old.get(key)
+            if q is p:  # the usual case: an idle partition, the same request as last time
+                continue
+            if q is None or (q.topic_id is not p.topic_id and q.topic_id != p.topic_id):
+                same_members = False
+                to_send.append(p)
+                continue
+            if q != p:
+                to_send.append(p)
+            old[key] = p  # in place: the session's order stays
+        if same_members:  # every partition was in the session already (the same topic ids)
+            return SessionFetch(self.session_id, self.epoch, to_send, [])
         nxt = {p.key: p for p in partitions}
         forgotten = []
         for key, prev in old.items():
@@ -151,7 +164,10 @@ class FetchSessionHandler:
         old = self.partitions
         if self._names is not None and (
             len(partitions) != len(old)
-            or any((q := old.get(p.key)) is None or q.topic_id != p.topic_id for p in partitions)
+            or any(
+                (q := old.get(p.key)) is None or (q.topic_id is not p.topic_id and q.topic_id != p.topic_id)
+                for p in partitions
+            )
         ):
             self._names = None
         self.partitions = {p.key: p for p in partitions}

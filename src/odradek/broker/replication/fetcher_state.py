@@ -250,7 +250,7 @@ class FetcherState:
                 or r.last_fetched_epoch != st.last_fetched_epoch
                 or r.log_start_offset != log_start
                 or r.leader_epoch != st.leader_epoch
-                or r.topic_id != st.topic_id
+                or r.topic_id is not st.topic_id  # (a new id is a new PartitionFetchState)
             ):
                 r = st.request = PartitionRequest(
                     st.topic,
