@@ -23,7 +23,7 @@ the request shows it), or raises `MetadataTimeout`.
 The broker's registration is the ephemeral /brokers/ids/<id>: registering waits for a
 registration left by a previous run of the same broker (killed, its session not yet
 expired) to go, and a registration lost with an expired session is made again when
-ZooKeeper is back.
+ZooKeeper is back, tried again until it is made.
 
 kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on the loop.
 """
@@ -60,6 +60,8 @@ from odradek.cluster.store import (
 from odradek.cluster.zk_cache import CacheView, ZkCache
 
 log = logging.getLogger("odradek.cluster.zk")
+
+REREGISTER_RETRY_S = 0.5  # a registration lost with its session is tried again this often until made
 
 
 def build_snapshot(
@@ -127,6 +129,7 @@ class ZooKeeperMetadataStore:
         self._registration: BrokerInfo | None = None
         self._epoch = -1  # the czxid of the registration this store created (its broker epoch), -1 before
         self._session_lost = False
+        self._reregistering: asyncio.Task[None] | None = None
         self._dropping: set[tuple[str, int]] = set()  # deletion requests being acknowledged
         self._dropped: dict[str, uuid.UUID] = {}  # topics seen being deleted, until their znodes go
         self._acks: set[asyncio.Task[None]] = set()
@@ -158,6 +161,8 @@ class ZooKeeperMetadataStore:
 
     async def stop(self) -> None:
         self._started = False
+        if self._reregistering is not None:
+            self._reregistering.cancel()
         self.cache.stop()
         self.zk.remove_listener(self._session_state)
         if self._publisher is not None:
@@ -298,13 +303,24 @@ class ZooKeeperMetadataStore:
                 loop.call_soon_threadsafe(self._reregister, self._registration)
 
     def _reregister(self, broker: BrokerInfo) -> None:
-        async def register() -> None:
+        """Register again after the session expired, until it is done: an attempt that fails
+        (a dropped connection, ConnectionLoss, under load) is not asked for again by kazoo,
+        which reconnects with the same session (no new LOST). A later session's loss starts
+        another, which replaces this one."""
+        if self._reregistering is not None:
+            self._reregistering.cancel()
+        self._reregistering = asyncio.ensure_future(self._register_until_done(broker))
+
+    async def _register_until_done(self, broker: BrokerInfo) -> None:
+        while self._started:
             try:
                 await self._register(broker)
-            except Exception:
-                log.exception("re-registering broker %d failed", broker.node_id)
-
-        asyncio.ensure_future(register())
+                return
+            except Exception as e:  # noqa: BLE001 - retried: a broker must not run on unregistered
+                log.warning(
+                    "re-registering broker %d failed: %r; trying again in %.1f s", broker.node_id, e, REREGISTER_RETRY_S
+                )
+            await asyncio.sleep(REREGISTER_RETRY_S)
 
     # ------------------------------------------------------------------ topics
     async def create_topic(
