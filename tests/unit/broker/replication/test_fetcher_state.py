@@ -310,16 +310,23 @@ def test_a_response_to_a_request_no_longer_current_is_skipped(logs):
     assert isinstance(state.on_partition(req, PartitionData(0), follower, NOW), Skip)
 
 
-def test_a_partition_that_got_records_goes_to_the_end_of_the_request(logs):
-    """With more data than a response holds, every partition is first in turn (the first one
-    gets a batch larger than the limits)."""
+def _led_and_following(logs, n: int):
+    """`n` partitions of topic t, each led by broker 1 with one record, and broker 2's copies
+    (empty): the leaders by key, the followers in partition order."""
     leader_logs, follower_logs = logs("a"), logs("b")
-    leaders, fs = {}, []
-    for p in range(3):
+    leaders, followers = {}, []
+    for p in range(n):
         leader = partition(leader_logs, 1, 1, 0, p)
         leader.append_as_leader(batch(1), NOW, 1)
         leaders[leader.key] = leader
-        fs.append(partition(follower_logs, 2, 1, 0, p))
+        followers.append(partition(follower_logs, 2, 1, 0, p))
+    return leaders, followers
+
+
+def test_a_partition_that_got_records_goes_to_the_end_of_the_request(logs):
+    """With more data than a response holds, every partition is first in turn (the first one
+    gets a batch larger than the limits)."""
+    leaders, fs = _led_and_following(logs, 3)
     state = FetcherState(CONFIG)
     followers = follow(state, *fs)
     (req0, req1, req2) = state.build_fetch(NOW, followers)
@@ -332,13 +339,7 @@ def test_a_partition_that_got_records_goes_to_the_end_of_the_request(logs):
 def test_a_partition_whose_position_did_not_move_is_asked_with_the_same_request(logs):
     """A fetch session compares each partition with what it last sent: an idle partition gets
     the same request object again; one that appended, or a new leader epoch, a new one."""
-    leader_logs, follower_logs = logs("a"), logs("b")
-    leaders, fs = {}, []
-    for p in range(2):
-        leader = partition(leader_logs, 1, 1, 0, p)
-        leader.append_as_leader(batch(1), NOW, 1)
-        leaders[leader.key] = leader
-        fs.append(partition(follower_logs, 2, 1, 0, p))
+    leaders, fs = _led_and_following(logs, 2)
     state = FetcherState(CONFIG)
     followers = follow(state, *fs)
     first = state.build_fetch(NOW, followers)
