@@ -38,7 +38,10 @@ PY=.venv/bin/python
 
 # tier -> "folder|workers": 0 runs the tier in one pytest process; N > 0 runs its tests on N
 # xdist workers, then those marked serial alone. The cluster tier (three brokers and ZooKeeper
-# per test) gets at most 2; Spark at most 2 (a SparkSession per worker: 197 s against 247 s in
+# per test) runs one test at a time: beside a second cluster on this 2-core machine its fault
+# tests missed their liveness bounds (a new controller, an ISR shrinking or whole again, acks
+# resuming within 15-30 s) in two of three runs on 2026-11-27, each a different test, while each
+# passed alone; Spark at most 2 (a SparkSession per worker: 197 s against 247 s in
 # one process, both cores busy); the pipeline one process (its Spark jobs are child processes:
 # two workers took longer than one).
 # The fault tests' runs against Apache Kafka (marker kafka_case: a kill, failover or cut run on
@@ -52,7 +55,7 @@ declare -A TIER=(
     [sim]="tests/sim|$(( W < 2 ? W : 2 ))"
     [harness]="tests/harness|$W"
     [interop]="tests/interop|$W"
-    [cluster]="tests/cluster|$(( W < 2 ? W : 2 ))"
+    [cluster]="tests/cluster|0"
     [reference]="tests/reference|$W"
     [spark]="tests/spark|$(( W < 2 ? W : 2 ))"
     [pipeline]="tests/pipeline|0"
