@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from support.checker import History, Report, parse, value
 from support.clients import JavaClient
 
@@ -279,19 +279,29 @@ def read_all(bootstrap: str, history: History, topic: str, partitions: int, time
         c.close()
 
 
+#: librdkafka's answers for a leader that moved or is not reachable yet (a failover, a restart)
+_LEADER_MOVED = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+}
+
+
 def _high_watermark(c: Consumer, topic: str, partition: int, timeout: float) -> int:
     """The partition's high watermark, asked of its leader. librdkafka answers a leader it has
     cached that no longer leads (NOT_LEADER_OR_FOLLOWER, after a failover) with the error
-    rather than refreshing its metadata: on any error it is refreshed here and asked again,
-    until `timeout`, and the last error raised."""
+    rather than refreshing its metadata: on such an error (`_LEADER_MOVED`) it is refreshed here
+    and asked again, until `timeout`; any other error is raised at once."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             left = max(deadline - time.monotonic(), 1)
             _low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=left)
             return high
-        except KafkaException:
-            if time.monotonic() > deadline:
+        except KafkaException as e:
+            if time.monotonic() > deadline or e.args[0].code() not in _LEADER_MOVED:
                 raise
             c.list_topics(topic, timeout=5)  # a fresh look at who leads
             time.sleep(0.5)
