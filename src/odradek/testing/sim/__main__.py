@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import sys
+import time
 
 from odradek.testing.sim.profiles import PROFILES
 
@@ -45,8 +46,11 @@ def _worker(profile: str) -> int:
         line = line.strip()
         if not line:
             continue
+        cpu = time.process_time()
         r = run_seed(int(line), opts)
-        sys.stdout.write(json.dumps(r.to_json()) + "\n")
+        out = r.to_json()
+        out["cpu"] = round(time.process_time() - cpu, 4)  # this seed's CPU seconds: its cost, whatever the load
+        sys.stdout.write(json.dumps(out) + "\n")
         sys.stdout.flush()
     return 0
 

@@ -32,9 +32,29 @@ class BatchSummary:
     faults: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu_wall: float = 0.0  # the seeds' own wall times, summed
+    cpu: float = 0.0  # the seeds' own CPU seconds, summed (workers that report them)
     virtual: float = 0.0
     acked: int = 0
     jobs: int = 1
+
+    def add(self, r: dict[str, Any]) -> None:
+        """Count one seed's result line (a worker's JSON, or a line read back from a .jsonl)."""
+        self.seeds += 1
+        self.virtual += r.get("virtual", 0.0)
+        self.cpu_wall += r.get("wall", 0.0)
+        self.cpu += r.get("cpu", 0.0)
+        self.acked += r.get("stats", {}).get("acked", 0)
+        self.faults.update(r.get("faults", []))
+        if not r.get("ok", False):
+            self.failed.append(r)
+            self.kinds.update(set(r.get("kinds", [])))
+            self.known.update(r.get("known", []))
+            if r.get("unexplained", r.get("kinds")):
+                self.unexplained.append(r)
+
+    def sort(self) -> None:
+        self.failed.sort(key=lambda r: r["seed"])
+        self.unexplained.sort(key=lambda r: r["seed"])
 
     @property
     def seeds_per_s(self) -> float:
@@ -45,7 +65,8 @@ class BatchSummary:
             f"{self.seeds} seeds ({self.profile} profile) in {self.wall:.1f} s with {self.jobs} processes: "
             f"{self.seeds_per_s:.2f} seeds/s, {self.virtual * 3 / 60 / max(self.wall, 1e-9):.1f} simulated "
             f"broker-minutes per wall second ({self.virtual / 60:.0f} simulated minutes, 3 brokers), "
-            f"{self.acked} acknowledged writes checked",
+            f"{self.acked} acknowledged writes checked"
+            + (f"; {self.cpu / self.seeds:.2f} CPU-s per seed" if self.cpu and self.seeds else ""),
             f"seeds with anomalies: {len(self.failed)} ({len(self.unexplained)} not explained by a known bug)",
         ]
         for kind, n in sorted(self.kinds.items()):
@@ -77,6 +98,7 @@ class _Worker:
         )
         self.seed: int | None = None
         self.since = 0.0
+        self.cpu_since = 0.0
 
     @property
     def stdout(self) -> IO[str]:
@@ -85,9 +107,23 @@ class _Worker:
 
     def give(self, seed: int) -> None:
         assert self.proc.stdin is not None
-        self.seed, self.since = seed, time.monotonic()
+        self.seed, self.since, self.cpu_since = seed, time.monotonic(), self.cpu_seconds()
         self.proc.stdin.write(f"{seed}\n")
         self.proc.stdin.flush()
+
+    def cpu_seconds(self) -> float:
+        """The worker process's CPU time so far (user + system, /proc/<pid>/stat); 0 where unreadable."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def hung(self, now: float, seed_timeout: float, wall_timeout: float) -> bool:
+        if self.seed is None:
+            return False
+        return self.cpu_seconds() - self.cpu_since > seed_timeout or now - self.since > wall_timeout
 
     def stop(self) -> None:
         try:
@@ -105,6 +141,7 @@ def run_batch(
     jobs: int | None = None,
     profile: str = "ci",
     seed_timeout: float = 120.0,
+    wall_timeout: float = 1800.0,
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchSummary:
     todo = list(seeds)
@@ -121,17 +158,7 @@ def run_batch(
         return w
 
     def record(r: dict[str, Any]) -> None:
-        summary.seeds += 1
-        summary.virtual += r.get("virtual", 0.0)
-        summary.cpu_wall += r.get("wall", 0.0)
-        summary.acked += r.get("stats", {}).get("acked", 0)
-        summary.faults.update(r.get("faults", []))
-        if not r.get("ok", False):
-            summary.failed.append(r)
-            summary.kinds.update(set(r.get("kinds", [])))
-            summary.known.update(r.get("known", []))
-            if r.get("unexplained", r.get("kinds")):
-                summary.unexplained.append(r)
+        summary.add(r)
         if on_result is not None:
             on_result(r)
 
@@ -169,9 +196,8 @@ def run_batch(
                 w.stop()
         now = time.monotonic()
         for w in list(workers):
-            if w.seed is not None and now - w.since > seed_timeout:
+            if w.hung(now, seed_timeout, wall_timeout):
                 replace(w, "hang")
     summary.wall = time.monotonic() - started
-    summary.failed.sort(key=lambda r: r["seed"])
-    summary.unexplained.sort(key=lambda r: r["seed"])
+    summary.sort()
     return summary
