@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from odradek.broker.config import BY_NAME, BY_TOPIC_NAME, SETTINGS, BrokerConfig, ConfigError, Setting
+from odradek.broker.config import BrokerConfig
+from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.protocol.errors import ErrorCode
 

@@ -7,9 +7,9 @@ know, which Kafka would store)."""
 
 from __future__ import annotations
 
-from odradek.broker.config import BY_NAME, BY_TOPIC_NAME
 from odradek.broker.config_admin import RESOURCE_TOPIC
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME
 from odradek.protocol.errors import ErrorCode
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
