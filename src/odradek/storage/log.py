@@ -37,6 +37,7 @@ from . import retention
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
+from .file_cache import OpenFile
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
 from .log_dir import LogDirState, parse_log_dir_name
@@ -65,9 +66,13 @@ class AppendOrigin(enum.Enum):
 
 
 class FileRegion(NamedTuple):
+    """Bytes of a segment file for a Fetch to send. ``file`` keeps the descriptor open until
+    the region is gone, whatever the file cache (file_cache.py) does meanwhile."""
+
     fd: int
     position: int
     length: int
+    file: OpenFile | None = None
 
 
 @dataclass(slots=True)
@@ -484,7 +489,8 @@ class Log:
                     stop, nxt = start + size, last + 1
                 if first < 0:
                     first = base
-                regions.append(FileRegion(seg.fd, start, stop - start))
+                f = seg.file
+                regions.append(FileRegion(f.fd, start, stop - start, f))
                 total += stop - start
                 next_offset = nxt if nxt >= 0 else seg.next_offset
                 if stop < end_pos or total >= max_bytes:
