@@ -25,12 +25,17 @@ files, counted here; the owner brings the count back under the capacity on its n
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["FileCache", "OpenFile", "raise_open_file_limit", "default_capacity"]
+__all__ = ["FileCache", "OpenFile", "raise_open_file_limit", "default_capacity", "CREATE_RESERVE"]
+
+#: descriptors a creation needs beside the segment files it opens: each index and checkpoint
+#: write opens one file at a time, and the broker must still accept a connection or two
+CREATE_RESERVE = 64
 
 log = logging.getLogger("odradek.storage")
 
@@ -72,6 +77,16 @@ class FileCache:
         self._ring: OrderedDict[Any, None] = OrderedDict()  # segments holding an OpenFile, oldest first
         self._lock = threading.RLock()  # (an OpenFile let go under it closes under it)
         self._owner = threading.get_ident()
+        self._abandoned = False
+
+    def abandon(self) -> None:
+        """Its descriptors were closed behind its back (a simulated process death closes every
+        descriptor): its files never close a descriptor again, which by now may be another's."""
+        with self._lock:
+            self._abandoned = True
+            for seg in self._ring:
+                seg._file = None
+            self._ring.clear()
 
     def bind_owner(self) -> None:
         """The calling thread (the event loop's) is the one that closes cold files."""
@@ -104,6 +119,31 @@ class FileCache:
             self._ring.pop(seg, None)
             seg._file = None
 
+    def room_for(self, segments: int) -> str | None:
+        """Why opening ``segments`` new segments (new partitions' first ones) could run out of
+        descriptors now, or None. They enter this cache, which closes cold files past its
+        capacity: at most ``capacity`` minus what it holds are added, plus CREATE_RESERVE."""
+        try:
+            in_use = len(os.listdir("/proc/self/fd"))  # (Linux; elsewhere no check)
+        except OSError:
+            return None
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with self._lock:
+            held = len(self._ring)
+        room = self.capacity - held if self.capacity is not None else segments
+        need = min(segments, max(room, 0)) + CREATE_RESERVE
+        free = limit - in_use
+        if need <= free:
+            return None
+        return (
+            f"not enough file descriptors for {segments} new partition(s) on this broker: up to {need} more "
+            f"needed, {free} of {limit} free ({in_use} open, {self.open_files} of them segment files, at most "
+            f"{self.capacity} kept open by log.open.segments.max); raise the open-file limit or lower "
+            "log.open.segments.max"
+        )
+
     def _evict(self) -> None:
         ring = self._ring
         budget = 2 * len(ring)  # every entry gets its second chance at most once per pass
@@ -119,6 +159,8 @@ class FileCache:
             self.evictions += 1
 
     def _closed(self, fd: int) -> None:
+        if self._abandoned:
+            return
         try:
             self.fs.close(fd)
         except OSError as e:  # (from __del__: nowhere to raise to)

@@ -39,6 +39,14 @@ class FileSystem:
             cache = self._file_cache = FileCache(self)
         return cache
 
+    def forget_open_files(self) -> None:
+        """Every descriptor of this file system's segment files was closed behind its back (a
+        simulated process death): the next incarnation starts with a new file cache, and the old
+        one's files close nothing (file_cache.py `FileCache.abandon`)."""
+        if self._file_cache is not None:
+            self._file_cache.abandon()
+            self._file_cache = None
+
     def open(self, path: str, *, create: bool = False) -> int:
         raise NotImplementedError
 

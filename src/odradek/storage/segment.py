@@ -336,7 +336,8 @@ class LogSegment:
         ``infos``: per batch (position relative to this write, last offset, max timestamp,
         size)."""
         base = self.size
-        self.fs.pwritev(self.fd, buffers, base, size)
+        f = self.file  # held across the write (the cleaner appends in its thread)
+        self.fs.pwritev(f.fd, buffers, base, size)
         for rel, last, max_ts, sz in infos:
             self._index_batch(base + rel, last, max_ts, sz)
         self._tail = (base + infos[0][0], self.next_offset)
