@@ -200,3 +200,48 @@ def test_the_open_file_limit_is_raised_to_the_hard_limit():
     assert now == soft and before <= now
     assert hard == resource.RLIM_INFINITY or soft == hard
     assert default_capacity(20000) == 10000 and default_capacity(10) == 16
+
+
+def test_room_for_new_partitions_counts_free_descriptors_against_what_the_cache_may_add(fs):
+    import resource
+
+    from odradek.storage.file_cache import CREATE_RESERVE, FileCache
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 200, hard))
+    try:
+        cache = FileCache(fs, capacity=1000)
+        problem = cache.room_for(500)  # up to 500 more files + the reserve: more than ~200 free
+        assert problem is not None and "log.open.segments.max" in problem and "500 new partition" in problem
+        assert cache.room_for(100) is None  # 100 + 64 fit
+        cache.capacity = 50  # the cache closes cold files past 50: at most 50 more, whatever the count
+        assert cache.room_for(100_000) is None
+        cache.capacity = 200 - CREATE_RESERVE + 50
+        assert cache.room_for(100_000) is not None
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_files_whose_descriptors_died_with_their_process_close_nothing_later(make_mgr, fs, tmp_path):
+    """The simulator's process death closes every descriptor behind the cache's back; the number
+    is reused by the next incarnation, which the old segment's file must not close."""
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    lg.append(batch(1))
+    seg = lg.active_segment
+    f = seg.file
+    os.close(f.fd)  # the process died
+    fs.forget_open_files()
+    other = os.open(tmp_path / "other", os.O_RDWR | os.O_CREAT)  # the next incarnation gets that number
+    try:
+        assert other == f.fd
+        del f
+        assert seg._file is None
+        import gc
+
+        gc.collect()
+        os.fstat(other)  # still open
+        assert fs.file_cache is not None and len(fs.file_cache) == 0  # a new cache
+    finally:
+        os.close(other)
