@@ -20,6 +20,7 @@ locking (copy-on-write).
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import os
 import threading
@@ -51,6 +52,7 @@ __all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo", "Appe
 log = logging.getLogger("odradek.storage")
 
 _SNAPSHOTS_KEPT = 4
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's open-file limit
 _INT32_MAX = 2**31 - 1
 
 
@@ -163,6 +165,10 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
 
     def _fail(self, exc: BaseException) -> NoReturn:
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS:
+            # a file (re)opened by the file cache: nothing was written, the directory is sound,
+            # only this request fails (KAFKA_STORAGE_ERROR: a client retries)
+            raise KafkaStorageError(f"out of file descriptors in {self.dir}: {exc}") from exc
         self.dir_state.fail(exc)
         raise KafkaStorageError(f"I/O error in {self.dir}: {exc}") from exc
 

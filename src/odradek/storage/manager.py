@@ -30,7 +30,7 @@ from .config import LogConfig, LogManagerConfig
 from .errors import KafkaStorageError, StorageError
 from .file_cache import default_capacity, raise_open_file_limit
 from .fs import FileSystem, OSFileSystem
-from .log import Log
+from .log import OUT_OF_DESCRIPTORS, Log
 from .log_dir import LogDirState, parse_log_dir_name
 from .segment import LogSegment
 
@@ -229,11 +229,16 @@ class LogManager:
         d = min(online, key=lambda x: (counts[x], online.index(x)))
         state = self._dirs[d]
         path = os.path.join(d, f"{topic}-{partition}")
+        existed = self.fs.exists(path)
         try:
             self.fs.makedirs(path)
             lg = Log.load(self.fs, path, config, state, clean=True, clock=self.clock)
             self.fs.fsync_dir(d)
         except OSError as e:
+            if e.errno in OUT_OF_DESCRIPTORS:  # not the directory's fault: leave no half-made log
+                if not existed:
+                    self.fs.rmtree(path)
+                raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
             state.fail(e)
             raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
         self._adopt((topic, partition), lg)

@@ -245,3 +245,29 @@ def test_files_whose_descriptors_died_with_their_process_close_nothing_later(mak
         assert fs.file_cache is not None and len(fs.file_cache) == 0  # a new cache
     finally:
         os.close(other)
+
+
+def test_running_out_of_descriptors_fails_the_request_not_the_directory(make_mgr, fs, tmp_path):
+    import errno
+
+    import pytest
+
+    from odradek.storage import KafkaStorageError
+
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    lg.append(batch(2))
+    lg.active_segment.release_file()
+    fs.fail("open", errno.EMFILE, path="t-0")  # reopening the segment file: the process is out
+    with pytest.raises(KafkaStorageError, match="out of file descriptors"):
+        lg.append(batch(1))
+    assert not lg.dir_state.offline
+    assert lg.append(batch(1)).first_offset == 2  # nothing was written by the failed one
+    assert offsets_of(lg.read_bytes(0, 1 << 20)) == [0, 1, 2]
+    # a creation that runs out leaves no directory behind, and the log directory online
+    fs.fail("open", errno.EMFILE, path="u-0")
+    with pytest.raises(KafkaStorageError):
+        m.create_log("u", 0, LogConfig())
+    assert not (tmp_path / "d1" / "u-0").exists() and not lg.dir_state.offline
+    assert m.get_log("u", 0) is None
+    m.create_log("u", 0, LogConfig()).append(batch(1))
