@@ -83,6 +83,9 @@ class LogManager:
         self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
         self._shutting_down = False
         self._loaded = False
+        # the thread that makes the manager (the event loop's) closes cold segment files, not
+        # the worker thread that loads the logs
+        self.fs.file_cache.bind_owner()
         if config is not None:
             self.reconfigure(config)
 
