@@ -92,12 +92,14 @@ class TopicAdmin:
         if self.file_cache is None:
             return None
         here = sum(1 for replicas in assignment if self.node_id in replicas)
-        return self.file_cache.room_for(here) if here else None
+        problem = self.file_cache.room_for(here) if here else None
+        if problem is not None:
+            log.warning("refused to create partitions: %s", problem)
+        return problem
 
     def _check_room(self, assignment: Sequence[Sequence[int]]) -> None:
         problem = self.room_problem(assignment)
         if problem is not None:
-            log.warning("refused to create partitions: %s", problem)
             raise PolicyViolationError(problem)
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:

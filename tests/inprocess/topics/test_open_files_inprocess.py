@@ -8,6 +8,7 @@ low open-file limit, at 2,000 partitions.)"""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import resource
 
@@ -107,7 +108,9 @@ def test_segment_files_open_stay_under_the_budget_while_1000_partitions_are_writ
     asyncio.run(main())
 
 
-def test_a_creation_beyond_the_free_descriptors_is_refused_whole(tmp_path):
+def test_a_creation_beyond_the_free_descriptors_is_refused_whole(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="odradek.broker.topics")
+
     async def main():
         async with InProcessBroker(tmp_path, {"log.open.segments.max": "1000"}) as b:
             soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -125,3 +128,4 @@ def test_a_creation_beyond_the_free_descriptors_is_refused_whole(tmp_path):
                 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
     asyncio.run(main())
+    assert "refused to create partitions" in caplog.text
