@@ -122,7 +122,19 @@ def summarize(paths: list[str]) -> str:
 
 
 def _idle() -> None:
-    """SCHED_IDLE for this process and the workers it starts (they inherit it)."""
+    """SCHED_IDLE for this process and the workers it starts (they inherit it), in a session of
+    its own whose autogroup is niced to 19: where the kernel groups processes by session
+    (`/proc/sys/kernel/sched_autogroup_enabled`), SCHED_IDLE only yields within the group, and
+    the group itself would take a fair share beside every other session's."""
+    try:
+        os.setsid()  # a new session: a new autogroup, holding this run alone
+    except OSError:
+        pass  # already a session leader
+    try:
+        with open("/proc/self/autogroup", "w", encoding="ascii") as f:
+            f.write("19")
+    except OSError:
+        pass  # no autogroups here: SCHED_IDLE alone is what counts
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
