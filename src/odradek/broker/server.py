@@ -203,6 +203,7 @@ class Broker:
             dirs = tuple(d for d in (read_meta_properties(d).get("directory.id") for d in config["log.dirs"]) if d)
             lost = note_host_boot(self.fs, config["log.dirs"], self._boot_id())
             registration = {"directory_ids": dirs, "may_lack_unflushed": lost}
+            await store.end_previous_registration(dirs)  # before this run follows or leads anything
         lm = self.log_manager = self._log_manager(store, topic_configs)
         await asyncio.to_thread(lm.load)
         services = self.services = self._build_services(store, next_block, topic_configs, lm)

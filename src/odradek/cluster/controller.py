@@ -142,6 +142,18 @@ ZkOp = tuple[str, tuple[str | bytes, ...], dict[str, int]]
 Unit = list[ZkOp]
 
 
+def _registered(st: L.PartitionState) -> Unit:
+    """The checks a partition state's write carries: every ISR member of a partition with a
+    leader is still registered. The controller decides from its watched copy, which may not
+    show yet that a registration is gone (a broker back from a crash ends its previous run's
+    registration first: zookeeper.py); ZooKeeper then refuses the write, and the partition is
+    decided again from the newer state. (A leaderless partition's ISR is a memory of its last
+    members, as in Kafka: not checked.)"""
+    if st.leader < 0:
+        return []
+    return [("check", (L.broker_path(b),), {"version": -1}) for b in st.isr]
+
+
 class Controller:
     def __init__(
         self, zk: KazooClient, store: ZooKeeperMetadataStore, node_id: int, config: ControllerConfig | None = None
@@ -785,12 +797,11 @@ class Controller:
                 unit.append(("create", (L.partition_path(topic, p), b""), {}))
             unit.append(("create", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {}))
             keys.append((topic, p))
-            units.append(unit)
+            units.append(unit + _registered(st))
         for topic, p, st, version in updates:
             keys.append((topic, p))
-            units.append(
-                [("set_data", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {"version": version})]
-            )
+            path, data = L.partition_state_path(topic, p), L.encode_partition_state(st)
+            units.append([("set_data", (path, data), {"version": version}), *_registered(st)])
         return keys, units
 
     def _write_states_sync(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
@@ -816,6 +827,7 @@ class Controller:
         unit: Unit = [("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})]
         for t, p, st, v in updates:
             unit.append(("set_data", (L.partition_state_path(t, p), L.encode_partition_state(st)), {"version": v}))
+            unit += _registered(st)
         return not self._commit([unit])
 
     async def _write_topic(
