@@ -382,6 +382,7 @@ class Controller:
         states = self._states(view)
         sessions = view.broker_sessions
         restarted = {b for b, czxid in sessions.items() if self._sessions.get(b, czxid) != czxid}
+        lost = {b for b, info in view.brokers.items() if info.may_lack_unflushed}
         creates: list[tuple[str, int, L.PartitionState]] = []
         updates: list[Update] = []
         decided = True
@@ -401,7 +402,9 @@ class Controller:
                     st = cached.state
                     if st.leader in self._shutting_down and st.leader in view.brokers:
                         continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
-                    new = reconcile_partition(st, replicas, live, sessions, restarted, self.epoch, unclean=unclean_ok)
+                    new = reconcile_partition(
+                        st, replicas, live, sessions, restarted, self.epoch, unclean=unclean_ok, lost=lost
+                    )
                     if new is not None:
                         updates.append((topic, p, new, cached.version))
             except Exception:
