@@ -2,7 +2,8 @@
 
 Two controllers against a real ZooKeeper, in this process: A is elected, loses /controller
 (as when its session expires), B is elected and increments the epoch; A's next write of a
-partition state is refused as a whole and leaves ZooKeeper unchanged.
+partition state is refused as a whole and leaves ZooKeeper unchanged. A write naming an ISR
+member that is not registered is refused too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from kazoo.client import KazooClient
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster import zk_layout as L
 from odradek.cluster.controller import Controller, Deposed
+from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.zk_client import cluster_id
 
 pytestmark = pytest.mark.cluster
@@ -52,6 +54,12 @@ def test_a_deposed_controllers_writes_are_refused(zk_server):
         assert elect(a) and a.epoch == 1
         assert not elect(b)  # /controller is taken
         st = L.PartitionState(1, 0, (1, 2), a.epoch)
+        # every ISR member a write names must be registered (a previous run's registration
+        # ended by its successor admits nothing: docs/cluster.md "A broker that restarted")
+        a_zk.create(L.broker_path(1), L.encode_broker(BrokerInfo(1, "h1", 9092)), ephemeral=True)
+        assert a._write_states_sync([("t", 0, st)], []) == {("t", 0)}
+        assert a_zk.exists(L.partition_state_path("t", 0)) is None
+        b_zk.create(L.broker_path(2), L.encode_broker(BrokerInfo(2, "h2", 9092)), ephemeral=True)
         assert a._write_states_sync([("t", 0, st)], []) == set()
         data, stat = a_zk.get(L.partition_state_path("t", 0))
         assert L.decode_partition_state("t", 0, data) == st
