@@ -36,7 +36,9 @@ PY=.venv/bin/python
 
 # tier -> "folder|workers": 0 runs the tier in one pytest process; N > 0 runs its tests on N
 # xdist workers, then those marked serial alone. The cluster tier (three brokers and ZooKeeper
-# per test) gets at most 2; Spark and the pipeline share one SparkSession per process.
+# per test) gets at most 2; Spark at most 2 (a SparkSession per worker: 197 s against 247 s in
+# one process, both cores busy); the pipeline one process (its Spark jobs are child processes:
+# two workers took longer than one).
 W="$WORKERS"
 declare -A TIER=(
     [unit]="tests/unit|0"
@@ -46,7 +48,7 @@ declare -A TIER=(
     [interop]="tests/interop|$W"
     [cluster]="tests/cluster|$(( W < 2 ? W : 2 ))"
     [reference]="tests/reference|$W"
-    [spark]="tests/spark|0"
+    [spark]="tests/spark|$(( W < 2 ? W : 2 ))"
     [pipeline]="tests/pipeline|0"
 )
 ALL="unit inprocess sim harness interop cluster reference spark pipeline"
@@ -80,6 +82,9 @@ if [ "$paths" = 1 ]; then
     exec "$PY" -m pytest "${args[@]}"
 fi
 
+# full runs name each run's slowest tests (what to shorten when the budget is missed)
+durations=()
+[ "$fast" = 1 ] || durations=(--durations=10)
 REPORTS="$(mktemp -d)"
 trap 'rm -rf "$REPORTS"' EXIT
 runs=0
@@ -88,7 +93,7 @@ runs=0
 pytest_ok() {
     local rc=0
     runs=$((runs + 1))
-    "$PY" -m pytest --junitxml="$REPORTS/run$runs.xml" "$@" || rc=$?
+    "$PY" -m pytest --junitxml="$REPORTS/run$runs.xml" "${durations[@]}" "$@" || rc=$?
     [ "$rc" = 0 ] || [ "$rc" = 5 ]
 }
 
@@ -103,6 +108,13 @@ run_tier() {  # $1 = tier; returns non-zero when a run of it failed
         pytest_ok "$folder" "${args[@]}" || ok=1
     fi
     return "$ok"
+}
+
+# the machine's busy and total CPU jiffies (/proc/stat), to print how many cores each tier kept busy
+cpu_now() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
+busy_cores() {  # $1 $2 = cpu_now before, $3 $4 = after
+    awk -v b="$1" -v t="$2" -v b2="$3" -v t2="$4" -v n="$(nproc)" \
+        'BEGIN{ if (t2 > t) printf "%.1f", (b2 - b) / (t2 - t) * n; else printf "-" }'
 }
 
 setup="installs and lints"
@@ -121,12 +133,15 @@ for t in $tiers; do
     fi
     echo "==> tier $t ($folder)"
     t0=$(date +%s)
+    read -r c0 j0 < <(cpu_now)
     if run_tier "$t"; then result=passed; else result=FAILED; failed=1; fi
-    summary+=("$(printf '%-10s %7ss  %s' "$t" "$(( $(date +%s) - t0 ))" "$result")")
+    read -r c1 j1 < <(cpu_now)
+    summary+=("$(printf '%-10s %7ss  %-7s %s cores busy' "$t" "$(( $(date +%s) - t0 ))" "$result" \
+        "$(busy_cores "$c0" "$j0" "$c1" "$j1")")")
 done
 
 echo
-echo "==> tiers (wall time)"
+echo "==> tiers (wall time; cores busy: the whole machine's CPU use over the tier, of $(nproc))"
 printf '%s\n' "${summary[@]}"
 printf '%-10s %7ss\n' all "$(( $(date +%s) - T_START ))"
 # one closing line over every run (pytest's own are spread over the tiers above)

@@ -307,7 +307,13 @@ def _skip_unless(kind: str) -> None:
 
 
 def _history(m: Member, since_start: bool = True) -> list[tuple]:
-    return [(ev["ev"], tuple(ev["partitions"]), tuple(ev["all"]), ev.get("gen", -1)) for ev in m.rebalance_events()]
+    """(event, partitions, all owned, generation) of each rebalance callback. An empty assignment
+    of a member that owns nothing is left out: with cooperative-sticky a joining member's first
+    generation gives it nothing, and whether it completes that generation (its SyncGroup answered)
+    before the leader's rejoin starts the next one is a race, on Kafka as on odradek (seen once
+    each way under load)."""
+    events = [(ev["ev"], tuple(ev["partitions"]), tuple(ev["all"]), ev.get("gen", -1)) for ev in m.rebalance_events()]
+    return [e for e in events if not (e[0] == "assigned" and not e[1] and not e[2])]
 
 
 def _group_run(kind: str, assignor: str, tmp_path, partitions: int = 4):

@@ -116,6 +116,23 @@ def test_a_leader_back_from_a_power_cut_does_not_lead_with_its_shorter_log():
     assert [a for a in found if a.split(": ", 1)[1].startswith("lost")] == []
 
 
+# ----------------------------------------------------------------- storage (fixed: power-gap)
+def test_a_power_cut_between_a_roll_and_its_flush_leaves_no_hole_in_the_log():
+    """Seeds 410, 554, 574, 585 (ci, issue 25): a broker loses power a few ms after a roll, before
+    the flush the roll asked for (seed 410: t-0 on b1 rolls to 24 at 6.364 s, power cut at
+    6.412 s). The rolled segment (12.log) lost its bytes, the new one's empty file survived,
+    and recovery took the log end to be 24: a hole over 12-23, the replica looked caught up and
+    diverged from its leader (or lost acknowledged records). Recovery now ends the log at a
+    segment above the recovery point that ends before the next one's base offset."""
+    found, ends = [], 0
+    for seed in (410, 554, 574, 585):
+        r = run_seed(seed, CI)
+        found += [f"seed {seed}: {a}" for a in r.anomalies]
+        ends += sum(n for t, n in r.templates.items() if "the log ends there" in t)
+    assert found == []
+    assert ends > 0  # the hole was there, and recovery ended the log at it
+
+
 # ----------------------------------------------------------------- the controller (fixed: session-window)
 # Seed 26's faults: b2 and b3 cut one way (b3 leaves the ISRs b2 leads), then b2 (the controller,
 # leading) paused and b1 (its only in-sync follower) losing power at once; both back together.

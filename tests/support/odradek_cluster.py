@@ -86,10 +86,21 @@ class _ZooKeeperView:
         """Each broker's own address for clients (to ask a broker directly)."""
         return [b.bootstrap for b in self.brokers.values()]
 
-    def snapshot(self) -> ClusterSnapshot:
-        if self._zk is None:
-            self._zk = connect(self.zookeeper_connect, 10000, 10000)
-        return build_snapshot(read_view(self._zk))
+    def snapshot(self, timeout: float = 30) -> ClusterSnapshot:
+        """The cluster as ZooKeeper holds it. This reader's own ZooKeeper connection may drop
+        under load or while ZooKeeper restarts (kazoo's ConnectionLoss): it is retried, with a new
+        session once the old one is lost, for up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self._zk is None:
+                    self._zk = connect(self.zookeeper_connect, 10000, 10000)
+                return build_snapshot(read_view(self._zk))
+            except KazooException:
+                if time.monotonic() > deadline:
+                    raise
+                self._reconnect_if_lost()
+                time.sleep(0.1)
 
     def _close_zk(self) -> None:
         if self._zk is not None:
@@ -105,13 +116,9 @@ class _ZooKeeperView:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                snap = self.snapshot()
-            except KazooException as e:  # ZooKeeper restarting: this reader's session may be gone
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
-                self._reconnect_if_lost()
-                time.sleep(0.1)
-                continue
+                snap = self.snapshot(timeout=max(deadline - time.monotonic(), 0))
+            except KazooException as e:  # ZooKeeper restarting, for longer than the wait
+                raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {e!r}") from e
             if condition(snap):
                 return snap
             if time.monotonic() > deadline:
@@ -151,9 +158,12 @@ class OdradekCluster(_ZooKeeperView):
         replication_proxies: bool = False,
         zookeeper_proxies: bool = False,
         broker_env: dict[int, dict[str, str]] | None = None,
+        broker_overrides: dict[int, dict] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=250)
+        #: settings of one broker only (e.g. its broker.rack), over `overrides`
+        self.broker_overrides = broker_overrides or {}
         self.overrides = {
             "zookeeper.session.timeout.ms": SESSION_MS,
             "offsets.topic.num.partitions": 6,
@@ -205,6 +215,7 @@ class OdradekCluster(_ZooKeeperView):
                     "broker.id": i,
                     **({"metrics.listener": f"127.0.0.1:{self.metrics_ports[i]}"} if self.metrics_ports else {}),
                     **self.overrides,
+                    **self.broker_overrides.get(i, {}),
                 },
                 port=client_port,
                 extra_env=self.broker_env.get(i),

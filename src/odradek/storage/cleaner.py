@@ -2,8 +2,9 @@
 
 One pass over a log:
 1. The cleanable range ends at the first uncleanable offset: the active segment's base, the
-   first open transaction, the high watermark, and the first segment younger than
-   min.compaction.lag.ms, rounded down to a segment boundary. The dirty section starts at
+   first open transaction, the high watermark, the checkpointed recovery point (odradek's
+   rule: a cleaned segment's holes are never above it, see loader.py) and the first segment
+   younger than min.compaction.lag.ms, rounded down to a segment boundary. The dirty section starts at
    the cleaner checkpoint. Skip unless dirty/total >= min.cleanable.dirty.ratio (or a
    delete horizon or max.compaction.lag.ms is due).
 2. Build key -> latest offset over the dirty section, whole segments in order while the map
@@ -137,6 +138,9 @@ def _first_uncleanable(lg: Log, segs, now: int) -> int:
     if unstable is not None:
         fuo = min(fuo, unstable)
     fuo = min(fuo, lg.high_watermark)
+    # only what a crash cannot take: recovery reads the segments above the checkpointed
+    # recovery point as written in order, a hole there being a lost tail (loader.py)
+    fuo = min(fuo, lg.checkpointed_recovery_point)
     if cfg.min_compaction_lag_ms > 0:
         for seg in segs[:-1]:
             if seg.size and now - seg.largest_timestamp() < cfg.min_compaction_lag_ms:

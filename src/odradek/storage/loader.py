@@ -20,7 +20,15 @@ Steps, in order:
    the recovery point to the end, are recovered, as Kafka's recoverLog: every batch is validated
    (framing, magic, CRC32C, offsets increasing), the indexes are rebuilt, the leader-epoch
    cache entries from there on come from the batch headers, and at the first invalid or
-   incomplete batch the segment is cut and the unflushed segments after it are deleted. The
+   incomplete batch the segment is cut and the unflushed segments after it are deleted; so are
+   they after a segment that ends before the next one's base offset (a hole: the segment lost
+   its unflushed tail to a power cut while the file of the segment rolled after it survived;
+   Kafka's loader accepts such a hole, odradek takes the log end to be there). No legitimate
+   hole lies there: the cleaner rewrites only segments below the checkpointed recovery point
+   (cleaner.py), and the leader assigns consecutive offsets. A follower of a compacted topic
+   can roll at a batch past its log end (whole batches cleaned away on its leader): after an
+   unclean stop it drops the segments after such a boundary above its recovery point, and
+   fetches them again. The
    segments below the recovery point were flushed (fsynced) before it moved there, and are
    not read: a checksum error in one of them is not looked for here (Kafka's rule too; a
    follower's fetch or a consumer's CRC check finds it). The transaction indexes of the
@@ -286,6 +294,19 @@ class LogLoader:
             expected = seg.next_offset
             if dropped:
                 truncated_bytes += dropped
+                cut_at = i + 1
+                break
+            if i + 1 < len(ordered) and expected < ordered[i + 1].base_offset:
+                # a hole above the recovery point: this segment lost its tail to a power cut
+                # before the flush its roll asked for, the later one's file survived
+                log.warning(
+                    "%s: segment %d ends at offset %d, before the next segment (%d): its unflushed tail "
+                    "was lost, the log ends there",
+                    self.dir,
+                    seg.base_offset,
+                    expected,
+                    ordered[i + 1].base_offset,
+                )
                 cut_at = i + 1
                 break
         if cut_at is not None:

@@ -117,6 +117,7 @@ class Log:
         self._leo = 0
         self._hw = 0
         self.recovery_point = 0  # everything below it is flushed (fsynced); recovery starts at its segment
+        self.checkpointed_recovery_point = 0  # the one on disk, where recovery would start (the cleaner's bound)
         self.last_flush_ms = self._now()
         # a roll asks for everything below the new segment to be flushed, off the event loop
         # (Kafka's flushUptoOffsetExclusive(newSegment.baseOffset)); -1: nothing asked
@@ -236,6 +237,7 @@ class Log:
         self._leo = loaded.log_end_offset
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
+        self.checkpointed_recovery_point = min(max(recovery_point, 0), loaded.log_end_offset)
         self.recovered_at_load = loaded.recovered
         self._hw = loaded.high_watermark
         self.producer_state.on_high_watermark_updated(self._hw)
@@ -726,6 +728,7 @@ class Log:
                 self._leo = offset
                 self._truncations += 1
                 self.recovery_point = min(self.recovery_point, offset)
+                self.checkpointed_recovery_point = min(self.checkpointed_recovery_point, offset)
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
                 self.epoch_cache.truncate_from_end(offset)
@@ -747,6 +750,7 @@ class Log:
                 self._schedule_segment_delete(victims, now)
                 self._truncations += 1
                 self.log_start_offset = self._leo = self.recovery_point = self._hw = offset
+                self.checkpointed_recovery_point = min(self.checkpointed_recovery_point, offset)
                 self.cleaner_checkpoint = offset
                 self.log_start_dirty = True
                 self.epoch_cache.clear()

@@ -296,7 +296,11 @@ class LogManager:
         try:
             with self._checkpoint_lock:
                 for name in names:
-                    write_offsets(self.fs, os.path.join(d, name), _checkpointed(name, logs))
+                    values = _checkpointed(name, logs)
+                    write_offsets(self.fs, os.path.join(d, name), values)
+                    if name == RECOVERY_POINT:
+                        for lg in logs:
+                            lg.checkpointed_recovery_point = values[(lg.topic, lg.partition)]
             if LOG_START in names:
                 for lg in logs:
                     lg.log_start_dirty = False
@@ -369,6 +373,17 @@ class LogManager:
     def cleaner_max_keys(self) -> int:
         return max(1, int(self.cleaner_dedupe_buffer_size * self.cleaner_io_buffer_load_factor) // 24)
 
+    def _checkpoint_before_cleaning(self, lg: Log) -> None:
+        """The cleaner rewrites only segments below the checkpointed recovery point (cleaner.py):
+        the rolled segments are flushed and the recovery point checkpointed first when they are
+        not yet (the roll's flush and its checkpoint usually did it already)."""
+        active = lg.active_segment.base_offset
+        if lg.checkpointed_recovery_point >= active:
+            return
+        if lg.recovery_point < active:
+            lg.flush(active)
+        self._write_dir_checkpoints(lg.dir_state.path, only=RECOVERY_POINT)
+
     def clean_once(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """One compaction pass over every compacted log (called in a worker thread)."""
         now = self._now() if now_ms is None else now_ms
@@ -380,6 +395,7 @@ class LogManager:
                 if not lg.config.compact or lg.closed or lg.dir_state.offline:
                     continue
                 try:
+                    self._checkpoint_before_cleaning(lg)
                     if (
                         clean_log(
                             lg, now, force=force, stop=lambda: self._shutting_down, max_keys=self.cleaner_max_keys

@@ -23,7 +23,7 @@ from support.txn_checker import Report
 from support.txn_clients import unavailable_reason
 from support.txn_pipeline import LOOP_CLIENTS, Pipeline, Stalled, skip_odradek_loop_on_kafka
 
-pytestmark = [pytest.mark.interop, pytest.mark.serial]  # timing: alone in its tier (tests/README.md)
+pytestmark = pytest.mark.interop  # outcomes, not timings: beside the tier's other tests (tests/README.md)
 
 BROKERS = [
     pytest.param("kafka4", id="kafka4"),

@@ -23,6 +23,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from odradek.broker.registry import RequestContext, VersionCodec, handles
+from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.metadata import ClusterSnapshot, TopicInfo, topic_name_problem
 from odradek.cluster.store import TopicExistsError
 from odradek.protocol.constants import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, UNKNOWN_OPERATIONS, ZERO_UUID
@@ -99,6 +100,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 info = await s.topics.create_topic(name, assignment, {})
             except TopicExistsError:  # created meanwhile, or being deleted: Kafka answers LEADER_NOT_AVAILABLE
                 results.append(_topic_error(v, ErrorCode.leader_not_available, name, ops))
+                continue
+            except AssignmentError as e:  # some brokers with a rack, some without: Kafka passes its error on
+                log.warning("not auto-creating topic %s: %s", name, e)
+                results.append(_topic_error(v, ErrorCode.unknown_server_error, name, ops))
                 continue
             except Exception:  # a storage failure (offline dir) must not break the request
                 log.exception("auto-creating topic %s failed", name)

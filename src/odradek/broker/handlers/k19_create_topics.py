@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.metadata import topic_name_problem
 from odradek.cluster.store import TopicExistsError
 from odradek.protocol.constants import ZERO_UUID
@@ -76,7 +77,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 f"Replication factor: {rf} larger than available brokers: {len(live)}.",
             )
         else:
-            assignment = s.topics.assignment(partitions, rf)
+            try:
+                assignment = s.topics.assignment(partitions, rf)
+            except AssignmentError as e:  # some brokers with a rack, some without: Kafka's UNKNOWN_SERVER_ERROR
+                code, message = ErrorCode.unknown_server_error, str(e)
         if not code:
             problem = s.config_admin.validate_topic_configs(configs)
             if problem:

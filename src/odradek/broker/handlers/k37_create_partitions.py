@@ -8,6 +8,7 @@ INVALID_REPLICA_ASSIGNMENT; validate_only checks without changing anything.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.cluster.assignment import AssignmentError
 from odradek.protocol.errors import ErrorCode
 
 
@@ -42,6 +43,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 else:
                     assignment = s.topics.assignment(new, info.replication_factor, first_partition=len(info.partitions))
                 await s.topics.create_partitions(t.name, assignment)
+            except AssignmentError as e:  # some brokers with a rack, some without: Kafka's UNKNOWN_SERVER_ERROR
+                code, message = ErrorCode.unknown_server_error, str(e)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, str(e)
         results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))

@@ -125,23 +125,30 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
-            try:
-                responses = await self.endpoint.fetch(reqs)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # connection lost, a timeout, a top-level error: every partition waits
-                log.info(
-                    "fetching from broker %d failed: %r; retrying in %.1f s",
-                    self.leader.node_id,
-                    e,
-                    self.config.backoff_ms / 1000,
-                )
-                self.state.on_fetch_failed(reqs, _now_ms(), repr(e))
-                continue
-            for req in reqs:
-                data = responses.get(req.key)
-                if data is not None:
-                    await self._handle(req, data)
+            await self._fetch_once(reqs)
+
+    async def _fetch_once(self, reqs: list[PartitionRequest]) -> None:
+        """One Fetch, its answer applied partition by partition. A function of its own so that
+        nothing of the answer outlives it: its records are views of the connection's receive
+        buffer, and held (by the loop's locals) while the next Fetch waits they keep that buffer
+        from being reused, so each answer would cost a new one (allocated, zeroed, faulted in)."""
+        try:
+            responses = await self.endpoint.fetch(reqs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # connection lost, a timeout, a top-level error: every partition waits
+            log.info(
+                "fetching from broker %d failed: %r; retrying in %.1f s",
+                self.leader.node_id,
+                e,
+                self.config.backoff_ms / 1000,
+            )
+            self.state.on_fetch_failed(reqs, _now_ms(), repr(e))
+            return
+        for req in reqs:
+            data = responses.get(req.key)
+            if data is not None:
+                await self._handle(req, data)
 
     async def _handle(self, req: PartitionRequest, data: PartitionData) -> None:
         part = self.partitions.get(req.key)
