@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster import zk_layout as L
-from odradek.cluster.controller import Controller, Deposed
+from odradek.cluster.controller import Controller, Deposed, unregistered
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.zk_client import cluster_id
 
@@ -57,10 +57,11 @@ def test_a_deposed_controllers_writes_are_refused(zk_server):
         # every ISR member a write names must be registered (a previous run's registration
         # ended by its successor admits nothing: docs/cluster.md "A broker that restarted")
         a_zk.create(L.broker_path(1), L.encode_broker(BrokerInfo(1, "h1", 9092)), ephemeral=True)
-        assert a._write_states_sync([("t", 0, st)], []) == {("t", 0)}
-        assert a_zk.exists(L.partition_state_path("t", 0)) is None
+        refused = a._write_states_sync([("t", 0, st)], [])
+        assert [unregistered(op) for op in refused.values()] == [2]  # refused for broker 2's registration
+        assert list(refused) == [("t", 0)] and a_zk.exists(L.partition_state_path("t", 0)) is None
         b_zk.create(L.broker_path(2), L.encode_broker(BrokerInfo(2, "h2", 9092)), ephemeral=True)
-        assert a._write_states_sync([("t", 0, st)], []) == set()
+        assert a._write_states_sync([("t", 0, st)], []) == {}
         data, stat = a_zk.get(L.partition_state_path("t", 0))
         assert L.decode_partition_state("t", 0, data) == st
 
@@ -70,7 +71,7 @@ def test_a_deposed_controllers_writes_are_refused(zk_server):
             a._write_states_sync([], [("t", 0, L.PartitionState(2, 1, (2,), a.epoch), stat.version)])
         assert a_zk.get(L.partition_state_path("t", 0))[0] == data  # nothing changed
 
-        assert b._write_states_sync([], [("t", 0, L.PartitionState(2, 1, (2,), b.epoch), stat.version)]) == set()
+        assert b._write_states_sync([], [("t", 0, L.PartitionState(2, 1, (2,), b.epoch), stat.version)]) == {}
         new = L.decode_partition_state("t", 0, a_zk.get(L.partition_state_path("t", 0))[0])
         assert (new.leader, new.leader_epoch, new.controller_epoch) == (2, 1, 2)
     finally:

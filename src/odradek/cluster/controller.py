@@ -154,6 +154,14 @@ def _registered(st: L.PartitionState) -> Unit:
     return [("check", (L.broker_path(b),), {"version": -1}) for b in st.isr]
 
 
+def unregistered(op: ZkOp) -> int:
+    """The broker whose registration check (`_registered`) `op` is; -1 for any other write."""
+    name, args, _kwargs = op
+    if name != "check" or not isinstance(args[0], str) or not args[0].startswith(L.BROKER_IDS + "/"):
+        return -1
+    return int(args[0].rsplit("/", 1)[1])
+
+
 class Controller:
     def __init__(
         self, zk: KazooClient, store: ZooKeeperMetadataStore, node_id: int, config: ControllerConfig | None = None
@@ -410,7 +418,7 @@ class Controller:
             except Exception:
                 log.exception("deciding the partitions of %s failed; retrying", topic)
                 decided = False
-        refused: set[Key] = set()
+        refused: dict[Key, ZkOp] = {}
         if creates or updates:
             refused = await self._write_states(creates, updates)
             for topic, p, st, _v in updates:
@@ -595,10 +603,16 @@ class Controller:
                 written[key] = len(results)
                 updates.append((ch.topic, ch.partition, new, version))
                 results.append((ErrorCode.none, new, version + 1))
-            refused = await self._write_states([], updates) if updates else set()
+            refused = await self._write_states([], updates) if updates else {}
             for key, i in written.items():
                 before = states[key]
-                if key in refused:
+                if key in refused and (gone := unregistered(refused[key])) >= 0:
+                    # its registration went after the view this was decided from: not applied, and
+                    # the partition epoch is current (INVALID_UPDATE_VERSION would keep the leader
+                    # waiting for a newer state that never comes: Partition.on_alter_partition_response)
+                    log.info("%s-%d: isr change refused: broker %d is no longer registered", *key, gone)
+                    results[i] = (ErrorCode.ineligible_replica, before.state, before.version)
+                elif key in refused:
                     results[i] = (ErrorCode.invalid_update_version, before.state, before.version)
                 else:
                     after = results[i][1]
@@ -626,8 +640,8 @@ class Controller:
             updates, remaining = controlled_shutdown_moves(
                 view, self._states(view), broker, self._live(view), self.epoch
             )
-            refused = await self._write_states([], updates) if updates else set()
-            remaining = sorted(set(remaining) | refused)
+            refused = await self._write_states([], updates) if updates else {}
+            remaining = sorted(set(remaining) | set(refused))
             log.info(
                 "controlled shutdown of broker %d: %d partitions moved, %d remain",
                 broker,
@@ -743,12 +757,13 @@ class Controller:
             raise ControllerError(ErrorCode.request_timed_out, f"ZooKeeper: {e!r}") from None
         # (any other error of ZooKeeper's is a state this controller did not expect: it goes up as it is)
 
-    def _commit(self, units: list[Unit]) -> set[int]:
+    def _commit(self, units: list[Unit]) -> dict[int, ZkOp]:
         """Commit each unit behind the controller-epoch check, in transactions of at most
-        MAX_OPS_PER_TRANSACTION writes (blocking). Returns the indices of the units ZooKeeper
-        refused (a version or existence check failed: the state changed meanwhile); all the
-        others are committed. Deposed when the epoch check fails."""
-        refused: set[int] = set()
+        MAX_OPS_PER_TRANSACTION writes (blocking). Returns the units ZooKeeper refused (a
+        version or existence check failed: the state changed meanwhile, or an ISR member's
+        registration is gone), each with the op it refused; all the others are committed.
+        Deposed when the epoch check fails."""
+        refused: dict[int, ZkOp] = {}
         pending = list(range(len(units)))
         while pending:
             chunk: list[int] = []
@@ -760,21 +775,22 @@ class Controller:
                 size += len(units[i])
             t = self.zk.transaction()
             t.check(L.CONTROLLER_EPOCH, self._epoch_version)
-            owner: list[int] = []  # the unit of each op
+            owner: list[tuple[int, ZkOp]] = []  # the unit of each op, and the op
             for i in chunk:
-                for name, args, kwargs in units[i]:
+                for op in units[i]:
+                    name, args, kwargs = op
                     getattr(t, name)(*args, **kwargs)
-                    owner.append(i)
+                    owner.append((i, op))
             results = t.commit()
             if isinstance(results[0], (BadVersionError, NoNodeError)):
                 raise Deposed(f"controller epoch {self.epoch} was superseded") from None
             # the op that failed has its error; the others of a failed transaction are rolled
             # back (before it) or not attempted (after it: RuntimeInconsistency)
-            failed = {
+            failed = dict(
                 owner[j - 1]
                 for j, r in enumerate(results)
                 if j > 0 and isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))
-            }
+            )
             if failed:  # nothing of this chunk was written: again without the refused units
                 refused |= failed
                 pending = [i for i in pending if i not in failed]
@@ -807,14 +823,19 @@ class Controller:
             units.append([("set_data", (path, data), {"version": version}), *_registered(st)])
         return keys, units
 
-    def _write_states_sync(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
+    def _write_states_sync(
+        self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]
+    ) -> dict[Key, ZkOp]:
         keys, units = self._state_units(creates, updates)
-        return {keys[i] for i in self._commit(units)}
+        return {keys[i]: op for i, op in self._commit(units).items()}
 
-    async def _write_states(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
+    async def _write_states(
+        self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]
+    ) -> dict[Key, ZkOp]:
         """Write new and changed partition states, each partition on its own: returns the
-        partitions ZooKeeper refused (their state changed meanwhile: decided again from the new
-        one), remembers the others as written."""
+        partitions ZooKeeper refused, each with the op it refused (their state changed
+        meanwhile, or a registration its ISR names is gone: decided again from the newer
+        view), remembers the others as written."""
         refused = await self._zk(self._write_states_sync, creates, updates)
         for topic, p, st in creates:
             if (topic, p) not in refused:

@@ -18,7 +18,7 @@ import json
 import pytest
 
 from odradek.cluster import zk_layout as L
-from odradek.cluster.controller import _registered
+from odradek.cluster.controller import _registered, unregistered
 from odradek.cluster.decisions import decide, reconcile_partition
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.zk_cache import CachedState, CacheView
@@ -78,6 +78,17 @@ def test_a_state_with_a_leader_is_written_only_while_its_isr_members_are_registe
         ("check", (L.broker_path(b),), {"version": -1}) for b in (2, 1, 3)
     ]
     assert _registered(ps(-1, (1,), (901,))) == []  # the memory of a leaderless partition
+
+
+def test_a_refused_registration_check_names_its_broker():
+    """AlterPartition answers INELIGIBLE_REPLICA for a write refused by a registration check
+    (the member went after the view the change was decided from), INVALID_UPDATE_VERSION for
+    one refused by its version check (controller.alter_partition)."""
+    st = ps(2, (2, 1, 3), (1002, 1001, 1003))
+    assert [unregistered(op) for op in _registered(st)] == [2, 1, 3]
+    write = ("set_data", (L.partition_state_path("t", 0), L.encode_partition_state(st)), {"version": 4})
+    assert unregistered(write) == -1
+    assert unregistered(("check", (L.CONTROLLER_EPOCH,), {"version": 3})) == -1
 
 
 # --------------------------------------------- every in-sync replica restarted: who leads
