@@ -18,7 +18,8 @@ from kazoo.client import KazooClient
 
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster import zk_layout as L
-from odradek.cluster.controller import Controller, ControllerError, IsrChange, unregistered
+from odradek.cluster.controller import Controller, ControllerError, IsrChange
+from odradek.cluster.controller_writes import unregistered
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataTimeout
 from odradek.cluster.zk_client import cluster_id

@@ -277,7 +277,7 @@ class ZooKeeperMetadataStore:
         count the previous run as live and in sync, with whatever log this run found (after a
         power cut, without its unflushed tail); deleted, the controller fails that broker
         epoch at once (out of every ISR, its leadership moved), and the controller's writes
-        check that every ISR member they name is still registered (controller.py), so none
+        check that every ISR member they name is still registered (controller_writes.py), so none
         admits the previous run after this. Its /controller, if it was the controller, goes
         too (the controller epoch fences that run's writes). Returns the ended registration's
         broker epoch, -1 when there was none (or it was not this broker's: left alone)."""

@@ -5,7 +5,7 @@ from counting for the new run, on hand-made states, no ZooKeeper.
 - the new run ends the previous registration first and registers only once the controller
   has fenced that broker epoch (`previous_run_fenced`);
 - every partition state the controller writes checks that its ISR members are still
-  registered (`_registered`), so a controller whose watches lag the deletion writes nothing
+  registered (`controller_writes.registered`), so a controller whose watches lag the deletion writes nothing
   that admits the previous run;
 - when every in-sync replica restarted, the one that kept its page cache leads before one
   whose host booted again (`may_lack_unflushed`), alone in the ISR.
@@ -18,7 +18,7 @@ import json
 import pytest
 
 from odradek.cluster import zk_layout as L
-from odradek.cluster.controller import _registered, unregistered
+from odradek.cluster.controller_writes import registered, unregistered
 from odradek.cluster.decisions import decide, reconcile_partition
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.zk_cache import CachedState, CacheView
@@ -74,10 +74,10 @@ def test_the_previous_run_is_fenced_once_no_state_counts_it_live_and_in_sync():
 
 # ---------------------------------------------- the controller's writes check registrations
 def test_a_state_with_a_leader_is_written_only_while_its_isr_members_are_registered():
-    assert _registered(ps(2, (2, 1, 3), (1002, 1001, 1003))) == [
+    assert registered(ps(2, (2, 1, 3), (1002, 1001, 1003))) == [
         ("check", (L.broker_path(b),), {"version": -1}) for b in (2, 1, 3)
     ]
-    assert _registered(ps(-1, (1,), (901,))) == []  # the memory of a leaderless partition
+    assert registered(ps(-1, (1,), (901,))) == []  # the memory of a leaderless partition
 
 
 def test_a_refused_registration_check_names_its_broker():
@@ -85,7 +85,7 @@ def test_a_refused_registration_check_names_its_broker():
     (the member went after the view the change was decided from), INVALID_UPDATE_VERSION for
     one refused by its version check (controller.alter_partition)."""
     st = ps(2, (2, 1, 3), (1002, 1001, 1003))
-    assert [unregistered(op) for op in _registered(st)] == [2, 1, 3]
+    assert [unregistered(op) for op in registered(st)] == [2, 1, 3]
     write = ("set_data", (L.partition_state_path("t", 0), L.encode_partition_state(st)), {"version": 4})
     assert unregistered(write) == -1
     assert unregistered(("check", (L.CONTROLLER_EPOCH,), {"version": 3})) == -1
