@@ -26,7 +26,7 @@ first thing at start when it names this broker's log directories
 (`end_previous_registration`), and the new one is made once the controller has fenced that
 run's broker epoch; one that does not name them (Kafka's, an older odradek's) is waited for
 until it expires. A registration lost with an expired session is made again when ZooKeeper
-is back.
+is back, tried again until it is made.
 
 kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on the loop.
 """
@@ -64,6 +64,8 @@ from odradek.cluster.store import (
 from odradek.cluster.zk_cache import CacheView, ZkCache
 
 log = logging.getLogger("odradek.cluster.zk")
+
+REREGISTER_RETRY_S = 0.5  # a registration lost with its session is tried again this often until made
 
 
 def build_snapshot(
@@ -146,6 +148,7 @@ class ZooKeeperMetadataStore:
         self._epoch = -1  # the czxid of the registration this store created (its broker epoch), -1 before
         self._previous_epoch = -1  # the previous run's, while this run waits for it to be fenced
         self._session_lost = False
+        self._reregistering: asyncio.Task[None] | None = None
         self._dropping: set[tuple[str, int]] = set()  # deletion requests being acknowledged
         self._dropped: dict[str, uuid.UUID] = {}  # topics seen being deleted, until their znodes go
         self._acks: set[asyncio.Task[None]] = set()
@@ -177,6 +180,8 @@ class ZooKeeperMetadataStore:
 
     async def stop(self) -> None:
         self._started = False
+        if self._reregistering is not None:
+            self._reregistering.cancel()
         self.cache.stop()
         self.zk.remove_listener(self._session_state)
         if self._publisher is not None:
@@ -379,13 +384,24 @@ class ZooKeeperMetadataStore:
                 loop.call_soon_threadsafe(self._reregister, self._registration)
 
     def _reregister(self, broker: BrokerInfo) -> None:
-        async def register() -> None:
+        """Register again after the session expired, until it is done: an attempt that fails
+        (a dropped connection, ConnectionLoss, under load) is not asked for again by kazoo,
+        which reconnects with the same session (no new LOST). A later session's loss starts
+        another, which replaces this one."""
+        if self._reregistering is not None:
+            self._reregistering.cancel()
+        self._reregistering = asyncio.ensure_future(self._register_until_done(broker))
+
+    async def _register_until_done(self, broker: BrokerInfo) -> None:
+        while self._started:
             try:
                 await self._register(broker)
-            except Exception:
-                log.exception("re-registering broker %d failed", broker.node_id)
-
-        asyncio.ensure_future(register())
+                return
+            except Exception as e:  # noqa: BLE001 - retried: a broker must not run on unregistered
+                log.warning(
+                    "re-registering broker %d failed: %r; trying again in %.1f s", broker.node_id, e, REREGISTER_RETRY_S
+                )
+            await asyncio.sleep(REREGISTER_RETRY_S)
 
     # ------------------------------------------------------------------ topics
     async def create_topic(
