@@ -16,8 +16,11 @@
 Tiers are folders (tests/README.md): each test gets its folder's tier as a marker (``unit``,
 ``inprocess``, ``sim``, ``interop``, ``cluster``, ``reference``, ``spark``, ``pipeline``,
 ``harness``), so ``-m unit`` or ``tests/unit`` select the same tests. ``reference`` is also given
-to every test that uses one of the Apache Kafka fixtures, wherever it lives
-(``-m "not reference"`` leaves Kafka out). Markers are declared in pyproject.toml only.
+to every test that uses one of the Apache Kafka fixtures, wherever it lives, or whose parameters
+name one (``kafka4``, ``kafka39``, ... : a fixture that picks Kafka by its parameter at run time)
+(``-m "not reference"`` leaves Kafka out). ``kafka_case`` marks a fault test's run against Apache
+Kafka (tier ``kafka-cases`` of scripts/test.sh, not in the default full run). Markers are
+declared in pyproject.toml only.
 Run ``bash scripts/install-test-deps.sh`` first for the Java, kafkajs, kcat, Tansu and Kafka parts.
 """
 
@@ -49,6 +52,8 @@ TESTS = Path(__file__).resolve().parent
 #: the folders that are tiers (tests/README.md); the marker of each is its name
 TIERS = ("unit", "inprocess", "sim", "interop", "cluster", "reference", "spark", "pipeline", "harness")
 KAFKA_FIXTURES = {"kafka39", "kafka4", "kafka39_zk", "kafka_cluster", "kafka39_zk_cluster", "kafka_factory"}
+#: parameter values by which a fixture chooses Apache Kafka at run time (request.getfixturevalue)
+KAFKA_PARAMS = {"kafka4", "kafka39", "kafka39-zookeeper"}
 
 
 def tier_of(path: Path) -> str | None:
@@ -65,7 +70,10 @@ def pytest_collection_modifyitems(items):
         tier = tier_of(Path(item.path))
         if tier:
             item.add_marker(getattr(pytest.mark, tier))
-        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())) or any(
+            isinstance(v, str) and v in KAFKA_PARAMS for v in params.values()
+        ):
             item.add_marker(pytest.mark.reference)
 
 

@@ -65,7 +65,7 @@ def test_topic_admin_and_records_across_leaders(cluster, client):
         lambda: seen.append(c.describe_topic(topic)) or seen[-1] == leaders, 10, lambda: f"{seen[-1:]} != {leaders}"
     )
     assert seen[-1] == leaders
-    sent = keyed_records(1500)
+    sent = keyed_records(1500, seq_header=not c.headers_per_run)  # kcat: one process per header set
     meta = c.produce(topic, sent)
     assert len(meta) == len(sent)
     got = c.consume(topic, expected=len(sent), timeout=60)

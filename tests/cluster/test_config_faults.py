@@ -41,7 +41,7 @@ def out_of_isr(cluster, broker: int) -> list[str]:  # noqa: ANN001
 
 @pytest.mark.parametrize(
     "kind",
-    ["odradek", pytest.param("kafka39", marks=pytest.mark.reference)],
+    ["odradek", pytest.param("kafka39", marks=pytest.mark.kafka_case)],
 )
 def test_a_follower_refetching_batches_above_a_lowered_max_message_bytes(make_cluster, kind):
     c = make_cluster(kind)
@@ -127,7 +127,7 @@ def _write_until(bootstrap: str, topic: str, stop: threading.Event) -> None:
 
 @pytest.mark.parametrize(
     "kind",
-    ["odradek", pytest.param("kafka39", marks=pytest.mark.reference)],
+    ["odradek", pytest.param("kafka39", marks=pytest.mark.kafka_case)],
 )
 def test_a_replaced_disk_is_not_back_in_the_isr_before_it_is_copied(make_cluster, kind):
     """A follower's disk replaced (killed, its log directory wiped, started again) must copy the

@@ -62,7 +62,7 @@ def whole(cluster, timeout: float = 30) -> None:  # noqa: ANN001
 
 @pytest.mark.parametrize(
     "kind",
-    [pytest.param("odradek"), pytest.param("kafka39", marks=pytest.mark.reference)],
+    [pytest.param("odradek"), pytest.param("kafka39", marks=pytest.mark.kafka_case)],
 )
 def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
     """Each round kills -9 the leader of every partition at once (broker 1, the preferred leader
@@ -105,7 +105,7 @@ PROBE = "probe"
 
 @pytest.mark.parametrize(
     "kind",
-    ["odradek", pytest.param("kafka39", marks=pytest.mark.reference)],
+    ["odradek", pytest.param("kafka39", marks=pytest.mark.kafka_case)],
 )
 def test_a_new_leader_answers_no_end_offset_below_the_old_leaders(make_cluster, kind):
     """The moment of replication audit §4 made certain, each round: a partition led by b with

@@ -159,7 +159,7 @@ def log_clock_offset(log_tail: str) -> float:
     [
         ("odradek", "-2h"),
         ("odradek", "+2h"),
-        pytest.param("kafka39", "-2h", marks=pytest.mark.reference),
+        pytest.param("kafka39", "-2h", marks=pytest.mark.kafka_case),
     ],
 )
 def test_a_broker_on_a_clock_two_hours_off(make_cluster, kind, offset):

@@ -201,7 +201,7 @@ def test_a_topic_being_deleted_is_not_created_again(cluster):
     assert not stray, f"logs of the deleted topic left on broker {paused}: {stray}"
 
 
-@pytest.fixture(params=["odradek", "kafka39-zookeeper"])
+@pytest.fixture(params=["odradek", pytest.param("kafka39-zookeeper", marks=pytest.mark.kafka_case)])
 def target(request, cluster):
     if request.param == "odradek":
         return cluster.bootstrap

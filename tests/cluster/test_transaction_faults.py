@@ -50,7 +50,7 @@ class Cluster:
 
 @pytest.fixture(
     params=[
-        pytest.param("kafka4", id="kafka4"),
+        pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka_case),
         pytest.param("odradek", id="odradek"),
     ]
 )

@@ -88,7 +88,7 @@ class Killable:
         self.bootstrap, self.kill, self.start = bootstrap, kill, start
 
 
-@pytest.fixture(params=["kafka4", "odradek"])
+@pytest.fixture(params=[pytest.param("kafka4", marks=pytest.mark.kafka_case), "odradek"])
 def killable_broker(request, kafka_factory, tmp_path):
     if request.param == "kafka4":
         k = kafka_factory("4")

@@ -15,6 +15,7 @@ from odradek.testing.sim.batch import run_batch
 
 
 @pytest.mark.sim_batch
+@pytest.mark.serial  # both cores: alone in its tier, after the others (scripts/test.sh)
 def test_a_ci_batch_of_seeds_finds_nothing_but_known_bugs():
     n = int(os.environ.get("ODRADEK_SIM_SEEDS", "300"))
     summary = run_batch(range(1, n + 1), profile="ci")

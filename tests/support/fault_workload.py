@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from support.checker import History, Report, parse, value
 from support.clients import JavaClient
 
@@ -246,7 +246,7 @@ class EndOffsetPoller(threading.Thread):
 
 #: rounds of each fault per test: ODRADEK_FAULT_ROUNDS (3 in CI; bench/cluster/soak.sh runs more)
 ROUNDS = int(os.environ.get("ODRADEK_FAULT_ROUNDS", "3"))
-#: Apache Kafka's cases (marked reference: they show the expectation is what Kafka does) run
+#: Apache Kafka's cases (marked kafka_case: they show the expectation is what Kafka does) run
 #: ODRADEK_REFERENCE_FAULT_ROUNDS rounds (1 in CI: Kafka's failovers take longer)
 REFERENCE_ROUNDS = int(os.environ.get("ODRADEK_REFERENCE_FAULT_ROUNDS", "1"))
 
@@ -262,7 +262,7 @@ def read_all(bootstrap: str, history: History, topic: str, partitions: int, time
     try:
         ends = {}
         for p in range(partitions):
-            _low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+            high = _high_watermark(c, topic, p, timeout=20)
             ends[p] = high
             history.final_high_watermark(p, high)
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -277,6 +277,24 @@ def read_all(bootstrap: str, history: History, topic: str, partitions: int, time
         assert all(pos[p] >= ends[p] for p in ends), f"final read stopped at {pos}, high watermarks {ends}"
     finally:
         c.close()
+
+
+def _high_watermark(c: Consumer, topic: str, partition: int, timeout: float) -> int:
+    """The partition's high watermark, asked of its leader. librdkafka answers a leader it has
+    cached that no longer leads (NOT_LEADER_OR_FOLLOWER, after a failover) with the error
+    rather than refreshing its metadata: on any error it is refreshed here and asked again,
+    until `timeout`, and the last error raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            left = max(deadline - time.monotonic(), 1)
+            _low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=left)
+            return high
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            c.list_topics(topic, timeout=5)  # a fresh look at who leads
+            time.sleep(0.5)
 
 
 class Workload:

@@ -1,7 +1,8 @@
 """The broker process: build the parts from the settings and wire them, listen, shut down gracefully.
 
 One asyncio event loop owns all broker state (docs/architecture.md). Startup order: log
-directories and meta.properties, the metadata store (and, in cluster mode, this broker's
+directories (each locked by its ``.lock``: a second broker refuses to start on it) and
+meta.properties, the metadata store (and, in cluster mode, this broker's
 controller), storage recovery, then every part built from the settings, each given what it
 uses (`_build_services`; the handlers see them as `BrokerServices`); the dynamic settings,
 the replica manager and the coordinators listen to the store, which then publishes what it
@@ -11,7 +12,7 @@ registers its endpoint, and connections are accepted (nothing is served before r
 done). Shutdown reverses it: the controlled shutdown (cluster mode), stop accepting, let
 in-flight requests finish, stop the coordinators, the controller, the store and the replica
 manager, close the inter-broker connections, flush and checkpoint, write the clean-shutdown
-marker.
+marker, unlock the log directories.
 
 The simulator (odradek/testing/sim) subclasses `Broker` and overrides `_join_cluster`,
 `_bind`, `_accept_loop` and `_advertised_endpoint` to run brokers on a simulated network
@@ -76,7 +77,7 @@ from odradek.cluster.store import MetadataStore
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
-from odradek.storage import FileSystem, LogConfig, LogManager, OSFileSystem
+from odradek.storage import FileSystem, LogConfig, LogDirInUseError, LogDirLocks, LogManager, OSFileSystem
 from odradek.storage.checkpoint import CLEAN_SHUTDOWN, RECOVERY_POINT
 from odradek.storage.config import LogManagerConfig
 
@@ -177,6 +178,7 @@ class Broker:
         self.cluster_id = ""
         self.services: BrokerServices | None = None
         self.log_manager: LogManager | None = None
+        self.dir_locks: LogDirLocks | None = None  # held from the start of `start` to the end of `stop`
         self.connections: set[Connection] = set()
         self.bound: list[tuple[str, int]] = []
         self._servers: list[tuple[str, socket.socket]] = []
@@ -194,6 +196,8 @@ class Broker:
         load_handlers()
         config = self.config
         self._check_listeners()
+        # before anything reads or writes them (Kafka's LogManager.lockLogDirs)
+        self.dir_locks = LogDirLocks.acquire(self.fs, config["log.dirs"])
         cluster = await self._join_cluster() if config["zookeeper.connect"] else None
         self.cluster_id = prepare_log_dirs(config, self.fs, cluster[1] if cluster else None)
         topic_configs = TopicConfigs(config)
@@ -538,8 +542,12 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for t in list(self._conn_tasks):
             t.cancel()
-        if self.log_manager is not None:
-            await asyncio.to_thread(self.log_manager.shutdown)
+        try:
+            if self.log_manager is not None:
+                await asyncio.to_thread(self.log_manager.shutdown)
+        finally:
+            if self.dir_locks is not None:
+                self.dir_locks.release()
         if services is not None and services.metrics is not None:
             services.metrics.close()
         if self.zk is not None:
@@ -565,7 +573,7 @@ async def run_broker(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (ConfigError, AdoptionError) as e:
+    except (ConfigError, AdoptionError, LogDirInUseError) as e:
         log.error("%s", e)
         await broker.stop()
         return 2

@@ -13,10 +13,13 @@ from .errors import (
 )
 from .fs import FaultyFileSystem, FileSystem, OSFileSystem
 from .log import AppendInfo, AppendOrigin, FileRegion, Log, ReadResult
+from .log_dir import LogDirInUseError, LogDirLocks
 from .manager import LogManager
 
 __all__ = [
     "LogManager",
+    "LogDirLocks",
+    "LogDirInUseError",
     "Log",
     "LogConfig",
     "FileRegion",

@@ -9,14 +9,19 @@ before failing, cut a file at a byte, and simulate a power loss (drop data never
 from __future__ import annotations
 
 import errno as _errno
+import fcntl
 import os
 import shutil
+import struct
 import threading
 from dataclasses import dataclass
 
 __all__ = ["FileSystem", "OSFileSystem", "FaultyFileSystem"]
 
 _IOV_MAX = 1024
+# open-file-description locks (Linux 3.15+); struct flock: l_type, l_whence, l_start, l_len, l_pid
+_OFD_SETLK: int | None = getattr(fcntl, "F_OFD_SETLK", None)
+_WRITE_LOCK_WHOLE_FILE = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)  # 32 bytes, as the kernel reads
 
 
 class FileSystem:
@@ -41,6 +46,12 @@ class FileSystem:
         raise NotImplementedError
 
     def ftruncate(self, fd: int, size: int) -> None:
+        raise NotImplementedError
+
+    def try_lock(self, fd: int) -> bool:
+        """Lock the open file ``fd`` exclusively, without waiting: False when another open file
+        (of this process or another) holds the lock. Closing ``fd``, or the process ending,
+        releases it."""
         raise NotImplementedError
 
     def fsize(self, fd: int) -> int:
@@ -153,6 +164,27 @@ class OSFileSystem(FileSystem):
     def ftruncate(self, fd, size):
         os.ftruncate(fd, size)
 
+    def try_lock(self, fd):
+        """An ``flock``, and on Linux an open-file-description record lock over the whole file
+        (``F_OFD_SETLK``): both belong to the open file, so a second lock conflicts within one
+        process too; the record lock also conflicts with the POSIX lock of Java's ``FileLock``,
+        which ``flock`` does not on Linux, so that a Kafka broker and this one refuse each
+        other's directories too."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if _OFD_SETLK is not None:
+            try:
+                fcntl.fcntl(fd, _OFD_SETLK, _WRITE_LOCK_WHOLE_FILE)
+            except OSError as e:
+                if e.errno not in (_errno.EAGAIN, _errno.EACCES, _errno.EINVAL):
+                    raise
+                if e.errno != _errno.EINVAL:  # (EINVAL: a kernel before 3.15; the flock stands alone)
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    return False
+        return True
+
     def fsize(self, fd):
         return os.fstat(fd).st_size
 
@@ -206,7 +238,7 @@ class FaultyFileSystem(OSFileSystem):
 
     ``fail(op, err, path=..., after=n, times=k)`` makes the (n+1)-th matching call of ``op``
     fail ``k`` times (None: forever). Ops: open, read, write (pwrite/pwritev), fsync,
-    truncate, rename, remove, listdir, mkdir. ``path`` is a substring matched against the
+    truncate, lock, rename, remove, listdir, mkdir. ``path`` is a substring matched against the
     file's path (for rename: source or destination). ``partial=b`` makes a failing write
     first write ``b`` bytes, as a disk filling up does. ``bytes_read`` counts what was read
     from each path (what recovery reads, asserted on by tests).
@@ -329,6 +361,12 @@ class FaultyFileSystem(OSFileSystem):
         super().ftruncate(fd, size)
         if path is not None and self._synced.get(path, 0) > size:
             self._synced[path] = size
+
+    def try_lock(self, fd):
+        path = self._paths.get(fd)
+        if f := self._check("lock", path):
+            self._raise(f, path)
+        return super().try_lock(fd)
 
     def rename(self, src, dst):
         if f := self._check("rename", src, dst):

@@ -1,9 +1,9 @@
-"""Log: one partition's segments; append, read, roll, truncate, retention.
+"""Log: one partition's segments; append, read, roll, flush, truncate.
 
 Around it: validator.py decides what an append writes (checks, offset assignment), loader.py
 opens a log directory and recovers it after an unclean stop, producer_state.py keeps the
 idempotent/transactional producer state, txn_index.py each segment's aborted transactions,
-checkpoint.py the leader-epoch cache.
+checkpoint.py the leader-epoch cache, retention.py which old segments go (and DeleteRecords).
 
 Transactions: an append whose markers end transactions indexes each aborted one in the active
 segment's ``.txnindex`` (with the last stable offset of that moment) before the producer state
@@ -33,6 +33,7 @@ from typing import NamedTuple, NoReturn
 from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import CONTROL_MASK, decode_records
 
+from . import retention
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
@@ -117,12 +118,17 @@ class Log:
         self._leo = 0
         self._hw = 0
         self.recovery_point = 0  # everything below it is flushed (fsynced); recovery starts at its segment
-        self.checkpointed_recovery_point = 0  # the one on disk, where recovery would start (the cleaner's bound)
+        # the one on disk, where recovery would start (the cleaner's bound; set by the LogManager
+        # when it writes the file, which it does after a truncation that went below it)
+        self.checkpointed_recovery_point = 0
         self.last_flush_ms = self._now()
         # a roll asks for everything below the new segment to be flushed, off the event loop
         # (Kafka's flushUptoOffsetExclusive(newSegment.baseOffset)); -1: nothing asked
         self.pending_flush_offset = -1
         self.on_flush_request: Callable[[Log], None] | None = None  # the LogManager runs the flush
+        # a truncation asks for its directory's recovery-point checkpoint to be written before it
+        # returns when the file holds a point above the new one (Kafka's LogManager.truncateTo)
+        self.on_truncation: Callable[[Log], None] | None = None
         self._truncations = 0  # a flush that raced a truncation leaves the recovery point alone
         self.recovered_at_load: list[tuple[int, int]] = []  # (base offset, bytes) of each segment recovery read
         self.producer_state = ProducerStateManager(fs, directory)
@@ -614,20 +620,27 @@ class Log:
             seg.deleted = True
             self.dir_state.schedule_delete(now + self.config.file_delete_delay_ms, seg)
 
-    def _delete_segments(self, predicate, now: int, reason: str) -> int:
-        segs = self.segments
-        victims = []
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if nxt is None and seg.size == 0:
-                break
-            if upper <= self._hw and predicate(seg, nxt):
-                victims.append(seg)
-            else:
-                break
-        if not victims:
-            return 0
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention by time, size, and log start offset (retention.py). Returns segments deleted."""
+        self._check_online()
+        try:
+            return retention.delete_old_segments(self, self._now() if now_ms is None else now_ms)
+        except OSError as e:
+            self._fail(e)
+
+    def delete_records(self, before_offset: int) -> int:
+        """DeleteRecords: the log start offset moves to ``before_offset`` (at most the high
+        watermark), the segments wholly below it go (retention.py). Returns the log start offset."""
+        self._check_online()
+        try:
+            return retention.delete_records(self, before_offset, self._now())
+        except OSError as e:
+            self._fail(e)
+
+    def delete_segments(self, victims: list[LogSegment], now: int, reason: str) -> None:
+        """Delete ``victims``, the oldest segments (retention.py chose them; when they are all of
+        them, a new active segment is rolled first), and move the log start offset to the first
+        segment kept."""
         with self.lock:
             if len(victims) == len(self.segments):
                 self._roll(now)
@@ -640,65 +653,14 @@ class Log:
                 self.producer_state.on_high_watermark_updated(new_start)
                 self.epoch_cache.truncate_from_start(new_start)
                 self.log_start_dirty = True
-        log.info(
-            "%s: deleted %d segment(s) by %s; log start offset %d",
-            self.dir,
-            len(victims),
-            reason,
-            self.log_start_offset,
-        )
-        return len(victims)
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Retention by time, size, and log start offset. Returns segments deleted."""
-        self._check_online()
-        now = self._now() if now_ms is None else now_ms
-        cfg = self.config
-        n = 0
-        try:
-            if cfg.delete and cfg.retention_ms >= 0:
-                n += self._delete_segments(
-                    lambda s, nxt: now - s.largest_timestamp() > cfg.retention_ms, now, "retention.ms"
-                )
-            if cfg.delete and cfg.retention_bytes >= 0:
-                diff = [self.size_bytes - cfg.retention_bytes]
-
-                def by_size(s, nxt):
-                    if diff[0] - s.size >= 0:
-                        diff[0] -= s.size
-                        return True
-                    return False
-
-                n += self._delete_segments(by_size, now, "retention.bytes")
-            n += self._delete_segments(
-                lambda s, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now, "log start offset"
-            )
-            if n:
-                self.producer_state.delete_snapshots(below=self.log_start_offset)
-        except OSError as e:
-            self._fail(e)
-        return n
-
-    def delete_records(self, before_offset: int) -> int:
-        self._check_online()
-        if before_offset < 0 or before_offset > self._hw:
-            raise StorageOffsetOutOfRangeError(
-                f"cannot delete records before {before_offset}: high watermark is {self._hw}"
-            )
-        if before_offset > self.log_start_offset:
-            self.log_start_offset = before_offset
-            try:
-                self.epoch_cache.truncate_from_start(before_offset)
-            except OSError as e:
-                self._fail(e)
-            self.log_start_dirty = True
-            self.producer_state.on_high_watermark_updated(before_offset)  # Kafka's onLogStartOffsetIncremented
-            self.delete_old_segments()
-        return self.log_start_offset
+        log.info("%s: deleted %d segment(s) by %s; log start offset %d", self.dir, len(victims), reason, new_start)
 
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> None:
-        """Remove everything at and above ``offset`` (follower truncation)."""
+        """Remove everything at and above ``offset`` (follower truncation); when something was
+        removed, ``on_truncation`` then checkpoints the recovery points of the log directory if
+        the file's is above the new one, so that recovery after a power cut re-reads what is
+        written above ``offset`` from now on."""
         self._check_online()
         if offset >= self._leo:  # Kafka: an epoch taken at election and never written in goes anyway
             try:
@@ -728,7 +690,6 @@ class Log:
                 self._leo = offset
                 self._truncations += 1
                 self.recovery_point = min(self.recovery_point, offset)
-                self.checkpointed_recovery_point = min(self.checkpointed_recovery_point, offset)
                 self._hw = min(self._hw, offset)
                 self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
                 self.epoch_cache.truncate_from_end(offset)
@@ -737,6 +698,8 @@ class Log:
                 self.producer_state.on_high_watermark_updated(self._hw)
         except OSError as e:
             self._fail(e)
+        if self.on_truncation is not None:
+            self.on_truncation(self)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop everything and start empty at ``offset`` (a follower that fell below its
@@ -750,13 +713,14 @@ class Log:
                 self._schedule_segment_delete(victims, now)
                 self._truncations += 1
                 self.log_start_offset = self._leo = self.recovery_point = self._hw = offset
-                self.checkpointed_recovery_point = min(self.checkpointed_recovery_point, offset)
                 self.cleaner_checkpoint = offset
                 self.log_start_dirty = True
                 self.epoch_cache.clear()
                 rebuild_producer_state(self.producer_state, self.segments, offset, offset)
         except OSError as e:
             self._fail(e)
+        if self.on_truncation is not None:
+            self.on_truncation(self)
 
     # ------------------------------------------------------------------ close
     def close(self, *, clean: bool = True) -> None:

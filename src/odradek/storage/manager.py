@@ -224,6 +224,7 @@ class LogManager:
     def _adopt(self, key: tuple[str, int], lg: Log) -> None:
         self._logs[key] = lg
         lg.on_flush_request = self._request_flush
+        lg.on_truncation = self._checkpoint_after_truncation
 
     def delete_log(self, topic: str, partition: int) -> None:
         lg = self._logs.pop((topic, partition), None)
@@ -306,6 +307,21 @@ class LogManager:
                     lg.log_start_dirty = False
         except OSError as e:
             state.fail(e)
+
+    def _checkpoint_after_truncation(self, lg: Log) -> None:
+        """``Log.on_truncation``: when the file holds a recovery point for ``lg`` above its new
+        one, the recovery points of its directory are written at once, before the truncation
+        returns and anything is appended below the old point (Kafka's LogManager.truncateTo and
+        truncateFullyAndStartAt write them after every truncation). Otherwise after a power cut
+        recovery would start at the stale point and not re-read the segments rewritten below it
+        and never flushed. The write (atomic, fsynced: a few milliseconds) is on the event loop;
+        a truncation within the active segment, the usual one, finds the file at or below it and
+        writes nothing. Checked under the checkpoint lock: a write in a worker thread that read
+        the recovery points before the truncation has finished by then, and set what it wrote."""
+        with self._checkpoint_lock:
+            stale = lg.checkpointed_recovery_point > lg.recovery_point
+        if stale:
+            self._write_dir_checkpoints(lg.dir_state.path, only=RECOVERY_POINT)
 
     def write_checkpoints(self) -> None:
         """Persist recovery points, log start offsets, high watermarks, cleaner offsets."""

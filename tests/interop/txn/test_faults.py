@@ -26,7 +26,7 @@ from support.txn_pipeline import LOOP_CLIENTS, Pipeline, Stalled, skip_odradek_l
 pytestmark = pytest.mark.interop  # outcomes, not timings: beside the tier's other tests (tests/README.md)
 
 BROKERS = [
-    pytest.param("kafka4", id="kafka4"),
+    pytest.param("kafka4", id="kafka4", marks=pytest.mark.kafka_case),
     pytest.param("odradek", id="odradek"),
 ]
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))

@@ -54,6 +54,7 @@ from support.clients.base import (
     keyed_records,
     murmur2,
     normalize_kind,
+    record_seq,
 )
 from support.clients.confluent import ConfluentClient
 from support.clients.java import JavaClient
@@ -83,6 +84,7 @@ __all__ = [
     "make_client",
     "murmur2",
     "normalize_kind",
+    "record_seq",
     "unavailable_reason",
 ]
 

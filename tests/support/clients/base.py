@@ -169,16 +169,24 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def keyed_records(n: int, keys: int = 50) -> list[Rec]:
-    """n records over `keys` keys, each with two headers (one of them binary) and a 46-byte value."""
+def keyed_records(n: int, keys: int = 50, *, seq_header: bool = True) -> list[Rec]:
+    """n records over `keys` keys, each with two headers (one of them binary) and a 46-byte value
+    that starts with the record's sequence number (``value-000042-``, see `record_seq`).
+    ``seq_header=False`` leaves out the ``seq`` header, so every record has the same headers."""
     return [
         Rec(
             key=f"user-{i % keys}".encode(),
             value=f"value-{i:06d}-".encode() + bytes([i % 256]) * 40,
-            headers=[("seq", str(i).encode()), ("src", b"\x01\xfe")],
+            headers=([("seq", str(i).encode())] if seq_header else []) + [("src", b"\x01\xfe")],
         )
         for i in range(n)
     ]
+
+
+def record_seq(rec: Rec) -> int:
+    """The sequence number `keyed_records` wrote at the start of the value."""
+    assert rec.value is not None and rec.value.startswith(b"value-"), rec
+    return int(rec.value[6:12])
 
 
 def java_partition(key: bytes, num_partitions: int) -> int:
@@ -209,6 +217,9 @@ def _public(topics) -> set[str]:
 
 class Client:
     name = "?"
+    # True when the client sets headers once per process it runs (kcat -H), so records whose
+    # headers differ each cost a process of their own
+    headers_per_run = False
 
     def __init__(self, bootstrap: str, *, timeout: float = ADMIN_TIMEOUT, isolation: str | None = None):
         """``isolation``: the consumers' isolation level, "read_committed" | "read_uncommitted";

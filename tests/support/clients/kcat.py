@@ -42,6 +42,7 @@ class KcatClient(Client):
     """
 
     name = "kcat"
+    headers_per_run = True
     KDELIM = "\x1f\x1dK\x1d\x1f"
     MDELIM = "\x1e\x1dM\x1d\x1e"
 
