@@ -14,7 +14,10 @@ cases ODRADEK_REFERENCE_FAULT_ROUNDS (1 in CI).
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -151,6 +154,32 @@ def log_clock_offset(log_tail: str) -> float:
     assert stamps, log_tail
     then = datetime.datetime.strptime(stamps[-1], "%Y-%m-%d %H:%M:%S")
     return (then - datetime.datetime.now()).total_seconds()
+
+
+@pytest.mark.parametrize("offset", ["-2h", "+2h"])
+def test_a_python_process_on_a_skewed_clock_sleeps_as_long_as_asked(offset):
+    """What the clock test's broker runs under: its wall clock `offset` away, its monotonic
+    clock true, and time.sleep (Python 3.11: clock_nanosleep on the monotonic clock, to an
+    absolute deadline) sleeping as asked. libfaketime 0.9.10 alone failed every such sleep
+    with EINVAL (wolfcw/libfaketime#426), and kazoo's connection thread died of it."""
+    if not LIBFAKETIME.is_file():
+        pytest.skip(f"no {LIBFAKETIME}: apt-get install faketime (scripts/install-test-deps.sh)")
+    code = (
+        "import time, threading\n"
+        "w, m = time.time(), time.monotonic()\n"
+        "time.sleep(0.2)\n"
+        "threading.Event().wait(0.2)\n"
+        "print(w, m, time.monotonic() - m)\n"
+    )
+    env = {**os.environ, **faketime_env(offset)}
+    before = time.time()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    wall, mono, slept = map(float, out.stdout.split())
+    want = 7200 if offset.startswith("+") else -7200
+    assert abs(wall - before - want) < 60
+    assert abs(mono - time.monotonic()) < 60  # the monotonic clock is the host's
+    assert 0.4 <= slept < 2
 
 
 @pytest.mark.serial  # timed: writes must go on within 20 s of each kill (tests/README.md)
