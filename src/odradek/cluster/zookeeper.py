@@ -45,6 +45,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from odradek.cluster import zk_client
 from odradek.cluster import zk_layout as L
 from odradek.cluster.metadata import (
     EMPTY_SNAPSHOT,
@@ -149,6 +150,7 @@ class ZooKeeperMetadataStore:
         self._previous_epoch = -1  # the previous run's, while this run waits for it to be fenced
         self._session_lost = False
         self._reregistering: asyncio.Task[None] | None = None
+        self._starting_again: asyncio.Task[None] | None = None  # a new session after kazoo's thread ended
         self._dropping: set[tuple[str, int]] = set()  # deletion requests being acknowledged
         self._dropped: dict[str, uuid.UUID] = {}  # topics seen being deleted, until their znodes go
         self._acks: set[asyncio.Task[None]] = set()
@@ -180,8 +182,9 @@ class ZooKeeperMetadataStore:
 
     async def stop(self) -> None:
         self._started = False
-        if self._reregistering is not None:
-            self._reregistering.cancel()
+        for task in (self._reregistering, self._starting_again):
+            if task is not None:
+                task.cancel()
         self.cache.stop()
         self.zk.remove_listener(self._session_state)
         if self._publisher is not None:
@@ -377,11 +380,41 @@ class ZooKeeperMetadataStore:
             self._session_lost = True
             self._epoch = -1
             log.warning("ZooKeeper session expired: the ephemeral registration of broker %d is gone", self.node_id)
+            if zk_client.connection_ended(self.zk):
+                log.error(
+                    "broker %d's ZooKeeper connection thread ended (kazoo connects no more): starting a new session",
+                    self.node_id,
+                )
+                loop = self._loop
+                if loop is not None and not loop.is_closed():
+                    loop.call_soon_threadsafe(self._start_again)
         elif state == KazooState.CONNECTED and self._session_lost and self._registration is not None:
             self._session_lost = False
             loop = self._loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(self._reregister, self._registration)
+
+    def _start_again(self) -> None:
+        if self._started and (self._starting_again is None or self._starting_again.done()):
+            self._starting_again = asyncio.ensure_future(self._start_again_until_done())
+
+    async def _start_again_until_done(self) -> None:
+        """Start the client again with a new session, until it is done (Kafka's ZooKeeperClient
+        makes a new ZooKeeper client whenever its session is no longer alive, retrying until
+        one is made). Its CONNECTED registers this broker again (`_session_state`)."""
+        while self._started:
+            try:
+                await asyncio.to_thread(zk_client.start_again, self.zk, self.session_timeout_ms)
+                log.warning("broker %d has a new ZooKeeper session (0x%x)", self.node_id, self.zk.client_id[0])
+                return
+            except Exception as e:  # noqa: BLE001 - retried: a broker must not run on without ZooKeeper
+                log.warning(
+                    "starting broker %d's ZooKeeper client again failed: %r; trying again in %.1f s",
+                    self.node_id,
+                    e,
+                    REREGISTER_RETRY_S,
+                )
+            await asyncio.sleep(REREGISTER_RETRY_S)
 
     def _reregister(self, broker: BrokerInfo) -> None:
         """Register again after the session expired, until it is done: an attempt that fails
