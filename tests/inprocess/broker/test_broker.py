@@ -217,3 +217,62 @@ def test_dynamic_broker_settings_are_kept_across_restarts(inprocess):
             assert (e.value, e.config_source) == ("15000", 5)
 
     asyncio.run(main())
+
+
+def test_in_an_incremental_fetch_session_a_partition_that_returned_records_is_read_last(inprocess):
+    """As Kafka's FetchSession: with a response too small for both partitions' records (the
+    first read gets one batch, the response limit then stops the rest), the partition that
+    returned records moves to the end of the session, so the other gets its turn next."""
+
+    async def main():
+        async with inprocess() as b:
+            info = await create(b, "rot", 2)
+            for p in (0, 1):
+                pd = nested(0, 9, "PartitionProduceData", index=p, records=batch(2))
+                td = nested(0, 9, "TopicProduceData", name="rot", partition_data=(pd,))
+                r = await b.call(0, 9, transactional_id=None, acks=-1, timeout=1000 * MS, topic_data=(td,))
+                assert r.responses[0].partition_responses[0].error_code == 0
+
+            async def fetch(session_id: int, epoch: int, partitions: tuple[int, ...]):
+                fps = tuple(
+                    nested(
+                        1,
+                        16,
+                        "FetchPartition",
+                        partition=p,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                    for p in partitions
+                )
+                topics = (nested(1, 16, "FetchTopic", topic_id=info.topic_id, partitions=fps),) if fps else ()
+                r = await b.call(
+                    1,
+                    16,
+                    max_wait=0 * MS,
+                    min_bytes=0,
+                    max_bytes=1,
+                    isolation_level=0,
+                    session_id=session_id,
+                    session_epoch=epoch,
+                    topics=topics,
+                    forgotten_topics_data=(),
+                    rack_id="",
+                )
+                assert r.error_code == 0
+                with_records = [p.partition_index for t in r.responses for p in t.partitions if p.records]
+                return r.session_id, with_records
+
+            sid, got = await fetch(0, 0, (0, 1))  # full: opens the session, reads 0 then 1
+            assert sid and got == [0]
+            _, got = await fetch(sid, 1, ())  # incremental, nothing changed: 0 read first again
+            assert got == [0]
+            _, got = await fetch(sid, 2, ())  # 0 returned records: now 1 is read first
+            assert got == [1]
+            _, got = await fetch(sid, 3, ())
+            assert got == [0]
+
+    asyncio.run(main())

@@ -374,3 +374,61 @@ def test_an_isr_expansion_whose_answer_is_lost_stays_pending_until_the_metadata_
             await c.close()
 
     asyncio.run(main())
+
+
+def test_the_follower_fetches_in_a_session_naming_only_partitions_that_moved(tmp_path, monkeypatch):
+    """KIP-227 between brokers: after the first (full) Fetch the follower's requests are
+    incremental in one session and name only the partitions whose position moved; the idle
+    topic's partitions are not named again, yet stay in the ISR (the leader reads them on from
+    the session). When the leader loses the session (restarted, evicted) the follower opens a new
+    one with a full request, and replication goes on."""
+    seen: list[tuple[int, int, list[tuple[object, int]], list[tuple[object, int]]]] = []
+    resolve = FetchSessionCache.resolve
+
+    def recording(self, session_id, epoch, requested, forgotten, *, sessions_allowed):  # noqa: ANN001, ANN202
+        seen.append((session_id, epoch, [(k, p) for k, p, _cp in requested], list(forgotten)))
+        return resolve(self, session_id, epoch, requested, forgotten, sessions_allowed=sessions_allowed)
+
+    monkeypatch.setattr(FetchSessionCache, "resolve", recording)
+
+    async def main() -> None:
+        c = TwoBrokers(tmp_path, {"t": (2, {}), "idle": (4, {})})
+        try:
+            leader = await c.start_leader()
+            follower = await c.start_follower()
+            await c.wait("all in the ISR", lambda: len(in_isr(c.hub, "t")) == 2 and len(in_isr(c.hub, "idle")) == 4)
+            t_id, idle_id = (c.hub.snapshot.topics[n].topic_id for n in ("t", "idle"))
+            await c.wait("a second Fetch", lambda: len(seen) >= 3)
+            assert seen[0][:2] == (0, 0) and len(seen[0][2]) == 6  # the first: full, opening a session
+            session_ids = {s for s, e, _r, _f in seen if e > 0}
+            assert len(session_ids) == 1 and 0 not in session_ids
+            mark = len(seen)
+            for _ in range(5):
+                (r,) = await leader.append_records([("t", 0, batch(3))], -1, 5000)  # acks=all: the follower has it
+                assert r.error_code == 0
+            await c.wait("t-0 copied", lambda: same_log(leader, follower, "t", 0))
+            later = seen[mark:]
+            assert later and all(e > 0 and s in session_ids for s, e, _r, _f in later)
+            named = {kp for _s, _e, r, _f in later for kp in r}
+            assert named == {(t_id, 0)}, named  # never t-1 nor the idle topic
+            assert all(not f for _s, _e, _r, f in later)
+            assert len(in_isr(c.hub, "idle")) == 4
+            (sid,) = session_ids
+            assert set(c.server.services.fetch_sessions.sessions[sid].partitions) == {  # type: ignore[union-attr]
+                *((t_id, p) for p in range(2)),
+                *((idle_id, p) for p in range(4)),
+            }
+
+            c.server.services.fetch_sessions.sessions.clear()  # type: ignore[union-attr]
+            mark = len(seen)
+            (r,) = await leader.append_records([("t", 1, batch(4))], -1, 5000)
+            assert r.error_code == 0
+            await c.wait("t-1 copied", lambda: same_log(leader, follower, "t", 1))
+            again = seen[mark:]
+            full = [i for i, (s, e, _r, _f) in enumerate(again) if (s, e) == (0, 0)]
+            assert full and len(again[full[0]][2]) == 6  # a new session, all partitions named again
+            assert len(in_isr(c.hub, "t")) == 2 and len(in_isr(c.hub, "idle")) == 4
+        finally:
+            await c.close()
+
+    asyncio.run(main())
