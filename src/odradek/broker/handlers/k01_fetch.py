@@ -151,16 +151,17 @@ async def handle(ctx: RequestContext, req) -> object:
 
     by_topic: dict[object, TopicResult] = {}
     for key, name, cp, pr, _r in results:
-        if (
-            incremental
-            and not pr.records
-            and not pr.error_code
-            and not cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
-        ):
+        news = cp.must_respond(
+            pr.high_watermark,
+            pr.last_stable_offset,
+            pr.log_start_offset,
+            records=bool(pr.records),
+            error=pr.error_code != 0,
+            diverging=pr.diverging_epoch is not None,
+        )
+        if incremental and not news:
             continue
-        if not incremental:
-            cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
-        elif pr.records and session is not None and (key, pr.partition) in session.partitions:
+        if incremental and pr.records and session is not None and (key, pr.partition) in session.partitions:
             # as Kafka: a partition that returned records is read last next time, so that with
             # more data than a response holds every partition of the session gets its turn
             session.partitions.move_to_end((key, pr.partition))
