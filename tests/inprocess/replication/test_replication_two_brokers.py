@@ -432,3 +432,47 @@ def test_the_follower_fetches_in_a_session_naming_only_partitions_that_moved(tmp
             await c.close()
 
     asyncio.run(main())
+
+
+def seed_log(tmp_path, node: int, epochs: list[tuple[int, bytes | None]]) -> None:
+    """Broker `node`'s log of t-0 before it starts: `epochs` as (leader epoch, the batch written
+    in it); None: an epoch its leader began without writing (a leader records its epoch when
+    elected)."""
+    lm = LogManager([str(tmp_path / f"b{node}-0")], LogConfig())
+    lm.load()
+    lg = lm.create_log("t", 0, LogConfig())
+    for epoch, records in epochs:
+        if records is None:
+            lg.assign_epoch_start_offset(epoch, lg.log_end_offset)
+        else:
+            lg.append(records, leader_epoch=epoch)
+    lm.shutdown()
+
+
+def test_a_follower_told_twice_where_its_log_diverges_truncates_twice_and_rejoins_the_isr(tmp_path):
+    """KIP-320 in a fetch session, two steps (Kafka's rule: a follower without the leader's
+    diverging epoch truncates to the end of its own epoch below it, and the next fetch says
+    where the logs meet). The leader wrote 8 records in epoch 0, 2 in epoch 1, and leads epoch
+    3 from offset 10; the follower has 10 records of epoch 0 and 2 of epoch 2. Its first
+    Fetch (at 12, epoch 2) diverges at (1, 10): it truncates to 10, the end of its epoch 0.
+    The next (at 10, epoch 0, incremental) diverges at (0, 8), the high watermark unchanged:
+    the leader must say so again, else the follower waits for news forever, out of the ISR."""
+
+    async def main() -> None:
+        c = TwoBrokers(tmp_path, {"t": (1, {})})
+        info = dataclasses.replace(c.hub.partition("t", 0), leader_epoch=3)
+        t = c.hub.snapshot.topics["t"]
+        c.hub.snapshot = dataclasses.replace(c.hub.snapshot, topics={"t": dataclasses.replace(t, partitions=(info,))})
+        both = batch(8)  # epoch 0's first 8 records, copied by both
+        seed_log(tmp_path, 1, [(0, both), (1, batch(2))])
+        seed_log(tmp_path, 2, [(0, both), (0, batch(2)), (2, batch(2))])
+        try:
+            leader = await c.start_leader()
+            assert leader.partitions[("t", 0)].log.log_end_offset == 10
+            follower = await c.start_follower()
+            await c.wait("the follower in the ISR", lambda: in_isr(c.hub, "t") == [0], 10)
+            assert same_log(leader, follower, "t", 0)
+        finally:
+            await c.close()
+
+    asyncio.run(main())
