@@ -24,6 +24,7 @@ from odradek.broker.replication.fetcher_state import FetcherConfig, Key, Partiti
 from odradek.cluster.metadata import BrokerInfo
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch_codec import FetchRequestPartition, encode_replica_fetch_request
 
 FETCH, LIST_OFFSETS = 1, 2
 FETCH_VERSION = 15  # topic ids (v13), replica_state with the broker epoch (v15)
@@ -100,44 +101,32 @@ class RemoteLeaderEndpoint:
             raise KafkaError(f"Fetch from broker {self.leader.node_id}: {ErrorCode(error).name}")
         return out if usable else {}
 
-    def _fetch_request(self, sent: SessionFetch, version: int) -> dict[str, object]:
-        topics: dict[str, list[dict[str, int]]] = {}
-        ids: dict[str, uuid.UUID | None] = {}
+    def _fetch_request(self, sent: SessionFetch, version: int) -> bytes:
+        """The request body, written by hand (fetch_codec: the bytes kio would write)."""
+        topics: dict[str, tuple[uuid.UUID | None, list[FetchRequestPartition]]] = {}
         for p in sent.to_send:
-            ids[p.topic] = p.topic_id
-            topics.setdefault(p.topic, []).append(
-                {
-                    "partition": p.partition,
-                    "current_leader_epoch": p.leader_epoch,
-                    "fetch_offset": p.fetch_offset,
-                    "last_fetched_epoch": p.last_fetched_epoch,
-                    "log_start_offset": p.log_start_offset,
-                    "partition_max_bytes": p.max_bytes,
-                }
+            t = topics.get(p.topic)
+            if t is None:
+                t = topics[p.topic] = (p.topic_id, [])
+            t[1].append(
+                (p.partition, p.leader_epoch, p.fetch_offset, p.last_fetched_epoch, p.log_start_offset, p.max_bytes)
             )
-        data: dict[str, object] = {
-            "max_wait": self.config.wait_max_ms,
-            "min_bytes": self.config.min_bytes,
-            "max_bytes": self.config.response_max_bytes,
-            "isolation_level": 0,
-            "session_id": sent.session_id,
-            "session_epoch": sent.epoch,
-            "rack_id": "",
-        }
         forgotten: dict[tuple[str, uuid.UUID | None], list[int]] = {}
         for p in sent.forgotten:
             forgotten.setdefault((p.topic, p.topic_id), []).append(p.partition)
-        if version >= 13:
-            data["topics"] = [{"topic_id": ids[t], "partitions": ps} for t, ps in topics.items()]
-            data["forgotten_topics_data"] = [{"topic_id": i, "partitions": ps} for (_t, i), ps in forgotten.items()]
-        else:
-            data["topics"] = [{"topic": t, "partitions": ps} for t, ps in topics.items()]
-            data["forgotten_topics_data"] = [{"topic": t, "partitions": ps} for (t, _i), ps in forgotten.items()]
-        if version >= 15:
-            data["replica_state"] = {"replica_id": self.node_id, "replica_epoch": self.broker_epoch()}
-        else:
-            data["replica_id"] = self.node_id
-        return data
+        config = self.config
+        return encode_replica_fetch_request(
+            version,
+            replica_id=self.node_id,
+            replica_epoch=self.broker_epoch() if version >= 15 else -1,
+            max_wait_ms=config.wait_max_ms,
+            min_bytes=config.min_bytes,
+            max_bytes=config.response_max_bytes,
+            session_id=sent.session_id,
+            session_epoch=sent.epoch,
+            topics=[(name, tid, parts) for name, (tid, parts) in topics.items()],
+            forgotten=[(name, tid, parts) for (name, tid), parts in forgotten.items()],
+        )
 
     async def list_offset(self, req: PartitionRequest, timestamp: int) -> int:
         """The leader's offset for `timestamp` (LATEST: its log end; EARLIEST: its log start)."""
