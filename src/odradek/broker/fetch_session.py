@@ -32,6 +32,10 @@ class CachedPartition:
     high_watermark: int = -2
     last_stable_offset: int = -2
     log_start_offset: int = -2
+    # the topic's name as the Fetch handler resolved it (v13+ name topics by id), and the
+    # metadata snapshot it did so in: resolved again only when the metadata changed
+    name: str | None = None
+    named_in: object = None
 
     def must_respond(self, hw: int, lso: int, start: int, *, records: bool, error: bool, diverging: bool) -> bool:
         """Whether an incremental response names this partition (Kafka's CachedPartition.

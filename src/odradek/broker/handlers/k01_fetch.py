@@ -90,7 +90,13 @@ async def handle(ctx: RequestContext, req) -> object:
     if error:
         return FetchResponse(error_code=error)
     pairs = session.partitions.items() if session is not None else (((k, p), cp) for k, p, cp in requested)
-    targets = [(key, topic_name(key), part, cp) for (key, part), cp in pairs]
+
+    def named(key, cp: CachedPartition) -> str | None:
+        cp.name, cp.named_in = topic_name(key), snap
+        return cp.name
+
+    # in a session each partition's topic name is looked up once per metadata snapshot
+    targets = [(key, cp.name if cp.named_in is snap else named(key, cp), part, cp) for (key, part), cp in pairs]
 
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, s.config["fetch.max.bytes"])

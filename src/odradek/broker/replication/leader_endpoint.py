@@ -22,7 +22,6 @@ from odradek.broker.replication.channel import ConnectionProvider, HeldConnectio
 from odradek.broker.replication.fetch_session_handler import SESSION_ERRORS, FetchSessionHandler, SessionFetch
 from odradek.broker.replication.fetcher_state import FetcherConfig, Key, PartitionData, PartitionRequest
 from odradek.cluster.metadata import BrokerInfo
-from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.fetch_codec import FetchRequestPartition, encode_replica_fetch_request
 
@@ -72,7 +71,8 @@ class RemoteLeaderEndpoint:
         session = self.session
         try:
             served = conn.api_versions.get(FETCH, (0, FETCH_BY_NAME))[1]
-            by_id = served >= 13 and all(p.topic_id not in (None, ZERO_UUID) for p in partitions)
+            # (`.int`, not `!= ZERO_UUID`: uuid.UUID's __eq__ is Python, and this runs per Fetch)
+            by_id = served >= 13 and all(p.topic_id is not None and p.topic_id.int for p in partitions)
             version = min(served, FETCH_VERSION if by_id else FETCH_BY_NAME)
             sent = session.build(partitions, version)
             resp = await conn.request(
