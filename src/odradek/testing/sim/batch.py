@@ -29,6 +29,8 @@ class BatchSummary:
     kinds: Counter[str] = field(default_factory=Counter)
     known: Counter[str] = field(default_factory=Counter)  # seeds showing each known bug
     unexplained: list[dict[str, Any]] = field(default_factory=list)  # seeds with an anomaly no known bug explains
+    # seeds whose losses a failure beyond Kafka's guarantee explains (guarantee.py): not anomalies
+    beyond: list[dict[str, Any]] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu_wall: float = 0.0  # the seeds' own wall times, summed
@@ -48,6 +50,13 @@ class BatchSummary:
             f"{self.acked} acknowledged writes checked",
             f"seeds with anomalies: {len(self.failed)} ({len(self.unexplained)} not explained by a known bug)",
         ]
+        if self.beyond:
+            lines.append(
+                f"lost by a failure beyond Kafka's guarantee (every other in-sync replica down, the new leader's "
+                f"unflushed tail lost in a power cut): {len(self.beyond)} seeds: "
+                + ", ".join(str(r["seed"]) for r in self.beyond[:50])
+                + (" ..." if len(self.beyond) > 50 else "")
+            )
         for kind, n in sorted(self.kinds.items()):
             lines.append(f"  {kind}: {n} seeds")
         for bug, n in sorted(self.known.items()):
@@ -126,6 +135,8 @@ def run_batch(
         summary.cpu_wall += r.get("wall", 0.0)
         summary.acked += r.get("stats", {}).get("acked", 0)
         summary.faults.update(r.get("faults", []))
+        if r.get("beyond"):
+            summary.beyond.append(r)
         if not r.get("ok", False):
             summary.failed.append(r)
             summary.kinds.update(set(r.get("kinds", [])))
@@ -174,4 +185,5 @@ def run_batch(
     summary.wall = time.monotonic() - started
     summary.failed.sort(key=lambda r: r["seed"])
     summary.unexplained.sort(key=lambda r: r["seed"])
+    summary.beyond.sort(key=lambda r: r["seed"])
     return summary

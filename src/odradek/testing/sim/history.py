@@ -87,6 +87,40 @@ class EndOffset:
     offset: int
 
 
+@dataclass(slots=True)
+class ShortElection:
+    """A broker leading the workload's partition with its log below the acknowledged end.
+
+    `acked_end`: 1 + the highest offset acknowledged, transactional records too. `beyond`: a
+    failure beyond Kafka's guarantee (acks=all with min.insync.replicas: an acknowledged record
+    survives while one in-sync replica keeps its log and stays alive): every other member of
+    the partition's last ISR (the state before this one) was down (`others`: not registered,
+    and dead, paused or still starting), and the leader's host lost power (`power_cut`) after
+    every record it lacks was acknowledged, so it lost them as an unfsynced tail. Anything
+    else is an anomaly (guarantee.py)."""
+
+    t: float
+    partition: int
+    leader: int
+    epoch: int
+    log_end: int
+    acked_end: int
+    last_isr: tuple[int, ...]
+    others: dict[int, str]  # each other member of the last ISR: how it was at the election
+    power_cut: float  # when the leader's host last lost power after the records it lacks were acked, or -1
+    beyond: bool
+
+    def __str__(self) -> str:
+        others = ", ".join(f"b{b} {how}" for b, how in sorted(self.others.items())) or "no other member"
+        cut = f"its host lost power at {self.power_cut:.3f}" if self.power_cut >= 0 else "no power cut after the acks"
+        verdict = "beyond the guarantee" if self.beyond else "within the guarantee: an anomaly"
+        return (
+            f"p{self.partition} at {self.t:.3f}: b{self.leader} leads (epoch {self.epoch}) with its log ending at "
+            f"{self.log_end}, below {self.acked_end} acknowledged; last ISR {list(self.last_isr)}: {others}; "
+            f"{cut} ({verdict})"
+        )
+
+
 class History:
     def __init__(self, trace: Trace, now) -> None:  # noqa: ANN001 - a clock: () -> virtual seconds
         self.trace = trace
@@ -100,8 +134,11 @@ class History:
         self.committed_answers: list[CommittedAnswer] = []
         self.events: list[tuple[float, str, str]] = []
         self.acked_end: dict[int, int] = {}  # partition -> 1 + the highest offset acknowledged (acks=all)
+        self.written_end: dict[int, int] = {}  # the same, transactional records' acknowledgements too
         # moments a replica took a role it could not hold: (time, partition, kind, what)
         self.violations: list[tuple[float, int, str, str]] = []
+        self.power_cuts: dict[int, list[float]] = {}  # broker -> when its host lost power
+        self.short_elections: list[ShortElection] = []
 
     def note(self, actor: str, text: str) -> None:
         """A readable event that the trace already holds in another form."""
@@ -124,6 +161,7 @@ class History:
         rec.t_done = self.now()
         if error is None and offset is not None:
             rec.offset = offset
+            self.written_end[rec.partition] = max(self.written_end.get(rec.partition, 0), offset + 1)
             if rec.txn is None and offset + 1 > self.acked_end.get(rec.partition, 0):
                 self.acked_end[rec.partition] = offset + 1
             self.trace.add(f"{rec.t_done:.6f} ack {rec.value} p{rec.partition}@{offset}")
@@ -147,6 +185,31 @@ class History:
     def violation(self, partition: int, kind: str, what: str) -> None:
         self.violations.append((self.now(), partition, kind, what))
         self.event("check", f"p{partition}: {what}")
+
+    def power_cut(self, broker: int) -> None:
+        """Broker `broker`'s host lost power (its disk keeps only what was fsynced)."""
+        self.power_cuts.setdefault(broker, []).append(self.now())
+
+    def short_election(
+        self, partition: int, leader: int, epoch: int, log_end: int, last_isr: tuple[int, ...], others: dict[int, str]
+    ) -> ShortElection:
+        """`leader` leads `partition` with its log ending at `log_end`, below the acknowledged end;
+        `others`: how each other member of the last ISR was (a string starting "down" if down).
+        Beyond the guarantee, the loss is taken as the partition's new truth: `acked_end` drops
+        to `log_end`, so a later broker lacking only what this loss took is not reported again."""
+        t = self.now()
+        acked = self.written_end.get(partition, 0)
+        missing = [r.t_done for r in self.produced.values() if r.partition == partition and r.offset >= log_end]
+        last_ack = max(missing, default=t)
+        cut = next((c for c in reversed(self.power_cuts.get(leader, [])) if last_ack <= c <= t), -1.0)
+        beyond = cut >= 0 and all(how.startswith("down") for how in others.values())
+        e = ShortElection(t, partition, leader, epoch, log_end, acked, last_isr, others, cut, beyond)
+        self.short_elections.append(e)
+        self.note("check", f"short election {e}")
+        if beyond:
+            self.acked_end[partition] = min(log_end, self.acked_end.get(partition, 0))
+            self.written_end[partition] = log_end
+        return e
 
     # ------------------------------------------------------------------ reading
     def read(self, reader: str, committed: bool, partition: int, offset: int, value: str) -> None:

@@ -28,6 +28,7 @@ from odradek.cluster import zk_layout as L
 from odradek.testing.sim.checker import Anomaly, Final, check
 from odradek.testing.sim.cluster import SimCluster
 from odradek.testing.sim.faults import Fault, FaultSpec, schedule
+from odradek.testing.sim.guarantee import beyond_guarantee, member_state
 from odradek.testing.sim.history import History
 from odradek.testing.sim.logcap import captured_logs
 from odradek.testing.sim.logs import final_read, read_log
@@ -114,6 +115,8 @@ class Result:
     logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (warnings by default)
     templates: dict[str, int] = field(default_factory=dict)  # every message logged, unformatted: count
     notes: dict[str, Any] = field(default_factory=dict)  # what scripted faults recorded (FaultRunner.notes)
+    # what a failure beyond Kafka's guarantee explains (guarantee.py): not anomalies, reported apart
+    beyond: list[Anomaly] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -122,8 +125,13 @@ class Result:
     def kinds(self) -> list[str]:
         return sorted({a.kind for a in self.anomalies})
 
+    def beyond_kinds(self) -> list[str]:
+        return sorted({a.kind for a in self.beyond})
+
     def summary(self) -> str:
         state = "ok" if self.ok else "ANOMALIES " + ",".join(self.kinds())
+        if self.beyond:
+            state += " (lost by a failure beyond Kafka's guarantee: " + ",".join(self.beyond_kinds()) + ")"
         faults = ", ".join(f.kind for f in self.schedule) or "none"
         return (
             f"seed {self.seed}: {state} ({len(self.schedule)} faults: {faults}; {self.stats.get('acked', 0)} acked, "
@@ -150,6 +158,12 @@ class Result:
                         shown.add(round(t, 1))
                         lines += ["", f"history around {t:.3f} ({a.kind}):"]
                         lines += [f"  {line}" for line in self.history.around(t, around, around)]
+        if self.beyond and self.history is not None:
+            lines += ["", "lost by a failure beyond Kafka's guarantee (guarantee.py):"]
+            lines += [f"  {e}" for e in self.history.short_elections]
+            lines += [f"  {a}" for a in self.beyond[:10]]
+            if len(self.beyond) > 10:
+                lines.append(f"  ... {len(self.beyond) - 10} more")
         if self.errors:
             lines += ["", f"unhandled errors on the loop ({len(self.errors)}):"]
             lines += [f"  {e}" for e in self.errors[:10]]
@@ -169,6 +183,8 @@ class Result:
             "known": known,
             "unexplained": sorted({a.kind for a in unexplained}),
             "anomalies": [str(a) for a in self.anomalies[:20]],
+            "beyond": self.beyond_kinds(),
+            "losses": [str(e) for e in self.history.short_elections] if self.history is not None else [],
             "logs": self.logs[:5],
             "templates": {k: v for k, v in self.templates.items() if k.split(": ", 1)[0] != "odradek.sim"},
             "digest": self.digest,
@@ -203,20 +219,33 @@ def run_seed(
     topic = opts.workload.topic
 
     reported: set[tuple[int, int, int, bool]] = set()
+    last_isr: dict[int, tuple[int, ...]] = {}
 
     def on_state(t: str, p: int, st: Any) -> None:
         """The leader, and every in-sync replica, must hold every record acknowledged so far
         (acks=all: the high watermark passed it, and it is the lowest end of the ISR)."""
-        acked = history.acked_end.get(p, 0)
-        if t != topic or st.leader < 0 or not acked:
+        if t != topic:
+            return
+        last = last_isr.get(p, st.isr)  # the partition's ISR before this state
+        last_isr[p] = st.isr
+        if st.leader < 0 or not history.written_end.get(p, 0):
             return
         for b in (st.leader, *st.isr):
+            acked = history.acked_end.get(p, 0)
             end = cluster.log_end(b, t, p)
             lead = b == st.leader
             key = (p, b, st.leader_epoch, lead)
-            if end is None or end >= acked or key in reported:
+            # a leader short of any acknowledged record (transactional ones too): the moment a
+            # loss begins; beyond Kafka's guarantee or not (guarantee.py)
+            short = lead and end is not None and end < history.written_end.get(p, 0)
+            if end is None or key in reported or (end >= acked and not short):
                 continue
             reported.add(key)
+            if short:
+                others = {m: member_state(cluster, m) for m in last if m != b}
+                history.short_election(p, b, st.leader_epoch, end, tuple(last), others)
+            if end >= acked:
+                continue
             role = f"leads (epoch {st.leader_epoch})" if lead else f"is in the ISR of leader b{st.leader}"
             kind = "leader-without-acked" if lead else "isr-without-acked"
             history.violation(
@@ -245,7 +274,7 @@ def run_seed(
     finally:
         asyncio.set_event_loop(None)
         cluster.teardown()
-    anomalies = check(history, final) + _internal_errors(logs.lines)
+    anomalies, beyond = beyond_guarantee(history, check(history, final) + _internal_errors(logs.lines))
     stats: dict[str, Any] = dict(history.stats())
     stats["handles"] = loop.handles_run
     stats["delivered_bytes"] = cluster.net.delivered_bytes
@@ -266,6 +295,7 @@ def run_seed(
         logs.lines,
         dict(logs.templates),
         final.notes,
+        beyond,
     )
 
 

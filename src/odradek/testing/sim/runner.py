@@ -75,6 +75,7 @@ class FaultRunner:
         host = self.c.host(b)
         keeping = self.s.down.setdefault(b, set())
         if power:
+            self.h.power_cut(b)
             if host.alive:
                 host.kill(power=True)
             else:

@@ -1,0 +1,122 @@
+"""A loss beyond Kafka's guarantee told apart from a bug, precisely (odradek/testing/sim/guarantee.py).
+
+Kafka's promise with acks=all and min.insync.replicas=2: an acknowledged record survives while
+one in-sync replica keeps its log and stays alive. The scripted schedule, on p0 (replicas r0,
+r1, r2 in assignment order): r2 killed and out of the ISR, then r0 loses power (its unflushed
+tail gone) and r1 is killed at the same moment; only r0 comes back: the last ISR member,
+elected with what its disk kept, as Kafka 3.9 in ZooKeeper mode does; r1 and r2 return later
+and truncate to it. p0's losses are reported apart. The rule's other side (the same election
+with another ISR member up is an anomaly; a rule "the run had a power cut" fails it) is
+tested on the history itself: in the simulator the controller, fixed, no longer makes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from odradek.testing.sim.batch import BatchSummary
+from odradek.testing.sim.faults import Fault
+from odradek.testing.sim.history import History
+from odradek.testing.sim.profiles import PROFILES
+from odradek.testing.sim.run import Result, run_seed
+from odradek.testing.sim.runner import FaultRunner
+from odradek.testing.sim.trace import Trace
+
+CI = dataclasses.replace(PROFILES["ci"], duration=35.0)  # the script's waits outlast the sessions
+SEEDS = [1, 2, 3]
+LOSS_KINDS = {"lost", "consumed-then-lost", "leader-without-acked", "isr-without-acked"}
+
+
+def _power_cut_with_the_other_member_killed(both_back: bool) -> Any:
+    async def script(r: FaultRunner, f: Fault) -> None:
+        pv = r.view(0)
+        assert pv is not None
+        r0, r1, r2 = pv.replicas
+        r.kill(r2)
+        r.notes["out"] = await r.until(lambda: r2 not in r.view(0).isr, 15)  # type: ignore[union-attr]
+        await r.until(lambda: False, 1.0)  # more acknowledged with ISR [r0, r1]
+        r.notes["isr"] = list(r.view(0).isr)  # type: ignore[union-attr]
+        r.kill(r0, power=True)
+        r.kill(r1)
+        await r.until(lambda: False, 8.0)  # every session gone: no controller acts meanwhile
+        r.restart(r0)
+        if both_back:
+            r.restart(r1)
+        r.notes["led"] = await r.until(lambda: r.leader_of(0) >= 0, 20)
+        r.notes["leader"] = (r.leader_of(0), r0)
+        await r.until(lambda: False, 2.0)
+        r.restart(r1)
+        r.restart(r2)
+
+    script.__name__ = "power_cut_r0_kill_r1" + ("_both_back" if both_back else "_r0_back")
+    return script
+
+
+def _run(both_back: bool, seed: int) -> Result:
+    return run_seed(seed, CI, faults=[Fault(2.0, "script", arg=_power_cut_with_the_other_member_killed(both_back))])
+
+
+def _losses(r: Result) -> list[str]:
+    assert r.history is not None
+    return [str(e) for e in r.history.short_elections if e.partition == 0]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_last_in_sync_replica_back_from_a_power_cut_alone_is_beyond_the_guarantee(seed: int) -> None:
+    r = _run(False, seed)
+    assert r.notes["out"] and len(r.notes["isr"]) == 2, r.notes
+    leader, r0 = r.notes["leader"]
+    assert leader == r0, r.report()
+    assert r.history is not None
+    beyond = [e for e in r.history.short_elections if e.beyond]
+    mine = [e for e in beyond if e.partition == 0]  # the other partitions may lose too (same brokers)
+    assert mine and mine[0].others and all(how.startswith("down") for how in mine[0].others.values()), _losses(r)
+    # p0's losses are reported apart; the internal topics' (the group's offsets, the transaction
+    # coordinator's state) are not traced yet: what follows from them stays an anomaly
+    assert [a for a in r.anomalies if a.partition == 0 and a.kind in LOSS_KINDS] == [], r.report()
+    assert [a for a in r.beyond if a.partition == 0 and a.kind == "lost"], r.report()
+    assert "leader-without-acked" in r.beyond_kinds(), r.report()
+    line = r.to_json()
+    assert "lost" in line["beyond"] and line["losses"]
+
+
+def _history_with_a_power_cut(cut_at: float) -> History:
+    """p0: five records acknowledged by 1.0 s (offsets 0-4), b1's host loses power at `cut_at`."""
+    now = [0.0]
+    h = History(Trace(), lambda: now[0])
+    for i in range(5):
+        now[0] = 0.2 * i
+        h.done(h.sent("producer-1", i, 0, f"producer-1:{i}"), i, None)
+    now[0] = cut_at
+    h.power_cut(1)
+    now[0] = 5.0
+    return h
+
+
+def test_a_replica_back_from_a_power_cut_elected_while_another_is_up_with_its_data_is_an_anomaly() -> None:
+    """The rule, not "the run had a power cut": b1, back from a power cut with offsets 0-1, leads
+    p0 while b2 (in the last ISR, with offsets 0-4) is registered: an anomaly (the bug of seeds
+    26 and 162 elected so); the same election with b2 dead is beyond the guarantee; and a power
+    cut before the records b1 lacks were acknowledged did not take them: an anomaly too."""
+    up = _history_with_a_power_cut(2.0).short_election(0, 1, 3, 2, (1, 2), {2: "registered"})
+    assert not up.beyond and "within the guarantee" in str(up)
+    alive = _history_with_a_power_cut(2.0).short_election(0, 1, 3, 2, (1, 2), {2: "up, not registered"})
+    assert not alive.beyond
+    down = _history_with_a_power_cut(2.0)
+    e = down.short_election(0, 1, 3, 2, (1, 2), {2: "down (dead)"})
+    assert e.beyond and e.acked_end == 5 and e.power_cut == 2.0
+    assert down.acked_end[0] == 2  # the loss is the partition's new truth: reported once
+    early = _history_with_a_power_cut(0.5).short_election(0, 1, 3, 2, (1, 2), {2: "down (dead)"})
+    assert not early.beyond and early.power_cut == -1
+
+
+def test_the_summary_counts_seeds_lost_beyond_the_guarantee_apart() -> None:
+    s = BatchSummary("ci")
+    s.seeds = 2
+    s.beyond = [{"seed": 716, "ok": True, "beyond": ["lost"]}]
+    text = s.text()
+    assert "lost by a failure beyond Kafka's guarantee" in text and ": 1 seeds: 716" in text
+    assert "seeds with anomalies: 0 (0 not explained by a known bug)" in text
