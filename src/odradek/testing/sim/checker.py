@@ -56,6 +56,7 @@ class Anomaly:
     # the records it concerns, (partition, offset or -1, when acknowledged, sent or read), to
     # trace it to a loss (guarantee.py)
     records: tuple[tuple[int, int, float], ...] = ()
+    txn: str = ""  # the transactional producer (its id) of a transaction's anomaly
 
     def __str__(self) -> str:
         where = f" p{self.partition}" if self.partition >= 0 else ""
@@ -172,6 +173,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     f"{txn.name}: no marker after its records at the end",
                     txn.values[0].partition,
                     records=tuple((r.partition, r.offset, r.t_send) for r, s in states if s == OPEN),
+                    txn=txn.producer,
                 )
             )
         if txn.outcome == "committed" or (txn.outcome in ("unknown", "open") and committed):
@@ -185,6 +187,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                         f"{txn.name} ({txn.outcome}): {', '.join(bad)}",
                         txn.values[0].partition if txn.values else -1,
                         records=tuple((rec.partition, rec.offset, rec.t_send) for rec, _s in torn),
+                        txn=txn.producer,
                     )
                 )
         elif txn.outcome == "aborted" and committed:
@@ -224,6 +227,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     f"{read.reader} read {read.value} ({fate[key]})",
                     read.partition,
                     records=((read.partition, read.offset, read.t),),
+                    txn=read.value.split(":", 1)[0],
                 )
             )
 

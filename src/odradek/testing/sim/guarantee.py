@@ -30,6 +30,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.coordinator.codec import partition_for
+
+OFFSETS, TXN_STATE = "__consumer_offsets", "__transaction_state"
+
 if TYPE_CHECKING:
     from odradek.testing.sim.checker import Anomaly
     from odradek.testing.sim.cluster import SimCluster
@@ -73,7 +77,7 @@ def _reach(h: History, e: ShortElection) -> int:
 def _record(h: History, kind: str, e: ShortElection, rec: tuple[int, int, float]) -> bool:
     """Whether one record an anomaly concerns, (partition, offset, when), is one loss `e` took."""
     p, o, when = rec
-    if p != e.partition:
+    if e.topic or p != e.partition:
         return False
     if kind in _TAKEN:
         return o >= e.log_end and when <= e.t
@@ -84,12 +88,22 @@ def _record(h: History, kind: str, e: ShortElection, rec: tuple[int, int, float]
 
 def explains(h: History, losses: list[ShortElection], a: Anomaly) -> bool:
     """Whether anomaly `a` follows from the losses beyond the guarantee (`losses`)."""
+    mine = [e for e in losses if not e.topic]  # the workload topic's
     if a.kind in ("leader-without-acked", "isr-without-acked"):
-        return any(a.partition == e.partition and a.t == e.t for e in losses)
+        return any(a.partition == e.partition and a.t == e.t for e in mine)
     if a.kind == "end-offset-backwards":
-        return any(a.partition == e.partition and 0 <= a.since <= e.t <= a.t for e in losses)
+        return any(a.partition == e.partition and 0 <= a.since <= e.t <= a.t for e in mine)
+    if a.kind == "commit-backwards":  # the group's committed offsets lost with __consumer_offsets
+        return any(e.topic == OFFSETS and 0 <= a.since <= e.t <= a.t for e in losses)
+    if a.kind in _TXN and a.txn and a.records:  # the coordinator's state lost with __transaction_state
+        home = partition_for(a.txn, max(1, h.txn_state_partitions))
+        if any(
+            e.topic == TXN_STATE and e.partition == home and all(when <= e.t for _p, _o, when in a.records)
+            for e in losses
+        ):
+            return True
     if a.kind in _TAKEN | _TXN | _GROUP and a.records:
-        return all(any(_record(h, a.kind, e, rec) for e in losses) for rec in a.records)
+        return all(any(_record(h, a.kind, e, rec) for e in mine) for rec in a.records)
     return False
 
 

@@ -11,6 +11,7 @@ story (faults, acknowledgements, errors, outcomes), each line also fed to the tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.testing.sim.trace import Trace
@@ -109,13 +110,15 @@ class ShortElection:
     others: dict[int, str]  # each other member of the last ISR: how it was at the election
     power_cut: float  # when the leader's host last lost power after the records it lacks were acked, or -1
     beyond: bool
+    topic: str = ""  # an internal topic's (its committed end: the highest high watermark seen), or the workload's
 
     def __str__(self) -> str:
         others = ", ".join(f"b{b} {how}" for b, how in sorted(self.others.items())) or "no other member"
         cut = f"its host lost power at {self.power_cut:.3f}" if self.power_cut >= 0 else "no power cut after the acks"
         verdict = "beyond the guarantee" if self.beyond else "within the guarantee: an anomaly"
+        where = f"{self.topic}-{self.partition}" if self.topic else f"p{self.partition}"
         return (
-            f"p{self.partition} at {self.t:.3f}: b{self.leader} leads (epoch {self.epoch}) with its log ending at "
+            f"{where} at {self.t:.3f}: b{self.leader} leads (epoch {self.epoch}) with its log ending at "
             f"{self.log_end}, below {self.acked_end} acknowledged; last ISR {list(self.last_isr)}: {others}; "
             f"{cut} ({verdict})"
         )
@@ -135,10 +138,16 @@ class History:
         self.events: list[tuple[float, str, str]] = []
         self.acked_end: dict[int, int] = {}  # partition -> 1 + the highest offset acknowledged (acks=all)
         self.written_end: dict[int, int] = {}  # the same, transactional records' acknowledgements too
+        # 1 + the highest offset a client was told is committed (a ListOffsets(latest) answer, a record read)
+        self.seen_end: dict[int, int] = {}
         # moments a replica took a role it could not hold: (time, partition, kind, what)
         self.violations: list[tuple[float, int, str, str]] = []
         self.power_cuts: dict[int, list[float]] = {}  # broker -> when its host lost power
         self.short_elections: list[ShortElection] = []
+        self.txn_state_partitions = 1  # __transaction_state's partitions (run.py), to place a transactional id
+        # called whenever a client learns a commit or an outcome (run.py samples the internal
+        # topics' high watermarks then): () -> None
+        self.on_client_ack: Callable[[], None] | None = None
 
     def note(self, actor: str, text: str) -> None:
         """A readable event that the trace already holds in another form."""
@@ -177,10 +186,23 @@ class History:
     def outcome(self, txn: Txn, outcome: str, why: str = "") -> None:
         txn.outcome = outcome
         txn.t_end = self.now()
+        self._client_ack()
         parts = sorted({r.partition for r in txn.values})
         self.event(
             txn.producer, f"transaction {txn.name} ({len(txn.values)} records, p{parts}) {outcome} {why}".rstrip()
         )
+
+    def _seen(self, partition: int, end: int) -> None:
+        if end > self.seen_end.get(partition, 0):
+            self.seen_end[partition] = end
+
+    def committed_end(self, partition: int) -> int:
+        """1 + the highest offset of the workload's partition known committed: acknowledged, or told to a client."""
+        return max(self.written_end.get(partition, 0), self.seen_end.get(partition, 0))
+
+    def _client_ack(self) -> None:
+        if self.on_client_ack is not None:
+            self.on_client_ack()
 
     def violation(self, partition: int, kind: str, what: str) -> None:
         self.violations.append((self.now(), partition, kind, what))
@@ -191,30 +213,49 @@ class History:
         self.power_cuts.setdefault(broker, []).append(self.now())
 
     def short_election(
-        self, partition: int, leader: int, epoch: int, log_end: int, last_isr: tuple[int, ...], others: dict[int, str]
+        self,
+        partition: int,
+        leader: int,
+        epoch: int,
+        log_end: int,
+        last_isr: tuple[int, ...],
+        others: dict[int, str],
+        internal: tuple[str, int, float] | None = None,
     ) -> ShortElection:
         """`leader` leads `partition` with its log ending at `log_end`, below the acknowledged end;
         `others`: how each other member of the last ISR was (a string starting "down" if down).
         Beyond the guarantee, the loss is taken as the partition's new truth: `acked_end` drops
-        to `log_end`, so a later broker lacking only what this loss took is not reported again."""
+        to `log_end`, so a later broker lacking only what this loss took is not reported again.
+        `internal`: (topic, its committed end, when it was seen) for an internal topic's partition."""
         t = self.now()
-        acked = self.written_end.get(partition, 0)
-        missing = [r.t_done for r in self.produced.values() if r.partition == partition and r.offset >= log_end]
-        last_ack = max(missing, default=t)
+        if internal is not None:
+            topic, acked, last_ack = internal
+        else:
+            topic, acked = "", self.written_end.get(partition, 0)
+            acked = max(acked, self.seen_end.get(partition, 0))
+            # committed beyond log_end by then: the records it lacks acknowledged, and the first
+            # answer or read past its end
+            missing = [r.t_done for r in self.produced.values() if r.partition == partition and r.offset >= log_end]
+            told = [x.t_recv for x in self.end_offsets if x.partition == partition and x.offset > log_end]
+            told += [r.t for r in self.reads if r.partition == partition and r.offset >= log_end]
+            last_ack = max(max(missing, default=-1.0), min(told, default=-1.0))
+            last_ack = t if last_ack < 0 else last_ack
         cut = next((c for c in reversed(self.power_cuts.get(leader, [])) if last_ack <= c <= t), -1.0)
         beyond = cut >= 0 and all(how.startswith("down") for how in others.values())
-        e = ShortElection(t, partition, leader, epoch, log_end, acked, last_isr, others, cut, beyond)
+        e = ShortElection(t, partition, leader, epoch, log_end, acked, last_isr, others, cut, beyond, topic)
         self.short_elections.append(e)
         self.note("check", f"short election {e}")
-        if beyond:
+        if beyond and internal is None:
             self.acked_end[partition] = min(log_end, self.acked_end.get(partition, 0))
             self.written_end[partition] = log_end
+            self.seen_end[partition] = log_end
         return e
 
     # ------------------------------------------------------------------ reading
     def read(self, reader: str, committed: bool, partition: int, offset: int, value: str) -> None:
         t = self.now()
         self.reads.append(Read(reader, committed, t, partition, offset, value))
+        self._seen(partition, offset + 1)
         self.trace.add(f"{t:.6f} {reader} read p{partition}@{offset} {value}")
 
     def consumed(self, member: str, partition: int, offset: int, value: str) -> None:
@@ -223,6 +264,7 @@ class History:
         read = Read(member, True, t, partition, offset, value)
         self.reads.append(read)
         self.group_reads.append(read)
+        self._seen(partition, offset + 1)
         self.trace.add(f"{t:.6f} {member} consumed p{partition}@{offset} {value}")
 
     def commit_sent(self, member: str, offsets: dict[int, int]) -> GroupCommit:
@@ -236,6 +278,7 @@ class History:
         c.ok = error is None
         if error is None:
             self.event(c.member, f"committed {sorted(c.offsets.items())}")
+            self._client_ack()
         else:
             c.error = type(error).__name__
             self.event(c.member, f"commit {sorted(c.offsets.items())} failed: {c.error}")
@@ -248,6 +291,7 @@ class History:
     def end_offset(self, poller: str, partition: int, t_sent: float, offset: int) -> None:
         t = self.now()
         self.end_offsets.append(EndOffset(poller, partition, t_sent, t, offset))
+        self._seen(partition, offset)
         self.event(poller, f"ListOffsets(latest) p{partition}: {offset} (asked at {t_sent:.3f})")
 
     # ------------------------------------------------------------------ summaries

@@ -37,6 +37,7 @@ from odradek.testing.sim.runner import FaultRunner
 from odradek.testing.sim.workload import Workload, WorkloadSpec, client_config
 
 _real_clock = time.perf_counter
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 log = logging.getLogger("odradek.sim")
 
 
@@ -220,15 +221,49 @@ def run_seed(
 
     reported: set[tuple[int, int, int, bool]] = set()
     last_isr: dict[int, tuple[int, ...]] = {}
+    history.txn_state_partitions = int(opts.broker_overrides().get("transaction.state.log.num.partitions", "50"))
+    # the internal topics' partitions: the highest high watermark seen (what is committed), and when
+    committed: dict[tuple[str, int], tuple[int, float]] = {}
+    internal_isr: dict[tuple[str, int], tuple[int, ...]] = {}
+    internal_reported: set[tuple[str, int, int]] = set()
+
+    def sample_internal() -> None:
+        for name in INTERNAL_TOPICS:
+            for pv in cluster.partitions(name):
+                lg = cluster.log_of(pv.leader, name, pv.partition) if pv.leader >= 0 else None
+                key = (name, pv.partition)
+                if lg is not None and lg.high_watermark > committed.get(key, (0, 0.0))[0]:
+                    committed[key] = (lg.high_watermark, loop.elapsed)
+
+    def on_internal_state(t: str, p: int, st: Any) -> None:
+        """An internal topic's leader with its log below what was committed there: as on_state's
+        short election, with the highest high watermark seen as the committed end."""
+        key = (t, p)
+        last = internal_isr.get(key, st.isr)
+        internal_isr[key] = st.isr
+        hw, seen = committed.get(key, (0, 0.0))
+        end = cluster.log_end(st.leader, t, p) if st.leader >= 0 else None
+        if end is None or end >= hw or (t, p, st.leader_epoch) in internal_reported:
+            return
+        internal_reported.add((t, p, st.leader_epoch))
+        others = {m: member_state(cluster, m) for m in last if m != st.leader}
+        e = history.short_election(p, st.leader, st.leader_epoch, end, tuple(last), others, (t, hw, seen))
+        if e.beyond:
+            committed[key] = (end, loop.elapsed)
 
     def on_state(t: str, p: int, st: Any) -> None:
         """The leader, and every in-sync replica, must hold every record acknowledged so far
         (acks=all: the high watermark passed it, and it is the lowest end of the ISR)."""
+        if t in INTERNAL_TOPICS:
+            sample_internal()
+            on_internal_state(t, p, st)
+            return
         if t != topic:
             return
+        sample_internal()
         last = last_isr.get(p, st.isr)  # the partition's ISR before this state
         last_isr[p] = st.isr
-        if st.leader < 0 or not history.written_end.get(p, 0):
+        if st.leader < 0 or not history.committed_end(p):
             return
         for b in (st.leader, *st.isr):
             acked = history.acked_end.get(p, 0)
@@ -237,7 +272,7 @@ def run_seed(
             key = (p, b, st.leader_epoch, lead)
             # a leader short of any acknowledged record (transactional ones too): the moment a
             # loss begins; beyond Kafka's guarantee or not (guarantee.py)
-            short = lead and end is not None and end < history.written_end.get(p, 0)
+            short = lead and end is not None and end < history.committed_end(p)
             if end is None or key in reported or (end >= acked and not short):
                 continue
             reported.add(key)
@@ -264,6 +299,7 @@ def run_seed(
                 on_state(topic, pv.partition, pv)
 
     cluster.follow(history.note, on_state, on_register)
+    history.on_client_ack = sample_internal
     plan = faults if faults is not None else schedule(seed, opts.faults, opts.brokers, opts.workload.partitions)
     started = _real_clock()
     asyncio.set_event_loop(loop)
