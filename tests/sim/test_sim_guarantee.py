@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import odradek.cluster.decisions as decisions
+from odradek.cluster import zk_layout as L
 from odradek.testing.sim.batch import BatchSummary
 from odradek.testing.sim.faults import Fault
 from odradek.testing.sim.history import History
@@ -169,6 +170,31 @@ def test_a_replica_back_from_a_power_cut_elected_while_another_is_up_with_its_da
     assert down.acked_end[0] == 2  # the loss is the partition's new truth: reported once
     early = _history_with_a_power_cut(0.5).short_election(0, 1, 3, 2, (1, 2), {2: "down (dead)"})
     assert not early.beyond and early.power_cut == -1
+
+
+def test_a_host_losing_power_after_its_broker_was_killed_boots_again() -> None:
+    """A power cut of a host whose broker was already killed loses its page cache too: the
+    broker's next registration says its logs may lack what was not flushed (it said "kept"
+    before, and the controller preferred it, as a replica that kept its page cache)."""
+
+    async def script(r: FaultRunner, f: Fault) -> None:
+        before = r.c.zk.nodes[L.broker_path(1)].czxid
+        r.kill(1)
+        await r.until(lambda: False, 0.5)
+        r.kill(1, power=True)
+        await r.until(lambda: False, 0.5)
+        r.restart(1)
+
+        def registered_again() -> bool:
+            node = r.c.zk.nodes.get(L.broker_path(1))
+            return node is not None and node.czxid != before
+
+        r.notes["again"] = await r.until(registered_again, 20)
+        node = r.c.zk.nodes.get(L.broker_path(1))
+        r.notes["registration"] = node.data.decode() if node is not None else ""
+
+    r = run_seed(1, CI, faults=[Fault(2.0, "script", arg=script)])
+    assert r.notes["again"] and '"may_lack_unflushed":true' in r.notes["registration"], r.notes
 
 
 def test_the_summary_counts_seeds_lost_beyond_the_guarantee_apart() -> None:

@@ -78,8 +78,9 @@ class FaultRunner:
             self.h.power_cut(b)
             if host.alive:
                 host.kill(power=True)
-            else:
+            else:  # killed before: its page cache goes now, and the host boots again when restarted
                 host.disk.crash()
+                host.boots += 1
                 self.c.net.down.add(host.name)
         elif host.alive:
             host.kill()
