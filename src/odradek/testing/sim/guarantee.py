@@ -8,14 +8,18 @@ ZooKeeper mode elects the last ISR member back, with what its disk kept, as odra
 KIP-966, removes a broker that registers again from every ISR and ELR and keeps the partition
 without a leader until a replica that stayed up returns).
 
-The rule, per broker elected (or resuming) as leader with its log below the acknowledged end
-(history.ShortElection, recorded in run.py at every partition state ZooKeeper records): beyond
-the guarantee when every other member of the partition's last ISR was down at that moment
-(not registered in ZooKeeper, and its host dead, paused or still starting: not a broker alive
-with its log that the controller merely could not see) and the leader's host lost power after
-every record it lacks had been acknowledged. "The run had a power cut" is not enough: an
-election of a broker back from a power cut while another in-sync replica is up with its data
-stays an anomaly.
+The rule, per broker elected (or resuming) as leader with its log below the partition's
+committed end (history.ShortElection, recorded in run.py at every partition state ZooKeeper
+records): beyond the guarantee when every other member of the partition's last ISR was down
+at that moment, and the leader lost what it lacks in a power cut: at its last one before the
+election, its log (its page cache) held everything committed now. Down is Kafka's own
+definition of a broker not alive in ZooKeeper mode (docs/design.html, "Replication":
+liveness is the ephemeral registration of its session; the guarantee holds "as long as there
+is at least one in sync replica alive, at all times"): not registered, whether dead, paused
+past its session, starting, or running but cut from ZooKeeper past its session. "The run had
+a power cut" is not enough: an election of a broker back from a power cut while another
+in-sync replica is registered stays an anomaly, and so does one of a broker that lacked
+records before its power cut.
 
 The anomalies that follow from such a loss, traced to its partition and time (`explains`):
 the loss itself (`leader-without-acked`), the records it took (`lost`, `offset-changed`,
@@ -47,9 +51,22 @@ _TXN = {"torn-txn", "hanging-txn", "aborted-visible"}
 _GROUP = {"commit-beyond-consumed", "group-skipped"}
 
 
+def log_ends(cluster: SimCluster, broker: int, topic: str) -> dict[tuple[str, int], int]:
+    """Broker `broker`'s log end offsets now (what its page cache holds), of the workload's topic
+    and the internal topics: taken as it goes down, to tell later what a power cut took."""
+    out = {}
+    for name in ("", OFFSETS, TXN_STATE):
+        for pv in cluster.partitions(name or topic):
+            end = cluster.log_end(broker, name or topic, pv.partition)
+            if end is not None:
+                out[(name, pv.partition)] = end
+    return out
+
+
 def member_state(cluster: SimCluster, broker: int) -> str:
-    """How a member of the last ISR is at an election: "down (...)" when the controller cannot
-    count on it and it has not stayed up (not registered, and dead, paused or starting)."""
+    """How a member of the last ISR is at an election: "down (why)" when it is not alive as
+    Kafka defines it in ZooKeeper mode (its registration, the ephemeral node of its session, is
+    gone: docs/design.html, "Replication"), "registered" otherwise."""
     if broker in cluster.registered():
         return "registered"
     host = cluster.host(broker)
@@ -59,7 +76,7 @@ def member_state(cluster: SimCluster, broker: int) -> str:
         return "down (paused past its session)"
     if not host.started:
         return "down (starting)"
-    return "up, not registered (alive with its log)"
+    return "down (its session lost: running, cut from ZooKeeper or registering again)"
 
 
 def _reach(h: History, e: ShortElection) -> int:

@@ -95,10 +95,10 @@ class ShortElection:
     `acked_end`: 1 + the highest offset acknowledged, transactional records too. `beyond`: a
     failure beyond Kafka's guarantee (acks=all with min.insync.replicas: an acknowledged record
     survives while one in-sync replica keeps its log and stays alive): every other member of
-    the partition's last ISR (the state before this one) was down (`others`: not registered,
-    and dead, paused or still starting), and the leader's host lost power (`power_cut`) after
-    every record it lacks was acknowledged, so it lost them as an unfsynced tail. Anything
-    else is an anomaly (guarantee.py)."""
+    the partition's last ISR (the state before this one) was down (`others`: not registered),
+    and the leader lost what it lacks in a power cut (`power_cut`): its last one before this,
+    when its log (its page cache) held everything committed now. Anything else is an anomaly
+    (guarantee.py)."""
 
     t: float
     partition: int
@@ -108,13 +108,15 @@ class ShortElection:
     acked_end: int
     last_isr: tuple[int, ...]
     others: dict[int, str]  # each other member of the last ISR: how it was at the election
-    power_cut: float  # when the leader's host last lost power after the records it lacks were acked, or -1
+    power_cut: float  # when the leader's host lost power holding all it lacks (its page cache), or -1
     beyond: bool
     topic: str = ""  # an internal topic's (its committed end: the highest high watermark seen), or the workload's
 
     def __str__(self) -> str:
         others = ", ".join(f"b{b} {how}" for b, how in sorted(self.others.items())) or "no other member"
-        cut = f"its host lost power at {self.power_cut:.3f}" if self.power_cut >= 0 else "no power cut after the acks"
+        cut = "no power cut took what it lacks"
+        if self.power_cut >= 0:
+            cut = f"its host lost power at {self.power_cut:.3f} holding it all"
         verdict = "beyond the guarantee" if self.beyond else "within the guarantee: an anomaly"
         where = f"{self.topic}-{self.partition}" if self.topic else f"p{self.partition}"
         return (
@@ -142,7 +144,9 @@ class History:
         self.seen_end: dict[int, int] = {}
         # moments a replica took a role it could not hold: (time, partition, kind, what)
         self.violations: list[tuple[float, int, str, str]] = []
-        self.power_cuts: dict[int, list[float]] = {}  # broker -> when its host lost power
+        # broker -> when its host lost power, and its log ends just before ((topic or "", partition) -> end)
+        self.power_cuts: dict[int, list[tuple[float, dict[tuple[str, int], int]]]] = {}
+        self._ends_down: dict[int, dict[tuple[str, int], int]] = {}  # its log ends when it last went down
         self.short_elections: list[ShortElection] = []
         self.txn_state_partitions = 1  # __transaction_state's partitions (run.py), to place a transactional id
         # called whenever a client learns a commit or an outcome (run.py samples the internal
@@ -208,9 +212,16 @@ class History:
         self.violations.append((self.now(), partition, kind, what))
         self.event("check", f"p{partition}: {what}")
 
-    def power_cut(self, broker: int) -> None:
-        """Broker `broker`'s host lost power (its disk keeps only what was fsynced)."""
-        self.power_cuts.setdefault(broker, []).append(self.now())
+    def went_down(self, broker: int, ends: dict[tuple[str, int], int] | None) -> None:
+        """Broker `broker` was killed with these log ends (its page cache keeps them)."""
+        if ends is not None:
+            self._ends_down[broker] = ends
+
+    def power_cut(self, broker: int, ends: dict[tuple[str, int], int] | None) -> None:
+        """Broker `broker`'s host lost power (its disk keeps only what was fsynced); `ends`: its
+        log ends just before (None: it was down already, with the ends it had then)."""
+        before = ends if ends is not None else self._ends_down.get(broker, {})
+        self.power_cuts.setdefault(broker, []).append((self.now(), before))
 
     def short_election(
         self,
@@ -229,18 +240,12 @@ class History:
         `internal`: (topic, its committed end, when it was seen) for an internal topic's partition."""
         t = self.now()
         if internal is not None:
-            topic, acked, last_ack = internal
+            topic, acked, _seen = internal
         else:
-            topic, acked = "", self.written_end.get(partition, 0)
-            acked = max(acked, self.seen_end.get(partition, 0))
-            # committed beyond log_end by then: the records it lacks acknowledged, and the first
-            # answer or read past its end
-            missing = [r.t_done for r in self.produced.values() if r.partition == partition and r.offset >= log_end]
-            told = [x.t_recv for x in self.end_offsets if x.partition == partition and x.offset > log_end]
-            told += [r.t for r in self.reads if r.partition == partition and r.offset >= log_end]
-            last_ack = max(max(missing, default=-1.0), min(told, default=-1.0))
-            last_ack = t if last_ack < 0 else last_ack
-        cut = next((c for c in reversed(self.power_cuts.get(leader, [])) if last_ack <= c <= t), -1.0)
+            topic, acked = "", self.committed_end(partition)
+        # its last power cut: did its log hold all that is committed now, just before?
+        cuts = [(c, ends) for c, ends in self.power_cuts.get(leader, []) if c <= t]
+        cut = cuts[-1][0] if cuts and cuts[-1][1].get((topic, partition), -1) >= acked else -1.0
         beyond = cut >= 0 and all(how.startswith("down") for how in others.values())
         e = ShortElection(t, partition, leader, epoch, log_end, acked, last_isr, others, cut, beyond, topic)
         self.short_elections.append(e)
