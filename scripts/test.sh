@@ -14,7 +14,8 @@
 # Other arguments pass through to pytest (every tier's run), e.g. `-q -p no:cacheprovider`.
 # The process tiers run their tests in parallel with pytest-xdist (ODRADEK_TEST_WORKERS, default
 # 3; 0 runs them serially), except tests marked `serial`, which run alone after the others.
-# ODRADEK_SKIP_INSTALL=1 skips scripts/install-test-deps.sh (a venv shared by several checkouts).
+# ODRADEK_SKIP_INSTALL=1 skips scripts/install-test-deps.sh (a venv shared by several checkouts);
+# ODRADEK_TEST_REPORTS=DIR keeps each pytest run's junit xml there (every test's time).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -108,8 +109,16 @@ fi
 # full runs name each run's slowest tests (what to shorten when the budget is missed)
 durations=()
 [ "$fast" = 1 ] || durations=(--durations=10)
-REPORTS="$(mktemp -d)"
-trap 'rm -rf "$REPORTS"' EXIT
+# each pytest run's junit xml (every test's time, setup and teardown included): kept in
+# ODRADEK_TEST_REPORTS when it names a directory, for working out where a run's time went
+if [ -n "${ODRADEK_TEST_REPORTS:-}" ]; then
+    REPORTS="$ODRADEK_TEST_REPORTS"
+    mkdir -p "$REPORTS"
+    rm -f "$REPORTS"/run*.xml
+else
+    REPORTS="$(mktemp -d)"
+    trap 'rm -rf "$REPORTS"' EXIT
+fi
 runs=0
 
 # pytest's exit 5 (nothing collected, e.g. every test of a run deselected) is not a failure
@@ -179,16 +188,27 @@ echo "==> tiers (wall time; cores busy: the whole machine's CPU use over the tie
 printf '%s\n' "${summary[@]}"
 printf '%-10s %7ss\n' all "$(( $(date +%s) - T_START ))"
 # one closing line over every run (pytest's own are spread over the tiers above)
-"$PY" - "$REPORTS" <<'PY'
+"$PY" - "$REPORTS" "$(( fast == 0 ))" <<'PY'
 import pathlib
 import sys
 import xml.etree.ElementTree as ET
 
 n = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+by_function: dict[str, list[float]] = {}  # test function (all its parameters) -> [tests, seconds]
 for f in pathlib.Path(sys.argv[1]).glob("*.xml"):
-    for suite in ET.parse(f).getroot().iter("testsuite"):
+    root = ET.parse(f).getroot()
+    for suite in root.iter("testsuite"):
         for k in n:
             n[k] += int(suite.get(k, 0))
+    for case in root.iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '').split('[')[0]}"
+        row = by_function.setdefault(name, [0, 0.0])
+        row[0] += 1
+        row[1] += float(case.get("time", 0))
+if sys.argv[2] == "1":
+    print("==> the run's 12 costliest test functions (setup, call and teardown, over all their parameters)")
+    for name, (count, secs) in sorted(by_function.items(), key=lambda kv: -kv[1][1])[:12]:
+        print(f"{secs:7.1f}s {count:3d}x  {name}")
 bad = n["failures"] + n["errors"]
 print(f"total: {n['tests'] - bad - n['skipped']} passed, {bad} failed, {n['skipped']} skipped")
 PY

@@ -17,9 +17,11 @@ the run: seeds, profile, commit; then one line per seed, written as each ends). 
 need not be one sitting: interrupted (Ctrl-C, or the process killed), `--resume` that .jsonl runs
 the seeds it does not hold yet and appends them (each resumed part names its own commit), and
 `--summarize` makes one summary of any set of .jsonl files (a seed counted once). `--idle` runs the
-workers at the kernel's idle priority (SCHED_IDLE): they take only CPU no other process wants, so
-the long run can go on beside other work on a shared machine without slowing it; a seed is bounded
-by its CPU time, not its wall time, so waiting is never taken for a hang.
+workers at the kernel's idle priority (SCHED_IDLE, in an autogroup niced to 19): they take almost
+no CPU from other work, but other work that wakes often still waits for them (docs/simulator.md:
+a unit test ran 8x slower in wall time beside it), so run the long run on an otherwise idle
+machine and stop it before tests or benchmarks. A seed is bounded by its CPU time, not its wall
+time, so waiting is never taken for a hang.
 """
 
 from __future__ import annotations
@@ -122,7 +124,19 @@ def summarize(paths: list[str]) -> str:
 
 
 def _idle() -> None:
-    """SCHED_IDLE for this process and the workers it starts (they inherit it)."""
+    """SCHED_IDLE for this process and the workers it starts (they inherit it), in a session of
+    its own whose autogroup is niced to 19: where the kernel groups processes by session
+    (`/proc/sys/kernel/sched_autogroup_enabled`), SCHED_IDLE only yields within the group, and
+    the group itself would take a fair share beside every other session's."""
+    try:
+        os.setsid()  # a new session: a new autogroup, holding this run alone
+    except OSError:
+        pass  # already a session leader
+    try:
+        with open("/proc/self/autogroup", "w", encoding="ascii") as f:
+            f.write("19")
+    except OSError:
+        pass  # no autogroups here: SCHED_IDLE alone is what counts
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 

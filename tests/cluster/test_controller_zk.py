@@ -11,6 +11,9 @@ registrations; a clean answer, in bounded time, when ZooKeeper is gone.
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
+import socket
 import time
 
 import pytest
@@ -19,6 +22,7 @@ from kazoo.client import KazooClient
 from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster import zk_layout as L
 from odradek.cluster.controller import Controller, ControllerError, IsrChange
+from odradek.cluster.controller_writes import unregistered
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataTimeout
 from odradek.cluster.zk_client import cluster_id
@@ -91,7 +95,8 @@ def test_a_refused_partition_write_leaves_the_others_written(zk_server):
                 updates = [("w", p, st, states[("w", p)].version) for p in range(3)]
                 updates[1] = ("w", 1, st, states[("w", 1)].version + 5)  # a stale version
                 refused = await node.controller._write_states([], updates)
-            assert refused == {("w", 1)}
+            assert list(refused) == [("w", 1)]
+            assert unregistered(refused[("w", 1)]) == -1  # its version check, not a registration
             epochs = [
                 L.decode_partition_state("w", p, node.zk.get(L.partition_state_path("w", p))[0]).leader_epoch
                 for p in range(3)
@@ -212,5 +217,47 @@ def test_with_zookeeper_gone_requests_get_error_codes_in_bounded_time(zk_server)
             await node.store.stop()
             await asyncio.to_thread(node.zk.stop)
             await asyncio.to_thread(other.stop)
+
+    run(main())
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread made to die
+def test_a_dead_zookeeper_connection_thread_is_a_lost_session_the_broker_recovers_from(zk_server, caplog):
+    """A broker under libfaketime 0.9.10 (tests/cluster/test_isolation_faults.py's clock test):
+    kazoo's connection thread died of an OSError (EINVAL from a sleep between reconnect
+    attempts). kazoo then reports the session LOST and never connects again, and the broker ran
+    on unregistered, every ZooKeeper request failing, out of every ISR. Now it starts its client
+    again with a new session and registers again (Kafka's ZooKeeperClient makes a new ZooKeeper
+    client whenever its session is not alive), and is the controller again. The thread is made
+    to die here the same way: an OSError out of its next connection attempt, once."""
+    caplog.set_level(logging.INFO, logger="odradek.cluster")
+
+    async def main():
+        node = await Node(zk_server).start()
+        try:
+            zk = node.zk
+            session, epoch = zk.client_id[0], node.store.view.broker_sessions[1]
+            conn = zk._connection
+            attempt, died = conn._connect_attempt, []
+
+            def dying_attempt(*args):
+                if not died:
+                    died.append(time.monotonic())
+                    raise OSError(errno.EINVAL, "Invalid argument")
+                return attempt(*args)
+
+            conn._connect_attempt = dying_attempt
+            conn._socket.shutdown(socket.SHUT_RDWR)  # the connection drops: kazoo tries again, and dies
+            await node.store.wait_for(
+                lambda s: (b := s.broker(1)) is not None and b.epoch != epoch and s.controller_id == 1,
+                "broker 1 registered again, and the controller",
+                20,
+            )
+            assert died and zk.connected and zk.client_id[0] != session
+            _data, stat = await asyncio.to_thread(zk.get, L.broker_path(1))
+            assert stat.ephemeralOwner == zk.client_id[0]  # its registration is the new session's
+            assert any("connection thread ended" in r.getMessage() for r in caplog.records)
+        finally:
+            await node.stop()
 
     run(main())

@@ -7,10 +7,11 @@ flipped (the batch's CRC no longer matches; its framing does), and is started ag
 * stopped cleanly: nothing is validated at start, nothing is cut;
 * killed (SIGKILL) once the recovery-point checkpoint says the rolled segments are flushed (a
   roll flushes them; ``log.flush.offset.checkpoint.interval.ms`` = 1 s, and Kafka writes its
-  first checkpoint 30 s after it starts): the corrupt segment is below the recovery point, is
-  not read, and nothing is cut;
+  first checkpoint ``log.initial.task.delay.ms`` after it starts: 30 s by default, 1 s here, a
+  setting Kafka's LogManager has for tests, which spares the test a minute of waiting on Kafka's
+  two restarts): the corrupt segment is below the recovery point, is not read, and nothing is cut;
 * killed before its recovery point was checkpointed (its line taken out of the checkpoint after
-  the kill: Kafka's first checkpoint comes 30 s after start, odradek's within a second of a
+  the kill: Kafka's first checkpoint comes a delay after start, odradek's within a second of a
   roll's flush, so it cannot be caught the same way on both): every segment is unflushed, so the
   corrupt one is cut at the bad batch and every segment after it is deleted.
 
@@ -87,7 +88,13 @@ def _flip_a_byte_in_the_second_batch(data_dir: Path, topic: str) -> int:
 
 class _Kafka:
     def __init__(self, kafka_factory, interval_ms: int):
-        self.k = kafka_factory(line="4", overrides={"log.flush.offset.checkpoint.interval.ms": str(interval_ms)})
+        self.k = kafka_factory(
+            line="4",
+            overrides={
+                "log.flush.offset.checkpoint.interval.ms": str(interval_ms),
+                "log.initial.task.delay.ms": str(interval_ms),  # the first checkpoint: 30 s by default
+            },
+        )
         self.data_dir = self.k.nodes[0].data_dir
 
     @property
@@ -125,7 +132,7 @@ class _Odradek:
 
 def _wait_for_recovery_point(data_dir: Path, topic: str, offset: int, timeout: float = 90) -> None:
     """Until ``recovery-point-offset-checkpoint`` says ``topic``-0 is recovered up to ``offset``
-    (Kafka writes its first checkpoint 30 s after start, then every interval)."""
+    (Kafka writes its first checkpoint ``log.initial.task.delay.ms`` after start, then every interval)."""
     path = data_dir / "recovery-point-offset-checkpoint"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

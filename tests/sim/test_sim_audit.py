@@ -281,9 +281,19 @@ async def reassignment_to_a_dead_target(r: FaultRunner, f: Fault) -> None:
     assert codes == [0], codes
     assert await r.until(lambda: bool(hooked), 10), "T never back in the ISR"
     r.c.zk.hooks.remove(hook)
+    found: dict[str, object] = {}
+
+    def elected(op: str, path: str, data: bytes | None) -> None:
+        """What the next controller finds, as it is elected (its first writes follow within ms)."""
+        if op == "create" and path == L.CONTROLLER and not found:
+            found["t"] = in_isr(r, 0, t) and t not in r.c.registered()
+            found["led"] = [x.partition for x in r.c.partitions(r.topic) if x.leader == k]
+
+    r.c.zk.hooks.append(elected)
     assert await r.until(lambda: r.c.controller() not in (-1, k), 20), "no new controller"
-    r.notes["t_in_isr_unregistered"] = in_isr(r, 0, t) and t not in r.c.registered()
-    led = [x.partition for x in r.c.partitions(r.topic) if x.leader == k]
+    r.c.zk.hooks.remove(elected)
+    r.notes["t_in_isr_unregistered"] = found.get("t", False)
+    led = list(found.get("led", []))  # type: ignore[call-overload]
     r.notes["k_led"] = led
     r.notes["reelected"] = await r.until(lambda: all(r.leader_of(p) not in (-1, k) for p in led), 20, step=0.1)
     r.event(f"the partitions b{k} led ({led}) {'have' if r.notes['reelected'] else 'lack'} a new leader")

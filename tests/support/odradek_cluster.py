@@ -14,7 +14,8 @@ Faults beyond kill/stop/pause (tests/cluster/test_*_faults.py):
 - `zookeeper_proxies=True`: `zk_proxies[b]` between broker b and ZooKeeper (cut it and b alone
   loses ZooKeeper while its peers and clients still reach it);
 - `broker_env={b: {...}}`: environment for broker b's process, e.g. `faketime_env("-2h")`;
-- `kill_all()`: SIGKILL to every broker at once.
+- `kill_all()`: SIGKILL to every broker at once (`stop()`, the end of a test's cluster, does it
+  and kills ZooKeeper: a test of a clean stop stops brokers itself, `brokers[b].stop()`).
 :class:`KafkaZkCluster` gives Apache Kafka 3.9 in ZooKeeper mode the same surface, to check a
 fault test against the reference.
 """
@@ -43,16 +44,72 @@ SESSION_MS = 2000
 #: libfaketime from Debian's `faketime` package (scripts/install-test-deps.sh)
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 
+# libfaketime 0.9.10 (Debian 12's) with FAKETIME_DONT_FAKE_MONOTONIC=1 still shifts an absolute
+# CLOCK_MONOTONIC deadline given to clock_nanosleep by the wall clock's offset, which makes it
+# negative: EINVAL (wolfcw/libfaketime#426, fixed after 0.9.10). Python 3.11's time.sleep is
+# clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME): every sleep failed at once, and kazoo's
+# connection thread died of it between reconnect attempts. Faking the monotonic clock instead
+# hangs every timed wait of a thread (sem_clockwait reaches the kernel with a faked deadline).
+# Preloaded before libfaketime, this sends a sleep on any clock but the wall clock to the
+# kernel as asked (the monotonic clock is not faked), and a wall-clock sleep on to libfaketime.
+_TRUE_SLEEP_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*sleep_fn)(clockid_t, int, const struct timespec *, struct timespec *);
+
+int clock_nanosleep(clockid_t clock_id, int flags, const struct timespec *req, struct timespec *rem)
+{
+    if (clock_id == CLOCK_REALTIME) {
+        static sleep_fn faked;
+        if (faked == NULL)
+            faked = (sleep_fn)dlsym(RTLD_NEXT, "clock_nanosleep");
+        return faked(clock_id, flags, req, rem);
+    }
+    return syscall(SYS_clock_nanosleep, clock_id, flags, req, rem) == 0 ? 0 : errno;
+}
+"""
+
+
+def true_sleep_preload() -> Path:
+    """The shared object above, built once per source (needs a C compiler: gcc, as Debian's
+    build-essential gives). Raises RuntimeError saying why when it cannot be built."""
+    import hashlib
+    import shutil
+    import subprocess
+    import tempfile
+
+    digest = hashlib.sha256(_TRUE_SLEEP_C.encode()).hexdigest()[:12]
+    so = Path(tempfile.gettempdir()) / f"odradek-true-sleep-{digest}.so"
+    if so.is_file():
+        return so
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler (cc/gcc) to build the clock_nanosleep shim libfaketime 0.9.10 needs")
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "true_sleep.c", Path(d) / "true_sleep.so"
+        src.write_text(_TRUE_SLEEP_C)
+        done = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(src), "-ldl"], capture_output=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"building the clock_nanosleep shim failed: {done.stderr.decode(errors='replace')}")
+        os.replace(out, so)  # atomic: parallel workers may build it at once
+    return so
+
 
 def faketime_env(offset: str) -> dict[str, str]:
     """The environment that puts a process's wall clock `offset` away ("+2h", "-2h"; libfaketime's
     FAKETIME syntax), as `faketime -f` does but without its wrapper process (so signals reach
-    the broker itself). Monotonic clocks stay true: a skewed host clock, not a slow one.
+    the broker itself). Monotonic clocks stay true: a skewed host clock, not a slow one, and
+    sleeps on them sleep as long as asked (`true_sleep_preload`).
     FAKETIME_FORCE_MONOTONIC_FIX=0: with it on (libfaketime 0.9.10's default) a JVM reading the
     clock 2 million times took 41 s here instead of 0.8 s, and a Kafka broker over 100 s to
     start (Python was not slowed)."""
     return {
-        "LD_PRELOAD": str(LIBFAKETIME),
+        "LD_PRELOAD": f"{true_sleep_preload()}:{LIBFAKETIME}",
         "FAKETIME": offset,
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "FAKETIME_FORCE_MONOTONIC_FIX": "0",
@@ -258,13 +315,14 @@ class OdradekCluster(_ZooKeeperView):
         }
 
     def stop(self) -> None:
-        self._resume_stopped()
-        for proxy in self.zk_proxies.values():
-            proxy.heal()  # a broker cut from ZooKeeper still shuts down cleanly
-        for b in self.brokers.values():
-            b.stop()
+        """The end of a test's cluster: SIGKILL to every broker (as :meth:`kill_all`) and to
+        ZooKeeper. Nothing is asserted after it, and stopping each broker cleanly cost
+        every cluster test 3-5 s (the last broker's controlled shutdown retried until it gave up,
+        its partitions having no other live replica). A test of a clean stop stops the brokers
+        itself (``brokers[b].stop()``: SIGTERM)."""
+        self.kill_all()
         self._close_zk()
-        self.zookeeper.stop()
+        self.zookeeper.kill()
         for proxy in (*self.proxies.values(), *self.zk_proxies.values()):
             proxy.stop()
 

@@ -3,8 +3,9 @@
 A client that opens a session (session id 0, epoch 0) gets an id; later requests
 name the session and the next epoch and carry only the partitions whose fetch
 position changed (plus forgotten ones). Responses of an incremental fetch carry
-only partitions with news: records, an error, or a changed high watermark, last
-stable offset or log start offset. Epoch -1 means "no session"; closing one is
+only partitions with news: records, an error, a diverging epoch, or a changed high
+watermark, last stable offset or log start offset (after an error the next answer
+names the partition again). Epoch -1 means "no session"; closing one is
 id X with epoch -1. The cache holds `max.incremental.fetch.session.cache.slots`
 sessions and evicts the least recently used.
 """
@@ -31,11 +32,23 @@ class CachedPartition:
     high_watermark: int = -2
     last_stable_offset: int = -2
     log_start_offset: int = -2
+    # the topic's name as the Fetch handler resolved it (v13+ name topics by id), and the
+    # metadata snapshot it did so in: resolved again only when the metadata changed
+    name: str | None = None
+    named_in: object = None
 
-    def changed(self, hw: int, lso: int, start: int) -> bool:
+    def must_respond(self, hw: int, lso: int, start: int, *, records: bool, error: bool, diverging: bool) -> bool:
+        """Whether an incremental response names this partition (Kafka's CachedPartition.
+        maybeUpdateResponseData), remembering what it tells: records, an error or a diverging
+        epoch always (a follower answered twice with a diverging epoch, its truncation not yet
+        where the logs meet, must hear the second); else a high watermark, last stable offset
+        or log start offset other than the last answered. An error forgets the high watermark
+        answered, so the answer after the error went away names the partition again."""
         news = hw != self.high_watermark or lso != self.last_stable_offset or start != self.log_start_offset
         self.high_watermark, self.last_stable_offset, self.log_start_offset = hw, lso, start
-        return news
+        if error:
+            self.high_watermark = -1
+        return news or records or error or diverging
 
 
 @dataclass(slots=True)

@@ -531,7 +531,8 @@ class Partition:
     def maybe_expand_isr(self, replica_id: int) -> bool:
         """Propose `replica_id` for the ISR when it has caught up: fetched at or past the high
         watermark and past the start of this leader epoch (Kafka's maybeExpandIsr, which
-        looks only at the follower that just fetched). True when proposed."""
+        looks only at the follower that just fetched), and is eligible (`isr_eligible`). True
+        when proposed."""
         st = self.followers.get(replica_id)
         if (
             self._alter_isr is None
@@ -540,10 +541,20 @@ class Partition:
             or st is None
             or replica_id in self.isr
             or st.log_end_offset < max(self.log.high_watermark, self._leader_epoch_start)
+            or not self.isr_eligible(st)
         ):
             return False
         self._propose(self.isr + (replica_id,))
         return True
+
+    def isr_eligible(self, st: FollowerState) -> bool:
+        """Whether this leader may propose the follower for the ISR (Kafka's
+        Partition.isReplicaIsrEligible, KIP-903): this broker's metadata shows it registered,
+        under the broker epoch it fetched with (or its fetches named none). The controller
+        refuses anything else (INELIGIBLE_REPLICA); a leader that proposed it anyway would do
+        so again at every fetch until its metadata caught up."""
+        registered = self._broker_epoch(st.replica_id)
+        return registered >= 0 and st.broker_epoch in (-1, registered)
 
     def isr_to_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...] | None:
         """The ISR without the followers that have not caught up for `max_lag_ms`, or None."""

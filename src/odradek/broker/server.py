@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import functools
 import gc
 import logging
@@ -31,7 +32,8 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -76,6 +78,7 @@ from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
 from odradek.storage import FileSystem, LogConfig, LogDirInUseError, LogDirLocks, LogManager, OSFileSystem
+from odradek.storage.checkpoint import CLEAN_SHUTDOWN, RECOVERY_POINT
 from odradek.storage.config import LogManagerConfig
 
 log = logging.getLogger("odradek.broker")
@@ -143,6 +146,30 @@ def prepare_log_dirs(config: BrokerConfig, fs: FileSystem, cluster_id: str | Non
     return cluster_id
 
 
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+HOST_BOOT = ".odradek-host-boot"  # in each log directory: the boot id of the host's boot it last started in
+
+
+def note_host_boot(fs: FileSystem, dirs: Sequence[str], boot_id: str) -> bool:
+    """Whether this broker's logs may lack what a previous run had not flushed: a run stopped
+    without a clean shutdown (no clean-shutdown marker in a directory that has run before) and
+    the host has booted since (a power cut or an OS crash loses the page cache; a kill -9 does
+    not). Kept while runs keep stopping uncleanly (a run after the loss may not have copied
+    back what was lost); a clean shutdown ends it. Records this boot for the next run. Unknown
+    boot ids (no /proc) answer False."""
+    lost = False
+    for d in dirs:
+        path = os.path.join(d, HOST_BOOT)
+        before = fs.read_file(path).decode().split() if fs.exists(path) else []
+        unclean = fs.exists(os.path.join(d, RECOVERY_POINT)) and not fs.exists(os.path.join(d, CLEAN_SHUTDOWN))
+        if unclean and len(before) == 2 and boot_id and (before[0] not in ("-", boot_id) or before[1] == "lost"):
+            lost = True
+    for d in dirs:
+        fs.makedirs(d)
+        fs.write_file_atomic(os.path.join(d, HOST_BOOT), f"{boot_id or '-'} {'lost' if lost else 'kept'}\n".encode())
+    return lost
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, *, fs: FileSystem | None = None) -> None:
         self.config = config
@@ -175,6 +202,12 @@ class Broker:
         self.cluster_id = prepare_log_dirs(config, self.fs, cluster[1] if cluster else None)
         topic_configs = TopicConfigs(config)
         store, next_block = self._metadata_store(cluster[0] if cluster is not None else None)
+        registration: dict[str, Any] = {}
+        if isinstance(store, ZooKeeperMetadataStore):  # before recovery consumes the clean-shutdown marker
+            dirs = tuple(d for d in (read_meta_properties(d).get("directory.id") for d in config["log.dirs"]) if d)
+            lost = note_host_boot(self.fs, config["log.dirs"], self._boot_id())
+            registration = {"directory_ids": dirs, "may_lack_unflushed": lost}
+            await store.end_previous_registration(dirs)  # before this run follows or leads anything
         lm = self.log_manager = self._log_manager(store, topic_configs)
         await asyncio.to_thread(lm.load)
         services = self.services = self._build_services(store, next_block, topic_configs, lm)
@@ -195,7 +228,7 @@ class Broker:
             log.info("metrics on http://%s:%d/metrics", host, port)
         for name, lhost, lport in config.listeners:
             self._bind(name, lhost, lport)
-        await store.register_broker(self._advertised_endpoint())
+        await store.register_broker(dataclasses.replace(self._advertised_endpoint(), **registration))
         for name, sock in self._servers:
             self._tasks.append(asyncio.ensure_future(self._accept_loop(name, sock, services)))
         self._tasks.append(asyncio.ensure_future(self._close_idle_connections()))
@@ -380,6 +413,14 @@ class Broker:
         sock.setblocking(False)
         self._servers.append((name, sock))
         self.bound.append(sock.getsockname()[:2])
+
+    def _boot_id(self) -> str:
+        """The host's boot id (Linux: a new one at every boot); "" where there is none."""
+        try:
+            with open(BOOT_ID) as f:
+                return f.read().strip()
+        except OSError:
+            return ""
 
     def _advertised_endpoint(self) -> BrokerInfo:
         """Every advertised listener (port 0, a test's free port: the port the OS chose for the

@@ -4,7 +4,7 @@ Every broker runs a `Controller`; the one holding the ephemeral /controller znod
 winning that election it increments /controller_epoch and from then on every write it makes
 is one ZooKeeper transaction that first checks that epoch's znode version: once another
 broker has become controller (and incremented the epoch), a deposed controller's writes all
-fail, and it stops.
+fail, and it stops. (The election and the writes themselves: cluster/controller_writes.py.)
 
 What it does is level-triggered: whenever the cluster changes (a broker registers, leaves
 or restarts; a topic or partition is added; a deletion is requested; its own election) it
@@ -59,19 +59,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    BadVersionError,
-    ConnectionClosedError,
-    ConnectionLoss,
-    NodeExistsError,
-    NoNodeError,
-    OperationTimeoutError,
-    RolledBackError,
-    RuntimeInconsistency,
-    SessionExpiredError,
-)
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, OperationTimeoutError, SessionExpiredError
 
 from odradek.cluster import zk_layout as L
+from odradek.cluster.controller_writes import ControllerWrites, Deposed, ZkOp, unregistered
 from odradek.cluster.decisions import (
     Key,
     Update,
@@ -92,7 +83,6 @@ from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger("odradek.cluster.controller")
 
-MAX_OPS_PER_TRANSACTION = 500
 UNCLEAN = "unclean.leader.election.enable"
 RETRY_S = 0.5  # a reconcile step that left something undone runs again this much later
 DEFAULT_ZK_TIMEOUT_S = 18.0  # zookeeper.session.timeout.ms's default, when there is no store
@@ -105,10 +95,6 @@ class ControllerConfig:
     auto_leader_rebalance: bool = True
     imbalance_check_interval_s: float = 300.0
     imbalance_per_broker_percentage: int = 10
-
-
-class Deposed(Exception):
-    """Another broker became controller: this one's writes are refused."""
 
 
 class ControllerError(ConnectionError):
@@ -135,13 +121,6 @@ class IsrChange:
     isr_epochs: tuple[int, ...] | None = None  # v3 (KIP-903): each member's broker epoch, -1 unknown
 
 
-# One write of a controller's ZooKeeper transaction: (the name of kazoo's TransactionRequest
-# method, its arguments: a path and maybe data, its keyword arguments: maybe the version).
-ZkOp = tuple[str, tuple[str | bytes, ...], dict[str, int]]
-# The writes of one partition (or one topic): committed together or not at all.
-Unit = list[ZkOp]
-
-
 class Controller:
     def __init__(
         self, zk: KazooClient, store: ZooKeeperMetadataStore, node_id: int, config: ControllerConfig | None = None
@@ -151,8 +130,7 @@ class Controller:
         self.node_id = node_id
         self.config = config or ControllerConfig()
         self.active = False
-        self.epoch = -1
-        self._epoch_version = -1  # /controller_epoch's znode version our writes check
+        self.writes = ControllerWrites(zk, node_id)  # its election and every write (controller_writes.py)
         self._sessions: dict[int, int] = {}  # broker -> czxid of the registration last acted on
         # Partition states as this controller last wrote them: its watches may not have
         # delivered its own writes yet, and it must never decide from an older state.
@@ -173,6 +151,11 @@ class Controller:
         # Brokers shutting down (ControlledShutdown): never chosen as leaders, until they
         # register again (a new session).
         self._shutting_down: dict[int, int] = {}  # broker -> czxid of the registration that asked
+
+    @property
+    def epoch(self) -> int:
+        """The controller epoch this broker won last (-1 before): what its states record."""
+        return self.writes.epoch
 
     # -------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -200,18 +183,9 @@ class Controller:
         if self.active:
             self.active = False
             try:
-                await self._zk(self._release)
+                await self._zk(self.writes.release)
             except ControllerError as e:
                 log.info("could not give up /controller (%s): it goes with the session", e.message)
-
-    def _release(self) -> None:
-        """Give up /controller on a clean shutdown, so another broker takes over at once."""
-        try:
-            data, stat = self.zk.get(L.CONTROLLER)
-            if L.decode_controller(data) == self.node_id and stat.ephemeralOwner == self.zk.client_id[0]:
-                self.zk.delete(L.CONTROLLER, version=stat.version)
-        except Exception:  # noqa: BLE001 - best effort: the session's end removes it anyway
-            pass
 
     def _view_changed(self, view: CacheView) -> None:
         self._wake.set()
@@ -271,14 +245,14 @@ class Controller:
             self.active = False
         if view.controller == self.node_id and not self.active and not self._stopped:
             # ours, yet not acting: an election whose answer came after its timeout (or a previous
-            # run of this broker whose session has not expired: _release leaves that one alone)
-            await self._zk(self._release)
+            # run of this broker whose session has not expired: ControllerWrites.release leaves that one alone)
+            await self._zk(self.writes.release)
             return True
         if view.controller == -1 and not self.active:
-            elected = await self._zk(self._elect)
+            elected = await self._zk(self.writes.elect)
             if elected is None:
                 return True
-            self.epoch, self._epoch_version = elected
+            self.writes.fence(*elected)
             self._sessions, self._written, self._deleted, self._gone = {}, {}, set(), {}
             self.active = True
             log.info("broker %d is the controller (controller epoch %d)", self.node_id, self.epoch)
@@ -299,30 +273,6 @@ class Controller:
             if complete:
                 self._retry_later(max(0.0, self._rebalance_at - time.monotonic()))
         return complete
-
-    # -------------------------------------------------------------- election
-    def _elect(self) -> tuple[int, int] | None:
-        """(controller epoch, its znode version) when this broker won /controller."""
-        try:
-            self.zk.create(L.CONTROLLER, L.encode_controller(self.node_id), ephemeral=True)
-        except NodeExistsError:
-            return None
-        try:
-            data, stat = self.zk.get(L.CONTROLLER_EPOCH)
-            epoch = L.decode_controller_epoch(data) + 1
-            stat = self.zk.set(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch), version=stat.version)
-        except NoNodeError:
-            epoch = 1
-            try:
-                self.zk.create(L.CONTROLLER_EPOCH, L.encode_controller_epoch(epoch))
-            except NodeExistsError:
-                self._release()
-                return None
-            _data, stat = self.zk.get(L.CONTROLLER_EPOCH)
-        except BadVersionError:
-            self._release()
-            return None
-        return epoch, stat.version
 
     # ------------------------------------------------------------- reconcile
     def _live(self, view: CacheView) -> set[int]:
@@ -355,7 +305,7 @@ class Controller:
         if view.reassigning:  # /admin/reassign_partitions, as Kafka's ZooKeeper tools write it
             try:
                 await self._alter_reassignments(dict(view.reassigning), view)
-                await self._zk(self._delete_if_exists, L.REASSIGN_PARTITIONS)
+                await self._zk(self.writes.delete_if_exists, L.REASSIGN_PARTITIONS)
             except ControllerError:
                 raise
             except Exception:
@@ -370,6 +320,7 @@ class Controller:
         states = self._states(view)
         sessions = view.broker_sessions
         restarted = {b for b, czxid in sessions.items() if self._sessions.get(b, czxid) != czxid}
+        lost = {b for b, info in view.brokers.items() if info.may_lack_unflushed}
         creates: list[tuple[str, int, L.PartitionState]] = []
         updates: list[Update] = []
         decided = True
@@ -389,13 +340,15 @@ class Controller:
                     st = cached.state
                     if st.leader in self._shutting_down and st.leader in view.brokers:
                         continue  # moved by controlled_shutdown (or kept there: no other in-sync replica)
-                    new = reconcile_partition(st, replicas, live, sessions, restarted, self.epoch, unclean=unclean_ok)
+                    new = reconcile_partition(
+                        st, replicas, live, sessions, restarted, self.epoch, unclean=unclean_ok, lost=lost
+                    )
                     if new is not None:
                         updates.append((topic, p, new, cached.version))
             except Exception:
                 log.exception("deciding the partitions of %s failed; retrying", topic)
                 decided = False
-        refused: set[Key] = set()
+        refused: dict[Key, ZkOp] = {}
         if creates or updates:
             refused = await self._write_states(creates, updates)
             for topic, p, st, _v in updates:
@@ -445,7 +398,7 @@ class Controller:
             if topic in view.topics and not set(view.brokers) <= marker.dropped_by:
                 continue  # a broker still serves it: its drop (a change of the znode) wakes us
             try:
-                await self._zk(self._delete_topic, topic, marker.czxid)
+                await self._zk(self.writes.delete_topic, topic, marker.czxid)
             except ControllerError:
                 raise
             except Exception:
@@ -459,45 +412,6 @@ class Controller:
                 del self._written[key]
             log.info("deleted topic %s", topic)
         return complete
-
-    def _delete_topic(self, topic: str, czxid: int) -> None:
-        """Remove a topic's znodes, its config and its deletion request (the request whose znode
-        has `czxid`), in one transaction; what is already gone is not deleted again."""
-        try:
-            _data, stat = self.zk.get(L.delete_topic_path(topic))
-        except NoNodeError:
-            return
-        if stat.czxid != czxid:
-            return  # a newer request for a topic of that name: decided on its own
-        ops: list[ZkOp] = []
-        if self.zk.exists(L.topic_path(topic)):
-            try:
-                partitions = self.zk.get_children(L.partitions_path(topic))
-            except NoNodeError:
-                partitions = []
-            for p in partitions:
-                base = f"{L.partitions_path(topic)}/{p}"
-                try:
-                    children = self.zk.get_children(base)
-                except NoNodeError:
-                    continue
-                for child in children:
-                    ops.append(("delete", (f"{base}/{child}",), {}))
-                ops.append(("delete", (base,), {}))
-            if self.zk.exists(L.partitions_path(topic)):
-                ops.append(("delete", (L.partitions_path(topic),), {}))
-            ops.append(("delete", (L.topic_path(topic),), {}))
-        if self.zk.exists(L.topic_config_path(topic)):
-            ops.append(("delete", (L.topic_config_path(topic),), {}))
-        ops.append(("delete", (L.delete_topic_path(topic),), {"version": stat.version}))
-        if self._commit([ops]):
-            raise RuntimeError(f"topic {topic} changed while it was being deleted")
-
-    def _delete_if_exists(self, path: str) -> None:
-        try:
-            self.zk.delete(path)
-        except NoNodeError:
-            pass
 
     # ---------------------------------------------------------------- requests
     @contextlib.asynccontextmanager
@@ -580,10 +494,16 @@ class Controller:
                 written[key] = len(results)
                 updates.append((ch.topic, ch.partition, new, version))
                 results.append((ErrorCode.none, new, version + 1))
-            refused = await self._write_states([], updates) if updates else set()
+            refused = await self._write_states([], updates) if updates else {}
             for key, i in written.items():
                 before = states[key]
-                if key in refused:
+                if key in refused and (gone := unregistered(refused[key])) >= 0:
+                    # its registration went after the view this was decided from: not applied, and
+                    # the partition epoch is current (INVALID_UPDATE_VERSION would keep the leader
+                    # waiting for a newer state that never comes: Partition.on_alter_partition_response)
+                    log.info("%s-%d: isr change refused: broker %d is no longer registered", *key, gone)
+                    results[i] = (ErrorCode.ineligible_replica, before.state, before.version)
+                elif key in refused:
                     results[i] = (ErrorCode.invalid_update_version, before.state, before.version)
                 else:
                     after = results[i][1]
@@ -611,8 +531,8 @@ class Controller:
             updates, remaining = controlled_shutdown_moves(
                 view, self._states(view), broker, self._live(view), self.epoch
             )
-            refused = await self._write_states([], updates) if updates else set()
-            remaining = sorted(set(remaining) | refused)
+            refused = await self._write_states([], updates) if updates else {}
+            remaining = sorted(set(remaining) | set(refused))
             log.info(
                 "controlled shutdown of broker %d: %d partitions moved, %d remain",
                 broker,
@@ -728,80 +648,14 @@ class Controller:
             raise ControllerError(ErrorCode.request_timed_out, f"ZooKeeper: {e!r}") from None
         # (any other error of ZooKeeper's is a state this controller did not expect: it goes up as it is)
 
-    def _commit(self, units: list[Unit]) -> set[int]:
-        """Commit each unit behind the controller-epoch check, in transactions of at most
-        MAX_OPS_PER_TRANSACTION writes (blocking). Returns the indices of the units ZooKeeper
-        refused (a version or existence check failed: the state changed meanwhile); all the
-        others are committed. Deposed when the epoch check fails."""
-        refused: set[int] = set()
-        pending = list(range(len(units)))
-        while pending:
-            chunk: list[int] = []
-            size = 0
-            for i in pending:
-                if chunk and size + len(units[i]) > MAX_OPS_PER_TRANSACTION:
-                    break
-                chunk.append(i)
-                size += len(units[i])
-            t = self.zk.transaction()
-            t.check(L.CONTROLLER_EPOCH, self._epoch_version)
-            owner: list[int] = []  # the unit of each op
-            for i in chunk:
-                for name, args, kwargs in units[i]:
-                    getattr(t, name)(*args, **kwargs)
-                    owner.append(i)
-            results = t.commit()
-            if isinstance(results[0], (BadVersionError, NoNodeError)):
-                raise Deposed(f"controller epoch {self.epoch} was superseded") from None
-            # the op that failed has its error; the others of a failed transaction are rolled
-            # back (before it) or not attempted (after it: RuntimeInconsistency)
-            failed = {
-                owner[j - 1]
-                for j, r in enumerate(results)
-                if j > 0 and isinstance(r, Exception) and not isinstance(r, (RolledBackError, RuntimeInconsistency))
-            }
-            if failed:  # nothing of this chunk was written: again without the refused units
-                refused |= failed
-                pending = [i for i in pending if i not in failed]
-                continue
-            pending = pending[len(chunk) :]
-        return refused
-
-    def _state_units(
+    async def _write_states(
         self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]
-    ) -> tuple[list[Key], list[Unit]]:
-        keys: list[Key] = []
-        units: list[Unit] = []
-        for topic, p, st in creates:
-            if not self.zk.exists(L.partitions_path(topic)):
-                try:
-                    self.zk.create(L.partitions_path(topic))
-                except NodeExistsError:
-                    pass
-                except NoNodeError:  # the topic is gone: its state's create is refused below
-                    pass
-            unit: Unit = []
-            if not self.zk.exists(L.partition_path(topic, p)):
-                unit.append(("create", (L.partition_path(topic, p), b""), {}))
-            unit.append(("create", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {}))
-            keys.append((topic, p))
-            units.append(unit)
-        for topic, p, st, version in updates:
-            keys.append((topic, p))
-            units.append(
-                [("set_data", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {"version": version})]
-            )
-        return keys, units
-
-    def _write_states_sync(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
-        keys, units = self._state_units(creates, updates)
-        return {keys[i] for i in self._commit(units)}
-
-    async def _write_states(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> set[Key]:
+    ) -> dict[Key, ZkOp]:
         """Write new and changed partition states, each partition on its own: returns the
-        partitions ZooKeeper refused (their state changed meanwhile: decided again from the new
-        one), remembers the others as written."""
-        refused = await self._zk(self._write_states_sync, creates, updates)
+        partitions ZooKeeper refused, each with the op it refused (their state changed
+        meanwhile, or a registration its ISR names is gone: decided again from the newer
+        view), remembers the others as written."""
+        refused = await self._zk(self.writes.write_states, creates, updates)
         for topic, p, st in creates:
             if (topic, p) not in refused:
                 self._written[(topic, p)] = CachedState(st, 0)
@@ -812,18 +666,12 @@ class Controller:
             log.info("partition states changed meanwhile, deciding again: %s", sorted(refused))
         return refused
 
-    def _topic_unit(self, topic: str, assignment: L.TopicAssignment, version: int, updates: list[Update]) -> bool:
-        unit: Unit = [("set_data", (L.topic_path(topic), L.encode_topic(assignment)), {"version": version})]
-        for t, p, st, v in updates:
-            unit.append(("set_data", (L.partition_state_path(t, p), L.encode_partition_state(st)), {"version": v}))
-        return not self._commit([unit])
-
     async def _write_topic(
         self, topic: str, assignment: L.TopicAssignment, version: int, updates: list[Update]
     ) -> bool:
         """Write a topic's assignment and some of its partition states together; False when
         ZooKeeper refused (the topic changed meanwhile)."""
-        if not await self._zk(self._topic_unit, topic, assignment, version, updates):
+        if not await self._zk(self.writes.write_topic, topic, assignment, version, updates):
             log.info("%s changed meanwhile; deciding again", topic)
             return False
         for t, p, st, v in updates:

@@ -9,7 +9,7 @@ checks. cluster/controller.py calls them and writes the result; tests call them 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.zk_cache import CachedState, CacheView
@@ -66,6 +66,7 @@ def decide(
     bounced: set[int],
     *,
     unclean: bool,
+    lost: Set[int] = frozenset(),
 ) -> tuple[int, tuple[int, ...], bool]:
     """(leader, ISR, whether the leader epoch moves) a partition should have now.
 
@@ -73,11 +74,22 @@ def decide(
     this controller last acted on them (a restart it saw only as a new registration). As
     Kafka's controller handles a bounced broker (KafkaController.processBrokerChange), each
     is failed first (not live: out of the ISR, its leadership moved to another live in-sync
-    replica), then started (live again: it leads only if no other in-sync replica is live,
-    as the first in-sync replica back would)."""
+    replica), then started (live again: when no other in-sync replica is live, one of them
+    leads alone, as the first in-sync replica back would; the others rejoin the ISR by
+    catching up with it).
+
+    `lost`: brokers whose registration says their logs may lack what a previous run had not
+    flushed (BrokerInfo.may_lack_unflushed: an unclean stop, then the host booted again).
+    Among bounced in-sync replicas, one that kept its page cache (a kill -9) leads before
+    one that may have lost it (a power cut): it holds every record acknowledged while it
+    was in sync."""
     up = live - bounced
     leader, isr, bump = _elect(state.leader, state.isr, replicas, up, unclean)
     if leader == -1 and bounced & live:
+        back = [r for r in replicas if r in live and r in isr]
+        if back:
+            first = next((r for r in back if r not in lost), back[0])
+            return first, (first,), True
         leader, isr, again = _elect(-1, isr, replicas, live, unclean)
         bump = bump or again
     return leader, isr, bump
@@ -108,16 +120,17 @@ def reconcile_partition(
     controller_epoch: int,
     *,
     unclean: bool,
+    lost: Set[int] = frozenset(),
 ) -> L.PartitionState | None:
     """The state a partition should have now (None: it has it), with the broker epochs of its
     ISR recorded (`stamp`). Bounced (`decide`): the members whose admitted broker epoch is
     not their registration's (`stale_members`: seen by any controller, even one elected
     after the restart), and, where the state records no epoch (written by Kafka), the
     members in `restarted`: brokers this controller saw register again (a new session)
-    since it last acted on them."""
+    since it last acted on them. `lost`: as `decide`'s."""
     unrecorded = {b for b in state.isr if state.admitted_epoch(b) == -1}
     bounced = (restarted & unrecorded) | stale_members(state, sessions)
-    leader, isr, bump = decide(state, replicas, live, bounced, unclean=unclean)
+    leader, isr, bump = decide(state, replicas, live, bounced, unclean=unclean, lost=lost)
     epochs = stamp(isr, state, sessions, fresh=bounced)
     if (leader, isr, epochs) == (state.leader, state.isr, state.isr_epochs) and not bump:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
@@ -44,7 +44,15 @@ class BrokerInfo:
     broker epoch, which changes with every registration (the czxid of `/brokers/ids/<id>`,
     Kafka's ZooKeeper-mode broker epoch; -1 on a single node or when unknown): a broker that
     registers again is a changed broker, so the snapshot (and every broker's idea of its own
-    epoch) follows."""
+    epoch) follows.
+
+    Cluster mode adds two things a registration says of the run that made it (odradek's
+    fields in the registration's JSON; Kafka's decoder ignores them): `directory_ids`, the
+    ids of its log directories (meta.properties `directory.id`, as a KRaft registration
+    lists them), by which a broker starting again recognises its previous run's
+    registration; `may_lack_unflushed`, true when a previous run stopped without a clean
+    shutdown and the host has booted since (a power cut, an OS crash): its logs may lack
+    what that run had not flushed."""
 
     node_id: int
     host: str
@@ -52,6 +60,8 @@ class BrokerInfo:
     rack: str | None = None
     endpoints: tuple[tuple[str, str, int], ...] = ()
     epoch: int = -1
+    directory_ids: tuple[str, ...] = ()
+    may_lack_unflushed: bool = False
 
     def at(self, listener: str) -> BrokerInfo | None:
         """This broker as reached through `listener` (None: it has no such listener). A
@@ -60,7 +70,7 @@ class BrokerInfo:
             return self
         for name, host, port in self.endpoints:
             if name == listener:
-                return BrokerInfo(self.node_id, host, port, self.rack, self.endpoints, self.epoch)
+                return replace(self, host=host, port=port)
         return None
 
 

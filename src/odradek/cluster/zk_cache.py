@@ -82,10 +82,12 @@ class ZkCache:
     # ------------------------------------------------------------------ start
     def start(self) -> None:
         """Set every watch (blocking: call from a worker thread). When it returns the cache
-        holds what ZooKeeper held at that moment."""
+        holds what ZooKeeper held at that moment. A connection lost on the way (a loaded machine)
+        is waited out and the call made again, as Kafka's ZooKeeperClient retries requests until
+        connected; kazoo's watch recipes below retry the same way (`zk.retry`)."""
         for path in L.PERSISTENT_PATHS:
-            self.zk.ensure_path(path)
-        data, _ = self.zk.get(L.CLUSTER_ID)
+            self.zk.retry(self.zk.ensure_path, path)
+        data, _ = self.zk.retry(self.zk.get, L.CLUSTER_ID)
         self._v.cluster_id = L.decode_cluster_id(data)
         self.zk.DataWatch(L.CONTROLLER, self._controller_changed)
         self.zk.DataWatch(L.CONTROLLER_EPOCH, self._controller_epoch_changed)

@@ -57,6 +57,27 @@ def _start(zk: KazooClient, where: str, timeout_s: float) -> None:
         ) from None
 
 
+def connection_ended(zk: KazooClient) -> bool:
+    """Whether kazoo's connection thread has ended though the client was not stopped: it died
+    of an exception it does not retry (an OSError from a sleep between reconnect attempts,
+    under libfaketime 0.9.10) or gave up retrying. kazoo then reports the session LOST (its
+    CLOSED state) and never connects again on its own: every request fails from then on.
+    A client without kazoo's connection handler (the simulator's) never ends this way."""
+    connection = getattr(zk, "_connection", None)
+    stopped = getattr(zk, "_stopped", None)
+    if connection is None or stopped is None:
+        return False
+    return bool(connection.connection_stopped.is_set() and not stopped.is_set())
+
+
+def start_again(zk: KazooClient, connection_timeout_ms: int) -> None:
+    """Start `zk` again with a new session (blocking), as Kafka's ZooKeeperClient.reinitialize
+    makes a new ZooKeeper client when its session is no longer alive. Its listeners and
+    watch recipes stay; they see CONNECTED. Raises ZooKeeperUnavailable when ZooKeeper does
+    not answer within the connection timeout (the client is stopped then: call again)."""
+    _start(zk, "ZooKeeper", connection_timeout_ms / 1000)
+
+
 def cluster_id(zk: KazooClient, proposed: str) -> str:
     """The cluster's id from /cluster/id, created with `proposed` by the first broker."""
     try:

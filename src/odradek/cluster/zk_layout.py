@@ -194,6 +194,10 @@ def encode_broker(info: BrokerInfo, listener: str = "PLAINTEXT", protocols: dict
     }
     if info.rack:
         doc["rack"] = info.rack
+    if info.directory_ids:  # odradek's (metadata.BrokerInfo); Kafka's decoder ignores them
+        doc["directory_ids"] = list(info.directory_ids)
+    if info.may_lack_unflushed:
+        doc["may_lack_unflushed"] = True
     return _dump(doc)
 
 
@@ -218,7 +222,16 @@ def decode_broker(broker_id: int, data: bytes | None, listener: str = "PLAINTEXT
     if not host or port is None or port == "":
         raise LayoutError(f"{broker_path(broker_id)}: no endpoint")
     rack = doc.get("rack")
-    return BrokerInfo(broker_id, str(host), int(port), rack if isinstance(rack, str) else None, tuple(parsed))
+    dirs = doc.get("directory_ids")
+    return BrokerInfo(
+        broker_id,
+        str(host),
+        int(port),
+        rack if isinstance(rack, str) else None,
+        tuple(parsed),
+        directory_ids=tuple(str(d) for d in dirs) if isinstance(dirs, list) else (),
+        may_lack_unflushed=doc.get("may_lack_unflushed") is True,
+    )
 
 
 # -------------------------------------------------------------------- topics

@@ -20,10 +20,13 @@ A deletion is a request under /admin/delete_topics, as in Kafka, in two steps:
 DeleteTopics returns once every live broker has dropped the topic (this broker's view of
 the request shows it), or raises `MetadataTimeout`.
 
-The broker's registration is the ephemeral /brokers/ids/<id>: registering waits for a
-registration left by a previous run of the same broker (killed, its session not yet
-expired) to go, and a registration lost with an expired session is made again when
-ZooKeeper is back, tried again until it is made.
+The broker's registration is the ephemeral /brokers/ids/<id>. One left by a previous run of
+the same broker (killed, or back from a power cut, its session not yet expired) is ended
+first thing at start when it names this broker's log directories
+(`end_previous_registration`), and the new one is made once the controller has fenced that
+run's broker epoch; one that does not name them (Kafka's, an older odradek's) is waited for
+until it expires. A registration lost with an expired session is made again when ZooKeeper
+is back, tried again until it is made.
 
 kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on the loop.
 """
@@ -31,6 +34,7 @@ kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on th
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -41,6 +45,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from odradek.cluster import zk_client
 from odradek.cluster import zk_layout as L
 from odradek.cluster.metadata import (
     EMPTY_SNAPSHOT,
@@ -101,6 +106,20 @@ def build_snapshot(
     return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs)
 
 
+def previous_run_fenced(view: CacheView, node_id: int, epoch: int) -> bool:
+    """Whether the registration of broker `node_id`'s previous run (broker epoch `epoch`) is out
+    of every partition state the controller acts on: no partition led by it, none with a leader
+    whose ISR admitted it with that epoch (or with an unrecorded one). A leaderless partition
+    keeps its last ISR, as Kafka's: not waited for."""
+    for cached in view.states.values():
+        st = cached.state
+        if st.leader == node_id:
+            return False
+        if st.leader >= 0 and node_id in st.isr and st.admitted_epoch(node_id) in (epoch, -1):
+            return False
+    return True
+
+
 class ZooKeeperMetadataStore:
     def __init__(
         self,
@@ -128,8 +147,10 @@ class ZooKeeperMetadataStore:
         self._published = asyncio.Condition()
         self._registration: BrokerInfo | None = None
         self._epoch = -1  # the czxid of the registration this store created (its broker epoch), -1 before
+        self._previous_epoch = -1  # the previous run's, while this run waits for it to be fenced
         self._session_lost = False
         self._reregistering: asyncio.Task[None] | None = None
+        self._starting_again: asyncio.Task[None] | None = None  # a new session after kazoo's thread ended
         self._dropping: set[tuple[str, int]] = set()  # deletion requests being acknowledged
         self._dropped: dict[str, uuid.UUID] = {}  # topics seen being deleted, until their znodes go
         self._acks: set[asyncio.Task[None]] = set()
@@ -161,8 +182,9 @@ class ZooKeeperMetadataStore:
 
     async def stop(self) -> None:
         self._started = False
-        if self._reregistering is not None:
-            self._reregistering.cancel()
+        for task in (self._reregistering, self._starting_again):
+            if task is not None:
+                task.cancel()
         self.cache.stop()
         self.zk.remove_listener(self._session_state)
         if self._publisher is not None:
@@ -254,9 +276,71 @@ class ZooKeeperMetadataStore:
             f"broker {self.node_id}'s registration",
         )
 
+    async def end_previous_registration(self, directory_ids: Sequence[str]) -> int:
+        """Called first thing at start, before this broker follows or leads anything: when
+        /brokers/ids/<id> is still there from this broker's previous run (killed, or back from
+        a power cut, its session not yet expired), delete it. Recognised by the log
+        directories it names (`directory_ids`): only a process holding these directories made
+        it, and this one holds them now. Until that session expired the controller would
+        count the previous run as live and in sync, with whatever log this run found (after a
+        power cut, without its unflushed tail); deleted, the controller fails that broker
+        epoch at once (out of every ISR, its leadership moved), and the controller's writes
+        check that every ISR member they name is still registered (controller_writes.py), so none
+        admits the previous run after this. Its /controller, if it was the controller, goes
+        too (the controller epoch fences that run's writes). Returns the ended registration's
+        broker epoch, -1 when there was none (or it was not this broker's: left alone)."""
+        if not directory_ids:
+            return -1
+        ended = await asyncio.to_thread(self._end_previous, set(directory_ids))
+        if ended != -1:
+            self._previous_epoch = ended
+            log.warning(
+                "ended the registration of broker %d's previous run (broker epoch %d): its session had not "
+                "expired; the controller fails that epoch before this run registers",
+                self.node_id,
+                ended,
+            )
+        return ended
+
+    def _end_previous(self, directory_ids: set[str]) -> int:
+        path = L.broker_path(self.node_id)
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
+            return -1
+        if stat.ephemeralOwner == self.zk.client_id[0]:
+            return -1
+        try:
+            previous = L.decode_broker(self.node_id, data, self.listener)
+        except L.LayoutError:
+            return -1
+        if not directory_ids & set(previous.directory_ids):
+            return -1  # not made by a process with these directories: waited for (_register)
+        try:
+            data, cstat = self.zk.get(L.CONTROLLER)
+            if L.decode_controller(data) == self.node_id and cstat.ephemeralOwner == stat.ephemeralOwner:
+                self.zk.delete(L.CONTROLLER, version=cstat.version)
+        except (NoNodeError, BadVersionError, L.LayoutError):
+            pass
+        try:
+            self.zk.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass  # expired meanwhile: the controller sees it go all the same
+        return int(stat.czxid)
+
     async def _register(self, broker: BrokerInfo) -> None:
         """Create the registration, waiting on the loop (no thread sleeps) for one left by a
-        previous run of this broker to expire."""
+        previous run of this broker to expire, or, where this run ended it
+        (`end_previous_registration`), for the controller to fail its broker epoch: a new
+        registration only once the previous one is fenced, as KRaft's controller accepts one
+        (within the session timeout: a previous session has expired by then in any case)."""
+        if self._previous_epoch != -1:
+            try:
+                fenced = functools.partial(previous_run_fenced, node_id=self.node_id, epoch=self._previous_epoch)
+                await self.wait_for_view(fenced, "the previous run fenced", self.session_timeout_ms / 1000)
+            except MetadataTimeout:
+                log.info("broker %d's previous run is not fenced yet; registering anyway", broker.node_id)
+            self._previous_epoch = -1
         deadline = time.monotonic() + self.session_timeout_ms / 1000 + 10
         while not await asyncio.to_thread(self._try_register, broker, deadline):
             log.info("waiting for the previous registration of broker %d to expire", broker.node_id)
@@ -296,11 +380,41 @@ class ZooKeeperMetadataStore:
             self._session_lost = True
             self._epoch = -1
             log.warning("ZooKeeper session expired: the ephemeral registration of broker %d is gone", self.node_id)
+            if zk_client.connection_ended(self.zk):
+                log.error(
+                    "broker %d's ZooKeeper connection thread ended (kazoo connects no more): starting a new session",
+                    self.node_id,
+                )
+                loop = self._loop
+                if loop is not None and not loop.is_closed():
+                    loop.call_soon_threadsafe(self._start_again)
         elif state == KazooState.CONNECTED and self._session_lost and self._registration is not None:
             self._session_lost = False
             loop = self._loop
             if loop is not None and not loop.is_closed():
                 loop.call_soon_threadsafe(self._reregister, self._registration)
+
+    def _start_again(self) -> None:
+        if self._started and (self._starting_again is None or self._starting_again.done()):
+            self._starting_again = asyncio.ensure_future(self._start_again_until_done())
+
+    async def _start_again_until_done(self) -> None:
+        """Start the client again with a new session, until it is done (Kafka's ZooKeeperClient
+        makes a new ZooKeeper client whenever its session is no longer alive, retrying until
+        one is made). Its CONNECTED registers this broker again (`_session_state`)."""
+        while self._started:
+            try:
+                await asyncio.to_thread(zk_client.start_again, self.zk, self.session_timeout_ms)
+                log.warning("broker %d has a new ZooKeeper session (0x%x)", self.node_id, self.zk.client_id[0])
+                return
+            except Exception as e:  # noqa: BLE001 - retried: a broker must not run on without ZooKeeper
+                log.warning(
+                    "starting broker %d's ZooKeeper client again failed: %r; trying again in %.1f s",
+                    self.node_id,
+                    e,
+                    REREGISTER_RETRY_S,
+                )
+            await asyncio.sleep(REREGISTER_RETRY_S)
 
     def _reregister(self, broker: BrokerInfo) -> None:
         """Register again after the session expired, until it is done: an attempt that fails

@@ -147,6 +147,77 @@ def encode_fetch_response(
     return chunks, size
 
 
+# --------------------------------------------------------------------------- a replica's request
+
+REQUEST_MIN_VERSION, REQUEST_MAX_VERSION = 12, 16  # what a follower sends (v12 by name, v13+ by id)
+_req_head_v12 = struct.Struct(">iiiibii").pack  # replica id, max wait, min bytes, max bytes, isolation, session
+_req_head = struct.Struct(">iiibii").pack  # the same without the replica id (v15+: replica_state)
+_req_part = struct.Struct(">iiqiqi").pack  # partition, leader epoch, offset, last epoch, log start, max bytes
+_replica_state = struct.Struct(">BBiqB").pack  # tag 1, its size 13, replica id, broker epoch, no tags
+_EMPTY_RACK_AND_TAGS = b"\x01"  # rack_id "" (compact string)
+
+FetchRequestPartition = tuple[int, int, int, int, int, int]  # as `_req_part` packs them
+
+
+def encode_replica_fetch_request(
+    version: int,
+    *,
+    replica_id: int,
+    replica_epoch: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    session_id: int,
+    session_epoch: int,
+    topics: Sequence[tuple[str, uuid.UUID | None, Sequence[FetchRequestPartition]]],
+    forgotten: Sequence[tuple[str, uuid.UUID | None, Sequence[int]]] = (),
+) -> bytes:
+    """A follower's Fetch request body (v12-v16: flexible, read_uncommitted, no rack), what kio
+    writes for the same fields byte for byte, without building its entities (a follower sends
+    one per answer). `topics`: (name, topic id, partitions) with each partition as
+    (partition, current leader epoch, fetch offset, last fetched epoch, log start offset,
+    max bytes); v13+ name topics by id, older versions by name; v15+ carry the replica id and
+    broker epoch in `replica_state` (tag 1), older ones the replica id in the body."""
+    if not REQUEST_MIN_VERSION <= version <= REQUEST_MAX_VERSION:
+        raise ValueError(f"a replica's Fetch v{version} is not encodable here")
+    by_id = version >= 13
+    if version >= 15:
+        buf = bytearray(_req_head(max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch))
+    else:
+        buf = bytearray(_req_head_v12(replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch))
+
+    def topic(name: str, topic_id: uuid.UUID | None, count: int) -> None:
+        nonlocal buf
+        if by_id:
+            if topic_id is None:
+                raise ValueError(f"Fetch v{version} names topics by id: {name} has none")
+            buf += topic_id.bytes
+        else:
+            raw = name.encode()
+            buf += uvarint(len(raw) + 1) + raw
+        buf += uvarint(count + 1)
+
+    buf += uvarint(len(topics) + 1)
+    for name, topic_id, parts in topics:
+        topic(name, topic_id, len(parts))
+        for part in parts:
+            buf += _req_part(*part)
+            buf += b"\x00"  # the partition's tagged fields
+        buf += b"\x00"
+    buf += uvarint(len(forgotten) + 1)
+    for name, topic_id, indexes in forgotten:
+        topic(name, topic_id, len(indexes))
+        for index in indexes:
+            buf += _i32(index)
+        buf += b"\x00"
+    buf += _EMPTY_RACK_AND_TAGS
+    if version >= 15:
+        buf += b"\x01" + _replica_state(1, 13, replica_id, replica_epoch, 0)
+    else:
+        buf += b"\x00"
+    return bytes(buf)
+
+
 # --------------------------------------------------------------------------- decoding (client)
 class FetchedPartition:
     """One partition of a decoded Fetch response; attribute names follow the schema's."""

@@ -217,3 +217,109 @@ def test_dynamic_broker_settings_are_kept_across_restarts(inprocess):
             assert (e.value, e.config_source) == ("15000", 5)
 
     asyncio.run(main())
+
+
+async def session_fetch(b, topic_id, session_id: int, epoch: int, partitions: dict[int, tuple[int, int]], **kw):
+    """Fetch v16 in a session: `partitions` maps each partition named to (fetch offset, last
+    fetched epoch); the answer's session id and its partitions by index."""
+    fps = tuple(
+        nested(
+            1,
+            16,
+            "FetchPartition",
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=last_epoch,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
+        for p, (offset, last_epoch) in partitions.items()
+    )
+    topics = (nested(1, 16, "FetchTopic", topic_id=topic_id, partitions=fps),) if fps else ()
+    fields = {"max_wait": 0 * MS, "min_bytes": 0, "max_bytes": 1 << 20, **kw}
+    r = await b.call(
+        1,
+        16,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=topics,
+        forgotten_topics_data=(),
+        rack_id="",
+        **fields,
+    )
+    assert r.error_code == 0
+    return r.session_id, {p.partition_index: p for t in r.responses for p in t.partitions}
+
+
+def test_in_an_incremental_fetch_session_a_partition_that_returned_records_is_read_last(inprocess):
+    """As Kafka's FetchSession: with a response too small for both partitions' records (the
+    first read gets one batch, the response limit then stops the rest), the partition that
+    returned records moves to the end of the session, so the other gets its turn next."""
+
+    async def main():
+        async with inprocess() as b:
+            info = await create(b, "rot", 2)
+            for p in (0, 1):
+                pd = nested(0, 9, "PartitionProduceData", index=p, records=batch(2))
+                td = nested(0, 9, "TopicProduceData", name="rot", partition_data=(pd,))
+                r = await b.call(0, 9, transactional_id=None, acks=-1, timeout=1000 * MS, topic_data=(td,))
+                assert r.responses[0].partition_responses[0].error_code == 0
+
+            async def fetch(session_id: int, epoch: int, partitions: tuple[int, ...]):
+                sid, answered = await session_fetch(
+                    b, info.topic_id, session_id, epoch, {p: (0, -1) for p in partitions}, max_bytes=1
+                )
+                return sid, [i for i, p in answered.items() if p.records]
+
+            sid, got = await fetch(0, 0, (0, 1))  # full: opens the session, reads 0 then 1
+            assert sid and got == [0]
+            _, got = await fetch(sid, 1, ())  # incremental, nothing changed: 0 read first again
+            assert got == [0]
+            _, got = await fetch(sid, 2, ())  # 0 returned records: now 1 is read first
+            assert got == [1]
+            _, got = await fetch(sid, 3, ())
+            assert got == [0]
+
+    asyncio.run(main())
+
+
+def test_an_incremental_fetch_session_answers_a_diverging_epoch_every_time(inprocess):
+    """As Kafka's FetchSession: a partition whose read answers a diverging epoch (KIP-320) is in
+    every incremental response that reads it so, not only in the first: a follower whose
+    truncation did not yet reach where the logs meet asks again, in the same position, and
+    must hear it again (else it waits for news that never come, out of the ISR for good)."""
+
+    async def main():
+        async with inprocess() as b:
+            info = await create(b, "div", 2)
+            for p in (0, 1):
+                pd = nested(0, 9, "PartitionProduceData", index=p, records=batch(3))
+                td = nested(0, 9, "TopicProduceData", name="div", partition_data=(pd,))
+                r = await b.call(0, 9, transactional_id=None, acks=-1, timeout=1000 * MS, topic_data=(td,))
+                assert r.responses[0].partition_responses[0].error_code == 0
+            # partition 0 as a replica whose log of epoch 0 goes on past this leader's (to 5):
+            # diverging at the leader's end of epoch 0; partition 1 caught up, idle
+            sid, answered = await session_fetch(b, info.topic_id, 0, 0, {0: (5, 0), 1: (3, 0)})
+            assert sid and set(answered) == {0, 1}
+
+            def diverging(p) -> tuple[int, int]:
+                return (p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+
+            assert diverging(answered[0]) == (0, 3) and not answered[0].records
+            for epoch in (1, 2):  # nothing changed in the request: partition 0 diverges still
+                _, answered = await session_fetch(b, info.topic_id, sid, epoch, {})
+                assert set(answered) == {0}, epoch
+                assert diverging(answered[0]) == (0, 3)
+            # in the position the answer points to nothing diverges, and nothing is new
+            _, answered = await session_fetch(b, info.topic_id, sid, 3, {0: (3, 0)})
+            assert answered == {}
+            pd = nested(0, 9, "PartitionProduceData", index=0, records=batch(1))
+            td = nested(0, 9, "TopicProduceData", name="div", partition_data=(pd,))
+            r = await b.call(0, 9, transactional_id=None, acks=-1, timeout=1000 * MS, topic_data=(td,))
+            assert r.responses[0].partition_responses[0].error_code == 0
+            _, answered = await session_fetch(b, info.topic_id, sid, 4, {})
+            assert set(answered) == {0} and diverging(answered[0]) == (-1, -1) and answered[0].records
+
+    asyncio.run(main())

@@ -374,3 +374,105 @@ def test_an_isr_expansion_whose_answer_is_lost_stays_pending_until_the_metadata_
             await c.close()
 
     asyncio.run(main())
+
+
+def test_the_follower_fetches_in_a_session_naming_only_partitions_that_moved(tmp_path, monkeypatch):
+    """KIP-227 between brokers: after the first (full) Fetch the follower's requests are
+    incremental in one session and name only the partitions whose position moved; the idle
+    topic's partitions are not named again, yet stay in the ISR (the leader reads them on from
+    the session). When the leader loses the session (restarted, evicted) the follower opens a new
+    one with a full request, and replication goes on."""
+    seen: list[tuple[int, int, list[tuple[object, int]], list[tuple[object, int]]]] = []
+    resolve = FetchSessionCache.resolve
+
+    def recording(self, session_id, epoch, requested, forgotten, *, sessions_allowed):  # noqa: ANN001, ANN202
+        seen.append((session_id, epoch, [(k, p) for k, p, _cp in requested], list(forgotten)))
+        return resolve(self, session_id, epoch, requested, forgotten, sessions_allowed=sessions_allowed)
+
+    monkeypatch.setattr(FetchSessionCache, "resolve", recording)
+
+    async def main() -> None:
+        c = TwoBrokers(tmp_path, {"t": (2, {}), "idle": (4, {})})
+        try:
+            leader = await c.start_leader()
+            follower = await c.start_follower()
+            await c.wait("all in the ISR", lambda: len(in_isr(c.hub, "t")) == 2 and len(in_isr(c.hub, "idle")) == 4)
+            t_id, idle_id = (c.hub.snapshot.topics[n].topic_id for n in ("t", "idle"))
+            await c.wait("a second Fetch", lambda: len(seen) >= 3)
+            assert seen[0][:2] == (0, 0) and len(seen[0][2]) == 6  # the first: full, opening a session
+            session_ids = {s for s, e, _r, _f in seen if e > 0}
+            assert len(session_ids) == 1 and 0 not in session_ids
+            mark = len(seen)
+            for _ in range(5):
+                (r,) = await leader.append_records([("t", 0, batch(3))], -1, 5000)  # acks=all: the follower has it
+                assert r.error_code == 0
+            await c.wait("t-0 copied", lambda: same_log(leader, follower, "t", 0))
+            later = seen[mark:]
+            assert later and all(e > 0 and s in session_ids for s, e, _r, _f in later)
+            named = {kp for _s, _e, r, _f in later for kp in r}
+            assert named == {(t_id, 0)}, named  # never t-1 nor the idle topic
+            assert all(not f for _s, _e, _r, f in later)
+            assert len(in_isr(c.hub, "idle")) == 4
+            (sid,) = session_ids
+            assert set(c.server.services.fetch_sessions.sessions[sid].partitions) == {  # type: ignore[union-attr]
+                *((t_id, p) for p in range(2)),
+                *((idle_id, p) for p in range(4)),
+            }
+
+            c.server.services.fetch_sessions.sessions.clear()  # type: ignore[union-attr]
+            mark = len(seen)
+            (r,) = await leader.append_records([("t", 1, batch(4))], -1, 5000)
+            assert r.error_code == 0
+            await c.wait("t-1 copied", lambda: same_log(leader, follower, "t", 1))
+            again = seen[mark:]
+            full = [i for i, (s, e, _r, _f) in enumerate(again) if (s, e) == (0, 0)]
+            assert full and len(again[full[0]][2]) == 6  # a new session, all partitions named again
+            assert len(in_isr(c.hub, "t")) == 2 and len(in_isr(c.hub, "idle")) == 4
+        finally:
+            await c.close()
+
+    asyncio.run(main())
+
+
+def seed_log(tmp_path, node: int, epochs: list[tuple[int, bytes | None]]) -> None:
+    """Broker `node`'s log of t-0 before it starts: `epochs` as (leader epoch, the batch written
+    in it); None: an epoch its leader began without writing (a leader records its epoch when
+    elected)."""
+    lm = LogManager([str(tmp_path / f"b{node}-0")], LogConfig())
+    lm.load()
+    lg = lm.create_log("t", 0, LogConfig())
+    for epoch, records in epochs:
+        if records is None:
+            lg.assign_epoch_start_offset(epoch, lg.log_end_offset)
+        else:
+            lg.append(records, leader_epoch=epoch)
+    lm.shutdown()
+
+
+def test_a_follower_told_twice_where_its_log_diverges_truncates_twice_and_rejoins_the_isr(tmp_path):
+    """KIP-320 in a fetch session, two steps (Kafka's rule: a follower without the leader's
+    diverging epoch truncates to the end of its own epoch below it, and the next fetch says
+    where the logs meet). The leader wrote 8 records in epoch 0, 2 in epoch 1, and leads epoch
+    3 from offset 10; the follower has 10 records of epoch 0 and 2 of epoch 2. Its first
+    Fetch (at 12, epoch 2) diverges at (1, 10): it truncates to 10, the end of its epoch 0.
+    The next (at 10, epoch 0, incremental) diverges at (0, 8), the high watermark unchanged:
+    the leader must say so again, else the follower waits for news forever, out of the ISR."""
+
+    async def main() -> None:
+        c = TwoBrokers(tmp_path, {"t": (1, {})})
+        info = dataclasses.replace(c.hub.partition("t", 0), leader_epoch=3)
+        t = c.hub.snapshot.topics["t"]
+        c.hub.snapshot = dataclasses.replace(c.hub.snapshot, topics={"t": dataclasses.replace(t, partitions=(info,))})
+        both = batch(8)  # epoch 0's first 8 records, copied by both
+        seed_log(tmp_path, 1, [(0, both), (1, batch(2))])
+        seed_log(tmp_path, 2, [(0, both), (0, batch(2)), (2, batch(2))])
+        try:
+            leader = await c.start_leader()
+            assert leader.partitions[("t", 0)].log.log_end_offset == 10
+            follower = await c.start_follower()
+            await c.wait("the follower in the ISR", lambda: in_isr(c.hub, "t") == [0], 10)
+            assert same_log(leader, follower, "t", 0)
+        finally:
+            await c.close()
+
+    asyncio.run(main())

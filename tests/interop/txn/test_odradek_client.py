@@ -37,13 +37,29 @@ def new_topic(bootstrap: str, partitions: int = 3) -> str:
     return name
 
 
+def settled_ends(bootstrap: str, c: Consumer, tps: list[TopicPartition], timeout: float) -> dict:
+    """The ends `c` reads to, once no transaction is open on the partitions: a commit or abort
+    returns before its markers are written (on Kafka as on odradek), and until they are the
+    last stable offset (a read_committed consumer's end) is still below the high watermark."""
+    deadline = time.monotonic() + timeout
+    with Consumer(bootstrap_servers=bootstrap, isolation_level="read_uncommitted") as hw:
+        while True:
+            ends, high = c.end_offsets(tps), hw.end_offsets(tps)
+            if ends == high:
+                return ends
+            assert time.monotonic() < deadline, (
+                f"an open transaction: last stable offsets {ends}, high watermarks {high}"
+            )
+            time.sleep(0.1)
+
+
 def read_all(bootstrap: str, topic: str, partitions: int, level: str, timeout: float = 30) -> dict[int, list]:
     """Every record a consumer at `level` returns, per partition, read until its positions
     reach the partitions' ends (the last stable offset under read_committed)."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     with Consumer(bootstrap_servers=bootstrap, isolation_level=level, auto_offset_reset="earliest") as c:
         c.assign(tps)
-        ends = c.end_offsets(tps)
+        ends = settled_ends(bootstrap, c, tps, timeout)
         out: dict[int, list] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout
         while any(c.position(tp) < ends[tp] for tp in tps):

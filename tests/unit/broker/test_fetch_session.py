@@ -52,3 +52,22 @@ def test_no_session_for_old_versions_or_without_slots_and_the_oldest_session_is_
     cache.resolve(first.id, 1, [], [], sessions_allowed=True)  # used: the second is now the oldest
     cache.resolve(0, 0, parts(1), [], sessions_allowed=True)
     assert first.id in cache.sessions and second.id not in cache.sessions
+
+
+def test_an_incremental_response_names_a_partition_with_news_and_again_after_an_error():
+    cp = CachedPartition(5, 1000)
+    respond = cp.must_respond
+    assert respond(10, 10, 0, records=False, error=False, diverging=False)  # the first answer
+    assert not respond(10, 10, 0, records=False, error=False, diverging=False)  # nothing new
+    assert respond(10, 10, 0, records=True, error=False, diverging=False)
+    assert respond(11, 10, 0, records=False, error=False, diverging=False)  # high watermark
+    assert respond(11, 11, 0, records=False, error=False, diverging=False)  # last stable offset
+    assert respond(11, 11, 1, records=False, error=False, diverging=False)  # log start offset
+    # Kafka's rule: an error, a diverging epoch, every time; and the answer after an error too
+    for _ in range(2):
+        assert respond(11, 11, 1, records=False, error=False, diverging=True)
+    assert not respond(11, 11, 1, records=False, error=False, diverging=False)
+    for _ in range(2):
+        assert respond(11, 11, 1, records=False, error=True, diverging=False)
+    assert respond(11, 11, 1, records=False, error=False, diverging=False)  # it went away
+    assert not respond(11, 11, 1, records=False, error=False, diverging=False)

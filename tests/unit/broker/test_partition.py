@@ -153,7 +153,8 @@ def test_an_isr_proposal_answered_after_newer_metadata_does_not_block_the_next(l
     proposal, the stale answer changes nothing, and the follower can be proposed again."""
     sent = []
     lg = log_manager.create_log("t", 0, LogConfig())
-    part = Partition("t", 0, lg, 1, lambda p, n: None, alter_isr=Sent(sent))
+    registered = {1: 10, 2: 20}  # broker epochs in the metadata
+    part = Partition("t", 0, lg, 1, lambda p, n: None, alter_isr=Sent(sent), broker_epoch=registered.__getitem__)
     part.update(PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=1, partition_epoch=0), NOW)
     part.record_follower_fetch(2, 0, NOW)
     assert [p.isr for p in sent] == [(1, 2)] and part.pending_isr == (1, 2)

@@ -37,11 +37,21 @@ class Controller:
 EPOCHS = {1: 501, 2: 502, 3: 503}  # broker epochs in the metadata
 
 
-def make(logs, info: PartitionInfo, node_id: int = 1, *, topic: str = "t") -> tuple[Partition, Controller]:
+def make(
+    logs, info: PartitionInfo, node_id: int = 1, *, topic: str = "t", epochs: dict[int, int] = EPOCHS
+) -> tuple[Partition, Controller]:
+    """A partition whose metadata shows the brokers `epochs` names registered, with those epochs
+    (read at each use: a test may change them)."""
     controller = Controller()
     lg = logs.create_log(topic, info.partition, LogConfig())
     part = Partition(
-        topic, info.partition, lg, node_id, lambda p, n: None, alter_isr=controller, broker_epoch=EPOCHS.get
+        topic,
+        info.partition,
+        lg,
+        node_id,
+        lambda p, n: None,
+        alter_isr=controller,
+        broker_epoch=lambda b: epochs.get(b, -1),
     )
     part.update(info, NOW)
     return part, controller
@@ -147,7 +157,8 @@ def test_a_follower_leaving_the_isr_is_not_brought_back_by_what_it_fetched_befor
     """Audit §6: ISR {1,2,3} on an idle partition; the controller removes 3 (it died; no epoch
     bump). Follower 2's fetches must not re-add 3 from its pre-crash position: 3 comes back
     only by fetching again itself."""
-    part, controller = make(logs, PartitionInfo(0, 1, (1, 2, 3), (1, 2, 3), leader_epoch=0))
+    epochs = dict(EPOCHS)
+    part, controller = make(logs, PartitionInfo(0, 1, (1, 2, 3), (1, 2, 3), leader_epoch=0), epochs=epochs)
     part.append_as_leader(batch(5), NOW, 1)
     for r in (2, 3):
         part.fetch_records(5, 1 << 20, min_one=True, replica_id=r, replica_epoch=EPOCHS[r], now_ms=NOW)
@@ -156,7 +167,9 @@ def test_a_follower_leaving_the_isr_is_not_brought_back_by_what_it_fetched_befor
     assert part.followers[3].log_end_offset == -1 and part.followers[3].broker_epoch == -1
     part.fetch_records(5, 1 << 20, min_one=True, replica_id=2, replica_epoch=EPOCHS[2], now_ms=NOW + 1)
     assert controller.sent == []
-    # broker 3 restarted (a new registration, a new epoch) with a shorter log, and fetches
+    # broker 3 restarted (a new registration, a new epoch, which the metadata shows) with a
+    # shorter log, and fetches
+    epochs[3] = 700
     part.fetch_records(3, 1 << 20, min_one=True, replica_id=3, replica_epoch=700, now_ms=NOW + 2)
     assert controller.sent == []  # 3 is behind the high watermark
     part.fetch_records(5, 1 << 20, min_one=True, replica_id=3, replica_epoch=700, now_ms=NOW + 3)
@@ -187,6 +200,39 @@ def test_a_fetch_older_than_the_brokers_registration_in_the_metadata_is_refused(
         part.fetch_records(0, 100, min_one=True, replica_id=2, replica_epoch=EPOCHS[2] - 1, now_ms=NOW)
     assert e.value.code == ErrorCode.not_leader_or_follower
     part.fetch_records(0, 100, min_one=True, replica_id=2, replica_epoch=-1, now_ms=NOW)  # -1: not checked
+
+
+def test_a_leader_proposes_only_followers_its_metadata_shows_registered_under_their_fetch_epoch(logs):
+    """Kafka's Partition.isReplicaIsrEligible (KIP-903): follower 3 caught up, but this leader's
+    metadata shows it unregistered (its session expired; the controller would refuse it,
+    INELIGIBLE_REPLICA), then registered under an older epoch than the one it fetches with:
+    not proposed, at no fetch. Once the metadata shows the registration it fetches under, the
+    next fetch proposes it. Before, every fetch proposed it and every answer refused it."""
+    epochs = {1: 501, 2: 502}  # 3: not registered
+    part, controller = make(logs, PartitionInfo(0, 1, (1, 2, 3), (1, 2), leader_epoch=0), epochs=epochs)
+    part.append_as_leader(batch(5), NOW, 1)
+    part.fetch_records(5, 1 << 20, min_one=True, replica_id=2, replica_epoch=502, now_ms=NOW)
+    for i in range(3):
+        part.fetch_records(5, 1 << 20, min_one=True, replica_id=3, replica_epoch=700, now_ms=NOW + 1 + i)
+    assert controller.sent == [] and not part.maybe_expand_isr(3)
+    epochs[3] = 600  # a registration the metadata shows, not the one 3 fetches under
+    part.fetch_records(5, 1 << 20, min_one=True, replica_id=3, replica_epoch=700, now_ms=NOW + 5)
+    assert controller.sent == []
+    epochs[3] = 700
+    part.fetch_records(5, 1 << 20, min_one=True, replica_id=3, replica_epoch=700, now_ms=NOW + 6)
+    (proposal,) = controller.sent
+    assert proposal.isr == (1, 2, 3) and proposal.isr_epochs == ((1, 501), (2, 502), (3, 700))
+
+
+def test_a_follower_whose_fetches_name_no_broker_epoch_is_eligible_once_registered(logs):
+    """A Fetch before v15 names no broker epoch (-1): Kafka checks only the registration."""
+    epochs = {1: 501}
+    part, controller = make(logs, PartitionInfo(0, 1, (1, 2), (1,), leader_epoch=0), epochs=epochs)
+    part.fetch_records(0, 100, min_one=True, replica_id=2, now_ms=NOW)
+    assert controller.sent == []
+    epochs[2] = 502
+    part.fetch_records(0, 100, min_one=True, replica_id=2, now_ms=NOW + 1)
+    assert [p.isr for p in controller.sent] == [(1, 2)]
 
 
 # ----------------------------------------------------------- partition epochs

@@ -12,8 +12,9 @@ polling). Record bytes go to the socket with sendfile (see protocol/fetch_codec.
 codec of every version). Under read_committed (isolation_level 1) each partition read
 answers its aborted transactions overlapping the batches returned (producer id, first
 offset; an empty list when none, null under read_uncommitted and with an error, as Kafka);
-every answer carries the last stable offset. Fetch sessions (KIP-227) are in broker/fetch_session.py; v13+ name
-topics by id. Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
+every answer carries the last stable offset. Fetch sessions (KIP-227) are in broker/fetch_session.py (in
+an incremental one a partition that returned records moves to the end of the session's order, as
+Kafka's); v13+ name topics by id. Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
 UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, the fencing errors.
 
 A follower's fetch (`replica_id`, from v15 in `replica_state` with its broker epoch) reads
@@ -89,7 +90,13 @@ async def handle(ctx: RequestContext, req) -> object:
     if error:
         return FetchResponse(error_code=error)
     pairs = session.partitions.items() if session is not None else (((k, p), cp) for k, p, cp in requested)
-    targets = [(key, topic_name(key), part, cp) for (key, part), cp in pairs]
+
+    def named(key, cp: CachedPartition) -> str | None:
+        cp.name, cp.named_in = topic_name(key), snap
+        return cp.name
+
+    # in a session each partition's topic name is looked up once per metadata snapshot
+    targets = [(key, cp.name if cp.named_in is snap else named(key, cp), part, cp) for (key, part), cp in pairs]
 
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, s.config["fetch.max.bytes"])
@@ -150,15 +157,20 @@ async def handle(ctx: RequestContext, req) -> object:
 
     by_topic: dict[object, TopicResult] = {}
     for key, name, cp, pr, _r in results:
-        if (
-            incremental
-            and not pr.records
-            and not pr.error_code
-            and not cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
-        ):
+        news = cp.must_respond(
+            pr.high_watermark,
+            pr.last_stable_offset,
+            pr.log_start_offset,
+            records=bool(pr.records),
+            error=pr.error_code != 0,
+            diverging=pr.diverging_epoch is not None,
+        )
+        if incremental and not news:
             continue
-        if not incremental:
-            cp.changed(pr.high_watermark, pr.last_stable_offset, pr.log_start_offset)
+        if incremental and pr.records and session is not None and (key, pr.partition) in session.partitions:
+            # as Kafka: a partition that returned records is read last next time, so that with
+            # more data than a response holds every partition of the session gets its turn
+            session.partitions.move_to_end((key, pr.partition))
         tr = by_topic.get(key)
         if tr is None:
             tr = by_topic[key] = TopicResult(name or "", key if isinstance(key, uuid.UUID) else ZERO_UUID, [])

@@ -145,44 +145,61 @@ class ReplicaFetcher:
             )
             self.state.on_fetch_failed(reqs, _now_ms(), repr(e))
             return
+        now = _now_ms()
         for req in reqs:
-            data = responses.get(req.key)
-            if data is not None:
-                await self._handle(req, data)
+            data = responses.get(req.key)  # in a fetch session, a partition without news is not answered
+            if data is not None and self._handle(req, data, now):
+                await self._out_of_range(req)
+                now = _now_ms()
 
-    async def _handle(self, req: PartitionRequest, data: PartitionData) -> None:
+    def _handle(self, req: PartitionRequest, data: PartitionData, now_ms: int) -> bool:
+        """Decide and apply what one answered partition says, without awaiting (the common
+        case costs no coroutine per partition). True when the leader's offsets are to be
+        asked first (OFFSET_OUT_OF_RANGE: `_out_of_range`)."""
         part = self.partitions.get(req.key)
         if part is None or part.role is not Role.FOLLOWER:
+            return False
+        try:
+            action = self.state.on_partition(req, data, part, now_ms)
+            if isinstance(action, ListLeaderOffsets):
+                return True
+            self._apply(req, part, action)
+        except Exception as e:  # this partition alone: a storage error, invalid records, a bug
+            self._failed(req, e)
+        return False
+
+    async def _out_of_range(self, req: PartitionRequest) -> None:
+        part = self.partitions.get(req.key)
+        if part is None:
             return
         try:
-            action = self.state.on_partition(req, data, part, _now_ms())
-            if isinstance(action, ListLeaderOffsets):
-                action = await self._out_of_range(req, part)
+            try:
+                end = await self.endpoint.list_offset(req, LATEST)
+                start = await self.endpoint.list_offset(req, EARLIEST)
+            except LeaderOffsetError as e:
+                action = self.state.on_leader_offsets_error(req, e.code, _now_ms())
+            except (KafkaError, OSError, TimeoutError) as e:  # no answer: this partition tries again later
+                action = self.state.on_leader_offsets_failed(req, repr(e), _now_ms())
+            else:
+                action = self.state.on_leader_offsets(req, end, start, part, _now_ms())
             self._apply(req, part, action)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # this partition alone: a storage error, invalid records, a bug
-            action = self.state.on_exception(req.key, e, _now_ms())
-            log.log(
-                logging.WARNING if isinstance(action, Backoff) else logging.ERROR,
-                "%s-%d: fetching from broker %d at %d failed: %s",
-                req.topic,
-                req.partition,
-                self.leader.node_id,
-                req.fetch_offset,
-                action.reason,
-                exc_info=not isinstance(action, Backoff),
-            )
+        except Exception as e:
+            self._failed(req, e)
 
-    async def _out_of_range(self, req: PartitionRequest, part: Partition) -> Action:
-        try:
-            end = await self.endpoint.list_offset(req, LATEST)
-            start = await self.endpoint.list_offset(req, EARLIEST)
-        except LeaderOffsetError as e:
-            return self.state.on_leader_offsets_error(req, e.code, _now_ms())
-        except (KafkaError, OSError, TimeoutError) as e:  # no answer: this partition tries again later
-            return self.state.on_leader_offsets_failed(req, repr(e), _now_ms())
-        return self.state.on_leader_offsets(req, end, start, part, _now_ms())
+    def _failed(self, req: PartitionRequest, e: Exception) -> None:
+        action = self.state.on_exception(req.key, e, _now_ms())
+        log.log(
+            logging.WARNING if isinstance(action, Backoff) else logging.ERROR,
+            "%s-%d: fetching from broker %d at %d failed: %s",
+            req.topic,
+            req.partition,
+            self.leader.node_id,
+            req.fetch_offset,
+            action.reason,
+            exc_info=(type(e), e, e.__traceback__) if not isinstance(action, Backoff) else None,
+        )
 
     def _apply(self, req: PartitionRequest, part: Partition, action: Action) -> None:
         if isinstance(action, Append):

@@ -96,6 +96,9 @@ class PartitionFetchState:
     delayed_until_ms: int = 0
     parked: str | None = None  # why it waits for new metadata; None: fetching
     last_error: str | None = None
+    # the last request built for it: the same object again while nothing in it changed (a fetch
+    # session compares each partition with what it last sent; idle ones are most of them)
+    request: PartitionRequest | None = None
 
     def ready(self, now_ms: int) -> bool:
         return self.parked is None and self.delayed_until_ms <= now_ms
@@ -240,8 +243,16 @@ class FetcherState:
             except Exception as e:  # its log directory went offline
                 self.on_exception(key, e, now_ms)
                 continue
-            out.append(
-                PartitionRequest(
+            r = st.request
+            if (
+                r is None
+                or r.fetch_offset != st.fetch_offset
+                or r.last_fetched_epoch != st.last_fetched_epoch
+                or r.log_start_offset != log_start
+                or r.leader_epoch != st.leader_epoch
+                or r.topic_id is not st.topic_id  # (a new id is a new PartitionFetchState)
+            ):
+                r = st.request = PartitionRequest(
                     st.topic,
                     st.partition,
                     st.topic_id,
@@ -251,7 +262,7 @@ class FetcherState:
                     log_start,
                     self.config.fetch_max_bytes,
                 )
-            )
+            out.append(r)
         return out
 
     # ------------------------------------------------------------ responses

@@ -5,10 +5,12 @@ connection from the `ConnectionProvider` (channel.py) and the answers back into
 `PartitionData` by partition. Fetch is v15 when the leader serves it and every partition has
 a topic id (topics by id, and `replica_state` with this broker's epoch, which the leader
 checks and records for KIP-903), else v12 (topics by name, `replica_id`); either way with
-`last_fetched_epoch` (KIP-320). ListOffsets asks as a replica (`replica_id`), so the latest
-offset is the leader's log end. A failed request raises (the connection is dropped, the
-next one opens a new one); a partition the leader refuses in ListOffsets raises
-`LeaderOffsetError` with its code.
+`last_fetched_epoch` (KIP-320), and in a fetch session (KIP-227, fetch_session_handler.py): after
+the first, a request names only the partitions whose position changed, and an answer only the
+partitions with news; a partition it does not name has nothing new. ListOffsets asks as a
+replica (`replica_id`), so the latest offset is the leader's log end. A failed request raises
+(the connection is dropped, the next one opens a new one, and a new session); a partition
+the leader refuses in ListOffsets raises `LeaderOffsetError` with its code.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import uuid
 from collections.abc import Callable
 
 from odradek.broker.replication.channel import ConnectionProvider, HeldConnection
+from odradek.broker.replication.fetch_session_handler import SESSION_ERRORS, FetchSessionHandler, SessionFetch
 from odradek.broker.replication.fetcher_state import FetcherConfig, Key, PartitionData, PartitionRequest
 from odradek.cluster.metadata import BrokerInfo
-from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch_codec import FetchRequestPartition, encode_replica_fetch_request
 
 FETCH, LIST_OFFSETS = 1, 2
 FETCH_VERSION = 15  # topic ids (v13), replica_state with the broker epoch (v15)
@@ -49,30 +52,40 @@ class RemoteLeaderEndpoint:
         self.config = config
         self.broker_epoch = broker_epoch  # this broker's, sent with Fetch v15
         self._channel = HeldConnection(connect, purpose)
+        self.session = FetchSessionHandler()
 
     def moved(self, leader: BrokerInfo) -> None:
         """The leader broker is now reached at another endpoint."""
         self.leader = leader
         self._channel.drop()
+        self.session.handle_error()
 
     def close(self) -> None:
         self._channel.drop()
 
     async def fetch(self, partitions: list[PartitionRequest]) -> dict[Key, PartitionData]:
+        """Fetch `partitions` (every partition to fetch now): what the answer says of each it
+        names. Raises when the request fails or the leader refuses it (not for the session's
+        own errors: then nothing is answered, and the next request, a full one, goes at once)."""
         conn = await self._channel.get(self.leader)
+        session = self.session
         try:
             served = conn.api_versions.get(FETCH, (0, FETCH_BY_NAME))[1]
-            by_id = served >= 13 and all(p.topic_id not in (None, ZERO_UUID) for p in partitions)
+            # (`.int`, not `!= ZERO_UUID`: uuid.UUID's __eq__ is Python, and this runs per Fetch)
+            by_id = served >= 13 and all(p.topic_id is not None and p.topic_id.int for p in partitions)
             version = min(served, FETCH_VERSION if by_id else FETCH_BY_NAME)
-            data, names = self._fetch_request(partitions, version)
+            sent = session.build(partitions, version)
             resp = await conn.request(
-                FETCH, data, version=version, timeout=(self.config.request_timeout_ms + self.config.wait_max_ms) / 1000
+                FETCH,
+                self._fetch_request(sent, version),
+                version=version,
+                timeout=(self.config.request_timeout_ms + self.config.wait_max_ms) / 1000,
             )
         except BaseException:
             self._channel.drop()
+            session.handle_error()
             raise
-        if int(resp.error_code):
-            raise KafkaError(f"Fetch from broker {self.leader.node_id}: {ErrorCode(int(resp.error_code)).name}")
+        names = session.topic_names
         out: dict[Key, PartitionData] = {}
         for t in resp.responses:
             name = names.get(t.topic_id) if version >= 13 else t.topic
@@ -82,44 +95,38 @@ class RemoteLeaderEndpoint:
                 out[(name, int(p.partition_index))] = PartitionData(
                     int(p.error_code), int(p.high_watermark), int(p.log_start_offset), p.records, p.diverging_epoch
                 )
-        return out
+        error = int(resp.error_code)
+        usable = session.handle_response(error, int(getattr(resp, "session_id", 0)), out)
+        if error and error not in SESSION_ERRORS:
+            raise KafkaError(f"Fetch from broker {self.leader.node_id}: {ErrorCode(error).name}")
+        return out if usable else {}
 
-    def _fetch_request(
-        self, partitions: list[PartitionRequest], version: int
-    ) -> tuple[dict[str, object], dict[uuid.UUID | None, str]]:
-        topics: dict[str, list[dict[str, int]]] = {}
-        ids: dict[str, uuid.UUID | None] = {}
-        for p in partitions:
-            ids[p.topic] = p.topic_id
-            topics.setdefault(p.topic, []).append(
-                {
-                    "partition": p.partition,
-                    "current_leader_epoch": p.leader_epoch,
-                    "fetch_offset": p.fetch_offset,
-                    "last_fetched_epoch": p.last_fetched_epoch,
-                    "log_start_offset": p.log_start_offset,
-                    "partition_max_bytes": p.max_bytes,
-                }
+    def _fetch_request(self, sent: SessionFetch, version: int) -> bytes:
+        """The request body, written by hand (fetch_codec: the bytes kio would write)."""
+        topics: dict[str, tuple[uuid.UUID | None, list[FetchRequestPartition]]] = {}
+        for p in sent.to_send:
+            t = topics.get(p.topic)
+            if t is None:
+                t = topics[p.topic] = (p.topic_id, [])
+            t[1].append(
+                (p.partition, p.leader_epoch, p.fetch_offset, p.last_fetched_epoch, p.log_start_offset, p.max_bytes)
             )
-        data: dict[str, object] = {
-            "max_wait": self.config.wait_max_ms,
-            "min_bytes": self.config.min_bytes,
-            "max_bytes": self.config.response_max_bytes,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "rack_id": "",
-            "forgotten_topics_data": [],
-        }
-        if version >= 13:
-            data["topics"] = [{"topic_id": ids[t], "partitions": ps} for t, ps in topics.items()]
-        else:
-            data["topics"] = [{"topic": t, "partitions": ps} for t, ps in topics.items()]
-        if version >= 15:
-            data["replica_state"] = {"replica_id": self.node_id, "replica_epoch": self.broker_epoch()}
-        else:
-            data["replica_id"] = self.node_id
-        return data, {tid: t for t, tid in ids.items()}
+        forgotten: dict[tuple[str, uuid.UUID | None], list[int]] = {}
+        for p in sent.forgotten:
+            forgotten.setdefault((p.topic, p.topic_id), []).append(p.partition)
+        config = self.config
+        return encode_replica_fetch_request(
+            version,
+            replica_id=self.node_id,
+            replica_epoch=self.broker_epoch() if version >= 15 else -1,
+            max_wait_ms=config.wait_max_ms,
+            min_bytes=config.min_bytes,
+            max_bytes=config.response_max_bytes,
+            session_id=sent.session_id,
+            session_epoch=sent.epoch,
+            topics=[(name, tid, parts) for name, (tid, parts) in topics.items()],
+            forgotten=[(name, tid, parts) for (name, tid), parts in forgotten.items()],
+        )
 
     async def list_offset(self, req: PartitionRequest, timestamp: int) -> int:
         """The leader's offset for `timestamp` (LATEST: its log end; EARLIEST: its log start)."""

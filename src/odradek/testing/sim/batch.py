@@ -29,6 +29,8 @@ class BatchSummary:
     kinds: Counter[str] = field(default_factory=Counter)
     known: Counter[str] = field(default_factory=Counter)  # seeds showing each known bug
     unexplained: list[dict[str, Any]] = field(default_factory=list)  # seeds with an anomaly no known bug explains
+    # seeds whose losses a failure beyond Kafka's guarantee explains (guarantee.py): not anomalies
+    beyond: list[dict[str, Any]] = field(default_factory=list)
     faults: Counter[str] = field(default_factory=Counter)
     wall: float = 0.0
     cpu_wall: float = 0.0  # the seeds' own wall times, summed
@@ -45,6 +47,8 @@ class BatchSummary:
         self.cpu += r.get("cpu", 0.0)
         self.acked += r.get("stats", {}).get("acked", 0)
         self.faults.update(r.get("faults", []))
+        if r.get("beyond"):
+            self.beyond.append(r)
         if not r.get("ok", False):
             self.failed.append(r)
             self.kinds.update(set(r.get("kinds", [])))
@@ -55,6 +59,7 @@ class BatchSummary:
     def sort(self) -> None:
         self.failed.sort(key=lambda r: r["seed"])
         self.unexplained.sort(key=lambda r: r["seed"])
+        self.beyond.sort(key=lambda r: r["seed"])
 
     @property
     def seeds_per_s(self) -> float:
@@ -69,6 +74,13 @@ class BatchSummary:
             + (f"; {self.cpu / self.seeds:.2f} CPU-s per seed" if self.cpu and self.seeds else ""),
             f"seeds with anomalies: {len(self.failed)} ({len(self.unexplained)} not explained by a known bug)",
         ]
+        if self.beyond:
+            lines.append(
+                f"lost by a failure beyond Kafka's guarantee (every other in-sync replica down, the new leader's "
+                f"unflushed tail lost in a power cut): {len(self.beyond)} seeds: "
+                + ", ".join(str(r["seed"]) for r in self.beyond[:50])
+                + (" ..." if len(self.beyond) > 50 else "")
+            )
         for kind, n in sorted(self.kinds.items()):
             lines.append(f"  {kind}: {n} seeds")
         for bug, n in sorted(self.known.items()):

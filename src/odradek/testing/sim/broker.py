@@ -88,8 +88,10 @@ class SimBroker(Broker):
         net: Network,
         zookeeper: SimZooKeeper | None,
         node: Node,
+        boot_id: str = "",
     ) -> None:
         super().__init__(config, fs=fs)
+        self.boot_id = boot_id
         self.connections = OrderedSet()  # type: ignore[assignment]
         self._conn_tasks = OrderedSet()  # type: ignore[assignment]
         self.net = net
@@ -107,6 +109,9 @@ class SimBroker(Broker):
         if existing and cluster_id not in existing:
             log.warning("broker %d: directories of cluster %s, ZooKeeper has %s", self.node_id, existing, cluster_id)
         return zk, cluster_id
+
+    def _boot_id(self) -> str:
+        return self.boot_id  # the simulated host's: a power cut boots it again
 
     def _bind(self, name: str, host: str, port: int) -> None:
         listener = self.net.listen(self.node, host, port)
@@ -170,6 +175,7 @@ class BrokerHost:
         self.overrides = dict(overrides)
         self.disk = SimDisk()
         self.incarnation = 0
+        self.boots = 1  # the host's boots: a power cut is followed by a new one
         self.node: Node | None = None
         self.broker: SimBroker | None = None
         self.started = False  # the current incarnation finished Broker.start()
@@ -198,7 +204,14 @@ class BrokerHost:
         self.started = False
         self.start_error = None
         config = broker_config(self.node_id, self.data_dir, self.overrides)
-        self.broker = SimBroker(config, fs=self.disk, net=self.net, zookeeper=self.zookeeper, node=node)
+        self.broker = SimBroker(
+            config,
+            fs=self.disk,
+            net=self.net,
+            zookeeper=self.zookeeper,
+            node=node,
+            boot_id=f"{self.name}-boot-{self.boots}",
+        )
         token = NODE.set(node)
         try:
             self.start_task = asyncio.ensure_future(self._start(self.broker))
@@ -224,6 +237,7 @@ class BrokerHost:
         self.net.kill(node, power=power)
         if power:
             self.disk.power_loss()
+            self.boots += 1
         else:
             self.disk.close_all()
         self.started = False

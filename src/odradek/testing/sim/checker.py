@@ -53,6 +53,10 @@ class Anomaly:
     detail: str
     partition: int = -1
     since: float = -1.0  # an earlier moment it relates to (the answer it went back from), or -1
+    # the records it concerns, (partition, offset or -1, when acknowledged, sent or read), to
+    # trace it to a loss (guarantee.py)
+    records: tuple[tuple[int, int, float], ...] = ()
+    txn: str = ""  # the transactional producer (its id) of a transaction's anomaly
 
     def __str__(self) -> str:
         where = f" p{self.partition}" if self.partition >= 0 else ""
@@ -139,6 +143,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     rec.t_done,
                     f"{rec.value} acknowledged at {rec.offset}, is at {places}",
                     rec.partition,
+                    records=((rec.partition, rec.offset, rec.t_done),),
                 )
             )
         else:
@@ -149,6 +154,7 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     rec.t_done,
                     f"{rec.value} acknowledged at offset {rec.offset} (final HW {hw})",
                     rec.partition,
+                    records=((rec.partition, rec.offset, rec.t_done),),
                 )
             )
 
@@ -166,12 +172,13 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     txn.t_begin,
                     f"{txn.name}: no marker after its records at the end",
                     txn.values[0].partition,
+                    records=tuple((r.partition, r.offset, r.t_send) for r, s in states if s == OPEN),
+                    txn=txn.producer,
                 )
             )
         if txn.outcome == "committed" or (txn.outcome in ("unknown", "open") and committed):
-            bad = [
-                f"{rec.value}: {s}" for rec, s in states if s != COMMITTED and (txn.outcome == "committed" or rec.acked)
-            ]
+            torn = [(rec, s) for rec, s in states if s != COMMITTED and (txn.outcome == "committed" or rec.acked)]
+            bad = [f"{rec.value}: {s}" for rec, s in torn]
             if bad:
                 out.append(
                     Anomaly(
@@ -179,6 +186,8 @@ def check(h: History, final: Final) -> list[Anomaly]:
                         txn.t_end if txn.t_end >= 0 else txn.t_begin,
                         f"{txn.name} ({txn.outcome}): {', '.join(bad)}",
                         txn.values[0].partition if txn.values else -1,
+                        records=tuple((rec.partition, rec.offset, rec.t_send) for rec, _s in torn),
+                        txn=txn.producer,
                     )
                 )
         elif txn.outcome == "aborted" and committed:
@@ -205,13 +214,21 @@ def check(h: History, final: Final) -> list[Anomaly]:
                         read.t,
                         f"{read.reader} read {read.value} at offset {read.offset}; the log has {actual!r} there",
                         read.partition,
+                        records=((read.partition, read.offset, read.t),),
                     )
                 )
             continue
         if read.committed and fate.get(key) in (ABORTED, OPEN) and ("rc", read.value) not in seen_bad:
             seen_bad.add(("rc", read.value))
             out.append(
-                Anomaly("aborted-visible", read.t, f"{read.reader} read {read.value} ({fate[key]})", read.partition)
+                Anomaly(
+                    "aborted-visible",
+                    read.t,
+                    f"{read.reader} read {read.value} ({fate[key]})",
+                    read.partition,
+                    records=((read.partition, read.offset, read.t),),
+                    txn=read.value.split(":", 1)[0],
+                )
             )
 
     # the clients' final reading
@@ -262,7 +279,11 @@ def check(h: History, final: Final) -> list[Anomaly]:
         if final_hw is not None and top is not None and top.offset > final_hw:
             out.append(
                 Anomaly(
-                    "end-offset-backwards", end, f"answered {top.offset} at {top.t_recv:.3f}, final HW {final_hw}", p
+                    "end-offset-backwards",
+                    end,
+                    f"answered {top.offset} at {top.t_recv:.3f}, final HW {final_hw}",
+                    p,
+                    top.t_recv,
                 )
             )
 
@@ -330,6 +351,7 @@ def check_group(h: History, final: Final, fate: dict[tuple[int, int], str]) -> l
                     known,
                     f"{who} says {x} is committed; no member had been given offset {missed} (read_committed sees it)",
                     p,
+                    records=((p, missed, known),),
                 )
             )
         times, best = known_at[p]
@@ -352,6 +374,7 @@ def check_group(h: History, final: Final, fate: dict[tuple[int, int], str]) -> l
                     f"no member was ever given offset{'s' if len(skipped) > 1 else ''} {skipped[:5]}"
                     f"{'...' if len(skipped) > 5 else ''}, below offset {top[p]} which the group consumed",
                     p,
+                    records=tuple((p, o, -1.0) for o in skipped),
                 )
             )
     return out

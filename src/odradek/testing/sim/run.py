@@ -28,6 +28,7 @@ from odradek.cluster import zk_layout as L
 from odradek.testing.sim.checker import Anomaly, Final, check
 from odradek.testing.sim.cluster import SimCluster
 from odradek.testing.sim.faults import Fault, FaultSpec, schedule
+from odradek.testing.sim.guarantee import beyond_guarantee, member_state
 from odradek.testing.sim.history import History
 from odradek.testing.sim.logcap import captured_logs
 from odradek.testing.sim.logs import final_read, read_log
@@ -36,6 +37,7 @@ from odradek.testing.sim.runner import FaultRunner
 from odradek.testing.sim.workload import Workload, WorkloadSpec, client_config
 
 _real_clock = time.perf_counter
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 log = logging.getLogger("odradek.sim")
 
 
@@ -114,6 +116,8 @@ class Result:
     logs: list[str] = field(default_factory=list)  # the first log lines at the level asked (warnings by default)
     templates: dict[str, int] = field(default_factory=dict)  # every message logged, unformatted: count
     notes: dict[str, Any] = field(default_factory=dict)  # what scripted faults recorded (FaultRunner.notes)
+    # what a failure beyond Kafka's guarantee explains (guarantee.py): not anomalies, reported apart
+    beyond: list[Anomaly] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -122,8 +126,13 @@ class Result:
     def kinds(self) -> list[str]:
         return sorted({a.kind for a in self.anomalies})
 
+    def beyond_kinds(self) -> list[str]:
+        return sorted({a.kind for a in self.beyond})
+
     def summary(self) -> str:
         state = "ok" if self.ok else "ANOMALIES " + ",".join(self.kinds())
+        if self.beyond:
+            state += " (lost by a failure beyond Kafka's guarantee: " + ",".join(self.beyond_kinds()) + ")"
         faults = ", ".join(f.kind for f in self.schedule) or "none"
         return (
             f"seed {self.seed}: {state} ({len(self.schedule)} faults: {faults}; {self.stats.get('acked', 0)} acked, "
@@ -150,6 +159,12 @@ class Result:
                         shown.add(round(t, 1))
                         lines += ["", f"history around {t:.3f} ({a.kind}):"]
                         lines += [f"  {line}" for line in self.history.around(t, around, around)]
+        if self.beyond and self.history is not None:
+            lines += ["", "lost by a failure beyond Kafka's guarantee (guarantee.py):"]
+            lines += [f"  {e}" for e in self.history.short_elections]
+            lines += [f"  {a}" for a in self.beyond[:10]]
+            if len(self.beyond) > 10:
+                lines.append(f"  ... {len(self.beyond) - 10} more")
         if self.errors:
             lines += ["", f"unhandled errors on the loop ({len(self.errors)}):"]
             lines += [f"  {e}" for e in self.errors[:10]]
@@ -169,6 +184,8 @@ class Result:
             "known": known,
             "unexplained": sorted({a.kind for a in unexplained}),
             "anomalies": [str(a) for a in self.anomalies[:20]],
+            "beyond": self.beyond_kinds(),
+            "losses": [str(e) for e in self.history.short_elections] if self.history is not None else [],
             "logs": self.logs[:5],
             "templates": {k: v for k, v in self.templates.items() if k.split(": ", 1)[0] != "odradek.sim"},
             "digest": self.digest,
@@ -203,20 +220,67 @@ def run_seed(
     topic = opts.workload.topic
 
     reported: set[tuple[int, int, int, bool]] = set()
+    last_isr: dict[int, tuple[int, ...]] = {}
+    history.txn_state_partitions = int(opts.broker_overrides().get("transaction.state.log.num.partitions", "50"))
+    # the internal topics' partitions: the highest high watermark seen (what is committed), and when
+    committed: dict[tuple[str, int], tuple[int, float]] = {}
+    internal_isr: dict[tuple[str, int], tuple[int, ...]] = {}
+    internal_reported: set[tuple[str, int, int]] = set()
+
+    def sample_internal() -> None:
+        for name in INTERNAL_TOPICS:
+            for pv in cluster.partitions(name):
+                lg = cluster.log_of(pv.leader, name, pv.partition) if pv.leader >= 0 else None
+                key = (name, pv.partition)
+                if lg is not None and lg.high_watermark > committed.get(key, (0, 0.0))[0]:
+                    committed[key] = (lg.high_watermark, loop.elapsed)
+
+    def on_internal_state(t: str, p: int, st: Any) -> None:
+        """An internal topic's leader with its log below what was committed there: as on_state's
+        short election, with the highest high watermark seen as the committed end."""
+        key = (t, p)
+        last = internal_isr.get(key, st.isr)
+        internal_isr[key] = st.isr
+        hw, seen = committed.get(key, (0, 0.0))
+        end = cluster.log_end(st.leader, t, p) if st.leader >= 0 else None
+        if end is None or end >= hw or (t, p, st.leader_epoch) in internal_reported:
+            return
+        internal_reported.add((t, p, st.leader_epoch))
+        others = {m: member_state(cluster, m) for m in last if m != st.leader}
+        e = history.short_election(p, st.leader, st.leader_epoch, end, tuple(last), others, (t, hw, seen))
+        if e.beyond:
+            committed[key] = (end, loop.elapsed)
 
     def on_state(t: str, p: int, st: Any) -> None:
         """The leader, and every in-sync replica, must hold every record acknowledged so far
         (acks=all: the high watermark passed it, and it is the lowest end of the ISR)."""
-        acked = history.acked_end.get(p, 0)
-        if t != topic or st.leader < 0 or not acked:
+        if t in INTERNAL_TOPICS:
+            sample_internal()
+            on_internal_state(t, p, st)
+            return
+        if t != topic:
+            return
+        sample_internal()
+        last = last_isr.get(p, st.isr)  # the partition's ISR before this state
+        last_isr[p] = st.isr
+        if st.leader < 0 or not history.committed_end(p):
             return
         for b in (st.leader, *st.isr):
+            acked = history.acked_end.get(p, 0)
             end = cluster.log_end(b, t, p)
             lead = b == st.leader
             key = (p, b, st.leader_epoch, lead)
-            if end is None or end >= acked or key in reported:
+            # a leader short of any acknowledged record (transactional ones too): the moment a
+            # loss begins; beyond Kafka's guarantee or not (guarantee.py)
+            short = lead and end is not None and end < history.committed_end(p)
+            if end is None or key in reported or (end >= acked and not short):
                 continue
             reported.add(key)
+            if short:
+                others = {m: member_state(cluster, m) for m in last if m != b}
+                history.short_election(p, b, st.leader_epoch, end, tuple(last), others)
+            if end >= acked:
+                continue
             role = f"leads (epoch {st.leader_epoch})" if lead else f"is in the ISR of leader b{st.leader}"
             kind = "leader-without-acked" if lead else "isr-without-acked"
             history.violation(
@@ -235,6 +299,7 @@ def run_seed(
                 on_state(topic, pv.partition, pv)
 
     cluster.follow(history.note, on_state, on_register)
+    history.on_client_ack = sample_internal
     plan = faults if faults is not None else schedule(seed, opts.faults, opts.brokers, opts.workload.partitions)
     started = _real_clock()
     asyncio.set_event_loop(loop)
@@ -245,7 +310,7 @@ def run_seed(
     finally:
         asyncio.set_event_loop(None)
         cluster.teardown()
-    anomalies = check(history, final) + _internal_errors(logs.lines)
+    anomalies, beyond = beyond_guarantee(history, check(history, final) + _internal_errors(logs.lines))
     stats: dict[str, Any] = dict(history.stats())
     stats["handles"] = loop.handles_run
     stats["delivered_bytes"] = cluster.net.delivered_bytes
@@ -266,6 +331,7 @@ def run_seed(
         logs.lines,
         dict(logs.templates),
         final.notes,
+        beyond,
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from odradek.client.aio import AIOAdmin
 from odradek.testing.sim.cluster import PartitionView, SimCluster
 from odradek.testing.sim.faults import Fault
+from odradek.testing.sim.guarantee import log_ends
 from odradek.testing.sim.history import History
 from odradek.testing.sim.zk import ZK
 
@@ -74,13 +75,17 @@ class FaultRunner:
     def _down(self, b: int, fid: int, *, power: bool = False) -> None:
         host = self.c.host(b)
         keeping = self.s.down.setdefault(b, set())
+        ends = log_ends(self.c, b, self.topic) if host.alive else None
         if power:
+            self.h.power_cut(b, ends)
             if host.alive:
                 host.kill(power=True)
-            else:
+            else:  # killed before: its page cache goes now, and the host boots again when restarted
                 host.disk.crash()
+                host.boots += 1
                 self.c.net.down.add(host.name)
         elif host.alive:
+            self.h.went_down(b, ends)
             host.kill()
         keeping.add(fid)
 

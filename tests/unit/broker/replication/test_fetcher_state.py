@@ -310,16 +310,23 @@ def test_a_response_to_a_request_no_longer_current_is_skipped(logs):
     assert isinstance(state.on_partition(req, PartitionData(0), follower, NOW), Skip)
 
 
-def test_a_partition_that_got_records_goes_to_the_end_of_the_request(logs):
-    """With more data than a response holds, every partition is first in turn (the first one
-    gets a batch larger than the limits)."""
+def _led_and_following(logs, n: int):
+    """`n` partitions of topic t, each led by broker 1 with one record, and broker 2's copies
+    (empty): the leaders by key, the followers in partition order."""
     leader_logs, follower_logs = logs("a"), logs("b")
-    leaders, fs = {}, []
-    for p in range(3):
+    leaders, followers = {}, []
+    for p in range(n):
         leader = partition(leader_logs, 1, 1, 0, p)
         leader.append_as_leader(batch(1), NOW, 1)
         leaders[leader.key] = leader
-        fs.append(partition(follower_logs, 2, 1, 0, p))
+        followers.append(partition(follower_logs, 2, 1, 0, p))
+    return leaders, followers
+
+
+def test_a_partition_that_got_records_goes_to_the_end_of_the_request(logs):
+    """With more data than a response holds, every partition is first in turn (the first one
+    gets a batch larger than the limits)."""
+    leaders, fs = _led_and_following(logs, 3)
     state = FetcherState(CONFIG)
     followers = follow(state, *fs)
     (req0, req1, req2) = state.build_fetch(NOW, followers)
@@ -327,6 +334,24 @@ def test_a_partition_that_got_records_goes_to_the_end_of_the_request(logs):
     fs[0].append_as_follower(action.records, action.leader_hw, action.leader_log_start)
     state.done(req0, fs[0], appended=True)
     assert [r.partition for r in state.build_fetch(NOW, followers)] == [1, 2, 0]
+
+
+def test_a_partition_whose_position_did_not_move_is_asked_with_the_same_request(logs):
+    """A fetch session compares each partition with what it last sent: an idle partition gets
+    the same request object again; one that appended, or a new leader epoch, a new one."""
+    leaders, fs = _led_and_following(logs, 2)
+    state = FetcherState(CONFIG)
+    followers = follow(state, *fs)
+    first = state.build_fetch(NOW, followers)
+    req0 = first[0]
+    action = state.on_partition(req0, answer(leaders[req0.key], req0), fs[0], NOW)
+    fs[0].append_as_follower(action.records, action.leader_hw, action.leader_log_start)
+    state.done(req0, fs[0], appended=True)
+    again = {r.key: r for r in state.build_fetch(NOW, followers)}
+    assert again[("t", 1)] is first[1]  # idle: the same request
+    assert again[("t", 0)] is not req0 and again[("t", 0)].fetch_offset == 1 and req0.fetch_offset == 0
+    state.add("t", 1, fs[1].topic_id, 1)  # a new leader epoch: a new request at it
+    assert {r.key: r for r in state.build_fetch(NOW, followers)}[("t", 1)].leader_epoch == 1
 
 
 def test_a_whole_failed_fetch_backs_off_every_partition_in_it(logs):
