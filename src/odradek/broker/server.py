@@ -301,7 +301,7 @@ class Broker:
             alter_isr=AlterPartitionSender(self.node_id, store, channels.connect) if replication else None,
             replica_lag_max_ms=config["replica.lag.time.max.ms"],
         )
-        topics = TopicAdmin(store, topic_configs, config)
+        topics = TopicAdmin(store, topic_configs, config, node_id=self.node_id, file_cache=self.fs.file_cache)
         internal_topics = InternalTopics(config, topics)
         groups = GroupCoordinator(GroupConfig.from_broker(config), rm, internal_topics.ensure_offsets_topic)
         rm.add_leadership_listener(groups)

@@ -5,6 +5,12 @@ auto-creation) and the coordinators (their internal topics) come here; this vali
 the store cannot (configs against storage's rules, replica assignments against the live
 brokers), computes assignments (cluster/assignment.py), and writes through the store. It
 creates no log: the replica manager does that when the store publishes the change.
+
+Before writing, it checks that this broker has the file descriptors its new partitions need
+(`room_problem`): when it has not, the creation is refused whole (POLICY_VIOLATION, Kafka's
+answer to an operation over a broker's bound, "Unable to perform excessively large batch
+operation") rather than written to the store and failed half-way in the log directory.
+Other brokers' descriptors are not known here: each checks only its own replicas.
 """
 
 from __future__ import annotations
@@ -19,13 +25,25 @@ from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.assignment import assign_replicas_rack_aware
 from odradek.cluster.metadata import TopicInfo
 from odradek.cluster.store import MetadataStore
+from odradek.protocol.errors import PolicyViolationError
+from odradek.storage.file_cache import FileCache
 
 log = logging.getLogger("odradek.broker.topics")
 
 
 class TopicAdmin:
-    def __init__(self, store: MetadataStore, topic_configs: TopicConfigs, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        topic_configs: TopicConfigs,
+        config: BrokerConfig,
+        *,
+        node_id: int = -1,
+        file_cache: FileCache | None = None,
+    ) -> None:
         self.store = store
+        self.node_id = node_id
+        self.file_cache = file_cache
         self.topic_configs = topic_configs
         self.config = config
         self._internal_lock = asyncio.Lock()
@@ -50,6 +68,7 @@ class TopicAdmin:
         topic_id: uuid.UUID | None = None,
     ) -> TopicInfo:
         self.topic_configs.log_config(configs)  # ValueError before anything is written
+        self._check_room(assignment)
         info = await self.store.create_topic(name, assignment, configs, topic_id)
         log.info(
             "created topic %s with %d partitions%s",
@@ -65,7 +84,23 @@ class TopicAdmin:
         return info
 
     async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
+        self._check_room(new_assignment)
         return await self.store.create_partitions(name, new_assignment)
+
+    def room_problem(self, assignment: Sequence[Sequence[int]]) -> str | None:
+        """Why this broker cannot host its replicas in ``assignment`` now (file descriptors), or None."""
+        if self.file_cache is None:
+            return None
+        here = sum(1 for replicas in assignment if self.node_id in replicas)
+        problem = self.file_cache.room_for(here) if here else None
+        if problem is not None:
+            log.warning("refused to create partitions: %s", problem)
+        return problem
+
+    def _check_room(self, assignment: Sequence[Sequence[int]]) -> None:
+        problem = self.room_problem(assignment)
+        if problem is not None:
+            raise PolicyViolationError(problem)
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         self.topic_configs.log_config(configs)

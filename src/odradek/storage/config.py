@@ -191,6 +191,7 @@ class LogManagerConfig:
     cleaner_io_buffer_load_factor: float = 0.9
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
     high_watermark_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
+    open_segments_max: int = -1  # log.open.segments.max (-1: half the open-file limit, see file_cache.py)
 
     @classmethod
     def from_broker(cls, config: Settings) -> LogManagerConfig:
@@ -203,4 +204,5 @@ class LogManagerConfig:
             cleaner_io_buffer_load_factor=config["log.cleaner.io.buffer.load.factor"],
             producer_id_expiration_ms=config["producer.id.expiration.ms"],
             high_watermark_checkpoint_interval_ms=config["replica.high.watermark.checkpoint.interval.ms"],
+            open_segments_max=config["log.open.segments.max"],
         )

@@ -16,6 +16,8 @@ import struct
 import threading
 from dataclasses import dataclass
 
+from .file_cache import FileCache
+
 __all__ = ["FileSystem", "OSFileSystem", "FaultyFileSystem"]
 
 _IOV_MAX = 1024
@@ -25,7 +27,25 @@ _WRITE_LOCK_WHOLE_FILE = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0
 
 
 class FileSystem:
-    """The operations storage uses. Paths are str; files are OS file descriptors (ints)."""
+    """The operations storage uses. Paths are str; files are OS file descriptors (ints).
+    ``file_cache``: the segments' open files (file_cache.py), one per file system."""
+
+    _file_cache: FileCache | None = None
+
+    @property
+    def file_cache(self) -> FileCache:
+        cache = self._file_cache
+        if cache is None:
+            cache = self._file_cache = FileCache(self)
+        return cache
+
+    def forget_open_files(self) -> None:
+        """Every descriptor of this file system's segment files was closed behind its back (a
+        simulated process death): the next incarnation starts with a new file cache, and the old
+        one's files close nothing (file_cache.py `FileCache.abandon`)."""
+        if self._file_cache is not None:
+            self._file_cache.abandon()
+            self._file_cache = None
 
     def open(self, path: str, *, create: bool = False) -> int:
         raise NotImplementedError

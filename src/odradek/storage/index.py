@@ -6,7 +6,10 @@ base + o". ``.timeindex``: 12-byte entries (int64 timestamp, int32 relative offs
 and including offset base + o the largest timestamp is t"; timestamps strictly increase.
 
 Entries live in memory (arrays, binary searched) and are written to the file in one
-pwrite on flush/roll/close (off the append path). Files are preallocated to
+pwrite on flush/roll/close (off the append path). An index holds no descriptor: lookups
+read memory, and each write (flush, roll, truncation) opens the file, writes and closes it,
+so a broker's descriptors do not grow with its segments (Kafka maps its indexes and closes
+the channel, AbstractIndex). Files are preallocated to
 ``segment.index.bytes`` (sparse) while the segment is active and trimmed when it rolls or
 closes, as Kafka does. On load, trailing zeros (preallocation) are dropped and the entries
 must be strictly increasing, otherwise the index is reported corrupt and rebuilt.
@@ -19,6 +22,8 @@ import sys
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .fs import FileSystem
 
@@ -49,8 +54,8 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.ENTRY)
-        self.fd = -1
         self._written = 0  # entries already in the file
+        self._unsynced = False  # written since the last fsync
         self._lock = threading.Lock()
         self._file_len = 0
         self._clear()
@@ -58,58 +63,82 @@ class _Index:
     def __len__(self) -> int:
         return len(self._rel)
 
+    @contextmanager
+    def _opened(self) -> Iterator[int]:
+        """The file, open for one operation (created if missing)."""
+        fd = self.fs.open(self.path, create=True)
+        try:
+            yield fd
+        finally:
+            self.fs.close(fd)
+
     def open(self, *, load: bool, preallocate: bool) -> None:
-        """Open (creating if needed). ``load`` reads existing entries (IndexCorruptError)."""
+        """Create the file if needed; ``load`` reads existing entries (IndexCorruptError)."""
         exists = self.fs.exists(self.path)
-        self.fd = self.fs.open(self.path, create=True)
-        self._file_len = self.fs.fsize(self.fd)
-        if load and exists:
+        with self._opened() as fd:
+            self._open(fd, load and exists)
+            if preallocate:
+                self._resize(fd, self.max_entries * self.ENTRY)
+
+    def _open(self, fd: int, load: bool) -> None:
+        self._file_len = self.fs.fsize(fd)
+        if load:
             # preallocated files end in zero entries: binary search the first one, read the rest
             E = self.ENTRY
             zero = b"\0" * E
             lo, hi = 0, self._file_len // E
             while lo < hi:
                 mid = (lo + hi) // 2
-                if self.fs.pread(self.fd, E, mid * E) == zero:
+                if self.fs.pread(fd, E, mid * E) == zero:
                     hi = mid
                 else:
                     lo = mid + 1
-            self._load(self.fs.pread(self.fd, lo * E, 0))
+            self._load(self.fs.pread(fd, lo * E, 0))
             self._written = len(self._rel)
         else:
             self._clear()
             self._written = 0
             if self._file_len:
-                self.fs.ftruncate(self.fd, 0)
+                self.fs.ftruncate(fd, 0)
                 self._file_len = 0
-        if preallocate:
-            self.resize(self.max_entries * self.ENTRY)
+                self._unsynced = True
 
     def resize(self, nbytes: int) -> None:
-        with self._lock:
-            nbytes = max(nbytes, len(self._rel) * self.ENTRY)
-            if nbytes < self._written * self.ENTRY:
-                self._written = nbytes // self.ENTRY
-            self.fs.ftruncate(self.fd, nbytes)
-            self._file_len = nbytes
+        with self._lock, self._opened() as fd:
+            self._resize(fd, nbytes)
 
-    def _write_pending(self) -> None:
-        with self._lock:
-            n = len(self._rel)
-            if self._written < n:
-                data = self._encode(self._written, n)
-                self.fs.pwrite(self.fd, data, self._written * self.ENTRY)
-                self._written = n
-                self._file_len = max(self._file_len, n * self.ENTRY)
+    def _resize(self, fd: int, nbytes: int) -> None:
+        nbytes = max(nbytes, len(self._rel) * self.ENTRY)
+        if nbytes < self._written * self.ENTRY:
+            self._written = nbytes // self.ENTRY
+        if nbytes != self._file_len:
+            self.fs.ftruncate(fd, nbytes)
+            self._file_len = nbytes
+            self._unsynced = True
+
+    def _write_pending(self, fd: int) -> None:
+        n = len(self._rel)
+        if self._written < n:
+            data = self._encode(self._written, n)
+            self.fs.pwrite(fd, data, self._written * self.ENTRY)
+            self._written = n
+            self._file_len = max(self._file_len, n * self.ENTRY)
+            self._unsynced = True
 
     def flush(self) -> None:
-        self._write_pending()
-        self.fs.fsync(self.fd)
+        with self._lock:
+            if self._written == len(self._rel) and not self._unsynced:
+                return
+            with self._opened() as fd:
+                self._write_pending(fd)
+                self.fs.fsync(fd)
+                self._unsynced = False
 
     def trim(self) -> None:
         """Write pending entries and cut the preallocated tail (on roll/close)."""
-        self._write_pending()
-        self.resize(len(self._rel) * self.ENTRY)
+        with self._lock, self._opened() as fd:
+            self._write_pending(fd)
+            self._resize(fd, len(self._rel) * self.ENTRY)
 
     def truncate_entries(self, keep: int) -> None:
         """Keep the first ``keep`` entries; zero the rest in the file."""
@@ -117,17 +146,18 @@ class _Index:
             self._keep(keep)
             if self._written > keep:
                 size = self._file_len
-                self.fs.ftruncate(self.fd, keep * self.ENTRY)
-                self.fs.ftruncate(self.fd, size)
+                with self._opened() as fd:
+                    self.fs.ftruncate(fd, keep * self.ENTRY)
+                    self.fs.ftruncate(fd, size)
                 self._written = keep
+                self._unsynced = True
 
     def reset(self) -> None:
         self.truncate_entries(0)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
-            self.fs.close(fd)
+        """Nothing to close: no descriptor is held (entries not yet written stay unwritten, as
+        before: recovery rebuilds what an unclean stop lost)."""
 
     # ---------------------------------------------------------------- per kind of index
     def _clear(self) -> None:

@@ -20,6 +20,7 @@ locking (copy-on-write).
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import os
 import threading
@@ -37,6 +38,7 @@ from . import retention
 from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
+from .file_cache import OpenFile
 from .fs import FileSystem
 from .loader import LogLoader, rebuild_producer_state
 from .log_dir import LogDirState, parse_log_dir_name
@@ -50,6 +52,7 @@ __all__ = ["Log", "LogDirState", "FileRegion", "ReadResult", "AppendInfo", "Appe
 log = logging.getLogger("odradek.storage")
 
 _SNAPSHOTS_KEPT = 4
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's open-file limit
 _INT32_MAX = 2**31 - 1
 
 
@@ -65,9 +68,13 @@ class AppendOrigin(enum.Enum):
 
 
 class FileRegion(NamedTuple):
+    """Bytes of a segment file for a Fetch to send. ``file`` keeps the descriptor open until
+    the region is gone, whatever the file cache (file_cache.py) does meanwhile."""
+
     fd: int
     position: int
     length: int
+    file: OpenFile | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +165,10 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
 
     def _fail(self, exc: BaseException) -> NoReturn:
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS:
+            # a file (re)opened by the file cache: nothing was written, the directory is sound,
+            # only this request fails (KAFKA_STORAGE_ERROR: a client retries)
+            raise KafkaStorageError(f"out of file descriptors in {self.dir}: {exc}") from exc
         self.dir_state.fail(exc)
         raise KafkaStorageError(f"I/O error in {self.dir}: {exc}") from exc
 
@@ -484,7 +495,8 @@ class Log:
                     stop, nxt = start + size, last + 1
                 if first < 0:
                     first = base
-                regions.append(FileRegion(seg.fd, start, stop - start))
+                f = seg.file
+                regions.append(FileRegion(f.fd, start, stop - start, f))
                 total += stop - start
                 next_offset = nxt if nxt >= 0 else seg.next_offset
                 if stop < end_pos or total >= max_bytes:

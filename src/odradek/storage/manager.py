@@ -28,8 +28,9 @@ from .checkpoint import CLEAN_SHUTDOWN, CLEANER, LOG_START, RECOVERY_POINT, REPL
 from .cleaner import clean_log
 from .config import LogConfig, LogManagerConfig
 from .errors import KafkaStorageError, StorageError
+from .file_cache import default_capacity, raise_open_file_limit
 from .fs import FileSystem, OSFileSystem
-from .log import Log
+from .log import OUT_OF_DESCRIPTORS, Log
 from .log_dir import LogDirState, parse_log_dir_name
 from .segment import LogSegment
 
@@ -55,6 +56,7 @@ class LogManager:
     tick_seconds = 0.1
     producer_id_expiration_ms = 86400000
     producer_expiration_check_interval_ms = 600000
+    open_segments_max = -1
 
     def __init__(
         self,
@@ -81,6 +83,9 @@ class LogManager:
         self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
         self._shutting_down = False
         self._loaded = False
+        # the thread that makes the manager (the event loop's) closes cold segment files, not
+        # the worker thread that loads the logs
+        self.fs.file_cache.bind_owner()
         if config is not None:
             self.reconfigure(config)
 
@@ -114,8 +119,22 @@ class LogManager:
         return list(self._logs.values())
 
     # ------------------------------------------------------------------ load
+    def configure_open_files(self) -> None:
+        """Raise the soft open-file limit to the hard one and bound the segment files kept open
+        (``log.open.segments.max``; -1: half the limit); one line in the log says both."""
+        before, limit = raise_open_file_limit()
+        cache = self.fs.file_cache
+        cache.capacity = self.open_segments_max if self.open_segments_max > 0 else default_capacity(limit)
+        log.info(
+            "open files: the broker may hold %d descriptors (RLIMIT_NOFILE%s); segment files kept open: at most %d",
+            limit,
+            f", raised from {before}" if limit != before else "",
+            cache.capacity,
+        )
+
     def load(self) -> None:
         """Recover every log (sync, before serving). A directory that fails goes offline."""
+        self.configure_open_files()
         for d, state in self._dirs.items():
             try:
                 self._load_dir(d, state)
@@ -170,6 +189,8 @@ class LogManager:
                 clock=self.clock,
             )
             lg.cleaner_checkpoint = cleaner.get(key, lg.log_start_offset)
+            for seg in lg.segments:  # reopened when first read or written (file_cache.py)
+                seg.release_file()
             return key, lg
 
         if self.recovery_threads > 1 and len(jobs) > 1:
@@ -211,11 +232,16 @@ class LogManager:
         d = min(online, key=lambda x: (counts[x], online.index(x)))
         state = self._dirs[d]
         path = os.path.join(d, f"{topic}-{partition}")
+        existed = self.fs.exists(path)
         try:
             self.fs.makedirs(path)
             lg = Log.load(self.fs, path, config, state, clean=True, clock=self.clock)
             self.fs.fsync_dir(d)
         except OSError as e:
+            if e.errno in OUT_OF_DESCRIPTORS:  # not the directory's fault: leave no half-made log
+                if not existed:
+                    self.fs.rmtree(path)
+                raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
             state.fail(e)
             raise KafkaStorageError(f"cannot create log {topic}-{partition} in {d}: {e}") from e
         self._adopt((topic, partition), lg)
@@ -427,6 +453,7 @@ class LogManager:
 
     # ------------------------------------------------------------------ background loop
     async def run(self) -> None:
+        self.fs.file_cache.bind_owner()  # the event loop closes cold segment files
         now = self._now()
         next_retention = now + self.retention_check_interval_ms
         next_checkpoint = now + self.checkpoint_interval_ms

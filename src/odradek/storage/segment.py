@@ -18,6 +18,7 @@ from odradek.protocol.records import (
 )
 
 from .config import LogConfig
+from .file_cache import OpenFile
 from .fs import FileSystem, OSFileSystem
 from .index import IndexCorruptError, OffsetIndex, TimeIndex
 from .txn_index import TransactionIndex
@@ -41,7 +42,11 @@ def offset_from_name(name: str) -> int:
 
 class LogSegment:
     """One segment. Mutated only by its Log (appends on the event loop; flush in a thread
-    touches only fsync and the index files, under the index locks)."""
+    touches only fsync and the index files, under the index locks).
+
+    Its ``.log`` file is open only while the file cache (file_cache.py) keeps it: ``fd`` and
+    ``file`` reopen it when it was closed. A thread other than the event loop's holds ``file``
+    (and pins the segment) while it uses the descriptor."""
 
     def __init__(
         self,
@@ -66,7 +71,8 @@ class LogSegment:
         self.index_interval = index_interval
         self.offset_index = OffsetIndex(fs, self.index_path, base_offset, index_bytes)
         self.time_index = TimeIndex(fs, self.timeindex_path, base_offset, index_bytes)
-        self.fd = -1
+        self._file: OpenFile | None = None  # set and cleared by the file cache
+        self._used = False  # used since the file cache's last pass (second chance)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -93,7 +99,7 @@ class LogSegment:
         seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval, suffix=suffix)
         for p in (seg.log_path, seg.index_path, seg.timeindex_path, seg.txn_index.path):
             fs.remove(p)
-        seg.fd = fs.open(seg.log_path, create=True)
+        fs.file_cache.open(seg, create=True)
         seg.offset_index.open(load=False, preallocate=not suffix)
         seg.time_index.open(load=False, preallocate=not suffix)
         seg.created_ms = now_ms
@@ -104,8 +110,7 @@ class LogSegment:
         """Open an existing segment trusting its contents. Indexes that are missing or fail
         their sanity checks are rebuilt (returns with ``rebuilt_index`` set)."""
         seg = cls(fs, directory, base_offset, index_bytes=index_bytes, index_interval=index_interval, suffix=suffix)
-        seg.fd = fs.open(seg.log_path)
-        seg.size = seg.flushed_size = fs.fsize(seg.fd)
+        seg.size = seg.flushed_size = fs.fsize(fs.file_cache.open(seg).fd)
         try:
             seg.created_ms = int(fs.getmtime(seg.log_path) * 1000)
         except OSError:
@@ -181,10 +186,30 @@ class LogSegment:
         self.next_offset = nxt
         return True
 
+    @property
+    def file(self) -> OpenFile:
+        """The open ``.log`` file (reopened if the file cache closed it)."""
+        f = self._file
+        if f is None:
+            f = self.fs.file_cache.open(self)
+        self._used = True
+        return f
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file's descriptor, valid until the event loop opens another file."""
+        f = self._file
+        if f is None:
+            f = self.fs.file_cache.open(self)
+        self._used = True
+        return f.fd
+
+    def release_file(self) -> None:
+        """Let the ``.log`` file go (closed unless a reader still holds it; reopened on use)."""
+        self.fs.file_cache.release(self)
+
     def close(self) -> None:
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
-            self.fs.close(fd)
+        self.fs.file_cache.release(self)
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
@@ -266,9 +291,10 @@ class LogSegment:
         ``.position`` set at the first invalid or incomplete batch."""
         end = self.size if end is None else end
         pos = start
+        f = self.file  # held while scanning (a cleaner or recovery thread)
         while pos < end:
             want = min(scan_buffer_size, end - pos)
-            mv = memoryview(self.fs.pread(self.fd, want, pos))
+            mv = memoryview(self.fs.pread(f.fd, want, pos))
             n = len(mv)
             p = 0
             while n - p >= HEADER_SIZE:
@@ -289,7 +315,7 @@ class LogSegment:
                     err = CorruptRecordError(f"{self.log_path}: incomplete batch at position {pos}")
                     err.position = pos
                     raise err
-                mv = memoryview(self.fs.pread(self.fd, size, pos))
+                mv = memoryview(self.fs.pread(f.fd, size, pos))
                 try:
                     h = validate_batch(mv, 0, check_crc=validate)
                 except CorruptRecordError as e:
@@ -310,7 +336,8 @@ class LogSegment:
         ``infos``: per batch (position relative to this write, last offset, max timestamp,
         size)."""
         base = self.size
-        self.fs.pwritev(self.fd, buffers, base, size)
+        f = self.file  # held across the write (the cleaner appends in its thread)
+        self.fs.pwritev(f.fd, buffers, base, size)
         for rel, last, max_ts, sz in infos:
             self._index_batch(base + rel, last, max_ts, sz)
         self._tail = (base + infos[0][0], self.next_offset)
@@ -337,7 +364,8 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         self._hint = self._tail = None
-        self.size_on_disk = self.fs.fsize(self.fd)
+        f = self.file
+        self.size_on_disk = self.fs.fsize(f.fd)
         file_size = self.size_on_disk
         self.size = 0
         self.bytes_since_index = 0
@@ -364,7 +392,7 @@ class LogSegment:
         self.size = valid
         truncated = file_size - valid
         if truncated:
-            self.fs.ftruncate(self.fd, valid)
+            self.fs.ftruncate(f.fd, valid)
         self.flushed_size = min(self.flushed_size, valid)
         return truncated
 
@@ -407,7 +435,7 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the log and write+fsync the indexes (called from the flush thread)."""
         size = self.size
-        self.fs.fsync(self.fd)
+        self.fs.fsync(self.file.fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -46,7 +46,7 @@ class TransactionIndex:
     truncation) or by the cleaner on a segment not yet in the log; ``flush`` may run in the
     flush thread."""
 
-    __slots__ = ("fs", "path", "base_offset", "entries", "_lasts", "_fd")
+    __slots__ = ("fs", "path", "base_offset", "entries", "_lasts", "_unsynced")
 
     def __init__(self, fs: FileSystem, path: str, base_offset: int) -> None:
         self.fs = fs
@@ -54,7 +54,7 @@ class TransactionIndex:
         self.base_offset = base_offset
         self.entries: list[AbortedTxn] = []
         self._lasts: list[int] = []  # the entries' last offsets (increasing), for bisect
-        self._fd = -1
+        self._unsynced = False  # written since the last flush (no descriptor is held: each write opens the file)
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
@@ -78,14 +78,15 @@ class TransactionIndex:
         self._lasts = [e.last_offset for e in self.entries]
 
     def close(self) -> None:
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            self.fs.close(fd)
+        """Nothing to close: no descriptor is held."""
 
-    def _file(self) -> int:
-        if self._fd < 0:
-            self._fd = self.fs.open(self.path, create=True)
-        return self._fd
+    def _write(self, op, *args) -> None:
+        fd = self.fs.open(self.path, create=True)
+        try:
+            op(fd, *args)
+        finally:
+            self.fs.close(fd)
+        self._unsynced = True
 
     # ------------------------------------------------------------------ writing
     def append(self, txn: AbortedTxn) -> None:
@@ -95,7 +96,7 @@ class TransactionIndex:
                 f"{self.path}: aborted transaction last offset {txn.last_offset} does not follow "
                 f"{self.entries[-1].last_offset}"
             )
-        self.fs.pwrite(self._file(), txn.encode(), len(self.entries) * ENTRY_SIZE)
+        self._write(self.fs.pwrite, txn.encode(), len(self.entries) * ENTRY_SIZE)
         self.entries.append(txn)
         self._lasts.append(txn.last_offset)
 
@@ -103,8 +104,8 @@ class TransactionIndex:
         """Empty the index (a segment being recovered rebuilds it)."""
         self.entries = []
         self._lasts = []
-        if self._fd >= 0 or self.fs.exists(self.path):
-            self.fs.ftruncate(self._file(), 0)
+        if self.fs.exists(self.path):
+            self._write(self.fs.ftruncate, 0)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or above ``offset``."""
@@ -115,11 +116,16 @@ class TransactionIndex:
             return
         del self.entries[keep:]
         del self._lasts[keep:]
-        self.fs.ftruncate(self._file(), keep * ENTRY_SIZE)
+        self._write(self.fs.ftruncate, keep * ENTRY_SIZE)
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            self.fs.fsync(self._fd)
+        if self._unsynced:
+            self._unsynced = False  # (a write meanwhile sets it again)
+            fd = self.fs.open(self.path, create=True)
+            try:
+                self.fs.fsync(fd)
+            finally:
+                self.fs.close(fd)
 
     def delete(self) -> None:
         self.close()

@@ -18,7 +18,7 @@ from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.metadata import topic_name_problem
 from odradek.cluster.store import TopicExistsError
 from odradek.protocol.constants import ZERO_UUID
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, PolicyViolationError
 
 
 @handles(19, 2, 7)
@@ -85,6 +85,8 @@ async def handle(ctx: RequestContext, req) -> object:
             problem = s.config_admin.validate_topic_configs(configs)
             if problem:
                 code, message = ErrorCode.invalid_config, problem
+        if not code and (problem := s.topics.room_problem(assignment)):
+            code, message = ErrorCode.policy_violation, problem  # (validate_only too, as Kafka's checks)
         seen.add(t.name)
         # validate_only answers with an id as Kafka does (one drawn for the topic that was not created)
         topic_id = uuid.uuid4() if not code and req.validate_only else ZERO_UUID
@@ -93,6 +95,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 topic_id = (await s.topics.create_topic(t.name, assignment, configs)).topic_id
             except TopicExistsError as e:  # created meanwhile, or being deleted (Kafka's answers)
                 code, message = ErrorCode.topic_already_exists, str(e)
+            except PolicyViolationError as e:  # no room on this broker any more (topic_admin.py)
+                code, message = ErrorCode.policy_violation, str(e)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
 from odradek.cluster.assignment import AssignmentError
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, PolicyViolationError
 
 
 @handles(37, 0, 3)
@@ -45,6 +45,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 await s.topics.create_partitions(t.name, assignment)
             except AssignmentError as e:  # some brokers with a rack, some without: Kafka's UNKNOWN_SERVER_ERROR
                 code, message = ErrorCode.unknown_server_error, str(e)
+            except PolicyViolationError as e:  # no room for them on this broker (topic_admin.py)
+                code, message = ErrorCode.policy_violation, str(e)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, str(e)
         results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))

@@ -231,6 +231,16 @@ LOG: tuple[Setting, ...] = (
         planned="segment file preallocation",
     ),
     S("num.recovery.threads.per.data.dir", "int", 1, "Threads recovering logs at startup.", validate=at_least(1)),
+    S(
+        "log.open.segments.max",
+        "int",
+        -1,
+        "Most segments whose .log file stays open at once (not a Kafka setting: Kafka keeps every one open): "
+        "colder ones are closed and reopened as readers and writers need them; indexes hold no descriptor. "
+        "-1 (default): half the broker's open-file limit (RLIMIT_NOFILE, whose soft limit the broker raises "
+        "to the hard one at start), the other half left to connections and short-lived files.",
+        validate=lambda v: None if v == -1 or v >= 1 else "must be -1 or at least 1",
+    ),
 )
 
 # fetch

@@ -61,6 +61,7 @@ class SimDisk(FaultyFileSystem):
             except OSError:
                 pass
         self._paths.clear()
+        self.forget_open_files()  # the segment file cache's descriptors went with them
 
     def power_loss(self) -> None:
         self.close_all()
