@@ -87,9 +87,12 @@ def test_end_offsets_never_go_backwards_across_failovers(make_cluster, kind):
             c.brokers[victim].start(timeout=90)
             whole(c, 60)
         time.sleep(2)
-    # enough answers to mean something: 500 a round (a loaded machine's Kafka case, 1 round, got 864)
-    enough = 500 * rounds_of(kind)
-    assert w.poller is not None and w.poller.answers > enough, f"the poller got {w.poller and w.poller.answers} answers"
+    # answers that mean something: every partition answered under each round's new leader (a
+    # round moves leadership twice, by the kill and by the preferred election), not a count of
+    # answers, which measures the machine's load (1,469 against a bound of 1,500 once)
+    assert w.poller is not None
+    seen = {p: sorted(w.poller.epochs[p]) for p in range(3)}
+    assert all(len(e) > rounds_of(kind) for e in seen.values()), f"leader epochs the poller was answered under: {seen}"
     # A new leader's Fetch responses carry its follower-time high watermark for a moment, so the
     # reader's (librdkafka's cached) high watermark may step back: Kafka 3.9 does it too, here
     # (KIP-207 covers ListOffsets only). ListOffsets must not, on either (KIP-207), and

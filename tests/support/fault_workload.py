@@ -204,6 +204,8 @@ class EndOffsetPoller(threading.Thread):
         self.pause = pause
         self.stop = threading.Event()
         self.answers = 0
+        #: partition -> the leader epochs it was answered under (each leader's answers were seen)
+        self.epochs: dict[int, set[int]] = collections.defaultdict(set)
         self.errors: collections.Counter[int] = collections.Counter()
         self._conns: dict[str, object] = {}
 
@@ -235,6 +237,7 @@ class EndOffsetPoller(threading.Thread):
                             self.errors[code] += 1
                             continue
                         self.answers += 1
+                        self.epochs[int(p.partition_index)].add(int(p.leader_epoch))
                         self.history.end_offset(b, int(p.partition_index), int(p.offset), int(p.leader_epoch))
             self.stop.wait(self.pause)
         for conn in self._conns.values():
