@@ -17,7 +17,9 @@ The background duties are scheduled on the monotonic clock, as Kafka's scheduler
 a wall clock stepped back two hours must not stop compaction, retention and the checkpoints
 for two hours (simulator seed 5173: one replica never compacted and differed from the
 others). The duties themselves still read the wall clock where Kafka's do (retention by
-timestamp, delete horizons, producer expiry, ``flush.ms``)."""
+timestamp, delete horizons, producer expiry, ``flush.ms``). Not yet moved: the delayed deletes
+of ``file.delete.delay.ms`` are keyed to the wall clock (`Log` schedules them with its own
+clock), so a clock set back keeps a deleted segment's files on disk that much longer."""
 
 from __future__ import annotations
 
