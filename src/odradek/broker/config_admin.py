@@ -13,13 +13,17 @@ them). The handlers k19, k32, k33 and k44 reach it as `services.config_admin`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
+from odradek.cluster.store import MetadataError, MetadataTimeout, UnknownTopicError
 from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger("odradek.broker.config")
 
 if TYPE_CHECKING:
     from odradek.broker.topic_admin import TopicAdmin
@@ -180,6 +184,22 @@ class ConfigAdmin:
         return ErrorCode.invalid_request, f"unsupported resource type {resource_type}", {}
 
     async def apply(
+        self, resource_type: int, name: str, new: dict[str, str], validate_only: bool
+    ) -> tuple[int, str | None]:
+        """Validate and write one resource's new overrides: (error code, message). A write the
+        metadata store fails is this resource's error, as Kafka's ZkAdminManager answers each
+        resource apart (a ZooKeeper error: UNKNOWN_SERVER_ERROR), never the connection's end."""
+        try:
+            return await self._apply(resource_type, name, new, validate_only)
+        except UnknownTopicError as e:  # deleted meanwhile
+            return ErrorCode.unknown_topic_or_partition, str(e)
+        except MetadataTimeout as e:  # written, not yet seen here
+            return ErrorCode.request_timed_out, str(e)
+        except MetadataError as e:
+            log.warning("altering the configs of resource %s (type %d) failed: %s", name, resource_type, e)
+            return ErrorCode.unknown_server_error, f"altering the configs of {name!r} failed: {e}"
+
+    async def _apply(
         self, resource_type: int, name: str, new: dict[str, str], validate_only: bool
     ) -> tuple[int, str | None]:
         if resource_type == RESOURCE_TOPIC:

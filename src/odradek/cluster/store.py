@@ -39,6 +39,12 @@ class UnknownTopicError(MetadataError):
     pass
 
 
+class MetadataUnavailable(MetadataError):
+    """The store could not be reached for the write (ZooKeeper's session expired, or the
+    connection was lost under the call): not made, or not known to be. A request handler
+    answers it with an error code (Kafka's, for a ZooKeeper error: UNKNOWN_SERVER_ERROR)."""
+
+
 class MetadataListener(Protocol):
     async def on_metadata(self, delta: MetadataDelta) -> None:
         """Apply one change. Called in the order changes happened, one at a time."""

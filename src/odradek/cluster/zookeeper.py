@@ -28,7 +28,11 @@ run's broker epoch; one that does not name them (Kafka's, an older odradek's) is
 until it expires. A registration lost with an expired session is made again when ZooKeeper
 is back, tried again until it is made.
 
-kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on the loop.
+kazoo calls block; they run in worker threads (`asyncio.to_thread`), never on the loop. A write
+of the admin side (topics, configs, producer id blocks) that ZooKeeper's session or connection
+fails under raises `MetadataUnavailable`, which handlers answer with an error code (kazoo's own
+exceptions closed the client's connection: simulator seed 5964, IncrementalAlterConfigs on a
+broker whose session had just expired).
 """
 
 from __future__ import annotations
@@ -40,10 +44,18 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from odradek.cluster import zk_client
 from odradek.cluster import zk_layout as L
@@ -59,6 +71,7 @@ from odradek.cluster.store import (
     MetadataError,
     MetadataListener,
     MetadataTimeout,
+    MetadataUnavailable,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -67,6 +80,9 @@ from odradek.cluster.zk_cache import CacheView, ZkCache
 log = logging.getLogger("odradek.cluster.zk")
 
 REREGISTER_RETRY_S = 0.5  # a registration lost with its session is tried again this often until made
+# what kazoo raises when the session or the connection fails under a call
+_UNREACHABLE = (SessionExpiredError, ConnectionClosedError, ConnectionLoss, OperationTimeoutError)
+T = TypeVar("T")
 
 
 def build_snapshot(
@@ -437,6 +453,15 @@ class ZooKeeperMetadataStore:
             await asyncio.sleep(REREGISTER_RETRY_S)
 
     # ------------------------------------------------------------------ topics
+    async def _admin_write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` (blocking ZooKeeper calls) in a thread; a session or connection that fails
+        under it is `MetadataUnavailable` (what it did, if anything, reaches this broker through
+        the watches like any other change)."""
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except _UNREACHABLE as e:
+            raise MetadataUnavailable(f"ZooKeeper unavailable: {type(e).__name__}") from e
+
     async def create_topic(
         self,
         name: str,
@@ -447,7 +472,7 @@ class ZooKeeperMetadataStore:
         tid = topic_id or uuid.uuid4()
         replicas = {p: tuple(r) for p, r in enumerate(assignment)}
         data = L.encode_topic(L.TopicAssignment(tid, replicas, {}, {}))
-        await asyncio.to_thread(self._create_topic, name, data, dict(configs))
+        await self._admin_write(self._create_topic, name, data, dict(configs))
         await self.wait_for(
             lambda s: (
                 (t := s.topics.get(name)) is not None and t.topic_id == tid and all(p.leader >= 0 for p in t.partitions)
@@ -472,7 +497,7 @@ class ZooKeeperMetadataStore:
         if info is None:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         try:
-            await asyncio.to_thread(self.zk.create, L.delete_topic_path(name), b"", makepath=True)
+            await self._admin_write(functools.partial(self.zk.create, makepath=True), L.delete_topic_path(name), b"")
         except NodeExistsError:
             pass  # already requested
 
@@ -532,7 +557,7 @@ class ZooKeeperMetadataStore:
                 return
 
     async def create_partitions(self, name: str, new_assignment: Sequence[Sequence[int]]) -> TopicInfo:
-        total = await asyncio.to_thread(self._add_partitions, name, new_assignment)
+        total = await self._admin_write(self._add_partitions, name, new_assignment)
         await self.wait_for(
             lambda s: (
                 (t := s.topics.get(name)) is not None
@@ -564,7 +589,7 @@ class ZooKeeperMetadataStore:
         if name not in self._snapshot.topics:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         wanted = dict(configs)
-        await asyncio.to_thread(self._write_config, L.topic_config_path(name), wanted, f"topics/{name}")
+        await self._admin_write(self._write_config, L.topic_config_path(name), wanted, f"topics/{name}")
         await self.wait_for(
             lambda s: (t := s.topics.get(name)) is None or t.configs == wanted, f"the new configs of {name}"
         )
@@ -573,7 +598,7 @@ class ZooKeeperMetadataStore:
     async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
         """Dynamic broker settings of one broker (its id) or of all (`<default>`), persisted."""
         wanted = dict(configs)
-        await asyncio.to_thread(self._write_config, L.broker_config_path(entity), wanted, f"brokers/{entity}")
+        await self._admin_write(self._write_config, L.broker_config_path(entity), wanted, f"brokers/{entity}")
         if entity in (L.DEFAULT_BROKER, str(self.node_id)):  # the ones this broker watches
             await self.wait_for(
                 lambda s: s.broker_configs.get(entity, {}) == wanted, f"the new dynamic settings of {entity}"
@@ -587,7 +612,7 @@ class ZooKeeperMetadataStore:
     async def next_producer_id_block(self, size: int) -> int:
         """Claim the next block of producer ids for the whole cluster (Kafka's ZooKeeper-mode
         ProducerIdManager): the first id of a block of `size` nobody else will get."""
-        return await asyncio.to_thread(self._claim_block, size)
+        return await self._admin_write(self._claim_block, size)
 
     def _claim_block(self, size: int) -> int:
         while True:

@@ -10,7 +10,16 @@ recovery-point checkpoint of that log directory is then written soon after (at m
 kill -9 the loader re-reads the active segments only, not a minute of rolled ones.
 ``flush.messages`` / ``flush.ms`` (default: never) flush the active segment too. The high
 watermarks' checkpoint is also written every ``replica.high.watermark.checkpoint.interval.ms``
-(5 s), as Kafka's ReplicaManager writes it."""
+(5 s), as Kafka's ReplicaManager writes it.
+
+The background duties are scheduled on the monotonic clock, as Kafka's scheduler runs them
+(a ScheduledThreadPoolExecutor: System.nanoTime) and its cleaner backs off (a timed wait):
+a wall clock stepped back two hours must not stop compaction, retention and the checkpoints
+for two hours (simulator seed 5173: one replica never compacted and differed from the
+others). The duties themselves still read the wall clock where Kafka's do (retention by
+timestamp, delete horizons, producer expiry, ``flush.ms``). Not yet moved: the delayed deletes
+of ``file.delete.delay.ms`` are keyed to the wall clock (`Log` schedules them with its own
+clock), so a clock set back keeps a deleted segment's files on disk that much longer."""
 
 from __future__ import annotations
 
@@ -65,6 +74,7 @@ class LogManager:
         *,
         fs: FileSystem | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         recovery_threads: int = 1,
         topic_config: Callable[[str], LogConfig | None] | None = None,
         config: LogManagerConfig | None = None,
@@ -73,6 +83,7 @@ class LogManager:
         self.default_config = default_config
         self.fs = fs or OSFileSystem()
         self.clock = clock
+        self.monotonic = monotonic  # schedules the background duties (run)
         self.recovery_threads = max(1, recovery_threads)
         self.topic_config = topic_config
         self._logs: dict[tuple[str, int], Log] = {}
@@ -97,6 +108,10 @@ class LogManager:
     # ------------------------------------------------------------------ basics
     def _now(self) -> int:
         return int(self.clock() * 1000)
+
+    def _tick(self) -> int:
+        """Milliseconds on the monotonic clock: when the background duties fall due."""
+        return int(self.monotonic() * 1000)
 
     @property
     def offline_dirs(self) -> set[str]:
@@ -453,18 +468,21 @@ class LogManager:
 
     # ------------------------------------------------------------------ background loop
     async def run(self) -> None:
+        """The background duties, each when it falls due on the monotonic clock; each is
+        given the wall clock's now."""
         self.fs.file_cache.bind_owner()  # the event loop closes cold segment files
-        now = self._now()
-        next_retention = now + self.retention_check_interval_ms
-        next_checkpoint = now + self.checkpoint_interval_ms
-        next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
-        next_clean = now + self.cleaner_backoff_ms
-        next_expiry = now + self.producer_expiration_check_interval_ms
+        tick = self._tick()
+        next_retention = tick + self.retention_check_interval_ms
+        next_checkpoint = tick + self.checkpoint_interval_ms
+        next_hw_checkpoint = tick + self.high_watermark_checkpoint_interval_ms
+        next_clean = tick + self.cleaner_backoff_ms
+        next_expiry = tick + self.producer_expiration_check_interval_ms
         cleaner: asyncio.Future | None = None
         rolled: asyncio.Future | None = None
-        last_rolled_checkpoint = 0
+        last_rolled_checkpoint = tick - self.roll_checkpoint_min_interval_ms
         try:
             while True:
+                tick = self._tick()
                 now = self._now()
                 if self._flush_requests and (rolled is None or rolled.done()):
                     rolled = asyncio.ensure_future(self.flush_rolled())
@@ -473,28 +491,28 @@ class LogManager:
                         await self.flush_log(lg)
                     except StorageError:
                         pass
-                if now >= next_retention:
+                if tick >= next_retention:
                     self.run_retention(now)
-                    next_retention = now + self.retention_check_interval_ms
-                if now >= next_expiry:
+                    next_retention = tick + self.retention_check_interval_ms
+                if tick >= next_expiry:
                     self.expire_producers(now)
-                    next_expiry = now + self.producer_expiration_check_interval_ms
-                if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
+                    next_expiry = tick + self.producer_expiration_check_interval_ms
+                if tick >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
                     self._rolled_dirs.clear()  # (here, on the loop that adds to it)
                     await asyncio.to_thread(self.write_checkpoints)  # the high watermarks too
-                    next_checkpoint = now + self.checkpoint_interval_ms
-                    next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
-                elif now >= next_hw_checkpoint:
+                    next_checkpoint = tick + self.checkpoint_interval_ms
+                    next_hw_checkpoint = tick + self.high_watermark_checkpoint_interval_ms
+                elif tick >= next_hw_checkpoint:
                     await asyncio.to_thread(self.write_high_watermarks)
-                    next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
-                elif self._rolled_dirs and now - last_rolled_checkpoint >= self.roll_checkpoint_min_interval_ms:
+                    next_hw_checkpoint = tick + self.high_watermark_checkpoint_interval_ms
+                elif self._rolled_dirs and tick - last_rolled_checkpoint >= self.roll_checkpoint_min_interval_ms:
                     dirs, self._rolled_dirs = self._rolled_dirs, set()
                     await asyncio.to_thread(self.write_recovery_points, dirs)
-                    last_rolled_checkpoint = now
+                    last_rolled_checkpoint = tick
                 self.process_delayed_deletes(now)
-                if self.cleaner_enabled and now >= next_clean and (cleaner is None or cleaner.done()):
+                if self.cleaner_enabled and tick >= next_clean and (cleaner is None or cleaner.done()):
                     cleaner = asyncio.ensure_future(asyncio.to_thread(self.clean_once, now))
-                    next_clean = now + self.cleaner_backoff_ms
+                    next_clean = tick + self.cleaner_backoff_ms
                 await asyncio.sleep(self.tick_seconds)
         finally:
             for task in (cleaner, rolled):

@@ -3,7 +3,9 @@
 Without a transactional id (idempotent producers): a new producer id (epoch 0), or, when
 the client passes its current id and epoch (v3+, KIP-360), the same id with the epoch
 bumped. Ids come from a block persisted in the metadata (producer_ids.py) so they are
-never reused across restarts.
+never reused across restarts. A block the metadata cannot give (ZooKeeper's session expired
+or its connection lost under the claim) is UNKNOWN_SERVER_ERROR, Kafka's answer in ZooKeeper
+mode (its ProducerIdManager's failure, `Errors.forException`), not the connection's end.
 
 With a transactional id: the transaction coordinator of the id (coordinator/txn) answers:
 a new producer id the first time, the epoch bumped after (an open transaction of the
@@ -15,10 +17,14 @@ INVALID_PRODUCER_EPOCH below v4, as Kafka does for clients that do not know it.
 
 from __future__ import annotations
 
+import logging
+
 from odradek.broker.registry import RequestContext, handles, ms
+from odradek.cluster.store import MetadataError
 from odradek.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
+log = logging.getLogger("odradek.broker.producer_ids")
 
 
 @handles(22, 0, 5)
@@ -35,4 +41,11 @@ async def handle(ctx: RequestContext, req) -> object:
         return ctx.respond(throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return ctx.respond(throttle_time=0, error_code=0, producer_id=pid, producer_epoch=epoch + 1)
-    return ctx.respond(throttle_time=0, error_code=0, producer_id=await s.producer_ids.next_id(), producer_epoch=0)
+    try:
+        pid = await s.producer_ids.next_id()
+    except MetadataError as e:
+        log.warning("cannot allocate a producer id: %s", e)
+        return ctx.respond(
+            throttle_time=0, error_code=ErrorCode.unknown_server_error, producer_id=-1, producer_epoch=-1
+        )
+    return ctx.respond(throttle_time=0, error_code=0, producer_id=pid, producer_epoch=0)

@@ -15,7 +15,10 @@ anomalies, by kind:
   offset is stuck);
 - `aborted-visible`: a read_committed reader read a record of an aborted or open transaction;
 - `consumed-then-lost`: a reader read a record at an offset that holds something else at
-  the end (it read past what was committed, and that was truncated);
+  the end (it read past what was committed, and that was truncated); not a record of an
+  aborted transaction whose offset is a hole at the end, an ABORT marker of its producer
+  after it: compaction removes aborted transactions' records, as Kafka's cleaner does
+  (`removed_with_its_abort`);
 - `final-read`: the clients' final reading differs from the log (read_uncommitted: every
   record below the high watermark; read_committed: the committed and plain ones below the
   last stable offset), or could not be made;
@@ -43,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.testing.sim.history import History, Produced
-from odradek.testing.sim.logs import ABORTED, COMMITTED, OPEN, PLAIN, LogRecord
+from odradek.testing.sim.logs import ABORT, ABORTED, COMMITTED, OPEN, PLAIN, LogRecord
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,11 @@ def check(h: History, final: Final) -> list[Anomaly]:
     for read in h.reads:
         key = (read.partition, read.offset)
         actual = at.get(key)
-        if actual != read.value:
+        # a record of an aborted transaction the cleaner removed: aborted, not lost
+        removed = actual is None and removed_with_its_abort(
+            final.logs, produced, read.partition, read.offset, read.value
+        )
+        if actual != read.value and not removed:
             if ("lost", read.value) not in seen_bad:
                 seen_bad.add(("lost", read.value))
                 out.append(
@@ -218,13 +225,14 @@ def check(h: History, final: Final) -> list[Anomaly]:
                     )
                 )
             continue
-        if read.committed and fate.get(key) in (ABORTED, OPEN) and ("rc", read.value) not in seen_bad:
+        read_fate = ABORTED if removed else fate.get(key)
+        if read.committed and read_fate in (ABORTED, OPEN) and ("rc", read.value) not in seen_bad:
             seen_bad.add(("rc", read.value))
             out.append(
                 Anomaly(
                     "aborted-visible",
                     read.t,
-                    f"{read.reader} read {read.value} ({fate[key]})",
+                    f"{read.reader} read {read.value} ({read_fate}{', compacted away since' if removed else ''})",
                     read.partition,
                     records=((read.partition, read.offset, read.t),),
                     txn=read.value.split(":", 1)[0],
@@ -295,6 +303,35 @@ def check(h: History, final: Final) -> list[Anomaly]:
     for problem in final.unhealthy:
         out.append(Anomaly("unavailable", final.healed if final.healed >= 0 else end, problem))
     return out
+
+
+def removed_with_its_abort(
+    logs: dict[int, list[LogRecord]], produced: dict[str, Produced], p: int, offset: int, value: str
+) -> bool:
+    """Whether the record `value`, read at `offset` of partition `p`, was removed by compaction
+    as a record of an aborted transaction (Kafka's cleaner removes those: LogCleaner's
+    CleanedTransactionMetadata; a read_uncommitted reader may have read it before). True only
+    when the final log has no record at all at that offset (offsets are never reused: a hole
+    is what the cleaner leaves; a truncated and rewritten offset holds another record), the
+    record was sent in a transaction, and the first marker after it in that partition of its
+    producer (the producer ids its surviving records carry) is an ABORT (the cleaner keeps the
+    marker while it removes its transaction's records). A committed transaction's record
+    removed is still a `torn-txn`."""
+    rec = produced.get(value)
+    records = logs.get(p)
+    if rec is None or rec.txn is None or not records:
+        return False
+    i = bisect.bisect_left([r.offset for r in records], offset)
+    if i == 0 or (i < len(records) and records[i].offset == offset):
+        return False  # below the log's first record, or something is there
+    pids = {
+        r.producer_id
+        for recs in logs.values()
+        for r in recs
+        if r.value is not None and (o := produced.get(r.value)) is not None and o.producer == rec.producer
+    }
+    marker = next((r for r in records[i:] if r.value is None and r.producer_id in pids), None)
+    return marker is not None and marker.marker == ABORT
 
 
 def check_group(h: History, final: Final, fate: dict[tuple[int, int], str]) -> list[Anomaly]:
