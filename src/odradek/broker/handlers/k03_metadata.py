@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from odradek.broker.registry import RequestContext, VersionCodec, handles
 from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.metadata import ClusterSnapshot, TopicInfo, topic_name_problem
-from odradek.cluster.store import TopicExistsError
+from odradek.cluster.store import MetadataUnavailable, TopicExistsError
 from odradek.protocol.constants import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, UNKNOWN_OPERATIONS, ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.metadata_codec import (
@@ -103,6 +103,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 continue
             except AssignmentError as e:  # some brokers with a rack, some without: Kafka passes its error on
                 log.warning("not auto-creating topic %s: %s", name, e)
+                results.append(_topic_error(v, ErrorCode.unknown_server_error, name, ops))
+                continue
+            except MetadataUnavailable as e:  # ZooKeeper failed under the write: Kafka passes its error on
+                log.warning("auto-creating topic %s failed: %s", name, e)
                 results.append(_topic_error(v, ErrorCode.unknown_server_error, name, ops))
                 continue
             except Exception:  # a storage failure (offline dir) must not break the request

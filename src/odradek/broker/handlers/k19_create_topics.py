@@ -16,7 +16,7 @@ import uuid
 from odradek.broker.registry import RequestContext, handles
 from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.metadata import topic_name_problem
-from odradek.cluster.store import TopicExistsError
+from odradek.cluster.store import MetadataTimeout, MetadataUnavailable, TopicExistsError
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode, PolicyViolationError
 
@@ -97,6 +97,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 code, message = ErrorCode.topic_already_exists, str(e)
             except PolicyViolationError as e:  # no room on this broker any more (topic_admin.py)
                 code, message = ErrorCode.policy_violation, str(e)
+            except MetadataUnavailable as e:  # ZooKeeper failed under the write: Kafka's answer to a ZooKeeper error
+                code, message = ErrorCode.unknown_server_error, f"creating {t.name} failed: {e}"
+            except MetadataTimeout as e:  # written, its leaders not seen in time
+                code, message = ErrorCode.request_timed_out, f"creating {t.name}: {e}"
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
 from odradek.cluster.assignment import AssignmentError
+from odradek.cluster.store import MetadataTimeout, MetadataUnavailable
 from odradek.protocol.errors import ErrorCode, PolicyViolationError
 
 
@@ -47,6 +48,10 @@ async def handle(ctx: RequestContext, req) -> object:
                 code, message = ErrorCode.unknown_server_error, str(e)
             except PolicyViolationError as e:  # no room for them on this broker (topic_admin.py)
                 code, message = ErrorCode.policy_violation, str(e)
+            except MetadataUnavailable as e:  # ZooKeeper failed under the write: Kafka's answer to a ZooKeeper error
+                code, message = ErrorCode.unknown_server_error, str(e)
+            except MetadataTimeout as e:  # written, the new partitions' leaders not seen in time
+                code, message = ErrorCode.request_timed_out, str(e)
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, str(e)
         results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))
