@@ -13,6 +13,7 @@ from kazoo.exceptions import SessionExpiredError
 
 from odradek.client.aio.admin import CREATE_PARTITIONS, CREATE_TOPICS
 from odradek.cluster import zk_layout as L
+from odradek.cluster.store import MetadataTimeout
 from odradek.protocol.errors import ErrorCode
 from odradek.testing.sim.faults import Fault
 from odradek.testing.sim.profiles import PROFILES
@@ -85,3 +86,24 @@ def test_topic_writes_whose_zookeeper_session_expires_under_them_are_answered_un
         assert answers[f"partitions b{b} first"] == [ErrorCode.unknown_server_error], answers
         assert answers[f"partitions b{b} again"] == [0], answers
     assert [str(a) for a in r.anomalies if a.kind == "internal-error"] == []
+
+
+async def leaders_not_seen_in_time(r: FaultRunner, f: Fault) -> None:
+    """Broker 1's store does not see the new topic's leaders in time (its wait raises
+    MetadataTimeout: in the simulator the controller elects them before any wait would end):
+    CreateTopics answers REQUEST_TIMED_OUT, Kafka's answer when the topic's metadata does not
+    arrive within the request's timeout."""
+    store: Any = r.c.host(1).broker.services.topics.store  # type: ignore[union-attr]
+
+    async def not_in_time(condition: Any, what: str, timeout_s: float | None = None) -> None:
+        raise MetadataTimeout(f"timed out waiting for {what}")
+
+    store.wait_for = not_in_time
+    admin = await r.admin()
+    resp = await r._as_admin(admin.cluster.send(1, CREATE_TOPICS, _create("zk-slow")))
+    r.notes["answer"] = [t.error_code for t in resp.topics]
+
+
+def test_a_topic_whose_leaders_are_not_seen_in_time_is_answered_request_timed_out():
+    r = run_seed(1, OPTS, faults=[Fault(3.0, "script", arg=leaders_not_seen_in_time)])
+    assert r.notes.get("answer") == [ErrorCode.request_timed_out], r.notes
