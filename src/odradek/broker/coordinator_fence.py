@@ -144,11 +144,17 @@ class CoordinatorFence:
         """Until registered under the current session with the current coordinator leadership."""
         while True:
             try:
-                await self.store.wait_for(self._registered, f"broker {self.node_id} registered again")
+                epoch = await asyncio.to_thread(self._registration)
+                if epoch is None:  # not registered under this session yet (the store does it)
+                    await asyncio.sleep(RESUME_RETRY_S)
+                    continue
+                await self.store.wait_for(
+                    functools.partial(self._registered, epoch=epoch), f"broker {self.node_id} registered again"
+                )
                 versions = await asyncio.to_thread(self._state_versions, self._led(self.store.snapshot))
                 caught_up = functools.partial(_caught_up, versions=versions)
                 await self.store.wait_for_view(caught_up, "the coordinator partitions' current states")
-                if self._registered(self.store.snapshot):
+                if self._registered(self.store.snapshot, epoch):
                     break
             except Exception as e:  # noqa: BLE001 - MetadataTimeout, a ZooKeeper error: tried again while connected
                 log.info("broker %d: not coordinator again yet (%r); trying again", self.node_id, e)
@@ -159,9 +165,19 @@ class CoordinatorFence:
         for c in self.coordinators:
             c.unfence()
 
-    def _registered(self, snap: ClusterSnapshot) -> bool:
+    def _registration(self) -> int | None:
+        """The broker epoch (czxid) of this broker's registration if this session made it, else
+        None (blocking)."""
+        try:
+            _data, stat = self.zk.get(L.broker_path(self.node_id))
+        except NoNodeError:
+            return None
+        return stat.czxid if stat.ephemeralOwner == self.zk.client_id[0] else None
+
+    def _registered(self, snap: ClusterSnapshot, epoch: int) -> bool:
+        """The snapshot shows the registration of this session (`epoch`)."""
         me = snap.broker(self.node_id)
-        return me is not None and me.epoch >= 0
+        return me is not None and me.epoch == epoch
 
     def _led(self, snap: ClusterSnapshot) -> list[tuple[str, int]]:
         """The coordinator partitions this broker's metadata says it leads."""
