@@ -17,7 +17,9 @@ again):
   answer, before ZooKeeper may expire the session (the timeout after it last heard from the
   broker, which is no later than its last answer) and so before the controller can elect
   another leader. The sixth to spare covers latency and clocks that run at slightly
-  different rates. A cut shorter than half the timeout never fences.
+  different rates. A cut shorter than a sixth of the timeout never fences; a longer one may
+  (when the socket fails at once kazoo suspends at once), and the broker acts again as soon
+  as it is back with the same session.
 
 It lifts the fence (`unfence`: a shard elected, and loaded, for every partition the broker
 leads by then) once the broker is connected, registered under its current session (the
