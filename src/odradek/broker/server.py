@@ -41,6 +41,7 @@ from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.config_admin import ConfigAdmin
 from odradek.broker.connection import Connection
 from odradek.broker.controlled_shutdown import controlled_shutdown
+from odradek.broker.coordinator_fence import CoordinatorFence
 from odradek.broker.dynamic_config import DynamicConfigListener
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.interbroker.add_partitions_to_txn import AddPartitionsToTxnManager
@@ -187,6 +188,7 @@ class Broker:
         self._stopping = False
         self.zk: KazooClient | None = None
         self.controller: Controller | None = None
+        self.fence: CoordinatorFence | None = None  # coordinators stop while the ZooKeeper session may be lost
         self.channels: NodeChannels | None = None
 
     # ------------------------------------------------------------- lifecycle
@@ -219,6 +221,12 @@ class Broker:
         await services.txn_coordinator.start()
         await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
+        if isinstance(store, ZooKeeperMetadataStore) and cluster is not None:
+            coordinators = (services.group_coordinator, services.txn_coordinator)
+            self.fence = CoordinatorFence(
+                self.node_id, cluster[0], store, coordinators, config["zookeeper.session.timeout.ms"]
+            )
+            self.fence.start()
         if self.controller is not None:
             await self.controller.start()
         self._tasks.append(asyncio.ensure_future(self._run_log_manager(lm)))
@@ -522,6 +530,8 @@ class Broker:
             services.replica_manager.fetch_purgatory.cancel_all()
         if self._conn_tasks:
             await asyncio.wait(list(self._conn_tasks), timeout=10)
+        if self.fence is not None:
+            self.fence.stop()
         if services is not None:
             try:
                 await services.group_coordinator.stop()

@@ -52,6 +52,14 @@ once for every coordinator, what each needs around its shards:
   transition, offsets not yet cached); anything else the shard holds may differ from the
   log until the partition is next loaded (Kafka's new runtime reverts to a snapshot of its
   timeline state instead).
+- **Fencing.** A broker that may no longer lead what it believes it leads (its ZooKeeper
+  session lost, or cut from ZooKeeper past the session timeout: broker/coordinator_fence.py)
+  is told `fence(why)`: every shard is unloaded (what waits on it: NOT_COORDINATOR, so clients
+  look for the coordinator again) and requests get NOT_COORDINATOR, while elections and
+  resignations are still followed. `unfence()`, once the broker is registered and its
+  metadata current again, elects a shard for each partition it leads by then, which loads
+  from the log as any election does. Kafka's coordinators have no such fence: they resign
+  only when the controller's (or KRaft's metadata log's) leadership change reaches them.
 - **Timers.** A shard keeps keyed deadlines (`Timer`, sans-IO); the runtime arms one
   event-loop timer for the earliest of all loaded shards and submits what expires. Periodic
   checks (`every`) and background tasks (`spawn`) end with the runtime.
@@ -279,7 +287,9 @@ class CoordinatorRuntime(Generic[S, R]):
         self.clock = clock or (lambda: int(time.time() * 1000))
         self._on_loaded = on_loaded
         self.active = False
+        self.fenced: str | None = None  # why this broker does not act as coordinator now (`fence`)
         self._contexts: dict[int, ShardContext[S]] = {}
+        self._led: dict[int, int] = {}  # partition -> leader epoch: what the broker leads, fenced or not
         # per partition, the writes appended (or refused) whose outcome is still to deliver, in
         # log order, and the task that delivers them as their commits become known
         self._in_flight: dict[int, collections.deque[_Write[R]]] = {}
@@ -357,6 +367,8 @@ class CoordinatorRuntime(Generic[S, R]):
         the partition's shard serves."""
         if not self.active:
             return int(ErrorCode.coordinator_not_available)
+        if self.fenced is not None:
+            return NOT_COORDINATOR
         ctx = self._contexts.get(partition)
         if ctx is None or ctx.state is ShardState.FAILED:
             return NOT_COORDINATOR
@@ -403,6 +415,11 @@ class CoordinatorRuntime(Generic[S, R]):
     def on_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic != self.topic or not self.active:
             return
+        if self._led.get(partition, -1) <= leader_epoch:
+            self._led[partition] = leader_epoch
+        if self.fenced is not None:
+            log.info("%s-%d elected at epoch %d: not loaded while fenced", topic, partition, leader_epoch)
+            return
         old = self._contexts.get(partition)
         if old is not None:
             if old.epoch >= leader_epoch:
@@ -433,6 +450,9 @@ class CoordinatorRuntime(Generic[S, R]):
     def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic != self.topic:
             return
+        led = self._led.get(partition)
+        if led is not None and not 0 <= leader_epoch < led:
+            del self._led[partition]
         ctx = self._contexts.get(partition)
         if ctx is None:
             return
@@ -447,6 +467,31 @@ class CoordinatorRuntime(Generic[S, R]):
             return
         self._unload(ctx)
         self._rearm()
+
+    def fence(self, why: str) -> None:
+        """Stop acting as coordinator: this broker may no longer lead the partitions it
+        believes it leads. Every shard is unloaded (its waiting requests and writes answered
+        NOT_COORDINATOR) and requests get NOT_COORDINATOR until `unfence`; elections and
+        resignations are still followed meanwhile."""
+        if self.fenced is not None:
+            return
+        self.fenced = why
+        if self._contexts:
+            log.warning("%s: no longer coordinator of %d partitions (%s)", self.topic, len(self._contexts), why)
+        for ctx in list(self._contexts.values()):
+            self._unload(ctx)
+        self._load_queue.clear()
+        self._rearm()
+
+    def unfence(self) -> None:
+        """Act as coordinator again (the broker is registered and its metadata current): a shard
+        is elected, and loaded, for every partition the broker leads now."""
+        if self.fenced is None:
+            return
+        log.info("%s: coordinator again of %d partitions (was fenced: %s)", self.topic, len(self._led), self.fenced)
+        self.fenced = None
+        for partition, epoch in sorted(self._led.items()):
+            self.on_elected(self.topic, partition, epoch)
 
     def _unload(self, ctx: ShardContext[S]) -> None:
         if self._contexts.get(ctx.partition) is ctx:

@@ -77,6 +77,13 @@ class GroupCoordinator:
     def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.runtime.on_resigned(topic, partition, leader_epoch)
 
+    # the broker's ZooKeeper session guard (broker/coordinator_fence.py)
+    def fence(self, why: str) -> None:
+        self.runtime.fence(why)
+
+    def unfence(self) -> None:
+        self.runtime.unfence()
+
     @property
     def active(self) -> bool:
         return self.runtime.active

@@ -179,6 +179,13 @@ class TransactionCoordinator:
     def on_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.runtime.on_resigned(topic, partition, leader_epoch)
 
+    # the broker's ZooKeeper session guard (broker/coordinator_fence.py)
+    def fence(self, why: str) -> None:
+        self.runtime.fence(why)
+
+    def unfence(self) -> None:
+        self.runtime.unfence()
+
     def _resume_ending(self, ctx: ShardContext[TxnShard]) -> None:
         """A shard is loaded: transactions that were ending when its last coordinator stopped
         get their markers and completion written again."""

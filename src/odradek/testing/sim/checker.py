@@ -334,6 +334,11 @@ def removed_with_its_abort(
     return marker is not None and marker.marker == ABORT
 
 
+def _by(broker: int) -> str:
+    """Which coordinator answered a group request (groups.py records it), for an anomaly's line."""
+    return f" (answered by broker {broker})" if broker >= 0 else ""
+
+
 def check_group(h: History, final: Final, fate: dict[tuple[int, int], str]) -> list[Anomaly]:
     """The consumer group's commits and offsets against what its members were given and the final log."""
     if not (h.group_reads or h.commits or h.committed_answers):
@@ -366,9 +371,9 @@ def check_group(h: History, final: Final, fate: dict[tuple[int, int], str]) -> l
     claims: list[tuple[float, float, str, int, int]] = []
     for c in h.commits:
         if c.ok:
-            claims += [(c.t_sent, c.t_done, f"{c.member}'s commit", p, o) for p, o in c.offsets.items()]
+            claims += [(c.t_sent, c.t_done, f"{c.member}'s commit{_by(c.broker)}", p, o) for p, o in c.offsets.items()]
     for a in h.committed_answers:
-        claims += [(a.t_sent, a.t_recv, f"OffsetFetch by {a.who}", p, o) for p, o in a.offsets.items()]
+        claims += [(a.t_sent, a.t_recv, f"OffsetFetch by {a.who}{_by(a.broker)}", p, o) for p, o in a.offsets.items()]
     claims.sort()
     # per partition, by when each claim was known: the highest offset known so far, and its claim
     known_at: dict[int, tuple[list[float], list[tuple[int, float, str]]]] = {}

@@ -11,8 +11,10 @@ the seed. An offsets poller asks the coordinator for the committed offsets (Offs
 `require_stable`) every second.
 
 Everything goes to the `History`: what each member was given (`consumed`), each commit and
-its outcome, each committed-offsets answer; the checker (checker.py, `check_group`) holds them
-against the final log.
+its outcome, each committed-offsets answer, and which broker answered each group request
+(JoinGroup, SyncGroup, Heartbeat, OffsetCommit, OffsetFetch: `h.group_requests`, and the
+broker of each commit and committed-offsets answer, which the checker's anomaly lines name);
+the checker (checker.py, `check_group`) holds them against the final log.
 """
 
 from __future__ import annotations
@@ -49,6 +51,43 @@ def group_config(w: Workload, name: str, **extra: Any) -> dict[str, Any]:
     )
 
 
+# the group requests whose answering broker is recorded, by API key (client/consumer/group.py)
+GROUP_APIS = {8: "OffsetCommit", 9: "OffsetFetch", 11: "JoinGroup", 12: "Heartbeat", 14: "SyncGroup"}
+
+
+def _first_error(resp: Any) -> int:
+    code = int(getattr(resp, "error_code", 0) or 0)
+    if code:
+        return code
+    for t in getattr(resp, "topics", None) or ():
+        for p in getattr(t, "partitions", None) or ():
+            if int(getattr(p, "error_code", 0) or 0):
+                return int(p.error_code)
+    return 0
+
+
+class GroupRequests:
+    """Records, for one client, which broker answered each of its group requests (wraps its
+    cluster's `send`): `last[api]`, the broker that last answered `api` without error."""
+
+    def __init__(self, c: AIOConsumer, h: Any, who: str) -> None:
+        self.h = h
+        self.who = who
+        self.last: dict[str, int] = {}
+        self._send = c.cluster.send
+        c.cluster.send = self.send  # type: ignore[method-assign]
+
+    async def send(self, node_id: int, api_key: int, data: Any, **kwargs: Any) -> Any:
+        resp = await self._send(node_id, api_key, data, **kwargs)
+        api = GROUP_APIS.get(api_key)
+        if api is not None:
+            error = _first_error(resp)
+            self.h.group_request(self.who, api, node_id, error)
+            if not error:
+                self.last[api] = node_id
+        return resp
+
+
 class _Revoke:
     """The rebalance listener: commit the positions of what is taken away, first."""
 
@@ -66,6 +105,7 @@ class Member:
         self.h = w.h
         self.name = name  # of the incarnation running now
         self.assignor = assignor
+        self.requests: GroupRequests | None = None
 
     async def commit(self, c: AIOConsumer, only: set[int] | None = None) -> None:
         g = c.group
@@ -76,18 +116,22 @@ class Member:
             return
         rec = self.h.commit_sent(self.name, offsets)
         topic = self.w.spec.topic
+        if self.requests is not None:
+            self.requests.last.pop("OffsetCommit", None)
         try:
             await c.commit({TopicPartition(topic, p): o for p, o in offsets.items()}, timeout=10)
         except Exception as e:  # noqa: BLE001 - a failed commit is history, not an error of the run
             self.h.commit_done(rec, e)
         else:
-            self.h.commit_done(rec, None)
+            broker = self.requests.last.get("OffsetCommit", -1) if self.requests is not None else -1
+            self.h.commit_done(rec, None, broker)
 
     async def life(self, seconds: float, crash: bool) -> None:
         """One incarnation: until `seconds` pass (or, if it crashes, until it is killed)."""
         w = self.w
         loop = w.cluster.loop
         c = AIOConsumer(config=group_config(w, self.name, partition_assignment_strategy=self.assignor))
+        self.requests = GroupRequests(c, self.h, self.name)
         await c.start()
         c.subscribe([w.spec.topic], listener=_Revoke(self, c))
         end = loop.elapsed + seconds
@@ -152,17 +196,20 @@ async def offsets_poller(w: Workload, name: str) -> None:
     """OffsetFetch of the group's committed offsets, every second or so."""
     rng = w._rng(name)
     c = AIOConsumer(config=group_config(w, name))
+    requests = GroupRequests(c, w.h, name)
     await c.start()
     tps = [TopicPartition(w.spec.topic, p) for p in range(w.spec.partitions)]
     try:
         while not w.stopping:
             await asyncio.sleep(rng.uniform(0.5, 1.5))
             sent = w.cluster.loop.elapsed
+            requests.last.pop("OffsetFetch", None)
             try:
                 answer = await c.committed(tps, timeout=5)
             except Exception:  # noqa: BLE001 - no answer is not an answer
                 continue
-            w.h.committed_answer(name, sent, {tp.partition: om.offset for tp, om in answer.items() if om is not None})
+            offsets = {tp.partition: om.offset for tp, om in answer.items() if om is not None}
+            w.h.committed_answer(name, sent, offsets, requests.last.get("OffsetFetch", -1))
     finally:
         await c.close(autocommit=False)
 
@@ -172,10 +219,12 @@ async def final_committed(w_cluster: Any, h: Any, topic: str, partitions: int) -
     from odradek.testing.sim.workload import client_config
 
     c = AIOConsumer(config=client_config(w_cluster, "final-group", group_id=GROUP, enable_auto_commit=False))
+    requests = GroupRequests(c, h, "final")
     await c.start()
     try:
         sent = w_cluster.loop.elapsed
         answer = await c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-        h.committed_answer("final", sent, {tp.partition: om.offset for tp, om in answer.items() if om is not None})
+        offsets = {tp.partition: om.offset for tp, om in answer.items() if om is not None}
+        h.committed_answer("final", sent, offsets, requests.last.get("OffsetFetch", -1))
     finally:
         await c.close(autocommit=False)

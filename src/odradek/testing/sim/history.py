@@ -67,6 +67,7 @@ class GroupCommit:
     t_done: float = -1.0
     ok: bool = False
     error: str = ""
+    broker: int = -1  # the coordinator that answered it (-1: none did)
 
 
 @dataclass(slots=True)
@@ -77,6 +78,19 @@ class CommittedAnswer:
     t_sent: float
     t_recv: float
     offsets: dict[int, int]
+    broker: int = -1  # the coordinator that answered
+
+
+@dataclass(slots=True)
+class GroupRequest:
+    """A group request a client sent and the broker that answered it (JoinGroup, SyncGroup,
+    Heartbeat, OffsetCommit, OffsetFetch): which coordinator each member was talking to."""
+
+    t: float
+    who: str
+    api: str
+    broker: int
+    error: int  # the answer's first error code (0: none)
 
 
 @dataclass(slots=True)
@@ -137,6 +151,7 @@ class History:
         self.group_reads: list[Read] = []
         self.commits: list[GroupCommit] = []
         self.committed_answers: list[CommittedAnswer] = []
+        self.group_requests: list[GroupRequest] = []
         self.events: list[tuple[float, str, str]] = []
         self.acked_end: dict[int, int] = {}  # partition -> 1 + the highest offset acknowledged (acks=all)
         self.written_end: dict[int, int] = {}  # the same, transactional records' acknowledgements too
@@ -278,20 +293,25 @@ class History:
         self.trace.add(f"{c.t_sent:.6f} {member} commits {sorted(offsets.items())}")
         return c
 
-    def commit_done(self, c: GroupCommit, error: BaseException | None) -> None:
+    def commit_done(self, c: GroupCommit, error: BaseException | None, broker: int = -1) -> None:
         c.t_done = self.now()
         c.ok = error is None
+        c.broker = broker
         if error is None:
-            self.event(c.member, f"committed {sorted(c.offsets.items())}")
+            self.event(c.member, f"committed {sorted(c.offsets.items())} (broker {broker})")
             self._client_ack()
         else:
             c.error = type(error).__name__
             self.event(c.member, f"commit {sorted(c.offsets.items())} failed: {c.error}")
 
-    def committed_answer(self, who: str, t_sent: float, offsets: dict[int, int]) -> None:
+    def committed_answer(self, who: str, t_sent: float, offsets: dict[int, int], broker: int = -1) -> None:
         t = self.now()
-        self.committed_answers.append(CommittedAnswer(who, t_sent, t, offsets))
-        self.event(who, f"committed offsets {sorted(offsets.items())} (asked at {t_sent:.3f})")
+        self.committed_answers.append(CommittedAnswer(who, t_sent, t, offsets, broker))
+        self.event(who, f"committed offsets {sorted(offsets.items())} from broker {broker} (asked at {t_sent:.3f})")
+
+    def group_request(self, who: str, api: str, broker: int, error: int) -> None:
+        """Kept apart from the events (a heartbeat a second per member): `answered_by` reads them."""
+        self.group_requests.append(GroupRequest(self.now(), who, api, broker, error))
 
     def end_offset(self, poller: str, partition: int, t_sent: float, offset: int) -> None:
         t = self.now()
