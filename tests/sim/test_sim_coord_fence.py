@@ -29,7 +29,7 @@ from odradek.testing.sim.workload import client_config
 OFFSETS = "__consumer_offsets"
 OPTS = dataclasses.replace(PROFILES["ci"], duration=40.0, settle=30.0)
 SESSION_S = OPTS.session_timeout_ms / 1000
-OFFSET_FETCH = 9
+OFFSET_FETCH, FIND_COORDINATOR = 9, 10
 NOT_COORDINATOR = int(ErrorCode.not_coordinator)
 
 
@@ -56,6 +56,23 @@ async def _offset_fetch_from(r: FaultRunner, b: int, name: str) -> int:
             resp = await c.cluster.send(b, OFFSET_FETCH, data, timeout=5)
             code = int(getattr(resp, "error_code", 0))
             return code or max((int(p.error_code) for t in resp.topics for p in t.partitions), default=0)
+        finally:
+            await c.close(autocommit=False)
+
+    return await r.c.spawn(r.c.client_node(name), asyncio.wait_for(ask(), 20))
+
+
+async def _find_coordinator_from(r: FaultRunner, b: int, name: str) -> int:
+    """FindCoordinator for the group sent to broker `b` itself: the error code it answers."""
+
+    async def ask() -> int:
+        config = client_config(r.c, name, enable_auto_commit=False)  # no group: nothing to look up first
+        config["bootstrap.servers"] = f"b{b}:9092"
+        c = AIOConsumer(config=config)
+        await c.start()
+        try:
+            resp = await c.cluster.send(b, FIND_COORDINATOR, {"key": GROUP, "key_type": 0}, timeout=5)
+            return int(resp.error_code)
         finally:
             await c.close(autocommit=False)
 
@@ -91,6 +108,7 @@ async def cut_coordinator(r: FaultRunner, f: Fault) -> None:
     c.zk.hooks.remove(on_zk)
     r.notes["moved_after"] = round(c.loop.elapsed - cut_at, 3)
     r.notes["answers_cut"] = await _offset_fetch_from(r, coord, "asker-cut")
+    r.notes["finds_cut"] = await _find_coordinator_from(r, coord, "finder-cut")
     r.heal_zk(coord)
     r.notes["unfenced"] = await r.until(lambda: not _fenced(r, coord), 4 * SESSION_S)
 
@@ -142,6 +160,8 @@ def test_a_coordinator_cut_from_zookeeper_answers_not_coordinator_before_it_is_r
     assert r.notes["answers_before"] == 0, r.notes
     assert r.notes["moved"], r.notes
     assert r.notes["answers_cut"] == NOT_COORDINATOR, r.notes  # before: 0, its old offsets
+    # and it does not name itself coordinator from its stale metadata
+    assert r.notes["finds_cut"] == ErrorCode.coordinator_not_available, r.notes
     assert r.notes["fenced_when_moved"], r.notes  # fenced before another broker led the partition
     assert r.notes["unfenced"], r.notes  # coordinator again once registered and caught up
     assert not r.anomalies, r.summary()
@@ -169,4 +189,23 @@ def test_the_long_runs_commit_backwards_seeds(seed):
     and 8660 no longer showed it on ecb6b38 before this change; 8660's (on 393866c) came at
     4.9 s, before any ZooKeeper fault."""
     r = run_seed(seed, PROFILES["ci"])
+    assert not r.anomalies, r.summary()
+
+
+async def cut_for_good(r: FaultRunner, f: Fault) -> None:
+    """The group's coordinator is cut from ZooKeeper for the rest of the run."""
+    c = r.c
+    coord = r.leader_of(partition_for(GROUP, len(c.partitions(OFFSETS))), OFFSETS)
+    r.notes["coordinator"] = coord
+    r.cut_zk(coord)
+
+
+def test_a_member_out_of_the_group_commits_nothing():
+    """A member stuck on the cut coordinator until the group had gone on without it (and was
+    empty by the end) was told UNKNOWN_MEMBER_ID, then committed its positions of half a minute
+    before with no generation, as a standalone commit, which the empty group accepted: the
+    group's offsets went back from 146 to 46 (commit-backwards, both answered by the new
+    coordinator). Java's consumer fails such a commit without sending it (generationIfStable);
+    so does odradek's now."""
+    r = run_seed(1, OPTS, faults=[Fault(5.0, "script", arg=cut_for_good)])
     assert not r.anomalies, r.summary()

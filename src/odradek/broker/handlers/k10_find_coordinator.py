@@ -5,7 +5,9 @@ leader of the group's partition of `__consumer_offsets`, from the metadata, afte
 sure the topic exists (created on first use). Key type 1 (transaction): the leader of the
 transactional id's partition of `__transaction_state`, created the same way. Other key
 types (2, share) get INVALID_REQUEST. When the coordinator is not up or the partition
-has no leader, the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
+has no leader, the answer is COORDINATOR_NOT_AVAILABLE, which clients retry; so it is when
+the leader is this broker and its coordinators are fenced (cut from ZooKeeper:
+broker/coordinator_fence.py), whose metadata may name it where another broker leads now.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, st
     leader = leader.at(ctx.connection.listener_name) if leader is not None else None
     if leader is None:
         return NOT_AVAILABLE, f"{topic} has no leader for this {what} yet", None
+    if part is not None and part.leader == s.node_id and coordinator.fenced is not None:
+        # its metadata may be stale (broker/coordinator_fence.py): naming itself would send the
+        # client to a coordinator that answers NOT_COORDINATOR, round and round
+        return NOT_AVAILABLE, f"this broker does not act as coordinator now: {coordinator.fenced}", None
     return 0, None, leader
 
 

@@ -392,6 +392,13 @@ class GroupCoordinator:
                     "committed_metadata": om.metadata or "",
                 }
             )
+        if self.subs.subscribed and self.generation < 0:
+            # As Java's consumer (generationIfStable): a subscribed member out of the group
+            # (told UNKNOWN_MEMBER_ID, or not joined yet) sends nothing. Committed with no
+            # generation, as a standalone commit, its old positions would be accepted by an
+            # empty group and take the group's offsets back (the simulator's commit-backwards).
+            self.need_rejoin = True
+            raise E.CommitFailedError("commit failed: this consumer is not part of an active group; it rejoins at poll")
         gen = self.generation if self.subs.subscribed else -1
         member = self.member_id if self.subs.subscribed else ""
 

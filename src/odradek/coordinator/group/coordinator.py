@@ -88,6 +88,11 @@ class GroupCoordinator:
     def active(self) -> bool:
         return self.runtime.active
 
+    @property
+    def fenced(self) -> str | None:
+        """Why this broker does not act as coordinator now (cut from ZooKeeper), or None."""
+        return self.runtime.fenced
+
     def partition_for(self, group_id: str) -> int:
         return self.runtime.partition_for(group_id)
 

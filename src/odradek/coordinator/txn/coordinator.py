@@ -162,6 +162,11 @@ class TransactionCoordinator:
     def active(self) -> bool:
         return self.runtime.active
 
+    @property
+    def fenced(self) -> str | None:
+        """Why this broker does not act as coordinator now (cut from ZooKeeper), or None."""
+        return self.runtime.fenced
+
     async def ensure_topic(self) -> None:
         await self._ensure_topic()
 
