@@ -7,7 +7,8 @@ each fetch reported. Values are `<producer>-<sequence>`, so order is checkable p
 - lost: acknowledged, but not read at its acknowledged offset by a reader that read past it
   (acknowledged at an unknown offset: not read at all);
 - duplicated: one value read at two different offsets;
-- reordered: a producer's values read in an order other than the one it sent them in;
+- reordered: a producer's values read in an order other than the one it sent them in (the
+  first copy of each value: a later copy is reported as duplicated, not again as reordered);
 - phantom: a value read that no producer ever attempted;
 - moved: a value read at another offset than the one acknowledged for it;
 - changed: one offset read with two different values (what a reader saw below the high
@@ -187,17 +188,17 @@ class History:
                 ]
                 dups = [(v, sorted(offs)) for v, offs in where.items() if len(offs) > 1]
                 phantom = [(off, v) for off, v in reads if v not in self.attempted]
-                last: dict[str, tuple[int, int]] = {}
+                last: dict[str, int] = {}
                 reordered = []
                 for off in sorted(at):
                     parsed = parse(at[off])
-                    if parsed is None:
-                        continue
+                    if parsed is None or min(where[at[off]]) < off:
+                        continue  # a later copy of a value read before: a duplicate, reported as one
                     producer, seq = parsed
                     prev = last.get(producer)
-                    if prev is not None and seq <= prev[0] and at[prev[1]] != at[off]:
-                        reordered.append((producer, prev[0], seq))
-                    last[producer] = (seq, off)
+                    if prev is not None and seq <= prev:
+                        reordered.append((producer, prev, seq))
+                    last[producer] = seq
                 for name, items in (
                     ("lost", lost),
                     ("moved", moved),

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -42,10 +44,46 @@ LIST_OFFSETS_VERSION = 7
 LATEST = -1
 
 
-class Writer(threading.Thread):
-    """An idempotent librdkafka producer writing <name>-<seq> round-robin over the partitions."""
+class _IdempotenceLog(logging.Handler):
+    """A librdkafka writer's log (its `logger`, with ``debug: eos``): the lines that say why it
+    bumped its producer epoch (the drain's reason, the out-of-order or unknown-producer answer and
+    the failed request before it) are kept for :meth:`Workload.check`; what librdkafka logs
+    without debug (info and above) goes to stderr as before; the rest of the eos debug goes."""
 
-    def __init__(self, bootstrap: str, history: History, name: str, topic: str, partitions: int) -> None:
+    KEPT = ("ERRSEQ", "UNKPID", "ERRPID")
+    LIMIT = 200  # the first ones: a duplicate comes from the first bump after a leader moved
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fac, name, text = record.args if isinstance(record.args, tuple) and len(record.args) == 3 else ("", "", "")
+        if record.levelno >= logging.INFO:  # librdkafka's own levels 0-6, printed without a logger
+            level = {logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3}.get(record.levelno, 2)
+            print(f"%{level}|{record.created:.3f}|{fac}|{name}| {text}", file=sys.stderr)
+        elif fac in self.KEPT or (fac == "DRAIN" and "epoch" in str(text)):
+            if len(self.lines) < self.LIMIT:
+                self.lines.append(f"{time.strftime('%H:%M:%S')} {fac} {text}")
+            else:
+                self.dropped += 1
+
+
+class Writer(threading.Thread):
+    """An idempotent librdkafka producer writing <name>-<seq> round-robin over the partitions.
+    `epoch_bumps` are its idempotence log's lines on each producer epoch bump."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        history: History,
+        name: str,
+        topic: str,
+        partitions: int,
+        *,
+        message_timeout_ms: int = 60000,
+    ) -> None:
         super().__init__(daemon=True, name=f"writer-{name}")
         self.history = history
         self.name_ = name
@@ -54,14 +92,21 @@ class Writer(threading.Thread):
         self.stop = threading.Event()
         self.flush_timeout = 60.0
         self.errors: list[str] = []
+        self._eos = _IdempotenceLog()
+        logger = logging.getLogger(f"{__name__}.{name}.{id(self)}")
+        logger.addHandler(self._eos)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 2,
-                "message.timeout.ms": 60000,
+                "message.timeout.ms": message_timeout_ms,
                 "topic.metadata.refresh.interval.ms": 500,
+                "debug": "eos",
+                "logger": logger,
             }
         )
 
@@ -89,6 +134,11 @@ class Writer(threading.Thread):
     def abort(self) -> None:
         self.flush_timeout = 1.0
         self.stop.set()
+
+    @property
+    def epoch_bumps(self) -> list[str]:
+        more = [f"({self._eos.dropped} more)"] if self._eos.dropped else []
+        return [*self._eos.lines, *more]
 
 
 class JavaWriter(threading.Thread):
@@ -393,7 +443,8 @@ class Workload:
         on an error of a later in-flight batch and re-sends the earlier one under the new epoch,
         which no broker can tell from a new record: confluentinc/librdkafka#4953, seen against
         Kafka 3.9 too): printed, not asserted. Every other duplicate is asserted: two copies under
-        one producer epoch are the broker's idempotence failing."""
+        one producer epoch are the broker's idempotence failing. Each librdkafka writer's epoch
+        bumps are printed with librdkafka's reason (its eos log: `Writer.epoch_bumps`)."""
         if not self.stopped:
             self.stop()
         read_all(self.bootstrap, self.history, self.topic, self.partitions)
@@ -420,6 +471,9 @@ class Workload:
                 report.duplicated[p] = rest
             else:
                 del report.duplicated[p]
+        for w in self.writers:
+            if isinstance(w, Writer) and w.epoch_bumps:
+                print(f"librdkafka writer {w.name_}, its producer epoch bumps (eos log):", *w.epoch_bumps, sep="\n  ")
         assert report.ok, f"{report}\n{logs}"
         return report
 
