@@ -77,6 +77,7 @@ class LogManager:
         self.topic_config = topic_config
         self._logs: dict[tuple[str, int], Log] = {}
         self._dirs = {d: LogDirState(d) for d in self.log_dirs}
+        self._dir_counts = dict.fromkeys(self.log_dirs, 0)  # logs per directory (where a new one goes)
         self._cleaner_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._flush_requests: dict[Log, None] = {}  # logs whose roll asked for a flush (in order)
@@ -225,11 +226,8 @@ class LogManager:
         online = self._online_dirs()
         if not online:
             raise KafkaStorageError("no online log directory")
-        counts = {d: 0 for d in online}
-        for lg in self._logs.values():
-            if lg.dir_state.path in counts:
-                counts[lg.dir_state.path] += 1
-        d = min(online, key=lambda x: (counts[x], online.index(x)))
+        counts = self._dir_counts
+        d = min(online, key=lambda x: (counts[x], online.index(x)))  # the fewest logs, as Kafka's nextLogDirs
         state = self._dirs[d]
         path = os.path.join(d, f"{topic}-{partition}")
         existed = self.fs.exists(path)
@@ -249,6 +247,7 @@ class LogManager:
 
     def _adopt(self, key: tuple[str, int], lg: Log) -> None:
         self._logs[key] = lg
+        self._dir_counts[lg.dir_state.path] += 1
         lg.on_flush_request = self._request_flush
         lg.on_truncation = self._checkpoint_after_truncation
 
@@ -256,6 +255,7 @@ class LogManager:
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return
+        self._dir_counts[lg.dir_state.path] -= 1
         lg.closed = True
         self._flush_requests.pop(lg, None)
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
