@@ -1,0 +1,127 @@
+"""Many partitions on one broker (issue 28): what creating and reloading a log costs must not
+grow with the number of logs already there, and what it keeps must not change.
+
+Each test here failed before: a new log counted every log of the broker to choose its
+directory (10,000 partitions: 50 million steps), and a reload after kill -9 fsynced three files
+of every log even when there was nothing above its recovery point to make durable."""
+
+from __future__ import annotations
+
+import os
+
+from support.batches import batch
+
+from odradek.storage import FaultyFileSystem, LogConfig, LogManager
+
+SEGMENT = LogConfig(segment_bytes=2000, index_interval_bytes=1)
+
+
+def _kill(m: LogManager) -> None:
+    """kill -9: files closed where they are, no flush, no checkpoint, no clean-shutdown marker."""
+    for lg in m.all_logs():
+        for seg in lg.segments:
+            seg.close()
+
+
+def _reload(m: LogManager, fs, clock) -> LogManager:
+    m2 = LogManager(m.log_dirs, SEGMENT, fs=fs, clock=clock)
+    m2.load()
+    return m2
+
+
+def _dir_of(lg) -> str:
+    return os.path.basename(os.path.dirname(lg.dir))
+
+
+def test_a_new_log_goes_to_the_directory_with_the_fewest_logs(make_mgr):
+    m = make_mgr(dirs=("d1", "d2", "d3"))
+    placed = [_dir_of(m.create_log("t", p, SEGMENT)) for p in range(7)]
+    assert placed == ["d1", "d2", "d3", "d1", "d2", "d3", "d1"]
+    m.delete_log("t", 1)  # d2 now holds none, d1 three, d3 two
+    m.delete_log("t", 4)
+    assert _dir_of(m.create_log("u", 0, SEGMENT)) == "d2"
+    assert _dir_of(m.create_log("u", 1, SEGMENT)) == "d2"
+    assert _dir_of(m.create_log("u", 2, SEGMENT)) == "d2"  # d1: 3, d2: 2, d3: 2 -> the first of the fewest
+    assert _dir_of(m.create_log("u", 3, SEGMENT)) == "d3"
+    assert _dir_of(m.create_log("t", 0, SEGMENT)) == "d1"  # an existing log stays where it is
+
+
+def test_the_count_is_kept_across_a_reload(make_mgr, fs, clock):
+    m = make_mgr(dirs=("d1", "d2"))
+    for p in range(3):
+        m.create_log("t", p, SEGMENT)  # d1, d2, d1
+    m.shutdown()
+    m2 = _reload(m, fs, clock)
+    assert _dir_of(m2.create_log("t", 3, SEGMENT)) == "d2"
+    assert _dir_of(m2.create_log("t", 4, SEGMENT)) == "d1"
+
+
+def test_a_reload_after_a_kill_with_nothing_above_the_recovery_points_fsyncs_no_log(make_mgr, fs, clock):
+    m = make_mgr()
+    idle = [m.create_log("idle", p, SEGMENT) for p in range(20)]
+    for lg in idle:
+        lg.assign_epoch_start_offset(0, 0)
+    busy = m.create_log("busy", 0, SEGMENT)
+    busy.assign_epoch_start_offset(0, 0)
+    for i in range(4):
+        busy.append(batch(1, size=300, ts=clock.ms + i))
+    busy.flush()  # everything below the log end is durable, and checkpointed so
+    m.write_checkpoints()
+    data = busy.read_bytes(0, 1 << 20)
+    leo = busy.log_end_offset
+    _kill(m)
+    fs2 = FaultyFileSystem(real_fsync=False)
+    m2 = _reload(m, fs2, clock)
+    # the directory's checkpoint files (tmp + rename, fsynced: two each), no file of any log
+    assert fs2.calls.get("fsync", 0) <= 8
+    busy2 = m2.get_log("busy", 0)
+    assert busy2.recovered_at_load  # the active segment was read again (it holds the recovery point)
+    assert busy2.recovery_point == busy2.log_end_offset == leo
+    assert busy2.read_bytes(0, 1 << 20) == data
+    assert busy2.epoch_cache.entries == [(0, 0)]
+    for p in range(20):
+        lg = m2.get_log("idle", p)
+        assert lg.recovery_point == lg.log_end_offset == 0
+        assert lg.epoch_cache.entries == []  # (0, 0) starts at the log end: the leader assigns it again
+
+
+def test_a_segment_read_again_is_fsynced_by_the_next_flush_and_survives_a_power_loss(make_mgr, fs, clock):
+    m = make_mgr()
+    lg = m.create_log("t", 0, SEGMENT)
+    for i in range(3):
+        lg.append(batch(1, size=300, ts=clock.ms + i))
+    lg.flush()
+    m.write_checkpoints()
+    _kill(m)
+    fs2 = FaultyFileSystem(real_fsync=False)
+    lg2 = _reload(m, fs2, clock).get_log("t", 0)
+    seg = lg2.active_segment
+    assert seg.flushed_size < seg.size  # not fsynced at load: the next flush does it
+    lg2.append(batch(1, size=300, ts=clock.ms + 9))
+    lg2.flush()
+    assert fs2._synced[seg.log_path] == seg.size
+    data = lg2.read_bytes(0, 1 << 20)
+    m2_logs = lg2.log_end_offset
+    for s in lg2.segments:
+        s.close()
+    fs2.crash()  # power loss: only what was fsynced survives
+    lg3 = _reload(m, FaultyFileSystem(real_fsync=False), clock).get_log("t", 0)
+    assert lg3.log_end_offset == m2_logs
+    assert lg3.read_bytes(0, 1 << 20) == data
+
+
+def test_a_reload_after_a_kill_with_data_above_the_recovery_point_still_makes_it_durable(make_mgr, fs, clock):
+    """The rule as before: the recovery point moves to the log end at load, after an fsync."""
+    m = make_mgr()
+    lg = m.create_log("t", 0, SEGMENT)
+    lg.assign_epoch_start_offset(0, 0)
+    for i in range(3):
+        lg.append(batch(1, size=300, ts=clock.ms + i))
+    m.write_checkpoints()  # recovery point 0: nothing flushed
+    _kill(m)
+    fs2 = FaultyFileSystem(real_fsync=False)
+    lg2 = _reload(m, fs2, clock).get_log("t", 0)
+    assert lg2.recovery_point == lg2.log_end_offset == 3
+    seg = lg2.active_segment
+    assert fs2._synced[seg.log_path] == seg.size == seg.flushed_size
+    assert fs2._synced[lg2.epoch_cache.path] > 0
