@@ -35,7 +35,7 @@ from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import CONTROL_MASK, decode_records
 
 from . import retention
-from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
+from .checkpoint import PARTITION_METADATA, LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
 from .file_cache import OpenFile
@@ -146,6 +146,7 @@ class Log:
         self.closed = False
         self.log_start_dirty = False  # the log start offset moved since the last checkpoint write
         self._dir_dirty = False
+        self._metadata_unsynced = False  # partition.metadata written, not yet fsynced
         self._validator: BatchValidator | None = None  # built from self.config (rebuilt when it changes)
         # (the segment tuple it was computed from, its segments whose .txnindex has entries);
         # None: recompute (see aborted_transactions)
@@ -280,10 +281,13 @@ class Log:
             )
         self._check_online()
         try:
-            write_partition_metadata(self.fs, self.dir, topic_id)
+            # not fsynced here (Kafka fsyncs it off the request path too): the log's next flush
+            # does, with the directory; lost to a power cut, it is written again from the metadata
+            write_partition_metadata(self.fs, self.dir, topic_id, sync=False)
         except OSError as e:
             self._fail(e)
         self.topic_id = topic_id
+        self._metadata_unsynced = self._dir_dirty = True
 
     # ------------------------------------------------------------------ append
     def append(
@@ -609,6 +613,13 @@ class Log:
                     finally:
                         with seg.pin_lock:
                             seg.pins -= 1
+                if self._metadata_unsynced:
+                    self._metadata_unsynced = False
+                    fd = self.fs.open(os.path.join(self.dir, PARTITION_METADATA))
+                    try:
+                        self.fs.fsync(fd)
+                    finally:
+                        self.fs.close(fd)
                 if self._dir_dirty:
                     self._dir_dirty = False
                     self.fs.fsync_dir(self.dir)

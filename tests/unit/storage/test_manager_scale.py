@@ -10,11 +10,13 @@ The directory choice itself is kept as it was (the test of it passes before and 
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 from support.batches import batch
 
 from odradek.storage import FaultyFileSystem, LogConfig, LogManager
+from odradek.storage.checkpoint import PARTITION_METADATA, read_partition_metadata
 from odradek.storage.index import OffsetIndex, TimeIndex
 
 SEGMENT = LogConfig(segment_bytes=2000, index_interval_bytes=1)
@@ -151,3 +153,35 @@ def test_a_preallocated_index_loads_the_same_entries_and_an_idle_one_in_two_read
     assert again.entries() == want and len(want) == n
     if n <= 1:
         assert fs.calls.get("read", 0) - before == 3  # entry 1, entry 0, what is loaded
+
+
+def test_partition_metadata_is_fsynced_by_the_logs_first_flush_not_at_creation(make_mgr, fs, clock):
+    """Creation fsyncs it no more (two fsyncs of three per new partition); the log's first flush
+    does, before any recovery point moves; lost to a power cut before that, it is written again."""
+    m = make_mgr()
+    tid = uuid.uuid4()
+    lg = m.create_log("t", 0, SEGMENT)
+    path = os.path.join(lg.dir, PARTITION_METADATA)
+    synced_dirs = []
+    real = fs.fsync_dir
+    fs.fsync_dir = lambda p: (synced_dirs.append(p), real(p))[1]
+    lg.assign_topic_id(tid)
+    assert read_partition_metadata(fs, lg.dir) == tid
+    assert fs._synced.get(path, 0) == 0 and synced_dirs == []
+    lg.flush()  # nothing to flush in the log: the file and its directory are fsynced all the same
+    assert fs._synced[path] == os.path.getsize(path) > 0
+    assert synced_dirs == [lg.dir]
+
+
+def test_partition_metadata_lost_to_a_power_cut_is_written_again(make_mgr, fs, clock):
+    m = make_mgr()
+    tid = uuid.uuid4()
+    lg = m.create_log("t", 0, SEGMENT)
+    lg.assign_topic_id(tid)
+    m.write_checkpoints()
+    _kill(m)
+    fs.crash()  # never fsynced: empty now
+    lg2 = _reload(m, FaultyFileSystem(real_fsync=False), clock).get_log("t", 0)
+    assert lg2.topic_id is None
+    lg2.assign_topic_id(tid)
+    assert read_partition_metadata(lg2.fs, lg2.dir) == tid
