@@ -108,8 +108,11 @@ class _Index:
                 self._unsynced = True
 
     def resize(self, nbytes: int) -> None:
-        with self._lock, self._opened() as fd:
-            self._resize(fd, nbytes)
+        with self._lock:
+            if max(nbytes, len(self._rel) * self.ENTRY) == self._file_len:
+                return  # that size already (a new segment's preallocated index): not opened for nothing
+            with self._opened() as fd:
+                self._resize(fd, nbytes)
 
     def _resize(self, fd: int, nbytes: int) -> None:
         nbytes = max(nbytes, len(self._rel) * self.ENTRY)

@@ -185,3 +185,17 @@ def test_partition_metadata_lost_to_a_power_cut_is_written_again(make_mgr, fs, c
     assert lg2.topic_id is None
     lg2.assign_topic_id(tid)
     assert read_partition_metadata(lg2.fs, lg2.dir) == tid
+
+
+def test_an_index_resized_to_its_size_is_not_opened_and_one_resized_is(tmp_path):
+    fs = FaultyFileSystem(real_fsync=False)
+    path = str(tmp_path / "00000000000000000000.index")
+    idx = OffsetIndex(fs, path, 0, 80_000)
+    idx.open(load=False, preallocate=True)
+    opens = fs.calls.get("open", 0)
+    idx.resize(80_000)  # what the loader asks of a new log's active segment
+    assert fs.calls.get("open", 0) == opens
+    idx.append(5, 100)
+    idx.resize(0)  # trimmed to its entries
+    assert fs.calls.get("open", 0) == opens + 1
+    assert os.path.getsize(path) == 8
