@@ -144,7 +144,8 @@ class Log:
         self.cleaner_checkpoint = 0
         self.min_delete_horizon: int | None = None  # None: unknown (scan on next cleaning)
         self.closed = False
-        self.log_start_dirty = False  # the log start offset moved since the last checkpoint write
+        self._log_start_dirty = False
+        self.on_log_start_moved: Callable[[Log], None] | None = None  # the LogManager checkpoints it soon
         self._dir_dirty = False
         self._metadata_unsynced = False  # partition.metadata written, not yet fsynced
         self._validator: BatchValidator | None = None  # built from self.config (rebuilt when it changes)
@@ -220,6 +221,17 @@ class Log:
     @property
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
+
+    @property
+    def log_start_dirty(self) -> bool:
+        """The log start offset moved since the last checkpoint write (set: ``on_log_start_moved``)."""
+        return self._log_start_dirty
+
+    @log_start_dirty.setter
+    def log_start_dirty(self, dirty: bool) -> None:
+        self._log_start_dirty = dirty
+        if dirty and self.on_log_start_moved is not None:
+            self.on_log_start_moved(self)
 
     def update_config(self, cfg: LogConfig) -> None:
         self.config = cfg

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import CLEAN_SHUTDOWN, CLEANER, LOG_START, RECOVERY_POINT, REPLICATION, read_offsets, write_offsets
 from .cleaner import clean_log
-from .config import LogConfig, LogManagerConfig
+from .config import LONG_MAX, LogConfig, LogManagerConfig
 from .errors import KafkaStorageError, StorageError
 from .file_cache import default_capacity, raise_open_file_limit
 from .fs import FileSystem, OSFileSystem
@@ -57,6 +57,7 @@ class LogManager:
     producer_id_expiration_ms = 86400000
     producer_expiration_check_interval_ms = 600000
     open_segments_max = -1
+    flush_policy_scan_ms = 1000  # how soon a topic's new flush.messages / flush.ms is seen by the loop
 
     def __init__(
         self,
@@ -82,6 +83,10 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._flush_requests: dict[Log, None] = {}  # logs whose roll asked for a flush (in order)
         self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
+        self._log_start_moved: set[Log] = set()  # logs whose log start offset moved since checkpointed
+        # logs with a flush policy (flush.messages / flush.ms set): the loop checks those each tick
+        # and looks for them among every log once a flush_policy_scan_ms (not every log every tick)
+        self._flush_policy_logs: list[Log] = []
         self._shutting_down = False
         self._loaded = False
         # the thread that makes the manager (the event loop's) closes cold segment files, not
@@ -250,6 +255,7 @@ class LogManager:
         self._dir_counts[lg.dir_state.path] += 1
         lg.on_flush_request = self._request_flush
         lg.on_truncation = self._checkpoint_after_truncation
+        lg.on_log_start_moved = self._log_start_moved.add
 
     def delete_log(self, topic: str, partition: int) -> None:
         lg = self._logs.pop((topic, partition), None)
@@ -258,6 +264,7 @@ class LogManager:
         self._dir_counts[lg.dir_state.path] -= 1
         lg.closed = True
         self._flush_requests.pop(lg, None)
+        self._log_start_moved.discard(lg)
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
         try:
             self.fs.rename(lg.dir, target)
@@ -299,10 +306,11 @@ class LogManager:
                 pass  # the log directory is offline now (logged there)
         return done
 
-    def logs_to_flush(self, now_ms: int | None = None) -> list[Log]:
+    def logs_to_flush(self, now_ms: int | None = None, logs: list[Log] | None = None) -> list[Log]:
+        """The logs (of ``logs``, default every log) whose flush policy says flush now."""
         now = self._now() if now_ms is None else now_ms
         out = []
-        for lg in self._logs.values():
+        for lg in self._logs.values() if logs is None else logs:
             if lg.closed or lg.dir_state.offline:
                 continue
             unflushed = lg.unflushed_messages
@@ -311,6 +319,12 @@ class LogManager:
             if unflushed >= lg.config.flush_messages or now - lg.last_flush_ms >= lg.config.flush_ms:
                 out.append(lg)
         return out
+
+    def flush_policy_logs(self) -> list[Log]:
+        """The logs whose config sets ``flush.messages`` or ``flush.ms`` (default: none)."""
+        return [
+            lg for lg in self._logs.values() if lg.config.flush_messages < LONG_MAX or lg.config.flush_ms < LONG_MAX
+        ]
 
     # ------------------------------------------------------------------ checkpoints
     def _write_dir_checkpoints(self, d: str, *, only: str | None = None) -> None:
@@ -331,6 +345,7 @@ class LogManager:
             if LOG_START in names:
                 for lg in logs:
                     lg.log_start_dirty = False
+                    self._log_start_moved.discard(lg)
         except OSError as e:
             state.fail(e)
 
@@ -460,6 +475,7 @@ class LogManager:
         next_hw_checkpoint = now + self.high_watermark_checkpoint_interval_ms
         next_clean = now + self.cleaner_backoff_ms
         next_expiry = now + self.producer_expiration_check_interval_ms
+        next_policy_scan = now
         cleaner: asyncio.Future | None = None
         rolled: asyncio.Future | None = None
         last_rolled_checkpoint = 0
@@ -468,7 +484,10 @@ class LogManager:
                 now = self._now()
                 if self._flush_requests and (rolled is None or rolled.done()):
                     rolled = asyncio.ensure_future(self.flush_rolled())
-                for lg in self.logs_to_flush(now):
+                if now >= next_policy_scan:
+                    self._flush_policy_logs = self.flush_policy_logs()
+                    next_policy_scan = now + self.flush_policy_scan_ms
+                for lg in self.logs_to_flush(now, self._flush_policy_logs):
                     try:
                         await self.flush_log(lg)
                     except StorageError:
@@ -479,7 +498,7 @@ class LogManager:
                 if now >= next_expiry:
                     self.expire_producers(now)
                     next_expiry = now + self.producer_expiration_check_interval_ms
-                if now >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
+                if now >= next_checkpoint or self._log_start_moved:
                     self._rolled_dirs.clear()  # (here, on the loop that adds to it)
                     await asyncio.to_thread(self.write_checkpoints)  # the high watermarks too
                     next_checkpoint = now + self.checkpoint_interval_ms
