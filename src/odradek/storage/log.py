@@ -148,6 +148,7 @@ class Log:
         self.on_log_start_moved: Callable[[Log], None] | None = None  # the LogManager checkpoints it soon
         self._dir_dirty = False
         self._metadata_unsynced = False  # partition.metadata written, not yet fsynced
+        self.parent_unsynced = False  # a new directory whose entry in the log dir is not yet fsynced
         self._validator: BatchValidator | None = None  # built from self.config (rebuilt when it changes)
         # (the segment tuple it was computed from, its segments whose .txnindex has entries);
         # None: recompute (see aborted_transactions)
@@ -635,6 +636,9 @@ class Log:
                 if self._dir_dirty:
                     self._dir_dirty = False
                     self.fs.fsync_dir(self.dir)
+                if self.parent_unsynced:
+                    self.parent_unsynced = False
+                    self.fs.fsync_dir(os.path.dirname(self.dir))
                 self.producer_state.sync_snapshot(target)
             self.epoch_cache.sync()
         except OSError as e:

@@ -239,7 +239,10 @@ class LogManager:
         try:
             self.fs.makedirs(path)
             lg = Log.load(self.fs, path, config, state, clean=True, clock=self.clock)
-            self.fs.fsync_dir(d)
+            # its entry in `d` is fsynced by the log's first flush, before any recovery point
+            # moves (Kafka never fsyncs it); a power cut before that loses an empty log, which
+            # the metadata creates again
+            lg.parent_unsynced = True
         except OSError as e:
             if e.errno in OUT_OF_DESCRIPTORS:  # not the directory's fault: leave no half-made log
                 if not existed:

@@ -173,7 +173,7 @@ def test_partition_metadata_is_fsynced_by_the_logs_first_flush_not_at_creation(m
     assert fs._synced.get(path, 0) == 0 and synced_dirs == []
     lg.flush()  # nothing to flush in the log: the file and its directory are fsynced all the same
     assert fs._synced[path] == os.path.getsize(path) > 0
-    assert synced_dirs == [lg.dir]
+    assert synced_dirs == [lg.dir, m.log_dirs[0]]  # the partition directory, then its entry in the log dir
 
 
 def test_partition_metadata_lost_to_a_power_cut_is_written_again(make_mgr, fs, clock):
@@ -252,3 +252,21 @@ def test_a_flush_policy_set_on_a_running_broker_is_followed_within_the_policy_sc
     assert m.flush_policy_logs() == [lg]
     _run_background(m, lambda: lg.recovery_point == lg.log_end_offset == 1)
     assert all(other.recovery_point == 0 for other in logs if other is not lg)
+
+
+def test_a_new_logs_directory_entry_is_fsynced_by_its_first_flush_not_at_creation(make_mgr, fs, clock):
+    """Kafka's createLogDirectory fsyncs nothing; odradek fsyncs the log directory (the new
+    partition directory's entry) before the log's recovery point first moves."""
+    m = make_mgr()
+    synced_dirs: list[str] = []
+    real = fs.fsync_dir
+    fs.fsync_dir = lambda p: (synced_dirs.append(p), real(p))[1]
+    lg = m.create_log("t", 0, SEGMENT)
+    assert synced_dirs == []
+    lg.append(batch(1, size=300, ts=clock.ms))
+    lg.flush()
+    assert m.log_dirs[0] in synced_dirs and lg.dir in synced_dirs and lg.recovery_point == 1
+    synced_dirs.clear()
+    lg.append(batch(1, size=300, ts=clock.ms + 1))
+    lg.flush()
+    assert m.log_dirs[0] not in synced_dirs  # once
