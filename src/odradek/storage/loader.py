@@ -47,7 +47,8 @@ Steps, in order:
     or one flushed to its end), the recovery point stays where it is and nothing is fsynced
     here: the segments read again are marked unflushed (``flushed_size``), so the log's next
     flush fsyncs them before it moves the point, and until then the next unclean stop reads
-    them again. Kafka's loader fsyncs nothing at recovery.
+    them again. Kafka's loader fsyncs no segment at recovery (its leader-epoch checkpoint
+    asynchronously).
 
 `LoadedLog.recovered` names the segments step 6 read, and how many bytes.
 """
