@@ -172,6 +172,8 @@ class MetadataDelta:
         before = self.before.topics
         for name, t in self.after.topics.items():
             old = before.get(name)
+            if old is t:
+                continue  # kept as it was (a store replaces only what changed): not compared partition by partition
             if old is None or old.topic_id != t.topic_id:
                 for p in t.partitions:
                     yield t, p

@@ -154,9 +154,9 @@ def read_partition_metadata(fs: FileSystem, directory: str) -> uuid.UUID | None:
     return parse_topic_id(fields["topic_id"])
 
 
-def write_partition_metadata(fs: FileSystem, directory: str, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(fs: FileSystem, directory: str, topic_id: uuid.UUID, *, sync: bool = True) -> None:
     body = f"version: 0\ntopic_id: {topic_id_text(topic_id)}"
-    fs.write_file_atomic(os.path.join(directory, PARTITION_METADATA), body.encode())
+    fs.write_file_atomic(os.path.join(directory, PARTITION_METADATA), body.encode(), sync=sync)
 
 
 class LeaderEpochCache:

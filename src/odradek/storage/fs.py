@@ -396,7 +396,7 @@ class FaultyFileSystem(OSFileSystem):
             self._synced[dst] = self._synced.pop(src)
         else:
             self._synced.pop(dst, None)
-        for fd, p in list(self._paths.items()):
+        for fd, p in self._paths.copy().items():  # (copy(): a collected file's __del__ may close one meanwhile)
             if p == src:
                 self._paths[fd] = dst
 

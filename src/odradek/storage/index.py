@@ -87,6 +87,10 @@ class _Index:
             E = self.ENTRY
             zero = b"\0" * E
             lo, hi = 0, self._file_len // E
+            if hi > 2 and self.fs.pread(fd, E, E) == zero:
+                # at most one entry (an idle partition's index, preallocated): two reads, not 20;
+                # only a first entry can be all zeros, and the search below takes it for the tail too
+                lo = hi = 0 if self.fs.pread(fd, E, 0) == zero else 1
             while lo < hi:
                 mid = (lo + hi) // 2
                 if self.fs.pread(fd, E, mid * E) == zero:
@@ -104,8 +108,11 @@ class _Index:
                 self._unsynced = True
 
     def resize(self, nbytes: int) -> None:
-        with self._lock, self._opened() as fd:
-            self._resize(fd, nbytes)
+        with self._lock:
+            if max(nbytes, len(self._rel) * self.ENTRY) == self._file_len:
+                return  # that size already (a new segment's preallocated index): not opened for nothing
+            with self._opened() as fd:
+                self._resize(fd, nbytes)
 
     def _resize(self, fd: int, nbytes: int) -> None:
         nbytes = max(nbytes, len(self._rel) * self.ENTRY)

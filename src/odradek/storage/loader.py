@@ -43,6 +43,12 @@ Steps, in order:
    the batch headers after it (`rebuild_producer_state`, which truncation uses too);
 10. what recovery changed is made durable (the recovered segments fsynced, the epoch
     checkpoint written), so after an unclean stop the recovery point becomes the log end offset.
+    When there was nothing above the recovery point and nothing was cut (an idle partition,
+    or one flushed to its end), the recovery point stays where it is and nothing is fsynced
+    here: the segments read again are marked unflushed (``flushed_size``), so the log's next
+    flush fsyncs them before it moves the point, and until then the next unclean stop reads
+    them again. Kafka's loader fsyncs no segment at recovery (its leader-epoch checkpoint
+    asynchronously).
 
 `LoadedLog.recovered` names the segments step 6 read, and how many bytes.
 """
@@ -100,6 +106,7 @@ class LogLoader:
         self.config = config
         self.epoch_cache = epoch_cache
         self.producer_state = producer_state
+        self.truncated_bytes = 0  # cut from the segments while loading (indexes' checks, step 6)
 
     def load(
         self,
@@ -113,6 +120,7 @@ class LogLoader:
         """Load the directory. ``clean``: the clean-shutdown marker was found (files trusted);
         the offsets come from the log directory's checkpoints; ``now_ms`` dates a new segment."""
         ordered = self._open_segments()
+        self.truncated_bytes = sum(s.truncated_bytes for s in ordered)  # and step 6's cuts
         epochs = self.epoch_cache
         if not epochs.load() and any(s.size for s in ordered):
             self._rebuild_epoch_cache(ordered)
@@ -149,6 +157,20 @@ class LogLoader:
         active.time_index.resize(active.time_index.max_entries * active.time_index.ENTRY)
         rebuild_producer_state(self.producer_state, ordered, start, leo)
         # make what recovery changed durable; after an unclean stop everything up to LEO is then recovered
+        if not clean and leo == recovery_point and not self.truncated_bytes:
+            # nothing above the recovery point and nothing cut: the point stays where it is, and
+            # the segments read again are what was flushed before it moved there; they are
+            # fsynced by the log's next flush (flushed_size says not yet), not one by one here
+            # (10,000 idle partitions: 30,000 fsyncs at every restart)
+            read = {base for base, _ in recovered}
+            for seg in ordered:
+                if seg.base_offset in read and seg.size:
+                    seg.flushed_size = 0
+                elif seg.flushed_size < seg.size or (seg.rebuilt_index and seg.base_offset not in read):
+                    seg.flush()
+            if epochs.dirty:
+                epochs.write()  # entries at or above the recovery point: rebuilt from the batches if lost
+            return loaded
         for seg in ordered:
             if seg.flushed_size < seg.size or seg.rebuilt_index:
                 seg.flush()
@@ -316,6 +338,7 @@ class LogLoader:
                 seg.delete_files()
             del ordered[cut_at:]
         read = sum(n for _, n in recovered)
+        self.truncated_bytes = truncated_bytes
         if truncated_bytes:
             log.warning(
                 "%s: recovery from offset %d read %d segments (%d bytes), truncated %d bytes (log end offset %d)",

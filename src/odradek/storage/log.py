@@ -35,7 +35,7 @@ from odradek.protocol.errors import InvalidRecordError
 from odradek.protocol.records import CONTROL_MASK, decode_records
 
 from . import retention
-from .checkpoint import LeaderEpochCache, read_partition_metadata, write_partition_metadata
+from .checkpoint import PARTITION_METADATA, LeaderEpochCache, read_partition_metadata, write_partition_metadata
 from .config import LogConfig
 from .errors import KafkaStorageError, StorageError, StorageInconsistentTopicIdError, StorageOffsetOutOfRangeError
 from .file_cache import OpenFile
@@ -144,8 +144,11 @@ class Log:
         self.cleaner_checkpoint = 0
         self.min_delete_horizon: int | None = None  # None: unknown (scan on next cleaning)
         self.closed = False
-        self.log_start_dirty = False  # the log start offset moved since the last checkpoint write
+        self._log_start_dirty = False
+        self.on_log_start_moved: Callable[[Log], None] | None = None  # the LogManager checkpoints it soon
         self._dir_dirty = False
+        self._metadata_unsynced = False  # partition.metadata written, not yet fsynced
+        self.parent_unsynced = False  # a new directory whose entry in the log dir is not yet fsynced
         self._validator: BatchValidator | None = None  # built from self.config (rebuilt when it changes)
         # (the segment tuple it was computed from, its segments whose .txnindex has entries);
         # None: recompute (see aborted_transactions)
@@ -220,6 +223,17 @@ class Log:
     def active_segment(self) -> LogSegment:
         return self.segments[-1]
 
+    @property
+    def log_start_dirty(self) -> bool:
+        """The log start offset moved since the last checkpoint write (set: ``on_log_start_moved``)."""
+        return self._log_start_dirty
+
+    @log_start_dirty.setter
+    def log_start_dirty(self, dirty: bool) -> None:
+        self._log_start_dirty = dirty
+        if dirty and self.on_log_start_moved is not None:
+            self.on_log_start_moved(self)
+
     def update_config(self, cfg: LogConfig) -> None:
         self.config = cfg
 
@@ -280,10 +294,13 @@ class Log:
             )
         self._check_online()
         try:
-            write_partition_metadata(self.fs, self.dir, topic_id)
+            # not fsynced here (Kafka fsyncs it off the request path too): the log's next flush
+            # does, with the directory; lost to a power cut, it is written again from the metadata
+            write_partition_metadata(self.fs, self.dir, topic_id, sync=False)
         except OSError as e:
             self._fail(e)
         self.topic_id = topic_id
+        self._metadata_unsynced = self._dir_dirty = True
 
     # ------------------------------------------------------------------ append
     def append(
@@ -609,9 +626,19 @@ class Log:
                     finally:
                         with seg.pin_lock:
                             seg.pins -= 1
+                if self._metadata_unsynced:
+                    self._metadata_unsynced = False
+                    fd = self.fs.open(os.path.join(self.dir, PARTITION_METADATA))
+                    try:
+                        self.fs.fsync(fd)
+                    finally:
+                        self.fs.close(fd)
                 if self._dir_dirty:
                     self._dir_dirty = False
                     self.fs.fsync_dir(self.dir)
+                if self.parent_unsynced:
+                    self.parent_unsynced = False
+                    self.fs.fsync_dir(os.path.dirname(self.dir))
                 self.producer_state.sync_snapshot(target)
             self.epoch_cache.sync()
         except OSError as e:

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .checkpoint import CLEAN_SHUTDOWN, CLEANER, LOG_START, RECOVERY_POINT, REPLICATION, read_offsets, write_offsets
 from .cleaner import clean_log
-from .config import LogConfig, LogManagerConfig
+from .config import LONG_MAX, LogConfig, LogManagerConfig
 from .errors import KafkaStorageError, StorageError
 from .file_cache import default_capacity, raise_open_file_limit
 from .fs import FileSystem, OSFileSystem
@@ -66,6 +66,7 @@ class LogManager:
     producer_id_expiration_ms = 86400000
     producer_expiration_check_interval_ms = 600000
     open_segments_max = -1
+    flush_policy_scan_ms = 1000  # how soon a topic's new flush.messages / flush.ms is seen by the loop
 
     def __init__(
         self,
@@ -88,10 +89,15 @@ class LogManager:
         self.topic_config = topic_config
         self._logs: dict[tuple[str, int], Log] = {}
         self._dirs = {d: LogDirState(d) for d in self.log_dirs}
+        self._dir_counts = dict.fromkeys(self.log_dirs, 0)  # logs per directory (where a new one goes)
         self._cleaner_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._flush_requests: dict[Log, None] = {}  # logs whose roll asked for a flush (in order)
         self._rolled_dirs: set[str] = set()  # log dirs whose recovery points a roll flush moved since written
+        self._log_start_moved: set[Log] = set()  # logs whose log start offset moved since checkpointed
+        # logs with a flush policy (flush.messages / flush.ms set): the loop checks those each tick
+        # and looks for them among every log once a flush_policy_scan_ms (not every log every tick)
+        self._flush_policy_logs: list[Log] = []
         self._shutting_down = False
         self._loaded = False
         # the thread that makes the manager (the event loop's) closes cold segment files, not
@@ -240,18 +246,18 @@ class LogManager:
         online = self._online_dirs()
         if not online:
             raise KafkaStorageError("no online log directory")
-        counts = {d: 0 for d in online}
-        for lg in self._logs.values():
-            if lg.dir_state.path in counts:
-                counts[lg.dir_state.path] += 1
-        d = min(online, key=lambda x: (counts[x], online.index(x)))
+        counts = self._dir_counts
+        d = min(online, key=lambda x: (counts[x], online.index(x)))  # the fewest logs, as Kafka's nextLogDirs
         state = self._dirs[d]
         path = os.path.join(d, f"{topic}-{partition}")
         existed = self.fs.exists(path)
         try:
             self.fs.makedirs(path)
             lg = Log.load(self.fs, path, config, state, clean=True, clock=self.clock)
-            self.fs.fsync_dir(d)
+            # its entry in `d` is fsynced by the log's first flush, before any recovery point
+            # moves (Kafka never fsyncs it); a power cut before that loses an empty log, which
+            # the metadata creates again
+            lg.parent_unsynced = True
         except OSError as e:
             if e.errno in OUT_OF_DESCRIPTORS:  # not the directory's fault: leave no half-made log
                 if not existed:
@@ -264,15 +270,19 @@ class LogManager:
 
     def _adopt(self, key: tuple[str, int], lg: Log) -> None:
         self._logs[key] = lg
+        self._dir_counts[lg.dir_state.path] += 1
         lg.on_flush_request = self._request_flush
         lg.on_truncation = self._checkpoint_after_truncation
+        lg.on_log_start_moved = self._log_start_moved.add
 
     def delete_log(self, topic: str, partition: int) -> None:
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return
+        self._dir_counts[lg.dir_state.path] -= 1
         lg.closed = True
         self._flush_requests.pop(lg, None)
+        self._log_start_moved.discard(lg)
         target = f"{lg.dir}.{uuid.uuid4().hex}-delete"
         try:
             self.fs.rename(lg.dir, target)
@@ -314,10 +324,11 @@ class LogManager:
                 pass  # the log directory is offline now (logged there)
         return done
 
-    def logs_to_flush(self, now_ms: int | None = None) -> list[Log]:
+    def logs_to_flush(self, now_ms: int | None = None, logs: list[Log] | None = None) -> list[Log]:
+        """The logs (of ``logs``, default every log) whose flush policy says flush now."""
         now = self._now() if now_ms is None else now_ms
         out = []
-        for lg in self._logs.values():
+        for lg in self._logs.values() if logs is None else logs:
             if lg.closed or lg.dir_state.offline:
                 continue
             unflushed = lg.unflushed_messages
@@ -326,6 +337,12 @@ class LogManager:
             if unflushed >= lg.config.flush_messages or now - lg.last_flush_ms >= lg.config.flush_ms:
                 out.append(lg)
         return out
+
+    def flush_policy_logs(self) -> list[Log]:
+        """The logs whose config sets ``flush.messages`` or ``flush.ms`` (default: none)."""
+        return [
+            lg for lg in self._logs.values() if lg.config.flush_messages < LONG_MAX or lg.config.flush_ms < LONG_MAX
+        ]
 
     # ------------------------------------------------------------------ checkpoints
     def _write_dir_checkpoints(self, d: str, *, only: str | None = None) -> None:
@@ -346,6 +363,7 @@ class LogManager:
             if LOG_START in names:
                 for lg in logs:
                     lg.log_start_dirty = False
+                    self._log_start_moved.discard(lg)
         except OSError as e:
             state.fail(e)
 
@@ -477,6 +495,7 @@ class LogManager:
         next_hw_checkpoint = tick + self.high_watermark_checkpoint_interval_ms
         next_clean = tick + self.cleaner_backoff_ms
         next_expiry = tick + self.producer_expiration_check_interval_ms
+        next_policy_scan = tick
         cleaner: asyncio.Future | None = None
         rolled: asyncio.Future | None = None
         last_rolled_checkpoint = tick - self.roll_checkpoint_min_interval_ms
@@ -486,7 +505,10 @@ class LogManager:
                 now = self._now()
                 if self._flush_requests and (rolled is None or rolled.done()):
                     rolled = asyncio.ensure_future(self.flush_rolled())
-                for lg in self.logs_to_flush(now):
+                if tick >= next_policy_scan:
+                    self._flush_policy_logs = self.flush_policy_logs()
+                    next_policy_scan = tick + self.flush_policy_scan_ms
+                for lg in self.logs_to_flush(now, self._flush_policy_logs):
                     try:
                         await self.flush_log(lg)
                     except StorageError:
@@ -497,7 +519,7 @@ class LogManager:
                 if tick >= next_expiry:
                     self.expire_producers(now)
                     next_expiry = tick + self.producer_expiration_check_interval_ms
-                if tick >= next_checkpoint or any(lg.log_start_dirty for lg in self._logs.values()):
+                if tick >= next_checkpoint or self._log_start_moved:
                     self._rolled_dirs.clear()  # (here, on the loop that adds to it)
                     await asyncio.to_thread(self.write_checkpoints)  # the high watermarks too
                     next_checkpoint = tick + self.checkpoint_interval_ms
