@@ -14,34 +14,13 @@ from __future__ import annotations
 import asyncio
 import os
 
+from support.background import run_background
 from support.batches import batch
 
 from odradek.storage import FaultyFileSystem, LogConfig, LogManager
 from odradek.storage.checkpoint import RECOVERY_POINT, read_offsets
 
 SEGMENT = LogConfig(segment_bytes=2000, index_interval_bytes=1)  # every batch indexed: a segment's tail is one batch
-
-
-def _run_background(m: LogManager, until, timeout: float = 5.0) -> None:
-    """Run the manager's background loop until ``until()`` holds (or fail after ``timeout``)."""
-    m.tick_seconds = 0.005
-
-    async def main():
-        task = asyncio.create_task(m.run())
-        try:
-            for _ in range(int(timeout / 0.005)):
-                await asyncio.sleep(0.005)
-                if until():
-                    return
-            raise AssertionError("the background loop did not get there")
-        finally:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-
-    asyncio.run(main())
 
 
 def _fill(lg, n: int, clock, size: int = 300) -> None:
@@ -69,7 +48,7 @@ def test_a_roll_flushes_the_rolled_segments_off_the_loop_and_moves_the_recovery_
     assert lg.segment_count >= 3
     active = lg.active_segment.base_offset
     assert lg.recovery_point == 0  # the roll itself (on the event loop) fsyncs nothing
-    _run_background(m, lambda: lg.recovery_point == active)
+    run_background(m, lambda: lg.recovery_point == active)
     for seg in lg.segments[:-1]:
         assert fs._synced[seg.log_path] == seg.size == os.path.getsize(seg.log_path)
     assert fs._synced.get(lg.active_segment.log_path, 0) == 0  # the active segment is not flushed
@@ -99,7 +78,7 @@ def test_a_recovery_point_moved_by_a_roll_is_checkpointed_within_a_second(make_m
             clock.advance(1000)
         return bool(seen) and checkpointed() == rolled[1]
 
-    _run_background(m, until)
+    run_background(m, until)
     assert seen == [rolled[0]] and rolled[1] > rolled[0]
 
 
@@ -108,7 +87,7 @@ def test_power_loss_after_a_roll_keeps_every_rolled_segment(make_mgr, fs, clock)
     lg = m.create_log("t", 0, SEGMENT)
     _fill(lg, 20, clock)
     active = lg.active_segment.base_offset
-    _run_background(m, lambda: lg.recovery_point == active)
+    run_background(m, lambda: lg.recovery_point == active)
     m.write_checkpoints()
     rolled = lg.read_bytes(0, 1 << 20, max_offset=active)
     _fill(lg, 3, clock)  # acknowledged, in the page cache only
@@ -124,7 +103,7 @@ def test_recovery_after_a_kill_reads_only_the_segments_after_the_recovery_point(
     lg = m.create_log("t", 0, SEGMENT)
     _fill(lg, 40, clock)
     flushed_to = lg.active_segment.base_offset
-    _run_background(m, lambda: lg.recovery_point == flushed_to)
+    run_background(m, lambda: lg.recovery_point == flushed_to)
     m.write_checkpoints()  # the periodic checkpoint: recovery point = the active segment's base
     _fill(lg, 10, clock)  # rolls again; that roll's flush and the next checkpoint never happen
     leo = lg.log_end_offset
@@ -201,7 +180,7 @@ def test_power_loss_of_every_replica_at_once_loses_the_unflushed_tails_only(make
 
     asyncio.run(flush_before_answering())
     rolled = [lg.active_segment.base_offset for lg in logs[:2]]
-    _run_background(m, lambda: [lg.recovery_point for lg in logs[:2]] == rolled)
+    run_background(m, lambda: [lg.recovery_point for lg in logs[:2]] == rolled)
     written = [lg.log_end_offset for lg in logs]
     _kill(m)
     fs.crash()

@@ -9,12 +9,12 @@ The directory choice itself is kept as it was (the test of it passes before and 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import uuid
 
 import pytest
+from support.background import run_background
 from support.batches import batch
 
 from odradek.storage import FaultyFileSystem, LogConfig, LogManager
@@ -204,28 +204,6 @@ def test_an_index_resized_to_its_size_is_not_opened_and_one_resized_is(tmp_path)
     assert os.path.getsize(path) == 8
 
 
-def _run_background(m: LogManager, until, timeout: float = 5.0) -> None:
-    """Run the manager's background loop until ``until()`` holds (or fail after ``timeout``)."""
-    m.tick_seconds = 0.005
-
-    async def main():
-        task = asyncio.create_task(m.run())
-        try:
-            for _ in range(int(timeout / 0.005)):
-                await asyncio.sleep(0.005)
-                if until():
-                    return
-            raise AssertionError("the background loop did not get there")
-        finally:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-
-    asyncio.run(main())
-
-
 def test_a_moved_log_start_is_checkpointed_by_the_loop_without_a_scan_of_every_log(make_mgr, clock):
     m = make_mgr()
     m.checkpoint_interval_ms = 3_600_000
@@ -237,7 +215,7 @@ def test_a_moved_log_start_is_checkpointed_by_the_loop_without_a_scan_of_every_l
     path = os.path.join(m.log_dirs[0], LOG_START)
     delete_records(lg, 2, clock.ms)  # DeleteRecords: the log start offset moves
     assert m._log_start_moved == {lg}
-    _run_background(m, lambda: read_offsets(m.fs, path).get(("t", 17)) == 2)
+    run_background(m, lambda: read_offsets(m.fs, path).get(("t", 17)) == 2)
     assert not m._log_start_moved and not lg.log_start_dirty
 
 
@@ -250,7 +228,7 @@ def test_a_flush_policy_set_on_a_running_broker_is_followed_within_the_policy_sc
     assert m.flush_policy_logs() == []
     lg.update_config(dataclasses.replace(SEGMENT, flush_messages=1))
     assert m.flush_policy_logs() == [lg]
-    _run_background(m, lambda: lg.recovery_point == lg.log_end_offset == 1)
+    run_background(m, lambda: lg.recovery_point == lg.log_end_offset == 1)
     assert all(other.recovery_point == 0 for other in logs if other is not lg)
 
 
