@@ -65,3 +65,47 @@ def nested(api_key: int, version: int, class_name: str, /, **fields: Any) -> Any
     """A nested request entity (e.g. "FetchTopic") of that API version."""
     mod = messages.module_of(messages.request_class(api_key, version))
     return make(getattr(mod, class_name), **fields)
+
+
+def fetch_from_start(topic: str, partitions: range, version: int = 12) -> dict[str, Any]:
+    """The fields of a consumer's session-less Fetch (`version`) of `partitions` from offset 0,
+    read_uncommitted, 1 MiB a partition: pass them to `call(1, version, **fields)`."""
+    fps = tuple(
+        nested(
+            1,
+            version,
+            "FetchPartition",
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
+        for p in partitions
+    )
+    return dict(
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=1,
+        max_bytes=64 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(nested(1, version, "FetchTopic", topic=topic, partitions=fps),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def fetched_values(response: Any) -> dict[int, list[bytes | None]]:
+    """Each partition's record values in a Fetch response of one topic (every partition must
+    have answered without error)."""
+    from odradek.protocol.records import decode_records, iter_batches
+
+    out = {}
+    for p in response.responses[0].partitions:
+        assert int(p.error_code) == 0, p
+        data = p.records or b""
+        out[p.partition_index] = [rec.value for h in iter_batches(data) for rec in decode_records(data, h.position)]
+    return out

@@ -15,9 +15,9 @@ import shutil
 
 import pytest
 from support.broker import BrokerProcess
-from support.raw import RawConnection, nested
+from support.raw import RawConnection, fetch_from_start, fetched_values, nested
 
-from odradek.protocol.records import Record, build_batch, decode_records, iter_batches
+from odradek.protocol.records import Record, build_batch
 
 pytestmark = [
     pytest.mark.interop,
@@ -85,40 +85,7 @@ def produce_all(c: RawConnection, topic: str, partitions: int, value: bytes) -> 
 
 
 def fetch(c: RawConnection, topic: str, partitions: range) -> dict[int, list[bytes]]:
-    fps = tuple(
-        nested(
-            1,
-            12,
-            "FetchPartition",
-            partition=p,
-            current_leader_epoch=-1,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=1 << 20,
-        )
-        for p in partitions
-    )
-    r = c.call(
-        1,
-        12,
-        replica_id=-1,
-        max_wait=0,
-        min_bytes=1,
-        max_bytes=64 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(nested(1, 12, "FetchTopic", topic=topic, partitions=fps),),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-    out = {}
-    for p in r.responses[0].partitions:
-        assert int(p.error_code) == 0, p
-        data = p.records or b""
-        out[p.partition_index] = [rec.value for h in iter_batches(data) for rec in decode_records(data, h.position)]
-    return out
+    return fetched_values(c.call(1, 12, **fetch_from_start(topic, partitions)))
 
 
 def test_descriptors_stay_under_the_bound_while_many_partitions_are_written_round_robin(limited):
