@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+from support.background import running, wait_until
 from support.batches import batch
 
 from odradek.protocol.records import Record, build_batch
@@ -33,24 +34,13 @@ def test_the_high_watermark_checkpoint_comes_on_time_after_the_wall_clock_steps_
         lg.append(batch(1, ts=clock.ms))
     lg.high_watermark = 3
     clock.step(-TWO_HOURS_MS)  # before the loop sets its schedule: its first deadline is 5 s away
-    m.tick_seconds = 0.002
 
     async def main() -> None:
-        task = asyncio.create_task(m.run())
-        try:
+        async with running(m, 0.002):
             await asyncio.sleep(0.01)
             clock.step(-TWO_HOURS_MS)  # and again while it runs
             clock.advance(m.high_watermark_checkpoint_interval_ms)
-            for _ in range(400):
-                await asyncio.sleep(0.002)
-                if _replication_checkpoint(m):
-                    break
-        finally:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await wait_until(lambda: bool(_replication_checkpoint(m)), 0.8, 0.002)
 
     asyncio.run(main())
     assert _replication_checkpoint(m) == {("t", 0): 3}
@@ -61,20 +51,12 @@ def test_a_wall_clock_stepped_forward_makes_no_duty_due_early(make_mgr, clock):
     lg = m.create_log("t", 0, LogConfig())
     lg.append(batch(1, ts=clock.ms))
     lg.high_watermark = 1
-    m.tick_seconds = 0.002
 
     async def main() -> None:
-        task = asyncio.create_task(m.run())
-        try:
+        async with running(m, 0.002):
             await asyncio.sleep(0.01)
             clock.step(TWO_HOURS_MS)
             await asyncio.sleep(0.05)
-        finally:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
 
     asyncio.run(main())
     assert _replication_checkpoint(m) == {}  # 5 s have not passed
@@ -90,24 +72,13 @@ def test_the_cleaner_runs_after_its_backoff_though_the_wall_clock_stepped_back(m
         lg.append(build_batch([Record(-1, clock.ms + i, b"k%d" % (i % 3), b"v%d-" % i + b"x" * 60)]))
     lg.high_watermark = lg.log_end_offset
     assert len(lg.segments) > 2
-    m.tick_seconds = 0.002
 
     async def main() -> None:
-        task = asyncio.create_task(m.run())
-        try:
+        async with running(m, 0.002):
             await asyncio.sleep(0.01)
             clock.step(-TWO_HOURS_MS)
             clock.advance(m.cleaner_backoff_ms)
-            for _ in range(500):
-                await asyncio.sleep(0.002)
-                if lg.cleaner_checkpoint > 0:
-                    break
-        finally:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await wait_until(lambda: lg.cleaner_checkpoint > 0, 1.0, 0.002)
 
     asyncio.run(main())
     assert lg.cleaner_checkpoint == lg.active_segment.base_offset
