@@ -2,7 +2,8 @@
 
 For each partition count and each peer, one after the other on a fresh broker: create the
 partitions (topics of ``--per-topic`` partitions, one CreateTopics each) and time it until a
-Metadata for all topics shows every partition with a leader; then Metadata for all topics
+Metadata for all topics shows every partition with a leader, and until every partition's leader
+answers ListOffsets (Kafka names leaders in Metadata before their logs exist); then Metadata for all topics
 (median round trip of ``--metadata-n``, raw socket, nothing decoded), the broker's RSS, its
 open descriptors (and how many are segment ``.log`` files), its CPU seconds so far; then
 kill -9 and time the restart until Metadata again shows every partition with a leader.
@@ -64,6 +65,37 @@ def wait_led(bootstrap: str, want: int, timeout: float) -> float | None:
     return None
 
 
+def serving_partitions(bootstrap: str, topics: dict[str, int]) -> int:
+    """Partitions whose leader answers ListOffsets (latest) without an error: the log exists and
+    is led. Kafka's Metadata names a leader as soon as the controller chose it, before the broker
+    has created the log, so a leader in Metadata alone does not say the partition can be used."""
+    served = 0
+    try:
+        with RawConnection(bootstrap, timeout=120) as c:
+            for name, count in topics.items():
+                parts = tuple(
+                    nested(2, 7, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1, timestamp=-1)
+                    for i in range(count)
+                )
+                t = nested(2, 7, "ListOffsetsTopic", name=name, partitions=parts)
+                r = c.call(2, 7, replica_id=-1, isolation_level=0, topics=(t,))
+                served += sum(1 for rt in r.topics for p in rt.partitions if int(p.error_code) == 0)
+    except OSError:
+        return 0
+    return served
+
+
+def wait_serving(bootstrap: str, topics: dict[str, int], timeout: float) -> float | None:
+    """Seconds until every partition of ``topics`` answers ListOffsets (None: not within ``timeout``)."""
+    want = sum(topics.values())
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if serving_partitions(bootstrap, topics) >= want:
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    return None
+
+
 def metadata_all_ms(bootstrap: str, n: int) -> float:
     host, port = bootstrap.rsplit(":", 1)
     req = metadata_request(None)
@@ -105,6 +137,7 @@ def run_one(name: str, partitions: int, per_topic: int, args, tmp: Path) -> dict
     out["version"] = peer.version
     try:
         created = 0
+        topics: dict[str, int] = {}
         t0 = time.monotonic()
         with RawConnection(peer.bootstrap, timeout=300) as c:
             for i in range(-(-partitions // per_topic)):
@@ -114,9 +147,12 @@ def run_one(name: str, partitions: int, per_topic: int, args, tmp: Path) -> dict
                     out["error"] = f"topic {i}: error {code}: {msg}"
                     break
                 created += n
+                topics[f"scale-{i}"] = n
         led = wait_led(peer.bootstrap, created, args.timeout)
         out["created"] = created
         out["create_s"] = round(time.monotonic() - t0, 2) if led is not None else None
+        serving = wait_serving(peer.bootstrap, topics, args.timeout) if led is not None else None
+        out["create_serving_s"] = round(time.monotonic() - t0, 2) if serving is not None else None
         pid = peer.pid
         out["metadata_all_ms"] = round(metadata_all_ms(peer.bootstrap, args.metadata_n), 2)
         out["rss_mb"] = round(brokers_mod.proc_memory(pid).get("rss_mb", 0.0), 1)
