@@ -193,6 +193,37 @@ def test_charge_delays_the_result_not_the_effect():
     assert effects[0] < 0.001
 
 
+def test_round_trips_not_yet_begun_take_their_new_cost_when_costs_change():
+    """Four 1 s round trips charged at once: after 1.5 s (the second under way) they become
+    0.1 s each; the second keeps its second, the last two take 0.1 s: the result at 2.2 s, not
+    4. A change after the last one began (four of 0.1 s, changed at 0.35 s) changes nothing."""
+    loop = SimLoop()
+    cost = {"now": 1.0}
+
+    def fn():
+        for _ in range(4):
+            loop.charge(cost["now"], lambda: cost["now"])
+        return "read"
+
+    async def main():
+        fut = asyncio.ensure_future(asyncio.to_thread(fn))
+        await asyncio.sleep(1.5)
+        cost["now"] = 0.1
+        loop.costs_changed()
+        assert await fut == "read"
+        healed_at = loop.elapsed
+        slow = asyncio.ensure_future(asyncio.to_thread(fn))
+        await asyncio.sleep(0.35)  # the last round trip under way
+        cost["now"] = 5.0
+        loop.costs_changed()
+        await slow
+        return healed_at, loop.elapsed - healed_at
+
+    healed_at, second = run(loop, main())
+    assert healed_at == pytest.approx(2.2, abs=0.002)
+    assert second == pytest.approx(0.4, abs=0.002)
+
+
 def test_a_run_with_nothing_left_to_do_is_a_deadlock():
     loop = SimLoop()
 

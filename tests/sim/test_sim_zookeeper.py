@@ -262,3 +262,64 @@ def test_a_write_commits_after_the_write_latency_and_its_watch_event_comes_after
         assert seen[1][0] - t0 >= 0.5  # the event left the server once committed
 
     run(main)
+
+
+def test_a_threads_calls_take_the_links_latency_when_each_begins():
+    """kazoo's blocking calls from one thread go one after the other, each a round trip at the
+    link's latency when it is sent: forty reads under a 0.8 s link (1.6 s a round trip) healed
+    after 2 s end shortly after the heal, not 64 s later (simulator seed 11860); a link made
+    slow while they are on their way slows those not yet sent."""
+
+    def reads(c):
+        return [c.get("/x")[0] for _ in range(40)]
+
+    async def main(loop, net, zk):
+        node = Node("b1")
+        c = zk.client(node, 60000)
+        c.create("/x", b"1")
+        for a, b in (("b1", "zk"), ("zk", "b1")):
+            net.set_latency(a, b, 0.8)
+        t0 = loop.elapsed
+        slow = as_node(node, asyncio.to_thread(reads, c))
+        await asyncio.sleep(2.0)
+        assert not slow.done()
+        for a, b in (("b1", "zk"), ("zk", "b1")):
+            net.set_latency(a, b, None)
+        assert await slow == [b"1"] * 40
+        healed = loop.elapsed - t0
+        t1 = loop.elapsed
+        later = as_node(node, asyncio.to_thread(reads, c))
+        await asyncio.sleep(0.001)
+        for a, b in (("b1", "zk"), ("zk", "b1")):
+            net.set_latency(a, b, 0.5)
+        await later
+        slowed = loop.elapsed - t1
+        net.normal_latency()
+        return healed, slowed
+
+    healed, slowed = run(main)
+    assert 2.0 < healed < 3.3  # the round trip under way at the heal (1.6 s), then fast ones
+    assert slowed > 30 * 1.0  # most of the forty at 1 s a round trip
+
+
+def test_writes_not_yet_sent_commit_at_the_logs_new_rate():
+    """A zk-slow fault ends while a thread's writes are on their way: those not yet sent commit
+    at the normal rate."""
+
+    def writes(c):
+        for i in range(10):
+            c.set("/x", str(i).encode())
+
+    async def main(loop, net, zk):
+        node = Node("b1")
+        c = zk.client(node, 60000)
+        c.create("/x", b"")
+        zk.extra_write_latency = 0.8
+        t0 = loop.elapsed
+        task = as_node(node, asyncio.to_thread(writes, c))
+        await asyncio.sleep(1.0)
+        zk.extra_write_latency = 0.0
+        await task
+        return loop.elapsed - t0
+
+    assert 1.0 < run(main) < 2.0  # the second write (sent at 0.8 s) commits at 1.6 s, then fast

@@ -14,6 +14,11 @@ node's simulated I/O delay (slow disks); nothing real sleeps and there are no th
 function that would block (a ZooKeeper call while the node is cut from ZooKeeper) raises
 `WouldBlock`, and runs again, whole, once what it waits for is back: it ran in one instant of
 virtual time, so "blocked at its first call, then went on" and "ran later" are the same.
+Each round trip it makes (`charge`) delays its result, one after the other as a thread's
+blocking calls would: when the links change while the result is on its way (`costs_changed`:
+a slow link set or healed), the round trips not yet made take the new time, the one under way
+keeps its own (simulator seed 11860: 40 ZooKeeper reads at a start, charged 1.6 s each at a
+slow link's rate, kept a broker from registering for a minute after the link was healed).
 
 Sockets: `add_reader(fd, ...)` works for the simulated network's virtual descriptors
 (net.py), level-triggered, as a selector would: a registered reader runs while its fd is
@@ -87,6 +92,38 @@ class Node:
         return WALL_EPOCH + elapsed * (1.0 + self.drift) + self.wall_offset
 
 
+@dataclass(eq=False)
+class _Delivery:
+    """A result on its way to the task that ran a function inline: its round trips one after
+    the other from `start`, each `planned` as long as the links were when it was last asked."""
+
+    start: float
+    planned: list[float]
+    again: list[Callable[[], float] | None]
+    node: Node | None
+    deliver: Callable[[], None]
+    context: contextvars.Context
+    handle: asyncio.TimerHandle | None = None
+
+    def replan(self, loop: SimLoop) -> None:
+        """The round trips not yet begun at what the links make them now; the one under way, and
+        those made, as they were."""
+        if self.handle is None or self.handle.cancelled():
+            return
+        now, at, i = loop.time(), self.start, 0
+        while i < len(self.planned) and at + self.planned[i] <= now:
+            at += self.planned[i]
+            i += 1
+        for j in range(i + 1, len(self.planned)):
+            again = self.again[j]
+            if again is not None:
+                self.planned[j] = again()
+        end = self.start + sum(self.planned)
+        if abs(end - self.handle.when()) > 1e-9:
+            self.handle.cancel()
+            self.handle = loop.call_at(max(end, now), self.deliver, context=self.context)
+
+
 class SimLoop(asyncio.BaseEventLoop):
     """An asyncio loop on virtual time; see the module docstring."""
 
@@ -100,7 +137,9 @@ class SimLoop(asyncio.BaseEventLoop):
         self._readers: dict[int, asyncio.Handle] = {}
         self._maybe_readable: dict[int, None] = {}  # fds that may be readable (ordered set)
         self.readable: Callable[[int], bool] = lambda fd: False  # set by the network
-        self._charge = 0.0
+        # the round trips of the function running inline: (seconds now, seconds as the links are then)
+        self._legs: list[tuple[float, Callable[[], float] | None]] = []
+        self._deliveries: dict[asyncio.Future[Any], _Delivery] = {}  # results on their way, in order
         # Virtual time each callback takes: time moves while code runs, as it does for real (a
         # loop that waits "until the deadline has passed" with a timeout of 0 ends)
         self.cpu_per_handle = 5e-6
@@ -144,10 +183,21 @@ class SimLoop(asyncio.BaseEventLoop):
         node.wall_offset += self.elapsed * (node.drift - drift)
         node.drift = drift
 
-    def charge(self, seconds: float) -> None:
+    def charge(self, seconds: float, again: Callable[[], float] | None = None) -> None:
         """Inside a function run by `run_in_executor`: its caller sees the result `seconds` later
-        (a ZooKeeper round trip)."""
-        self._charge += seconds
+        (a ZooKeeper round trip), after the round trips charged before this one. `again` answers
+        what this round trip takes as the links are at the moment it is asked: called by
+        `costs_changed` while the result is on its way and this round trip not yet begun."""
+        self._legs.append((seconds, again))
+
+    def costs_changed(self) -> None:
+        """A link's latency (or ZooKeeper's commit time) changed: every result on its way takes
+        its round trips not yet begun at their new cost."""
+        for fut, d in list(self._deliveries.items()):
+            if fut.done() or d.node is not None and d.node.dead:
+                del self._deliveries[fut]
+                continue
+            d.replan(self)
 
     # ------------------------------------------------------------- nodes
     def pause(self, node: Node) -> None:
@@ -335,7 +385,7 @@ class SimLoop(asyncio.BaseEventLoop):
     def _run_inline(self, fut: asyncio.Future[Any], func: Callable[..., Any], args: tuple[Any, ...]) -> None:
         if fut.cancelled():
             return  # never started (a running thread could not have been cancelled)
-        self._charge = 0.0
+        self._legs = []
         try:
             result = func(*args)
         except WouldBlock as blocked:
@@ -347,13 +397,19 @@ class SimLoop(asyncio.BaseEventLoop):
             blocked.wait(resume)
             return
         except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
-            charge, self._charge = self._charge, 0.0
-            self._settle(fut, charge, None, e)
+            legs, self._legs = self._legs, []
+            self._settle(fut, legs, None, e)
             return
-        charge, self._charge = self._charge, 0.0
-        self._settle(fut, charge, result, None)
+        legs, self._legs = self._legs, []
+        self._settle(fut, legs, result, None)
 
-    def _settle(self, fut: asyncio.Future[Any], after: float, result: Any, exc: BaseException | None) -> None:
+    def _settle(
+        self,
+        fut: asyncio.Future[Any],
+        legs: list[tuple[float, Callable[[], float] | None]],
+        result: Any,
+        exc: BaseException | None,
+    ) -> None:
         def done() -> None:
             if fut.cancelled():
                 return
@@ -362,10 +418,19 @@ class SimLoop(asyncio.BaseEventLoop):
             else:
                 fut.set_result(result)
 
-        if after > 0:
-            self.call_later(after, done)
-        else:
+        after = sum(seconds for seconds, _again in legs)
+        if after <= 0:
             done()
+            return
+
+        def deliver() -> None:
+            self._deliveries.pop(fut, None)
+            done()
+
+        planned, again = [seconds for seconds, _a in legs], [a for _s, a in legs]
+        d = _Delivery(self._now, planned, again, NODE.get(), deliver, contextvars.copy_context())
+        self._deliveries[fut] = d
+        d.handle = self.call_later(after, deliver, context=d.context)
 
     # ------------------------------------------------------------ errors
     def _on_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

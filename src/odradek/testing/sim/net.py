@@ -147,22 +147,30 @@ class Network:
 
     # ------------------------------------------------------------------ links
     def latency(self, src: str, dst: str, size: int = 0) -> float:
+        return self.base_latency(src, dst) + self.rng.expovariate(5000.0) + size / BANDWIDTH
+
+    def base_latency(self, src: str, dst: str) -> float:
+        """The link's latency without jitter: drawn from the seed, or set (`set_latency`)."""
         base = self._latency.get((src, dst))
         if base is None:
             lo, hi = self.latency_ms
             base = self._latency[(src, dst)] = random.Random(f"{self.seed}:{src}->{dst}").uniform(lo, hi) / 1000
-        return base + self.rng.expovariate(5000.0) + size / BANDWIDTH
+        return base
 
     def set_latency(self, src: str, dst: str, seconds: float | None) -> None:
-        """The base latency from src to dst (None: back to the one drawn from the seed)."""
+        """The base latency from src to dst (None: back to the one drawn from the seed). What is
+        on the wire keeps its arrival time; round trips not yet begun take the new one
+        (`SimLoop.costs_changed`)."""
         if seconds is None:
             self._latency.pop((src, dst), None)
         else:
             self._latency[(src, dst)] = seconds
+        self.loop.costs_changed()
 
     def normal_latency(self) -> None:
         """Every link back to the latency drawn from the seed."""
         self._latency.clear()
+        self.loop.costs_changed()
 
     def blocked(self, src: str, dst: str) -> bool:
         return (src, dst) in self.cut or dst in self.down

@@ -16,7 +16,10 @@ Time and failures, as kazoo sees them:
   result a round trip later (`SimLoop.charge`), and a write's after its commit too
   (`write_latency`, drawn from the seed: 0.5-4 ms; `extra_write_latency` while a `zk-slow`
   fault lasts): applying it at the call is one of the orders a linearizable ZooKeeper may
-  show, and the watch events it fires leave the server only once it has committed;
+  show, and the watch events it fires leave the server only once it has committed; a
+  thread's calls take their round trips one after the other, each at the link's latency
+  (and the log's commit time) when it begins: a slow link healed while a thread's forty
+  reads are on their way makes the rest fast, as it would for kazoo's;
 - a call while the client cannot reach ZooKeeper (its node cut from `zk` either way) would
   block in a thread: it raises `WouldBlock` and runs again when the client is connected;
 - the client pings every third of its session timeout; the server expires a session it has
@@ -130,7 +133,7 @@ class SimZooKeeper:
         self.expired_sessions = 0
         self.up = True  # False during an outage: nothing reaches the ensemble
         self.write_latency = random.Random(f"zk-{net.seed}").uniform(0.0005, 0.004)
-        self.extra_write_latency = 0.0  # a zk-slow fault
+        self._extra_write_latency = 0.0  # a zk-slow fault
         self.hooks: list[Callable[[str, str, bytes | None], None]] = []  # more observers (scripted tests)
         # told of every change (op, path, data or None): the run's history follows the cluster
         self.observer: Callable[[str, str, bytes | None], None] | None = None
@@ -178,6 +181,17 @@ class SimZooKeeper:
             now = self.loop.time()
             for s in self.sessions.values():
                 s.last_heard = now
+
+    @property
+    def extra_write_latency(self) -> float:
+        return self._extra_write_latency
+
+    @extra_write_latency.setter
+    def extra_write_latency(self, seconds: float) -> None:
+        """A slow transaction log (a zk-slow fault), or back to normal: writes not yet sent
+        commit at the new rate (`SimLoop.costs_changed`)."""
+        self._extra_write_latency = seconds
+        self.loop.costs_changed()
 
     @property
     def commit_latency(self) -> float:
@@ -550,9 +564,15 @@ class SimZkClient:
             raise SessionExpiredError()
         self.server.touch(s)
         self.server.trace.add(f"{self.loop.elapsed:.6f} zk {what} by {self.node}")
-        net = self.net
-        rtt = net.latency(self.node.name, ZK) + net.latency(ZK, self.node.name)
-        self.loop.charge(rtt + self.server.commit_latency if write else rtt)
+        net, server, me = self.net, self.server, self.node.name
+        rtt = net.latency(me, ZK) + net.latency(ZK, me)
+        jitter = rtt - net.base_latency(me, ZK) - net.base_latency(ZK, me)
+
+        def again() -> float:  # the same round trip, sent as the link and ZooKeeper's log are then
+            commit = server.commit_latency if write else 0.0
+            return net.base_latency(me, ZK) + net.base_latency(ZK, me) + jitter + commit
+
+        self.loop.charge(rtt + server.commit_latency if write else rtt, again)
         return s
 
     def _run(self, fn: Callable[[], Any]) -> None:
