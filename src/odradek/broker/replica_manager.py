@@ -608,6 +608,9 @@ class ReplicaManager:
     def log_end_offset(self, topic: str, partition: int) -> int:
         return self._hosted(topic, partition).log_end_offset
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self._hosted(topic, partition).high_watermark
+
     def _hosted(self, topic: str, partition: int) -> Partition:
         part = self.partitions.get((topic, partition))
         if part is None:

@@ -13,9 +13,12 @@ A coordinator rebuilds its state when elected by reading its partition up to the
 offset, not the high watermark (Kafka's loaders read with FetchIsolation.LOG_END): a follower
 that just became leader may not know yet that its tail is committed (it learns the high
 watermark from the old leader's fetch responses), and that tail holds records the old leader
-had committed and answered for; the new leader's log is the one its followers will take. The
-broker's replica manager implements this protocol; coordinator/runtime.py is its one user;
-the coordinators never see the broker.
+had committed and answered for; the new leader's log is the one its followers will take.
+That tail may also hold records no leader committed (the old leader appended them and died
+before every in-sync follower had them): the runtime shows no state read from it until the
+high watermark passes it (coordinator/runtime.py, "Reads of committed state"). The broker's
+replica manager implements this protocol; coordinator/runtime.py is its one user; the
+coordinators never see the broker.
 
 Which partitions a coordinator serves follows leadership: the broker calls the
 coordinator's `on_elected(topic, partition, leader_epoch)` / `on_resigned(...)` hooks, which
@@ -52,3 +55,8 @@ class CoordinatorPartitions(Protocol):
     def log_start_offset(self, topic: str, partition: int) -> int: ...
 
     def log_end_offset(self, topic: str, partition: int) -> int: ...
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """What is committed of the partition here: a coordinator shows no state from records
+        at or above it (coordinator/runtime.py, "Reads of committed state")."""
+        ...

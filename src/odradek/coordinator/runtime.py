@@ -17,6 +17,20 @@ once for every coordinator, what each needs around its shards:
   transaction completed on the partition is kept and applied once loaded. A load that fails
   leaves the shard FAILED (NOT_COORDINATOR) until the next election, as in Kafka. Loads run
   one after another; only their log reads leave the event loop (a worker thread).
+- **Reads of committed state.** A loaded shard holds what its log says to the end, and the
+  tail past the high watermark may never be committed: the old leader appended it and died
+  before every in-sync follower had it, and the next leader may be one of those followers
+  (seed 12391 of the simulator: a coordinator answered OffsetFetch with offsets of that
+  tail, then the next one, elected cleanly without it, with older ones). So a shard whose
+  load replayed past the high watermark answers reads (`lookup_for_read`: OffsetFetch,
+  DescribeGroups) COORDINATOR_LOAD_IN_PROGRESS, which clients retry, until the high
+  watermark reaches the end it loaded to: then everything it shows is committed, as
+  everything a write adds is shown only once committed (below). Writes go on meanwhile:
+  their answers wait for their own commits, which come after the tail's. Kafka's new
+  runtime reads at the last committed offset of its timeline state instead (the classic
+  coordinator of Kafka 3.9, in ZooKeeper mode, serves what it loaded to the log end);
+  waiting instead of answering older state also keeps a new leader whose high watermark
+  lags what the old one committed from answering below what was answered before.
 - **Commit-then-reply, pipelined.** An operation runs synchronously on a loaded shard and
   returns a `CoordinatorResult`: the records to append, the replies to send once they are
   committed, and an optional continuation run with the write's outcome (which may return
@@ -242,6 +256,13 @@ class ShardContext(Generic[S]):
     state: ShardState = ShardState.LOADING
     # transactions completed while loading: (producer id, commit), applied once loaded
     completed_while_loading: list[tuple[int, bool]] = field(default_factory=list)
+    # the offset the load replayed to, and whether the high watermark has reached it (reads wait)
+    loaded_end: int = 0
+    tail_committed: bool = True
+
+    @property
+    def serves_reads(self) -> bool:
+        return self.state is ShardState.ACTIVE and self.tail_committed
 
 
 # =========================================================================== runtime
@@ -381,6 +402,14 @@ class CoordinatorRuntime(Generic[S, R]):
         partition = self.partition_for(key)
         err = self.error(partition)
         return (err, None) if err else (0, self._contexts[partition])
+
+    def lookup_for_read(self, key: str) -> tuple[int, ShardContext[S] | None]:
+        """As `lookup`, for a read of the shard's state: COORDINATOR_LOAD_IN_PROGRESS too while
+        what it loaded is not all committed ("Reads of committed state")."""
+        err, ctx = self.lookup(key)
+        if ctx is not None and not ctx.tail_committed:
+            return int(ErrorCode.coordinator_load_in_progress), None
+        return err, ctx
 
     def context(self, partition: int) -> ShardContext[S] | None:
         """The partition's shard, whatever its state."""
@@ -574,6 +603,7 @@ class CoordinatorRuntime(Generic[S, R]):
             return
         if self._contexts.get(partition) is not ctx:
             return  # resigned or re-elected meanwhile
+        ctx.loaded_end = offset
         self._activate(ctx)
         log.info(
             "loaded %d records of %s-%d (epoch %d) in %.0f ms",
@@ -583,6 +613,43 @@ class CoordinatorRuntime(Generic[S, R]):
             ctx.epoch,
             (time.monotonic() - started) * 1000,
         )
+        self._watch_tail(ctx)
+
+    def _watch_tail(self, ctx: ShardContext[S]) -> None:
+        """Reads of a shard that loaded past the high watermark wait until it reaches the
+        loaded end ("Reads of committed state")."""
+        try:
+            hw = self.partitions.high_watermark(self.topic, ctx.partition)
+        except KafkaError:
+            hw = -1
+        if hw >= ctx.loaded_end:
+            return
+        ctx.tail_committed = False
+        log.info(
+            "%s-%d loaded to %d, above its high watermark %d: reads wait for it",
+            self.topic,
+            ctx.partition,
+            ctx.loaded_end,
+            hw,
+        )
+        self.spawn(self._await_tail(ctx))
+
+    async def _await_tail(self, ctx: ShardContext[S]) -> None:
+        last = ctx.loaded_end - 1
+        while self._contexts.get(ctx.partition) is ctx:
+            try:
+                await self.partitions.wait_for_commit(self.topic, ctx.partition, last, self.commit_timeout_ms)
+            except KafkaError as e:
+                if e.code == ErrorCode.request_timed_out:
+                    continue
+                # NOT_ENOUGH_REPLICAS_AFTER_APPEND comes only once the high watermark passed it
+                if e.code != ErrorCode.not_enough_replicas_after_append:
+                    log.info("%s-%d: reads wait for the next election (%s)", self.topic, ctx.partition, e)
+                    return
+            if self._contexts.get(ctx.partition) is ctx:
+                ctx.tail_committed = True
+                log.info("%s-%d: loaded end %d committed, reads served", self.topic, ctx.partition, ctx.loaded_end)
+            return
 
     # =================================================================== writing
     def submit(self, ctx: ShardContext[S], res: CoordinatorResult[R]) -> None:

@@ -51,6 +51,9 @@ class Partitions:
     def log_end_offset(self, topic: str, partition: int) -> int:
         return self.end(partition)
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self.end(partition)  # what a load reads is committed (held appends are new writes)
+
 
 class Shard:
     def __init__(self) -> None:

@@ -52,6 +52,9 @@ class Log:
     def log_end_offset(self, topic: str, partition: int) -> int:
         return 0
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return 0
+
 
 class Markers:
     async def write_markers(self, *args: object) -> bool:

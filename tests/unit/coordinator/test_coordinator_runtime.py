@@ -145,6 +145,9 @@ class MemoryPartitions:
     def log_end_offset(self, topic: str, partition: int) -> int:
         return self.end(partition)
 
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self.hw.get(partition, 0)
+
 
 class RecordingShard:
     """A shard that records what the runtime tells it; `put` is its one operation."""
@@ -375,6 +378,70 @@ def test_a_transaction_completed_while_loading_is_applied_once_loaded():
 
 
 # =========================================================================== writing
+
+
+def _key_of(r: CoordinatorRuntime[RecordingShard, Rec], partition: int) -> str:
+    return next(k for k in (f"g{i}" for i in range(1000)) if r.partition_for(k) == partition)
+
+
+def test_reads_wait_until_the_high_watermark_reaches_the_end_the_load_replayed():
+    """Elected on a follower whose log holds records above its high watermark (the old leader
+    appended them and died before every in-sync follower had them; simulator seed 12391):
+    writes are served at once, but reads get COORDINATOR_LOAD_IN_PROGRESS, past the commit
+    timeout too, until the high watermark reaches the end the load replayed."""
+    parts = MemoryPartitions()
+    parts.put(0, batch(b"a"))
+    parts.put(0, batch(b"b", b"c"))  # appended by the old leader, not committed
+    parts._advance(0, 1)
+
+    async def main():
+        r = runtime(parts)  # commit timeout 100 ms
+        await r.start()
+        key = _key_of(r, 0)
+        r.on_elected(TOPIC, 0, 2)
+        assert r.lookup_for_read(key) == (E.coordinator_load_in_progress, None)  # loading
+        await r.wait_loaded()
+        assert [k for _, _, k, _ in r.shards[0].replayed] == [b"a", b"b", b"c"]  # to the log end
+        err, ctx = r.lookup(key)
+        assert err == 0 and ctx is not None  # writes are served
+        await asyncio.sleep(0.25)  # the wait for the tail's commit times out and starts again
+        assert r.lookup_for_read(key) == (E.coordinator_load_in_progress, None)
+        parts._advance(0, 2)  # b only: c is still above the high watermark
+        await settle()
+        assert r.lookup_for_read(key) == (E.coordinator_load_in_progress, None)
+        parts._advance(0, 3)
+        await settle()
+        assert r.lookup_for_read(key) == (0, ctx)
+        await r.stop()
+
+    run(main())
+
+
+def test_reads_are_served_at_once_when_what_was_loaded_is_committed_and_a_new_shard_waits_again():
+    parts = MemoryPartitions()
+    parts.put(1, batch(b"a"))
+    parts._advance(1, 1)
+
+    async def main():
+        r = runtime(parts)
+        await r.start()
+        key = _key_of(r, 1)
+        r.on_elected(TOPIC, 1, 1)
+        await r.wait_loaded()
+        err, ctx = r.lookup_for_read(key)
+        assert err == 0 and ctx is not None
+        r.on_resigned(TOPIC, 1, 1)
+        parts.put(1, batch(b"b"))  # as a follower again: fetched, not committed here
+        r.on_elected(TOPIC, 1, 3)
+        await r.wait_loaded()
+        assert r.lookup_for_read(key) == (E.coordinator_load_in_progress, None)
+        assert r.lookup(key)[0] == 0
+        parts._advance(1, 2)
+        await settle()
+        assert r.lookup_for_read(key)[0] == 0
+        await r.stop()
+
+    run(main())
 
 
 def test_writes_are_pipelined_appended_at_once_in_order_and_answered_in_order_once_committed():

@@ -9,6 +9,13 @@ forever (OffsetFetch with require_stable answered UNSTABLE_OFFSET_COMMIT, and a 
 marker of the same producer dropped them: the consume-transform-produce loop restarted
 from older offsets and duplicated its output; tests/cluster/test_transaction_faults.py).
 
+The tail may as well hold records no leader committed: the old leader appended them and
+died before every in-sync follower had them (simulator seed 12391: broker 3, elected with
+offsets committed by a member above its high watermark, answered OffsetFetch with them; the
+next coordinator, elected cleanly from a follower without them, answered the older ones). So
+the coordinator answers reads from such a shard COORDINATOR_LOAD_IN_PROGRESS until the high
+watermark reaches what it loaded (coordinator/runtime.py, "Reads of committed state").
+
 Real parts: a ReplicaManager over a real LogManager, the replica appended as a follower
 (the fetcher's path), then leadership moved to this broker through a metadata delta.
 """
@@ -70,6 +77,20 @@ async def follow_then_lead(rm: ReplicaManager, topic: str, records: bytes, leade
     assert part.is_leader
 
 
+def catch_up(rm: ReplicaManager, topic: str) -> None:
+    """Broker 2, the other in-sync replica, fetches to broker 1's log end: the high watermark follows."""
+    part = rm.get_partition(topic, 0)
+    assert part is not None and part.is_leader
+    part.fetch_records(part.log_end_offset, 1 << 20, min_one=True, replica_id=2, now_ms=int(time.time() * 1000))
+    assert part.high_watermark == part.log_end_offset
+
+
+def offset_batch(base: int, group: str, offset: int, now: int, **txn) -> bytes:
+    value = encode_offset_value(OffsetCommitValue(offset, "", now))
+    record = Record(base, now, encode_offset_key(OffsetCommitKey(group, "in", 0)), value, ())
+    return build_batch([record], base_offset=base, partition_leader_epoch=0, **txn)
+
+
 async def until(cond, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -112,10 +133,43 @@ def test_group_coordinator_loads_the_marker_past_the_high_watermark(log_manager)
         # the follower has both; the leader's last fetch response said only the offsets are committed
         await follow_then_lead(rm, OFFSETS_TOPIC, offsets + marker, leader_hw=1)
         await until(lambda: groups.group_error("g") == 0)
+        # the marker is not known to be committed yet: reads wait (retriable)
+        assert groups.fetch_offsets("g", [("in", [0])], require_stable=True) == (14, [])
+        catch_up(rm, OFFSETS_TOPIC)
+        await until(lambda: groups.fetch_offsets("g", [("in", [0])])[0] == 0)
         err, result = groups.fetch_offsets("g", [("in", [0])], require_stable=True)
         assert err == 0
         # committed (not pending: UNSTABLE_OFFSET_COMMIT, offset -1)
         assert result == [("in", [(0, 40, -1, "", 0)])]
+        await groups.stop()
+
+    asyncio.run(main())
+
+
+def test_offsets_above_the_high_watermark_are_not_answered_until_committed(log_manager):
+    """Seed 12391 in one broker: 16 committed (below the high watermark), then 18 appended by
+    the old coordinator, which died before every in-sync follower had it. Before the fix the new
+    coordinator answered 18 at once, an offset the next coordinator may never have."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = offset_batch(0, "g", 16, now) + offset_batch(1, "g", 18, now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)  # loaded: writes are served
+        for stable in (False, True):
+            assert groups.fetch_offsets("g", [("in", [0])], require_stable=stable) == (14, [])
+            assert groups.fetch_offsets("g", None, require_stable=stable) == (14, [])
+        assert groups.describe_group("g").error == 14
+        await asyncio.sleep(0.1)
+        assert groups.fetch_offsets("g", [("in", [0])])[0] == 14  # still: nothing committed it
+        catch_up(rm, OFFSETS_TOPIC)
+        await until(lambda: groups.fetch_offsets("g", [("in", [0])])[0] == 0)
+        assert groups.fetch_offsets("g", [("in", [0])]) == (0, [("in", [(0, 18, -1, "", 0)])])
+        assert groups.describe_group("g").error == 0
         await groups.stop()
 
     asyncio.run(main())

@@ -5,7 +5,10 @@ loading, the pipelined writes and the timers.
 
 An operation answers at once (COORDINATOR_NOT_AVAILABLE while the coordinator is not up,
 COORDINATOR_LOAD_IN_PROGRESS while the partition loads, NOT_COORDINATOR when this broker does
-not lead it), or runs on the shard and answers once its records are committed. No handler
+not lead it), or runs on the shard and answers once its records are committed. Reads
+(OffsetFetch, DescribeGroups) show only committed state: COORDINATOR_LOAD_IN_PROGRESS too
+while the partition's high watermark is below what its load replayed (runtime.py, "Reads of
+committed state"). No handler
 sleeps: JoinGroup and SyncGroup await futures that later transitions complete. Offsets are
 checked for expiry every `offsets.retention.check.interval.ms`.
 """
@@ -160,13 +163,13 @@ class GroupCoordinator:
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None, *, require_stable: bool = False
     ) -> tuple[int, list]:
-        err, ctx = self.runtime.lookup(group_id)
+        err, ctx = self.runtime.lookup_for_read(group_id)
         if ctx is None:
             return err, []
         return 0, ctx.shard.fetch_offsets(group_id, topics, require_stable=require_stable)
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        err, ctx = self.runtime.lookup(group_id)
+        err, ctx = self.runtime.lookup_for_read(group_id)
         if ctx is None:
             return GroupDescription(group_id, err, "", "", "", [])
         return ctx.shard.describe_group(group_id)
