@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -124,10 +125,10 @@ def one_run(system: bench.System, topic: str, n: int, rate: float, warmup: int, 
     before = {i: cpu_split(p) for i, p in pids.items()}
     reqs0 = {i: diagnose.requests_by_api(ports[i]) for i in pids} if ports else {}
     if profile is not None and ports:
-        diagnose.profiled(pids, diagnose.signal.SIGUSR1)
+        diagnose.profiled(pids, signal.SIGUSR1)
     res = produce(system.bootstrap, topic, n, rate)
     if profile is not None and ports:
-        diagnose.profiled(pids, diagnose.signal.SIGUSR2)
+        diagnose.profiled(pids, signal.SIGUSR2)
     split = {i: tuple(x - y for x, y in zip(cpu_split(p), before[i], strict=True)) for i, p in pids.items()}
     used = {i: u + k for i, (u, k) in split.items()}
     requests: dict[int, dict[str, float]] = {}
