@@ -3,7 +3,9 @@
 On PYTHONPATH (first) of a broker process with ODRADEK_CPROFILE_DIR set: SIGUSR1 starts a fresh
 profile of the main thread (the broker's event loop), SIGUSR2 stops it and writes
 ``$ODRADEK_CPROFILE_DIR/<pid>-<n>.prof`` (pstats), so that only the loaded run is profiled.
-Nothing happens without the variable.
+Nothing happens without the variable. With ODRADEK_CPROFILE_CLOCK=thread the profile counts the
+thread's CPU time (`time.thread_time`) instead of the wall clock, so that time spent descheduled
+inside a system call on a busy machine is not charged to it.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import cProfile
 import os
 import signal
+import time
 
 _dir = os.environ.get("ODRADEK_CPROFILE_DIR")
 if _dir:
     _state: dict[str, object] = {"prof": None, "n": 0}
 
     def _start(_sig: int, _frame: object) -> None:
-        prof = cProfile.Profile()
+        clock = os.environ.get("ODRADEK_CPROFILE_CLOCK")
+        prof = cProfile.Profile(time.thread_time) if clock == "thread" else cProfile.Profile()
         _state["prof"] = prof
         prof.enable()
 
