@@ -42,6 +42,16 @@ once for every coordinator, what each needs around its shards:
   one after another; they complete in log order (a write whose append was refused
   completes in its turn, with its error), and each at most `commit_timeout_ms` after its
   append (REQUEST_TIMED_OUT).
+- **Answers that write nothing wait too.** A result with no records (a heartbeat, a
+  SyncGroup or JoinGroup answered from the group as it is) may show state that earlier
+  writes, or a loaded tail, put there and that is not committed yet. As in Kafka's runtime,
+  it is answered at once only if the high watermark has reached the shard's last written
+  offset (`ShardContext.last_written`: the loaded end, then each append's); otherwise it
+  waits in the partition's queue behind that offset, with its own `commit_timeout_ms`. If
+  that offset never commits in time (REQUEST_TIMED_OUT) or the shard is unloaded first
+  (NOT_COORDINATOR), its replies are not sent: each waiting token gets the error (`run`'s
+  `on_error` makes it the operation's answer). A continuation's result is the outcome of
+  its own committed write and is answered at once.
 - **Epoch validity.** A write carries the epoch of the shard it was computed on, which is
   the partition's leader epoch: one whose shard was unloaded or re-elected is not appended
   (NOT_COORDINATOR at once), nor is one the partition refuses at that leader epoch.
@@ -96,7 +106,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.coordinator.codec import RecordFormatError, partition_for
 from odradek.coordinator.partitions import CoordinatorPartitions
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError, error_class
 from odradek.protocol.records import (
     CONTROL_COMMIT,
     Record,
@@ -259,6 +269,9 @@ class ShardContext(Generic[S]):
     # the offset the load replayed to, and whether the high watermark has reached it (reads wait)
     loaded_end: int = 0
     tail_committed: bool = True
+    # the offset after the last record the shard loaded or appended (Kafka's lastWrittenOffset):
+    # answers that write nothing wait until the high watermark reaches it
+    last_written: int = 0
 
     @property
     def serves_reads(self) -> bool:
@@ -281,6 +294,9 @@ class _Write(Generic[R]):
     last_offset: int = -1
     deadline: float = 0.0  # on the event loop's clock
     error: int | None = None  # None: appended, waiting for the high watermark
+    # a result with no records, waiting for `last_offset` (the shard's last written) to commit:
+    # its replies are sent only if it does (else each token gets the error)
+    answers_only: bool = False
 
 
 class CoordinatorRuntime(Generic[S, R]):
@@ -603,7 +619,7 @@ class CoordinatorRuntime(Generic[S, R]):
             return
         if self._contexts.get(partition) is not ctx:
             return  # resigned or re-elected meanwhile
-        ctx.loaded_end = offset
+        ctx.loaded_end = ctx.last_written = offset
         self._activate(ctx)
         log.info(
             "loaded %d records of %s-%d (epoch %d) in %.0f ms",
@@ -657,11 +673,24 @@ class CoordinatorRuntime(Generic[S, R]):
         its commit (commit-then-reply)."""
         self._submit(ctx.partition, ctx.epoch, res)
 
-    async def run(self, ctx: ShardContext[S], op: Callable[[Any, int], CoordinatorResult[R]]) -> Any:
-        """Run `op(token, now)` on the shard and wait for the answer to `token`."""
+    async def run(
+        self,
+        ctx: ShardContext[S],
+        op: Callable[[Any, int], CoordinatorResult[R]],
+        on_error: Callable[[int], Any] | None = None,
+    ) -> Any:
+        """Run `op(token, now)` on the shard and wait for the answer to `token`. An answer
+        computed on state that never committed is not sent: the token gets the error
+        (NOT_COORDINATOR, REQUEST_TIMED_OUT), which `on_error(code)` turns into the answer
+        (without it, the KafkaError is raised)."""
         fut = asyncio.get_running_loop().create_future()
         self._submit(ctx.partition, ctx.epoch, op(fut, self.clock()))
-        return await fut
+        try:
+            return await fut
+        except KafkaError as e:
+            if on_error is None:
+                raise
+            return on_error(e.code)
 
     async def append(self, partition: int, epoch: int, records: list[R]) -> int:
         """Append `records` (one batch) now for a shard at `epoch`: 0 once committed, else the
@@ -679,15 +708,39 @@ class CoordinatorRuntime(Generic[S, R]):
         ctx = self._contexts.get(partition)
         return self.active and ctx is not None and ctx.epoch == epoch
 
-    def _submit(self, partition: int, epoch: int, res: CoordinatorResult[R]) -> None:
+    def _submit(self, partition: int, epoch: int, res: CoordinatorResult[R], *, outcome: bool = False) -> None:
+        """`outcome`: the result is a continuation's, its replies the outcome of a write whose
+        commit is known (sent at once when it writes nothing)."""
         if not res.records:
-            self._written(partition, epoch, res, 0)
+            last = -1 if outcome else self._uncommitted_end(partition, epoch)
+            if last < 0:
+                self._written(partition, epoch, res, 0)
+                return
+            # Kafka's runtime: an operation that writes nothing answers once the shard's last
+            # written offset is committed, so it never shows state the next leader may lack
+            deadline = asyncio.get_running_loop().time() + self.commit_timeout_ms / 1000
+            self._enqueue(partition, _Write(epoch, res, last, deadline, answers_only=True))
             return
         if not self._valid(partition, epoch):  # computed on a shard that is gone: not appended
             self._written(partition, epoch, res, NOT_COORDINATOR)
             return
         write = _Write(epoch, res)
         self._append(partition, write)
+        self._enqueue(partition, write)
+
+    def _uncommitted_end(self, partition: int, epoch: int) -> int:
+        """The last offset the shard at `epoch` loaded or appended, if the high watermark is
+        below it; else -1."""
+        ctx = self._contexts.get(partition)
+        if not self.active or ctx is None or ctx.epoch != epoch or ctx.state is not ShardState.ACTIVE:
+            return -1
+        try:
+            hw = self.partitions.high_watermark(self.topic, partition)
+        except KafkaError:
+            hw = -1
+        return ctx.last_written - 1 if hw < ctx.last_written else -1
+
+    def _enqueue(self, partition: int, write: _Write[R]) -> None:
         in_flight = self._in_flight.get(partition)
         if in_flight is None:
             in_flight = self._in_flight[partition] = collections.deque()
@@ -716,6 +769,9 @@ class CoordinatorRuntime(Generic[S, R]):
             res.base_offset, write.last_offset = self.partitions.append_as_leader(
                 self.topic, partition, write.epoch, batch
             )
+            ctx = self._contexts.get(partition)
+            if ctx is not None and ctx.epoch == write.epoch:
+                ctx.last_written = max(ctx.last_written, write.last_offset + 1)
         except KafkaError as e:
             log.warning("append to %s-%d failed: %s", self.topic, partition, e)
             write.error = NOT_COORDINATOR if e.code in _OTHER_EPOCH else e.code
@@ -737,7 +793,7 @@ class CoordinatorRuntime(Generic[S, R]):
                     if not in_flight or in_flight[0] is not write:
                         continue  # the shard was unloaded meanwhile, which answered it
                 in_flight.popleft()
-                self._written(partition, write.epoch, write.res, write.error)
+                self._finish(partition, write)
         finally:
             if self._committers.get(partition) is asyncio.current_task():
                 del self._committers[partition]
@@ -749,6 +805,8 @@ class CoordinatorRuntime(Generic[S, R]):
         try:
             await self.partitions.wait_for_commit(self.topic, partition, write.last_offset, timeout_ms)
         except KafkaError as e:
+            if write.answers_only and e.code == ErrorCode.not_enough_replicas_after_append:
+                return 0 if self._valid(partition, write.epoch) else NOT_COORDINATOR  # the HW passed it
             log.warning("write to %s-%d at %d not committed: %s", self.topic, partition, write.last_offset, e)
             return e.code
         except Exception:
@@ -765,8 +823,18 @@ class CoordinatorRuntime(Generic[S, R]):
         in_flight = self._in_flight.pop(partition, None)
         while in_flight:
             write = in_flight.popleft()
-            error = NOT_COORDINATOR if write.error is None else write.error
-            self._written(partition, write.epoch, write.res, error)
+            if write.error is None:
+                write.error = NOT_COORDINATOR
+            self._finish(partition, write)
+
+    def _finish(self, partition: int, write: _Write[R]) -> None:
+        """Deliver a write's outcome; the replies of an answer that waited for the shard's
+        last written offset only if it committed (each token gets the error otherwise)."""
+        error = int(write.error or 0)
+        if write.answers_only and error:
+            self._deliver_error(write.res.replies, error)
+            write.res.replies = []
+        self._written(partition, write.epoch, write.res, error)
 
     def _written(self, partition: int, epoch: int, res: CoordinatorResult[R], error: int) -> None:
         """Deliver a result's replies, then run its continuation with the write's outcome."""
@@ -778,7 +846,7 @@ class CoordinatorRuntime(Generic[S, R]):
                 log.exception("a continuation of a write to %s-%d failed", self.topic, partition)
                 more = None
             if more is not None:
-                self._submit(partition, epoch, more)
+                self._submit(partition, epoch, more, outcome=True)
         self._rearm()
 
     @staticmethod
@@ -786,6 +854,12 @@ class CoordinatorRuntime(Generic[S, R]):
         for token, value in replies:
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(value)
+
+    @staticmethod
+    def _deliver_error(replies: list[tuple[Any, Any]], code: int) -> None:
+        for token, _value in replies:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_exception(error_class(code)("the answer's state was not committed"))
 
     # =================================================================== timers
     def _rearm(self) -> None:

@@ -33,13 +33,24 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
-from odradek.coordinator.group.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_offset_value
+from odradek.coordinator.group.records import (
+    OFFSETS_TOPIC,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_value,
+    encode_offset_value,
+)
 from odradek.coordinator.group.records import encode_key as encode_offset_key
+from odradek.coordinator.group.requests import HeartbeatRequest, SyncRequest
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
 from odradek.coordinator.txn.records import TXN_STATE_TOPIC, TxnLogValue
 from odradek.coordinator.txn.records import encode_key as encode_txn_key
 from odradek.coordinator.txn.records import encode_value as encode_txn_value
 from odradek.coordinator.txn.state import TxnState
+from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import CONTROL_COMMIT, Record, build_batch, build_control_batch
 from odradek.storage import LogConfig, LogManager
 
@@ -170,6 +181,62 @@ def test_offsets_above_the_high_watermark_are_not_answered_until_committed(log_m
         await until(lambda: groups.fetch_offsets("g", [("in", [0])])[0] == 0)
         assert groups.fetch_offsets("g", [("in", [0])]) == (0, [("in", [(0, 18, -1, "", 0)])])
         assert groups.describe_group("g").error == 0
+        await groups.stop()
+
+    asyncio.run(main())
+
+
+def group_batch(base: int, group: str, generation: int, assignment: bytes, now: int) -> bytes:
+    member = MemberMetadata("m1", None, "c", "/h", 60000, 30000, b"sub", assignment)
+    value = GroupMetadataValue("consumer", generation, "range", "m1", now, (member,))
+    record = Record(base, now, encode_offset_key(GroupMetadataKey(group)), encode_group_value(value), ())
+    return build_batch([record], base_offset=base, partition_leader_epoch=0)
+
+
+def test_answers_that_write_nothing_wait_for_the_loaded_tail(log_manager):
+    """The old coordinator completed a rebalance (generation 2, member m1 assigned "new") and
+    died before every in-sync follower had that record. The new coordinator, elected with it
+    above its high watermark, answered SyncGroup with that assignment, and Heartbeat 0 at
+    generation 2, at once (before the fix): a member consumed by an assignment the next
+    coordinator, elected without the record, never gave. Now they answer once the tail is
+    committed, as Kafka's runtime answers once its last written offset is."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = group_batch(0, "g", 1, b"old", now) + group_batch(1, "g", 2, b"new", now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        sync = asyncio.ensure_future(groups.sync(SyncRequest("g", 2, "m1")))
+        beat = asyncio.ensure_future(groups.heartbeat(HeartbeatRequest("g", "m1", None, 2)))
+        await asyncio.sleep(0.05)
+        assert not sync.done() and not beat.done()  # before: SyncResult(0, ..., b"new") and 0
+        catch_up(rm, OFFSETS_TOPIC)
+        await until(lambda: sync.done() and beat.done())
+        assert (sync.result().error, sync.result().assignment) == (0, b"new") and beat.result() == 0
+        await groups.stop()
+
+    asyncio.run(main())
+
+
+def test_answers_that_write_nothing_from_a_tail_never_committed_are_not_coordinator(log_manager):
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = group_batch(0, "g", 1, b"old", now) + group_batch(1, "g", 2, b"new", now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        sync = asyncio.ensure_future(groups.sync(SyncRequest("g", 2, "m1")))
+        await asyncio.sleep(0.05)
+        groups.on_resigned(OFFSETS_TOPIC, 0, 1)  # leadership moved on: the tail may be truncated
+        await until(sync.done)
+        assert sync.result().error == E.not_coordinator and not sync.result().assignment
         await groups.stop()
 
     asyncio.run(main())
