@@ -242,6 +242,28 @@ def test_answers_that_write_nothing_from_a_tail_never_committed_are_not_coordina
     asyncio.run(main())
 
 
+def test_list_groups_does_not_list_a_group_only_in_an_uncommitted_tail(log_manager):
+    """Before the fix ListGroups answered (0, [g, h]): h, created by a record above the high
+    watermark, is a group the next coordinator may never have."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = group_batch(0, "g", 1, b"a", now) + group_batch(1, "h", 1, b"a", now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        assert groups.list_groups() == (E.coordinator_load_in_progress, [])
+        catch_up(rm, OFFSETS_TOPIC)
+        await until(lambda: groups.list_groups()[0] == 0)
+        assert sorted(g for g, _t, _s in groups.list_groups()[1]) == ["g", "h"]
+        await groups.stop()
+
+    asyncio.run(main())
+
+
 class RecordingMarkers:
     """The transaction coordinator's marker channel, recording what it is asked to write."""
 

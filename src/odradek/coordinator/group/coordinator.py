@@ -38,7 +38,7 @@ from odradek.coordinator.group.requests import (
 )
 from odradek.coordinator.group.shard import GroupShard
 from odradek.coordinator.partitions import CoordinatorPartitions
-from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.coordinator.runtime import CoordinatorRuntime, ShardState
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.errors import KafkaError
 
@@ -199,14 +199,18 @@ class GroupCoordinator:
     def list_groups(
         self, states: list[str] | None = None, types: list[str] | None = None
     ) -> tuple[int, list[tuple[str, str, str]]]:
-        """The groups of every shard here; COORDINATOR_LOAD_IN_PROGRESS (with the groups known
-        so far) while one loads."""
+        """The groups of every shard here that serves reads; COORDINATOR_LOAD_IN_PROGRESS (with
+        the groups of those) while one loads or what it loaded is not all committed: a group
+        only in an uncommitted tail is not listed, as Kafka lists at the last committed offset."""
         if not self.active:
             return int(E.coordinator_not_available), []
-        err = int(E.coordinator_load_in_progress) if self.runtime.loading else 0
+        err = 0
         out = []
         for ctx in self.runtime.contexts():
-            out.extend(ctx.shard.list_groups(states, types))
+            if ctx.serves_reads:
+                out.extend(ctx.shard.list_groups(states, types))
+            elif ctx.state is not ShardState.FAILED:
+                err = int(E.coordinator_load_in_progress)
         return err, out
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
