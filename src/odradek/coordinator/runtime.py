@@ -31,6 +31,9 @@ once for every coordinator, what each needs around its shards:
   coordinator of Kafka 3.9, in ZooKeeper mode, serves what it loaded to the log end);
   waiting instead of answering older state also keeps a new leader whose high watermark
   lags what the old one committed from answering below what was answered before.
+  The coordinator's `on_loaded` hook runs only then too (the transaction coordinator
+  resumes the transactions it found ending), and the transaction coordinator, whose every
+  operation reads state and may act on it, serves nothing before (`lookup_for_read`).
 - **Commit-then-reply, pipelined.** An operation runs synchronously on a loaded shard and
   returns a `CoordinatorResult`: the records to append, the replies to send once they are
   committed, and an optional continuation run with the write's outcome (which may return
@@ -487,6 +490,7 @@ class CoordinatorRuntime(Generic[S, R]):
             empty = False
         if empty:  # nothing to replay (a new partition): serve at once
             self._activate(ctx)
+            self._tail_committed(ctx)
             return
         self._load_queue.append(ctx)
         if self._load_task is None or self._load_task.done():
@@ -551,6 +555,12 @@ class CoordinatorRuntime(Generic[S, R]):
         ctx.completed_while_loading.clear()
         ctx.shard.on_loaded(self.clock())
         ctx.state = ShardState.ACTIVE
+
+    def _tail_committed(self, ctx: ShardContext[S]) -> None:
+        """What the shard loaded is committed: it serves reads, and the coordinator's
+        `on_loaded` hook runs (the transaction coordinator resumes the transactions it found
+        ending: never from a record the next leader may not have)."""
+        ctx.tail_committed = True
         if self._on_loaded is not None:
             self._on_loaded(ctx)
 
@@ -639,6 +649,7 @@ class CoordinatorRuntime(Generic[S, R]):
         except KafkaError:
             hw = -1
         if hw >= ctx.loaded_end:
+            self._tail_committed(ctx)
             return
         ctx.tail_committed = False
         log.info(
@@ -663,7 +674,7 @@ class CoordinatorRuntime(Generic[S, R]):
                     log.info("%s-%d: reads wait for the next election (%s)", self.topic, ctx.partition, e)
                     return
             if self._contexts.get(ctx.partition) is ctx:
-                ctx.tail_committed = True
+                self._tail_committed(ctx)
                 log.info("%s-%d: loaded end %d committed, reads served", self.topic, ctx.partition, ctx.loaded_end)
             return
 

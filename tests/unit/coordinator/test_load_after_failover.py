@@ -300,10 +300,77 @@ def test_transaction_coordinator_loads_the_record_past_the_high_watermark(log_ma
         )
         # the old coordinator wrote the markers and CompleteCommit; this follower knew only PrepareCommit committed
         await follow_then_lead(rm, TXN_STATE_TOPIC, log, leader_hw=1)
+        await until(lambda: not txns.runtime.loading)
+        # not answered (nor acted on) until the follower's fetch shows the tail committed
+        assert txns.describe("tx").error_code == E.coordinator_load_in_progress
+        catch_up(rm, TXN_STATE_TOPIC)
         await until(lambda: txns.describe("tx").error_code == 0)
         assert txns.describe("tx").state == "CompleteCommit"
         await asyncio.sleep(0.05)
         assert markers.calls == []  # nothing to send again: the transaction is complete
+        await txns.stop()
+
+    asyncio.run(main())
+
+
+def txn_log(now: int, *states: tuple[TxnState, tuple[tuple[str, int], ...]]) -> bytes:
+    def record(i: int, state: TxnState, partitions: tuple[tuple[str, int], ...]) -> Record:
+        value = TxnLogValue(PID, EPOCH, 60000, int(state), partitions, now, now)
+        return Record(i, now, encode_txn_key("tx"), encode_txn_value(value), ())
+
+    return b"".join(
+        build_batch([record(i, state, parts)], base_offset=i, partition_leader_epoch=0)
+        for i, (state, parts) in enumerate(states)
+    )
+
+
+async def txn_coordinator(rm: ReplicaManager, markers: RecordingMarkers) -> TransactionCoordinator:
+    async def next_pid() -> int:
+        return PID
+
+    txns = TransactionCoordinator(TxnConfig(num_partitions=1), rm, lambda: asyncio.sleep(0), next_pid, markers)
+    await txns.start()
+    rm.add_leadership_listener(txns)
+    return txns
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_transaction_coordinator_acts_on_a_loaded_tail_only_once_it_is_committed(log_manager, committed):
+    """The old coordinator appended PrepareCommit and died before every in-sync follower had
+    it. Before the fix the new coordinator, elected with it above its high watermark, wrote the
+    COMMIT markers at once, and answered from it (DescribeTransactions PrepareCommit, EndTxn
+    CONCURRENT_TRANSACTIONS, AddPartitionsToTxn of a partition already in: 0): the next
+    coordinator, elected without that record, has the transaction Ongoing and may abort it on
+    its timeout, a transaction committed on some partitions and aborted on others. Now it
+    answers COORDINATOR_LOAD_IN_PROGRESS and writes nothing until the tail is committed; if
+    leadership moves on first, it never acts on it."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        markers = RecordingMarkers()
+        txns = await txn_coordinator(rm, markers)
+        now = int(time.time() * 1000)
+        out = (("out", 0),)
+        log = txn_log(now, (TxnState.ONGOING, out), (TxnState.PREPARE_COMMIT, out))
+        await follow_then_lead(rm, TXN_STATE_TOPIC, log, leader_hw=1)
+        await until(lambda: not txns.runtime.loading)
+        await asyncio.sleep(0.05)
+        assert markers.calls == []  # before: [(PID, EPOCH, True, {("out", 0)})]
+        assert txns.describe("tx").error_code == E.coordinator_load_in_progress  # before: 0, PrepareCommit
+        assert await txns.add_partitions("tx", PID, EPOCH, out) == E.coordinator_load_in_progress  # before: 0
+        assert (await txns.end_txn("tx", PID, EPOCH, True))[0] == E.coordinator_load_in_progress
+        assert txns.list_transactions()[0] == E.coordinator_load_in_progress
+        if not committed:
+            txns.on_resigned(TXN_STATE_TOPIC, 0, 1)
+            await asyncio.sleep(0.05)
+            assert markers.calls == []
+        else:
+            catch_up(rm, TXN_STATE_TOPIC)
+            await until(lambda: markers.calls != [])
+            assert markers.calls == [(PID, EPOCH, True, frozenset(out))]
+            await asyncio.sleep(0.05)  # CompleteCommit appended
+            catch_up(rm, TXN_STATE_TOPIC)  # and committed
+            await until(lambda: txns.describe("tx").state == "CompleteCommit")
         await txns.stop()
 
     asyncio.run(main())
