@@ -31,6 +31,9 @@ once for every coordinator, what each needs around its shards:
   coordinator of Kafka 3.9, in ZooKeeper mode, serves what it loaded to the log end);
   waiting instead of answering older state also keeps a new leader whose high watermark
   lags what the old one committed from answering below what was answered before.
+  The coordinator's `on_loaded` hook runs only then too (the transaction coordinator
+  resumes the transactions it found ending), and the transaction coordinator, whose every
+  operation reads state and may act on it, serves nothing before (`lookup_for_read`).
 - **Commit-then-reply, pipelined.** An operation runs synchronously on a loaded shard and
   returns a `CoordinatorResult`: the records to append, the replies to send once they are
   committed, and an optional continuation run with the write's outcome (which may return
@@ -42,6 +45,16 @@ once for every coordinator, what each needs around its shards:
   one after another; they complete in log order (a write whose append was refused
   completes in its turn, with its error), and each at most `commit_timeout_ms` after its
   append (REQUEST_TIMED_OUT).
+- **Answers that write nothing wait too.** A result with no records (a heartbeat, a
+  SyncGroup or JoinGroup answered from the group as it is) may show state that earlier
+  writes, or a loaded tail, put there and that is not committed yet. As in Kafka's runtime,
+  it is answered at once only if the high watermark has reached the shard's last written
+  offset (`ShardContext.last_written`: the loaded end, then each append's); otherwise it
+  waits in the partition's queue behind that offset, with its own `commit_timeout_ms`. If
+  that offset never commits in time (REQUEST_TIMED_OUT) or the shard is unloaded first
+  (NOT_COORDINATOR), its replies are not sent: each waiting token gets the error (`run`'s
+  `on_error` makes it the operation's answer). A continuation's result is the outcome of
+  its own committed write and is answered at once.
 - **Epoch validity.** A write carries the epoch of the shard it was computed on, which is
   the partition's leader epoch: one whose shard was unloaded or re-elected is not appended
   (NOT_COORDINATOR at once), nor is one the partition refuses at that leader epoch.
@@ -79,7 +92,8 @@ once for every coordinator, what each needs around its shards:
   checks (`every`) and background tasks (`spawn`) end with the runtime.
 
 Everything runs on the broker's event loop. Coordinators are the runtime's users:
-group/coordinator.py and txn/coordinator.py.
+group/coordinator.py and txn/coordinator.py. What a shard implements and returns (`Shard`,
+`CoordinatorResult`, `Timer`) is in shard_api.py, re-exported here.
 """
 
 from __future__ import annotations
@@ -87,16 +101,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
-import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 from odradek.coordinator.codec import RecordFormatError, partition_for
 from odradek.coordinator.partitions import CoordinatorPartitions
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.coordinator.shard_api import CoordinatorResult, R, Settings, Shard, Timer
+from odradek.protocol.errors import ErrorCode, KafkaError, error_class
 from odradek.protocol.records import (
     CONTROL_COMMIT,
     Record,
@@ -111,130 +125,7 @@ log = logging.getLogger(__name__)
 LOAD_READ_BYTES = 1 << 20
 NOT_COORDINATOR = int(ErrorCode.not_coordinator)
 
-R = TypeVar("R")  # what a coordinator's records are before serialization
-T = TypeVar("T")
-
-
-class Settings(Protocol):
-    """The broker's settings by Kafka name (broker/config.py's BrokerConfig): what each
-    coordinator's config reads in its `from_broker`."""
-
-    def __getitem__(self, name: str) -> Any: ...
-
-
-# =========================================================================== results
-
-
-@dataclass(slots=True)
-class CoordinatorResult(Generic[R]):
-    """What an operation produced (Kafka's CoordinatorResult): `records` to append to the
-    shard's partition, `replies` `(token, answer)` to send once they are committed, and a
-    continuation `then(error_code, now)` run after the append (0: committed), which may return
-    more to write. A waiting request is an opaque token: the runtime passes an asyncio future,
-    tests any object."""
-
-    records: list[R] = field(default_factory=list)
-    replies: list[tuple[Any, Any]] = field(default_factory=list)
-    then: Callable[[int, int], CoordinatorResult[R] | None] | None = None
-    # A transactional write (TxnOffsetCommit): the records go in one transactional batch of
-    # this producer, base sequence 0 as Kafka's coordinators write it (-1: a plain batch).
-    producer_id: int = -1
-    producer_epoch: int = -1
-    # Set by the runtime once appended, before `then` runs: the log offset of the first record.
-    base_offset: int = -1
-
-    def reply(self, token: Any, value: Any) -> None:
-        if token is not None:
-            self.replies.append((token, value))
-
-
-# =========================================================================== timers
-
-
-class Timer(Generic[T]):
-    """Keyed deadlines of one shard (Kafka's CoordinatorTimer), sans-IO: `schedule(key, at, op)`
-    replaces the key's deadline; `expire(now)` runs each due `op(now)` in deadline order and
-    returns what they produced. The runtime arms one event-loop timer for the earliest
-    deadline of all shards."""
-
-    __slots__ = ("_ops", "_heap", "_seq")
-
-    def __init__(self) -> None:
-        self._ops: dict[Hashable, tuple[int, int, Callable[[int], T | None]]] = {}
-        self._heap: list[tuple[int, int, Hashable]] = []
-        self._seq = 0
-
-    def schedule(self, key: Hashable, at: int, op: Callable[[int], T | None]) -> None:
-        self._seq += 1
-        self._ops[key] = (at, self._seq, op)
-        heapq.heappush(self._heap, (at, self._seq, key))
-
-    def cancel(self, key: Hashable) -> None:
-        self._ops.pop(key, None)
-
-    def cancel_if(self, pred: Callable[[Any], bool]) -> None:
-        for key in [k for k in self._ops if pred(k)]:
-            del self._ops[key]
-
-    def deadline(self, key: Hashable) -> int | None:
-        entry = self._ops.get(key)
-        return None if entry is None else entry[0]
-
-    def next_deadline(self) -> int | None:
-        while self._heap:
-            at, seq, key = self._heap[0]
-            entry = self._ops.get(key)
-            if entry is not None and entry[1] == seq:
-                return at
-            heapq.heappop(self._heap)
-        return None
-
-    def expire(self, now: int) -> list[T]:
-        """Run every deadline at or before `now` (those its operations set too)."""
-        out = []
-        while self._heap and self._heap[0][0] <= now:
-            _at, seq, key = heapq.heappop(self._heap)
-            entry = self._ops.get(key)
-            if entry is None or entry[1] != seq:
-                continue
-            del self._ops[key]
-            produced = entry[2](now)
-            if produced is not None:
-                out.append(produced)
-        return out
-
-
-# =========================================================================== shards
-
-
-class Shard(Protocol[R]):
-    """The state a coordinator keeps for one partition of its topic (Kafka's CoordinatorShard)."""
-
-    def replay(self, offset: int, producer_id: int, key: bytes, value: bytes | None) -> None:
-        """Apply one record of the partition, at `offset`, of a transactional batch of
-        `producer_id` (-1: a plain batch). Raises RecordFormatError for bytes it cannot read
-        (the runtime logs and skips the record)."""
-        ...
-
-    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
-        """The producer's COMMIT (`commit`) or ABORT marker is in the partition: read while
-        loading, or written and committed since (the broker's WriteTxnMarkers)."""
-        ...
-
-    def on_loaded(self, now: int) -> None:
-        """The partition is replayed to its end; operations follow."""
-        ...
-
-    def on_unloaded(self) -> list[tuple[Any, Any]]:
-        """The shard is dropped: `(token, answer)` for whatever waits on it."""
-        ...
-
-    def next_deadline(self) -> int | None: ...
-
-    def expire(self, now: int) -> Sequence[CoordinatorResult[R]]:
-        """Run the deadlines due at `now`: what they produced, to write."""
-        ...
-
+__all__ = ["CoordinatorResult", "CoordinatorRuntime", "Settings", "Shard", "ShardContext", "ShardState", "Timer"]
 
 S = TypeVar("S", bound=Shard[Any])
 
@@ -259,6 +150,9 @@ class ShardContext(Generic[S]):
     # the offset the load replayed to, and whether the high watermark has reached it (reads wait)
     loaded_end: int = 0
     tail_committed: bool = True
+    # the offset after the last record the shard loaded or appended (Kafka's lastWrittenOffset):
+    # answers that write nothing wait until the high watermark reaches it
+    last_written: int = 0
 
     @property
     def serves_reads(self) -> bool:
@@ -281,6 +175,9 @@ class _Write(Generic[R]):
     last_offset: int = -1
     deadline: float = 0.0  # on the event loop's clock
     error: int | None = None  # None: appended, waiting for the high watermark
+    # a result with no records, waiting for `last_offset` (the shard's last written) to commit:
+    # its replies are sent only if it does (else each token gets the error)
+    answers_only: bool = False
 
 
 class CoordinatorRuntime(Generic[S, R]):
@@ -471,6 +368,7 @@ class CoordinatorRuntime(Generic[S, R]):
             empty = False
         if empty:  # nothing to replay (a new partition): serve at once
             self._activate(ctx)
+            self._tail_committed(ctx)
             return
         self._load_queue.append(ctx)
         if self._load_task is None or self._load_task.done():
@@ -535,6 +433,12 @@ class CoordinatorRuntime(Generic[S, R]):
         ctx.completed_while_loading.clear()
         ctx.shard.on_loaded(self.clock())
         ctx.state = ShardState.ACTIVE
+
+    def _tail_committed(self, ctx: ShardContext[S]) -> None:
+        """What the shard loaded is committed: it serves reads, and the coordinator's
+        `on_loaded` hook runs (the transaction coordinator resumes the transactions it found
+        ending: never from a record the next leader may not have)."""
+        ctx.tail_committed = True
         if self._on_loaded is not None:
             self._on_loaded(ctx)
 
@@ -603,7 +507,7 @@ class CoordinatorRuntime(Generic[S, R]):
             return
         if self._contexts.get(partition) is not ctx:
             return  # resigned or re-elected meanwhile
-        ctx.loaded_end = offset
+        ctx.loaded_end = ctx.last_written = offset
         self._activate(ctx)
         log.info(
             "loaded %d records of %s-%d (epoch %d) in %.0f ms",
@@ -623,6 +527,7 @@ class CoordinatorRuntime(Generic[S, R]):
         except KafkaError:
             hw = -1
         if hw >= ctx.loaded_end:
+            self._tail_committed(ctx)
             return
         ctx.tail_committed = False
         log.info(
@@ -647,7 +552,7 @@ class CoordinatorRuntime(Generic[S, R]):
                     log.info("%s-%d: reads wait for the next election (%s)", self.topic, ctx.partition, e)
                     return
             if self._contexts.get(ctx.partition) is ctx:
-                ctx.tail_committed = True
+                self._tail_committed(ctx)
                 log.info("%s-%d: loaded end %d committed, reads served", self.topic, ctx.partition, ctx.loaded_end)
             return
 
@@ -657,11 +562,24 @@ class CoordinatorRuntime(Generic[S, R]):
         its commit (commit-then-reply)."""
         self._submit(ctx.partition, ctx.epoch, res)
 
-    async def run(self, ctx: ShardContext[S], op: Callable[[Any, int], CoordinatorResult[R]]) -> Any:
-        """Run `op(token, now)` on the shard and wait for the answer to `token`."""
+    async def run(
+        self,
+        ctx: ShardContext[S],
+        op: Callable[[Any, int], CoordinatorResult[R]],
+        on_error: Callable[[int], Any] | None = None,
+    ) -> Any:
+        """Run `op(token, now)` on the shard and wait for the answer to `token`. An answer
+        computed on state that never committed is not sent: the token gets the error
+        (NOT_COORDINATOR, REQUEST_TIMED_OUT), which `on_error(code)` turns into the answer
+        (without it, the KafkaError is raised)."""
         fut = asyncio.get_running_loop().create_future()
         self._submit(ctx.partition, ctx.epoch, op(fut, self.clock()))
-        return await fut
+        try:
+            return await fut
+        except KafkaError as e:
+            if on_error is None:
+                raise
+            return on_error(e.code)
 
     async def append(self, partition: int, epoch: int, records: list[R]) -> int:
         """Append `records` (one batch) now for a shard at `epoch`: 0 once committed, else the
@@ -679,15 +597,39 @@ class CoordinatorRuntime(Generic[S, R]):
         ctx = self._contexts.get(partition)
         return self.active and ctx is not None and ctx.epoch == epoch
 
-    def _submit(self, partition: int, epoch: int, res: CoordinatorResult[R]) -> None:
+    def _submit(self, partition: int, epoch: int, res: CoordinatorResult[R], *, outcome: bool = False) -> None:
+        """`outcome`: the result is a continuation's, its replies the outcome of a write whose
+        commit is known (sent at once when it writes nothing)."""
         if not res.records:
-            self._written(partition, epoch, res, 0)
+            last = -1 if outcome else self._uncommitted_end(partition, epoch)
+            if last < 0:
+                self._written(partition, epoch, res, 0)
+                return
+            # Kafka's runtime: an operation that writes nothing answers once the shard's last
+            # written offset is committed, so it never shows state the next leader may lack
+            deadline = asyncio.get_running_loop().time() + self.commit_timeout_ms / 1000
+            self._enqueue(partition, _Write(epoch, res, last, deadline, answers_only=True))
             return
         if not self._valid(partition, epoch):  # computed on a shard that is gone: not appended
             self._written(partition, epoch, res, NOT_COORDINATOR)
             return
         write = _Write(epoch, res)
         self._append(partition, write)
+        self._enqueue(partition, write)
+
+    def _uncommitted_end(self, partition: int, epoch: int) -> int:
+        """The last offset the shard at `epoch` loaded or appended, if the high watermark is
+        below it; else -1."""
+        ctx = self._contexts.get(partition)
+        if not self.active or ctx is None or ctx.epoch != epoch or ctx.state is not ShardState.ACTIVE:
+            return -1
+        try:
+            hw = self.partitions.high_watermark(self.topic, partition)
+        except KafkaError:
+            hw = -1
+        return ctx.last_written - 1 if hw < ctx.last_written else -1
+
+    def _enqueue(self, partition: int, write: _Write[R]) -> None:
         in_flight = self._in_flight.get(partition)
         if in_flight is None:
             in_flight = self._in_flight[partition] = collections.deque()
@@ -716,6 +658,9 @@ class CoordinatorRuntime(Generic[S, R]):
             res.base_offset, write.last_offset = self.partitions.append_as_leader(
                 self.topic, partition, write.epoch, batch
             )
+            ctx = self._contexts.get(partition)
+            if ctx is not None and ctx.epoch == write.epoch:
+                ctx.last_written = max(ctx.last_written, write.last_offset + 1)
         except KafkaError as e:
             log.warning("append to %s-%d failed: %s", self.topic, partition, e)
             write.error = NOT_COORDINATOR if e.code in _OTHER_EPOCH else e.code
@@ -737,7 +682,7 @@ class CoordinatorRuntime(Generic[S, R]):
                     if not in_flight or in_flight[0] is not write:
                         continue  # the shard was unloaded meanwhile, which answered it
                 in_flight.popleft()
-                self._written(partition, write.epoch, write.res, write.error)
+                self._finish(partition, write)
         finally:
             if self._committers.get(partition) is asyncio.current_task():
                 del self._committers[partition]
@@ -749,6 +694,8 @@ class CoordinatorRuntime(Generic[S, R]):
         try:
             await self.partitions.wait_for_commit(self.topic, partition, write.last_offset, timeout_ms)
         except KafkaError as e:
+            if write.answers_only and e.code == ErrorCode.not_enough_replicas_after_append:
+                return 0 if self._valid(partition, write.epoch) else NOT_COORDINATOR  # the HW passed it
             log.warning("write to %s-%d at %d not committed: %s", self.topic, partition, write.last_offset, e)
             return e.code
         except Exception:
@@ -765,8 +712,18 @@ class CoordinatorRuntime(Generic[S, R]):
         in_flight = self._in_flight.pop(partition, None)
         while in_flight:
             write = in_flight.popleft()
-            error = NOT_COORDINATOR if write.error is None else write.error
-            self._written(partition, write.epoch, write.res, error)
+            if write.error is None:
+                write.error = NOT_COORDINATOR
+            self._finish(partition, write)
+
+    def _finish(self, partition: int, write: _Write[R]) -> None:
+        """Deliver a write's outcome; the replies of an answer that waited for the shard's
+        last written offset only if it committed (each token gets the error otherwise)."""
+        error = int(write.error or 0)
+        if write.answers_only and error:
+            self._deliver_error(write.res.replies, error)
+            write.res.replies = []
+        self._written(partition, write.epoch, write.res, error)
 
     def _written(self, partition: int, epoch: int, res: CoordinatorResult[R], error: int) -> None:
         """Deliver a result's replies, then run its continuation with the write's outcome."""
@@ -778,7 +735,7 @@ class CoordinatorRuntime(Generic[S, R]):
                 log.exception("a continuation of a write to %s-%d failed", self.topic, partition)
                 more = None
             if more is not None:
-                self._submit(partition, epoch, more)
+                self._submit(partition, epoch, more, outcome=True)
         self._rearm()
 
     @staticmethod
@@ -786,6 +743,12 @@ class CoordinatorRuntime(Generic[S, R]):
         for token, value in replies:
             if isinstance(token, asyncio.Future) and not token.done():
                 token.set_result(value)
+
+    @staticmethod
+    def _deliver_error(replies: list[tuple[Any, Any]], code: int) -> None:
+        for token, _value in replies:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_exception(error_class(code)("the answer's state was not committed"))
 
     # =================================================================== timers
     def _rearm(self) -> None:

@@ -836,3 +836,113 @@ def test_stop_cancels_background_tasks_in_the_order_they_were_started():
         assert cancelled == list(range(64))
 
     run(main())
+
+
+# =========================================================================== answers that write nothing
+
+
+def _answer(token: Any, value: str) -> CoordinatorResult[Rec]:
+    res: CoordinatorResult[Rec] = CoordinatorResult()
+    res.reply(token, value)
+    return res
+
+
+def test_an_answer_that_writes_nothing_waits_for_the_writes_before_it_to_commit():
+    """Kafka's runtime: an operation with no records (a heartbeat, a SyncGroup of a stable
+    group) answers once the shard's last written offset is committed, never from state a
+    write not yet committed put there. Before: answered at once."""
+    parts = MemoryPartitions()
+    parts.hold = True
+
+    async def main():
+        r = runtime(parts)
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        ctx = r.context(0)
+        assert ctx is not None
+        write = asyncio.ensure_future(r.run(ctx, lambda t, now: ctx.shard.put(b"a", token=t, now=now)))
+        await settle()
+        seen = asyncio.ensure_future(r.run(ctx, lambda t, now: _answer(t, "seen")))
+        await settle()
+        assert not write.done() and not seen.done()  # before: "seen" at once
+        parts.commit()
+        await settle()
+        assert write.result() == "put a" and seen.result() == "seen"
+        # nothing waiting: answered at once
+        assert await asyncio.wait_for(r.run(ctx, lambda t, now: _answer(t, "now")), 0.05) == "now"
+        await r.stop()
+
+    run(main())
+
+
+def test_an_answer_that_writes_nothing_waits_for_a_loaded_tail_and_is_never_sent_if_it_is_lost():
+    """A shard loaded past its high watermark: an answer that writes nothing waits for the
+    tail's commit; the shard unloaded before it commits, the token gets NOT_COORDINATOR (the
+    caller's `on_error`), not the answer; one not committed in time gets REQUEST_TIMED_OUT."""
+    parts = MemoryPartitions()
+    parts.put(0, batch(b"a"))
+    parts.put(0, batch(b"b"))  # appended by the old leader, not committed
+    parts._advance(0, 1)
+
+    async def main():
+        r = runtime(parts)  # commit timeout 100 ms
+        await r.start()
+        r.on_elected(TOPIC, 0, 2)
+        await r.wait_loaded()
+        ctx = r.context(0)
+        assert ctx is not None and ctx.state is ShardState.ACTIVE
+        timed_out = await r.run(ctx, lambda t, now: _answer(t, "seen"), lambda code: code)
+        assert timed_out == E.request_timed_out  # before: "seen"
+        seen = asyncio.ensure_future(r.run(ctx, lambda t, now: _answer(t, "seen"), lambda code: code))
+        raised = asyncio.ensure_future(r.run(ctx, lambda t, now: _answer(t, "seen")))
+        await settle()
+        assert not seen.done()
+        r.on_resigned(TOPIC, 0, 2)
+        await settle()
+        assert seen.result() == E.not_coordinator
+        with pytest.raises(error_class(E.not_coordinator)):
+            raised.result()
+        r.on_elected(TOPIC, 0, 3)
+        await r.wait_loaded()
+        ctx = r.context(0)
+        assert ctx is not None
+        seen = asyncio.ensure_future(r.run(ctx, lambda t, now: _answer(t, "seen"), lambda code: code))
+        await settle()
+        assert not seen.done()
+        parts._advance(0, 2)
+        await settle()
+        assert seen.result() == "seen"
+        await r.stop()
+
+    run(main())
+
+
+def test_a_continuation_that_writes_nothing_answers_at_once_with_its_writes_outcome():
+    """The answer a continuation gives is the outcome of a committed write: it does not wait
+    for writes appended after that one."""
+    parts = MemoryPartitions()
+    parts.hold = True
+
+    async def main():
+        r = runtime(parts)
+        await r.start()
+        r.on_elected(TOPIC, 0, 1)
+        ctx = r.context(0)
+        assert ctx is not None
+        first = asyncio.get_running_loop().create_future()
+
+        def then(error: int, now: int) -> CoordinatorResult[Rec]:
+            return _answer(first, f"a: {error}")
+
+        r.submit(ctx, CoordinatorResult([(b"a", b"v")], then=then))
+        later = asyncio.ensure_future(r.run(ctx, lambda t, now: ctx.shard.put(b"b", token=t, now=now)))
+        await settle()
+        parts.commit()  # "a" only
+        await settle()
+        assert first.result() == "a: 0" and not later.done()
+        parts.commit()
+        await settle()
+        assert later.result() == "put b"
+        await r.stop()
+
+    run(main())

@@ -33,13 +33,24 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
-from odradek.coordinator.group.records import OFFSETS_TOPIC, OffsetCommitKey, OffsetCommitValue, encode_offset_value
+from odradek.coordinator.group.records import (
+    OFFSETS_TOPIC,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_value,
+    encode_offset_value,
+)
 from odradek.coordinator.group.records import encode_key as encode_offset_key
+from odradek.coordinator.group.requests import HeartbeatRequest, SyncRequest
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
 from odradek.coordinator.txn.records import TXN_STATE_TOPIC, TxnLogValue
 from odradek.coordinator.txn.records import encode_key as encode_txn_key
 from odradek.coordinator.txn.records import encode_value as encode_txn_value
 from odradek.coordinator.txn.state import TxnState
+from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import CONTROL_COMMIT, Record, build_batch, build_control_batch
 from odradek.storage import LogConfig, LogManager
 
@@ -175,6 +186,84 @@ def test_offsets_above_the_high_watermark_are_not_answered_until_committed(log_m
     asyncio.run(main())
 
 
+def group_batch(base: int, group: str, generation: int, assignment: bytes, now: int) -> bytes:
+    member = MemberMetadata("m1", None, "c", "/h", 60000, 30000, b"sub", assignment)
+    value = GroupMetadataValue("consumer", generation, "range", "m1", now, (member,))
+    record = Record(base, now, encode_offset_key(GroupMetadataKey(group)), encode_group_value(value), ())
+    return build_batch([record], base_offset=base, partition_leader_epoch=0)
+
+
+def test_answers_that_write_nothing_wait_for_the_loaded_tail(log_manager):
+    """The old coordinator completed a rebalance (generation 2, member m1 assigned "new") and
+    died before every in-sync follower had that record. The new coordinator, elected with it
+    above its high watermark, answered SyncGroup with that assignment, and Heartbeat 0 at
+    generation 2, at once (before the fix): a member consumed by an assignment the next
+    coordinator, elected without the record, never gave. Now they answer once the tail is
+    committed, as Kafka's runtime answers once its last written offset is."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = group_batch(0, "g", 1, b"old", now) + group_batch(1, "g", 2, b"new", now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        sync = asyncio.ensure_future(groups.sync(SyncRequest("g", 2, "m1")))
+        beat = asyncio.ensure_future(groups.heartbeat(HeartbeatRequest("g", "m1", None, 2)))
+        await asyncio.sleep(0.05)
+        assert not sync.done() and not beat.done()  # before: SyncResult(0, ..., b"new") and 0
+        catch_up(rm, OFFSETS_TOPIC)
+        await until(lambda: sync.done() and beat.done())
+        assert (sync.result().error, sync.result().assignment) == (0, b"new") and beat.result() == 0
+        await groups.stop()
+
+    asyncio.run(main())
+
+
+def test_answers_that_write_nothing_from_a_tail_never_committed_are_not_coordinator(log_manager):
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = group_batch(0, "g", 1, b"old", now) + group_batch(1, "g", 2, b"new", now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        sync = asyncio.ensure_future(groups.sync(SyncRequest("g", 2, "m1")))
+        await asyncio.sleep(0.05)
+        groups.on_resigned(OFFSETS_TOPIC, 0, 1)  # leadership moved on: the tail may be truncated
+        await until(sync.done)
+        assert sync.result().error == E.not_coordinator and not sync.result().assignment
+        await groups.stop()
+
+    asyncio.run(main())
+
+
+def test_list_groups_does_not_list_a_group_only_in_an_uncommitted_tail(log_manager):
+    """Before the fix ListGroups answered (0, [g, h]): h, created by a record above the high
+    watermark, is a group the next coordinator may never have."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        groups = GroupCoordinator(GroupConfig(num_partitions=1), rm, lambda: asyncio.sleep(0))
+        await groups.start()
+        rm.add_leadership_listener(groups)
+        now = int(time.time() * 1000)
+        log = group_batch(0, "g", 1, b"a", now) + group_batch(1, "h", 1, b"a", now)
+        await follow_then_lead(rm, OFFSETS_TOPIC, log, leader_hw=1)
+        await until(lambda: groups.group_error("g") == 0)
+        assert groups.list_groups() == (E.coordinator_load_in_progress, [])
+        catch_up(rm, OFFSETS_TOPIC)
+        await until(lambda: groups.list_groups()[0] == 0)
+        assert sorted(g for g, _t, _s in groups.list_groups()[1]) == ["g", "h"]
+        await groups.stop()
+
+    asyncio.run(main())
+
+
 class RecordingMarkers:
     """The transaction coordinator's marker channel, recording what it is asked to write."""
 
@@ -211,10 +300,77 @@ def test_transaction_coordinator_loads_the_record_past_the_high_watermark(log_ma
         )
         # the old coordinator wrote the markers and CompleteCommit; this follower knew only PrepareCommit committed
         await follow_then_lead(rm, TXN_STATE_TOPIC, log, leader_hw=1)
+        await until(lambda: not txns.runtime.loading)
+        # not answered (nor acted on) until the follower's fetch shows the tail committed
+        assert txns.describe("tx").error_code == E.coordinator_load_in_progress
+        catch_up(rm, TXN_STATE_TOPIC)
         await until(lambda: txns.describe("tx").error_code == 0)
         assert txns.describe("tx").state == "CompleteCommit"
         await asyncio.sleep(0.05)
         assert markers.calls == []  # nothing to send again: the transaction is complete
+        await txns.stop()
+
+    asyncio.run(main())
+
+
+def txn_log(now: int, *states: tuple[TxnState, tuple[tuple[str, int], ...]]) -> bytes:
+    def record(i: int, state: TxnState, partitions: tuple[tuple[str, int], ...]) -> Record:
+        value = TxnLogValue(PID, EPOCH, 60000, int(state), partitions, now, now)
+        return Record(i, now, encode_txn_key("tx"), encode_txn_value(value), ())
+
+    return b"".join(
+        build_batch([record(i, state, parts)], base_offset=i, partition_leader_epoch=0)
+        for i, (state, parts) in enumerate(states)
+    )
+
+
+async def txn_coordinator(rm: ReplicaManager, markers: RecordingMarkers) -> TransactionCoordinator:
+    async def next_pid() -> int:
+        return PID
+
+    txns = TransactionCoordinator(TxnConfig(num_partitions=1), rm, lambda: asyncio.sleep(0), next_pid, markers)
+    await txns.start()
+    rm.add_leadership_listener(txns)
+    return txns
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_transaction_coordinator_acts_on_a_loaded_tail_only_once_it_is_committed(log_manager, committed):
+    """The old coordinator appended PrepareCommit and died before every in-sync follower had
+    it. Before the fix the new coordinator, elected with it above its high watermark, wrote the
+    COMMIT markers at once, and answered from it (DescribeTransactions PrepareCommit, EndTxn
+    CONCURRENT_TRANSACTIONS, AddPartitionsToTxn of a partition already in: 0): the next
+    coordinator, elected without that record, has the transaction Ongoing and may abort it on
+    its timeout, a transaction committed on some partitions and aborted on others. Now it
+    answers COORDINATOR_LOAD_IN_PROGRESS and writes nothing until the tail is committed; if
+    leadership moves on first, it never acts on it."""
+
+    async def main():
+        rm = replica_manager(log_manager)
+        markers = RecordingMarkers()
+        txns = await txn_coordinator(rm, markers)
+        now = int(time.time() * 1000)
+        out = (("out", 0),)
+        log = txn_log(now, (TxnState.ONGOING, out), (TxnState.PREPARE_COMMIT, out))
+        await follow_then_lead(rm, TXN_STATE_TOPIC, log, leader_hw=1)
+        await until(lambda: not txns.runtime.loading)
+        await asyncio.sleep(0.05)
+        assert markers.calls == []  # before: [(PID, EPOCH, True, {("out", 0)})]
+        assert txns.describe("tx").error_code == E.coordinator_load_in_progress  # before: 0, PrepareCommit
+        assert await txns.add_partitions("tx", PID, EPOCH, out) == E.coordinator_load_in_progress  # before: 0
+        assert (await txns.end_txn("tx", PID, EPOCH, True))[0] == E.coordinator_load_in_progress
+        assert txns.list_transactions()[0] == E.coordinator_load_in_progress
+        if not committed:
+            txns.on_resigned(TXN_STATE_TOPIC, 0, 1)
+            await asyncio.sleep(0.05)
+            assert markers.calls == []
+        else:
+            catch_up(rm, TXN_STATE_TOPIC)
+            await until(lambda: markers.calls != [])
+            assert markers.calls == [(PID, EPOCH, True, frozenset(out))]
+            await asyncio.sleep(0.05)  # CompleteCommit appended
+            catch_up(rm, TXN_STATE_TOPIC)  # and committed
+            await until(lambda: txns.describe("tx").state == "CompleteCommit")
         await txns.stop()
 
     asyncio.run(main())

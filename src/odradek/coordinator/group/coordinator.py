@@ -8,7 +8,9 @@ COORDINATOR_LOAD_IN_PROGRESS while the partition loads, NOT_COORDINATOR when thi
 not lead it), or runs on the shard and answers once its records are committed. Reads
 (OffsetFetch, DescribeGroups) show only committed state: COORDINATOR_LOAD_IN_PROGRESS too
 while the partition's high watermark is below what its load replayed (runtime.py, "Reads of
-committed state"). No handler
+committed state"). An operation that writes nothing (a heartbeat, a SyncGroup of a stable
+group) answers once the shard's last written offset is committed (runtime.py, "Answers that
+write nothing wait too"). No handler
 sleeps: JoinGroup and SyncGroup await futures that later transitions complete. Offsets are
 checked for expiry every `offsets.retention.check.interval.ms`.
 """
@@ -19,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from odradek.coordinator.group.classic_groups import store_error
 from odradek.coordinator.group.config import GroupConfig
 from odradek.coordinator.group.records import OFFSETS_TOPIC, GroupRecord, serialize_record
 from odradek.coordinator.group.requests import (
@@ -35,8 +38,9 @@ from odradek.coordinator.group.requests import (
 )
 from odradek.coordinator.group.shard import GroupShard
 from odradek.coordinator.partitions import CoordinatorPartitions
-from odradek.coordinator.runtime import CoordinatorRuntime
+from odradek.coordinator.runtime import CoordinatorRuntime, ShardState
 from odradek.protocol.errors import ErrorCode as E
+from odradek.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -118,25 +122,39 @@ class GroupCoordinator:
         err, ctx = self.runtime.lookup(req.group_id)
         if ctx is None:
             return JoinResult(err, req.member_id)
-        return await self.runtime.run(ctx, lambda token, now: ctx.shard.join(req, token=token, now=now))
+        return await self.runtime.run(
+            ctx,
+            lambda token, now: ctx.shard.join(req, token=token, now=now),
+            lambda code: JoinResult(store_error(code), req.member_id),
+        )
 
     async def sync(self, req: SyncRequest) -> SyncResult:
         err, ctx = self.runtime.lookup(req.group_id)
         if ctx is None:
             return SyncResult(err)
-        return await self.runtime.run(ctx, lambda token, now: ctx.shard.sync(req, token=token, now=now))
+        return await self.runtime.run(
+            ctx,
+            lambda token, now: ctx.shard.sync(req, token=token, now=now),
+            lambda code: SyncResult(store_error(code)),
+        )
 
     async def heartbeat(self, req: HeartbeatRequest) -> int:
         err, ctx = self.runtime.lookup(req.group_id)
         if ctx is None:
             return err
-        return await self.runtime.run(ctx, lambda token, now: ctx.shard.heartbeat(req, token=token, now=now))
+        return await self.runtime.run(
+            ctx, lambda token, now: ctx.shard.heartbeat(req, token=token, now=now), store_error
+        )
 
     async def leave(self, req: LeaveRequest) -> LeaveResult:
         err, ctx = self.runtime.lookup(req.group_id)
         if ctx is None:
             return LeaveResult(err)
-        return await self.runtime.run(ctx, lambda token, now: ctx.shard.leave(req, token=token, now=now))
+        return await self.runtime.run(
+            ctx,
+            lambda token, now: ctx.shard.leave(req, token=token, now=now),
+            lambda code: LeaveResult(store_error(code)),
+        )
 
     async def commit_offsets(self, req: OffsetCommitRequest) -> dict[TopicPartition, int]:
         """OffsetCommit, and TxnOffsetCommit (`req.transactional`: the offsets are pending in
@@ -144,7 +162,11 @@ class GroupCoordinator:
         err, ctx = self.runtime.lookup(req.group_id)
         if ctx is None:
             return {(o.topic, o.partition): err for o in req.offsets}
-        return await self.runtime.run(ctx, lambda token, now: ctx.shard.commit_offsets(req, token=token, now=now))
+        return await self.runtime.run(
+            ctx,
+            lambda token, now: ctx.shard.commit_offsets(req, token=token, now=now),
+            lambda code: {(o.topic, o.partition): store_error(code) for o in req.offsets},
+        )
 
     def complete_transaction(self, offsets_partition: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """A COMMIT (`commit`) or ABORT marker of the producer was appended to this partition of
@@ -177,14 +199,18 @@ class GroupCoordinator:
     def list_groups(
         self, states: list[str] | None = None, types: list[str] | None = None
     ) -> tuple[int, list[tuple[str, str, str]]]:
-        """The groups of every shard here; COORDINATOR_LOAD_IN_PROGRESS (with the groups known
-        so far) while one loads."""
+        """The groups of every shard here that serves reads; COORDINATOR_LOAD_IN_PROGRESS (with
+        the groups of those) while one loads or what it loaded is not all committed: a group
+        only in an uncommitted tail is not listed, as Kafka lists at the last committed offset."""
         if not self.active:
             return int(E.coordinator_not_available), []
-        err = int(E.coordinator_load_in_progress) if self.runtime.loading else 0
+        err = 0
         out = []
         for ctx in self.runtime.contexts():
-            out.extend(ctx.shard.list_groups(states, types))
+            if ctx.serves_reads:
+                out.extend(ctx.shard.list_groups(states, types))
+            elif ctx.state is not ShardState.FAILED:
+                err = int(E.coordinator_load_in_progress)
         return err, out
 
     async def delete_groups(self, group_ids: list[str]) -> list[tuple[str, int]]:
@@ -197,7 +223,13 @@ class GroupCoordinator:
             else:
                 self.runtime.submit(ctx, ctx.shard.delete_group(gid, token=fut, now=self.runtime.clock()))
             futs.append(fut)
-        return [(gid, await f) for gid, f in zip(group_ids, futs)]
+        out = []
+        for gid, f in zip(group_ids, futs):
+            try:
+                out.append((gid, await f))
+            except KafkaError as e:  # answered from state that was not committed: not sent
+                out.append((gid, store_error(e.code)))
+        return out
 
     async def delete_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]]
@@ -206,7 +238,9 @@ class GroupCoordinator:
         if ctx is None:
             return err, {}
         return await self.runtime.run(
-            ctx, lambda token, now: ctx.shard.delete_offsets(group_id, topics, token=token, now=now)
+            ctx,
+            lambda token, now: ctx.shard.delete_offsets(group_id, topics, token=token, now=now),
+            lambda code: (store_error(code), {}),
         )
 
     # =================================================================== metrics

@@ -2,8 +2,12 @@
 the handlers call, each on the shard of the transactional id's partition of
 `__transaction_state` (shard.py) on the coordinator runtime (coordinator/runtime.py), which
 owns leadership, loading, the pipelined writes and epoch validity. The leader epoch a shard was
-elected at is the coordinator epoch written into the markers; once a shard is loaded, the
-transactions it finds in PrepareCommit / PrepareAbort get their markers sent again.
+elected at is the coordinator epoch written into the markers; once a shard is loaded and
+what it loaded is committed, the transactions it finds in PrepareCommit / PrepareAbort get
+their markers sent again. Until then (a leader elected with records of the old one above its
+high watermark, which the next leader may not have) every request gets
+COORDINATOR_LOAD_IN_PROGRESS and no transaction is timed out, expired or completed from
+that state (runtime.py, "Reads of committed state").
 
 A request is checked against the id's metadata and prepares a transition (state.py);
 the transition's record is appended with acks=all and the reply is given only once it
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.coordinator.partitions import CoordinatorPartitions
-from odradek.coordinator.runtime import CoordinatorRuntime, Settings, ShardContext
+from odradek.coordinator.runtime import CoordinatorRuntime, Settings, ShardContext, ShardState
 from odradek.coordinator.txn.records import TXN_STATE_TOPIC, TxnRecord, serialize_record
 from odradek.coordinator.txn.shard import TxnShard
 from odradek.coordinator.txn.state import (
@@ -175,7 +179,7 @@ class TransactionCoordinator:
 
     def txn_error(self, transactional_id: str) -> int:
         """COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, or 0."""
-        return self.runtime.error(self.partition_for(transactional_id))
+        return self.runtime.lookup_for_read(transactional_id)[0]
 
     # the replica manager's LeadershipListener
     def on_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
@@ -216,8 +220,10 @@ class TransactionCoordinator:
         return err
 
     def _lookup(self, txn_id: str) -> tuple[int, int, int, TxnShard]:
-        """(error, partition, coordinator epoch, shard)."""
-        err, ctx = self.runtime.lookup(txn_id)
+        """(error, partition, coordinator epoch, shard). Every operation reads the id's state
+        and may act on it (answer, write markers): COORDINATOR_LOAD_IN_PROGRESS while what the
+        shard loaded is not all committed."""
+        err, ctx = self.runtime.lookup_for_read(txn_id)
         if ctx is None:
             return err, -1, -1, TxnShard()
         return 0, ctx.partition, ctx.epoch, ctx.shard
@@ -408,6 +414,8 @@ class TransactionCoordinator:
         """Abort every transaction Ongoing for longer than its timeout (the producer is fenced)."""
         now = self.clock()
         for ctx in self.runtime.loaded_contexts():
+            if not ctx.serves_reads:
+                continue
             for md in list(ctx.shard.transactions.values()):
                 if md.state == TxnState.ONGOING and md.pending is None and md.start_ms + md.timeout_ms < now:
                     log.info(
@@ -426,6 +434,8 @@ class TransactionCoordinator:
         """Remove ids idle for transactional.id.expiration.ms (a tombstone each)."""
         now = self.clock()
         for ctx in self.runtime.loaded_contexts():
+            if not ctx.serves_reads:
+                continue
             for md in list(ctx.shard.transactions.values()):
                 if (
                     md.state in COMPLETED
@@ -484,7 +494,7 @@ class TransactionCoordinator:
             else:
                 wanted_states.add(st)
         pids = set(producer_ids)
-        if self.runtime.loading:
+        if any(ctx.state is not ShardState.FAILED and not ctx.serves_reads for ctx in self.runtime.contexts()):
             return int(E.coordinator_load_in_progress), [], []
         filtering_states = bool(unknown or wanted_states)
         now = self.clock()
