@@ -408,20 +408,23 @@ class Partition:
         current_leader_epoch: int = -1,
         last_fetched_epoch: int = -1,
         now_ms: int = 0,
+        update_fetch_state: bool = True,
     ) -> LogReadInfo:
         """Fetch (Kafka's fetchRecords): for a consumer up to the high watermark (with
         TXN_COMMITTED the last stable offset, and the aborted transactions overlapping what
         is returned); for a follower (`replica_id` >= 0, its broker epoch `replica_epoch`) up
         to the log end, and, once the read succeeded without a diverging epoch, its fetch
-        offset recorded as its position. Raises PartitionError (or a storage error) when it
-        refuses: fencing, not the leader, an unknown or stale replica, OFFSET_OUT_OF_RANGE."""
+        offset recorded as its position, unless `update_fetch_state` is False (as Kafka, the
+        read of a Fetch woken from the purgatory: its position was recorded on arrival).
+        Raises PartitionError (or a storage error) when it refuses: fencing, not the leader,
+        an unknown or stale replica, OFFSET_OUT_OF_RANGE."""
         self.check_leader(current_leader_epoch)
         follower = None
         if replica_id >= 0:
             follower = self._follower_or_raise(replica_id, replica_epoch, current_leader_epoch)
             isolation = Isolation.LOG_END
         info = self._read(offset, max_bytes, min_one, isolation, last_fetched_epoch)
-        if follower is not None and info.diverging_epoch is None:
+        if follower is not None and update_fetch_state and info.diverging_epoch is None:
             self._record_fetch(follower, offset, info.log_end_offset, replica_epoch, now_ms)
             info.high_watermark = self.log.high_watermark  # what this fetch let it reach
         return info

@@ -387,11 +387,13 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         last_fetched_epoch: int = -1,
         now_ms: int = 0,
+        update_fetch_state: bool = True,
     ) -> LogReadInfo:
         """Read one partition for Fetch (`Partition.fetch_records`: a consumer up to what its
         isolation lets it see, a follower, `replica_id` >= 0, up to the log end, its position
-        recorded). A refusal comes back as the error code alone, as Kafka answers it (no high
-        watermark or log start offset: the client asks ListOffsets)."""
+        recorded unless `update_fetch_state` is False). A refusal comes back as the error code
+        alone, as Kafka answers it (no high watermark or log start offset: the client asks
+        ListOffsets)."""
         part = self.partitions.get((topic, partition))
         if part is None:
             return LogReadInfo(self.missing(topic, partition))
@@ -406,6 +408,7 @@ class ReplicaManager:
                 current_leader_epoch=current_leader_epoch,
                 last_fetched_epoch=last_fetched_epoch,
                 now_ms=now_ms or int(time.time() * 1000),
+                update_fetch_state=update_fetch_state,
             )
         except Exception as e:
             return LogReadInfo(self._failed(e, f"read at {offset}", part))

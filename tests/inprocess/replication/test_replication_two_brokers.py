@@ -476,3 +476,45 @@ def test_a_follower_told_twice_where_its_log_diverges_truncates_twice_and_rejoin
             await c.close()
 
     asyncio.run(main())
+
+
+def test_a_long_polled_follower_fetch_records_the_followers_position_once(tmp_path, monkeypatch):
+    """As Kafka (ReplicaManager.fetchMessages reads with updateFetchState, DelayedFetch's read
+    after the wake-up without): each follower Fetch records the follower's position once, on
+    arrival, whether it is answered at once, woken by an acks=all append, or after its max wait."""
+    from odradek.broker.partition import Partition
+
+    fetches: list[int] = []
+    recorded: list[int] = []
+    resolve, record = FetchSessionCache.resolve, Partition._record_fetch
+
+    def counting_resolve(self, session_id, epoch, requested, forgotten, *, sessions_allowed):  # noqa: ANN001, ANN202
+        fetches.append(epoch)
+        return resolve(self, session_id, epoch, requested, forgotten, sessions_allowed=sessions_allowed)
+
+    def counting_record(self, st, fetch_offset, leader_leo, broker_epoch, now_ms):  # noqa: ANN001, ANN202
+        recorded.append(fetch_offset)
+        return record(self, st, fetch_offset, leader_leo, broker_epoch, now_ms)
+
+    monkeypatch.setattr(FetchSessionCache, "resolve", counting_resolve)
+    monkeypatch.setattr(Partition, "_record_fetch", counting_record)
+
+    async def main() -> None:
+        c = TwoBrokers(tmp_path, {"t": (1, {})})
+        try:
+            leader = await c.start_leader()
+            follower = await c.start_follower()
+            await c.wait("in the ISR", lambda: in_isr(c.hub, "t") == [0])
+            for i in range(10):
+                await asyncio.sleep(0.03 if i % 2 else 0.15)  # the follower's poll woken, or timed out (100 ms)
+                (r,) = await leader.append_records([("t", 0, batch(1))], -1, 5000)
+                assert r.error_code == 0
+            await c.wait("t-0 copied", lambda: same_log(leader, follower, "t", 0))
+            assert len(fetches) > 12
+            # each Fetch read on arrival (recorded) and, if it waited, again (not recorded)
+            assert len(recorded) == len(fetches), (len(recorded), len(fetches))
+            assert leader.partitions[("t", 0)].followers[2].log_end_offset == recorded[-1]
+        finally:
+            await c.close()
+
+    asyncio.run(main())

@@ -142,6 +142,24 @@ def test_a_follower_position_counts_only_once_the_read_succeeded(logs):
     assert r.next_offset == 4 and part.followers[2].log_end_offset == 2
 
 
+def test_a_read_without_update_fetch_state_leaves_the_followers_position_alone(logs):
+    """Kafka's DelayedFetch reads again with updateFetchState false: the follower's position
+    was recorded when its Fetch arrived; the read after the wake-up returns the new data and
+    the high watermark without recording the same offset a second time."""
+    part, _ = make(logs, PartitionInfo(0, 1, (1, 2), (1, 2), leader_epoch=0))
+    part.append_as_leader(batch(4), NOW, 1)
+    part.fetch_records(4, 1 << 20, min_one=True, replica_id=2, now_ms=NOW)
+    st = part.followers[2]
+    before = (st.log_end_offset, st.last_fetch_ms, st.last_caught_up_ms, st.last_fetch_leader_leo)
+    assert before == (4, NOW, NOW, 4)
+    part.append_as_leader(batch(2, base_offset=4), NOW + 7, 1)  # the append that wakes it
+    r = part.fetch_records(4, 1 << 20, min_one=True, replica_id=2, now_ms=NOW + 7, update_fetch_state=False)
+    assert (r.first_offset, r.next_offset, r.high_watermark) == (4, 6, 4)
+    assert (st.log_end_offset, st.last_fetch_ms, st.last_caught_up_ms, st.last_fetch_leader_leo) == before
+    r = part.fetch_records(6, 1 << 20, min_one=True, replica_id=2, now_ms=NOW + 9)
+    assert r.high_watermark == 6 and (st.log_end_offset, st.last_fetch_ms) == (6, NOW + 9)
+
+
 def test_a_fetch_from_a_broker_that_is_not_a_replica_is_refused(logs):
     part, _ = make(logs, PartitionInfo(0, 1, (1, 2), (1, 2), leader_epoch=4))
     with pytest.raises(PartitionError) as e:

@@ -104,7 +104,9 @@ async def handle(ctx: RequestContext, req) -> object:
     rm = s.replica_manager
     now_ms = int(time.time() * 1000)
 
-    def read_all() -> tuple[list[tuple[object, str | None, CachedPartition, PartitionResult, Any]], int, bool]:
+    def read_all(
+        update_fetch_state: bool = True,
+    ) -> tuple[list[tuple[object, str | None, CachedPartition, PartitionResult, Any]], int, bool]:
         out = []
         total = 0
         errors = False
@@ -128,6 +130,7 @@ async def handle(ctx: RequestContext, req) -> object:
                     current_leader_epoch=cp.current_leader_epoch,
                     last_fetched_epoch=cp.last_fetched_epoch,
                     now_ms=now_ms,
+                    update_fetch_state=update_fetch_state,
                 )
                 pr.error_code = r.error_code
                 pr.high_watermark = r.high_watermark
@@ -153,7 +156,8 @@ async def handle(ctx: RequestContext, req) -> object:
         op = purgatory.watch(keys, wait_ms / 1000.0, target=min_bytes - total)
         await op.wait()
         now_ms = int(time.time() * 1000)
-        results, total, errors = read_all()
+        # as Kafka's DelayedFetch: the follower's position was recorded by the first read
+        results, total, errors = read_all(update_fetch_state=False)
 
     by_topic: dict[object, TopicResult] = {}
     for key, name, cp, pr, _r in results:
