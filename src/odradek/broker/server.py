@@ -63,10 +63,11 @@ from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
-from odradek.broker.transport import PlaintextTransport
+from odradek.broker.transport import PlaintextTransport, TlsTransport
 from odradek.broker.txn_markers import write_marker_here
 from odradek.broker.txn_verification import TxnVerification
 from odradek.cluster import zk_client
@@ -190,6 +191,7 @@ class Broker:
         self.controller: Controller | None = None
         self.fence: CoordinatorFence | None = None  # coordinators stop while the ZooKeeper session may be lost
         self.channels: NodeChannels | None = None
+        self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
@@ -371,8 +373,13 @@ class Broker:
             raise ConfigError(f"listeners repeat a name: {names}")
         for name in names:
             protocol = config.security_protocol(name)
-            if protocol != "PLAINTEXT":
-                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT listeners are served yet")
+            if protocol not in ("PLAINTEXT", "SSL"):
+                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT and SSL listeners are served yet")
+            if protocol in TLS_PROTOCOLS:
+                try:
+                    self.tls[name] = ListenerTls.of(config, name)
+                except TlsConfigError as e:
+                    raise ConfigError(str(e)) from None
         advertised = {n for n, _h, _p in config.advertised}
         if advertised - set(names):
             raise ConfigError(
@@ -447,6 +454,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         rcv = self.config["socket.receive.buffer.bytes"]
         snd = self.config["socket.send.buffer.bytes"]
+        protocol = self.config.security_protocol(listener_name)
+        tls = self.tls.get(listener_name)
         while not self._stopping:
             try:
                 sock, addr = await loop.sock_accept(server)
@@ -462,13 +471,53 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcv)
             if snd > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, snd)
-            conn = Connection(services, PlaintextTransport(sock, loop), f"{addr[0]}:{addr[1]}", listener_name)
             if services.metrics is not None:
                 services.metrics.connection_accepted()
-            self.connections.add(conn)
-            task = asyncio.ensure_future(conn.run())
-            self._conn_tasks.add(task)
-            task.add_done_callback(self._connection_done(conn))
+            peer = f"{addr[0]}:{addr[1]}"
+            if tls is None:
+                self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name))
+            else:
+                task = asyncio.ensure_future(self._serve_tls(tls, sock, peer, listener_name, protocol, services))
+                self._conn_tasks.add(task)
+                task.add_done_callback(self._conn_tasks.discard)
+
+    def _serve(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        task = asyncio.ensure_future(conn.run())
+        self._conn_tasks.add(task)
+        task.add_done_callback(self._connection_done(conn))
+
+    async def _serve_tls(
+        self,
+        tls: ListenerTls,
+        sock: socket.socket,
+        peer: str,
+        listener_name: str,
+        protocol: str,
+        services: BrokerServices,
+    ) -> None:
+        """The TLS handshake, within connections.max.idle.ms (a client that never finishes it is
+        closed, as Kafka's idle expiry closes it), then the connection as any other, with the
+        principal the client's certificate gives."""
+        transport = TlsTransport(sock, asyncio.get_running_loop(), tls.context)
+        try:
+            await asyncio.wait_for(transport.handshake(), self.config["connections.max.idle.ms"] / 1000)
+            principal = tls.principal(transport.peer_certificate())
+        except (OSError, TimeoutError, NoMatchingRule, ValueError) as e:
+            reason = "no handshake within connections.max.idle.ms" if isinstance(e, TimeoutError) else str(e)
+            log.info("closing connection from %s on listener %s: TLS handshake failed: %s", peer, listener_name, reason)
+            transport.close()
+            return
+        if self._stopping:
+            transport.close()
+            return
+        conn = Connection(services, transport, peer, listener_name)
+        conn.state.security_protocol = protocol
+        conn.state.principal = principal
+        transport.readable_again = conn._on_readable  # decrypted bytes left over: read again
+        self._serve(conn)
+        if transport.buffered():  # the first request came with the handshake's last message
+            asyncio.get_running_loop().call_soon(conn._on_readable)
 
     def _connection_done(self, conn: Connection) -> Callable[[asyncio.Task], None]:
         def done(task: asyncio.Task) -> None:
