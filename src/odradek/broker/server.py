@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -63,7 +64,7 @@ from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
-from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError
+from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError, client_context
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
@@ -192,6 +193,7 @@ class Broker:
         self.fence: CoordinatorFence | None = None  # coordinators stop while the ZooKeeper session may be lost
         self.channels: NodeChannels | None = None
         self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
+        self.inter_broker_tls: ssl.SSLContext | None = None  # to the others' inter-broker listener, if TLS
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
@@ -296,9 +298,10 @@ class Broker:
         config = self.config
         metrics = BrokerMetrics() if config["metrics.listener"] else None
         replication = self.controller is not None
-        channels = self.channels = NodeChannels(
-            self.node_id, lambda node: store.snapshot.broker(node), ChannelPolicy.from_broker(config)
-        )
+        policy = ChannelPolicy.from_broker(config)
+        if self.inter_broker_tls is not None:
+            policy = dataclasses.replace(policy, ssl_context=self.inter_broker_tls)
+        channels = self.channels = NodeChannels(self.node_id, lambda node: store.snapshot.broker(node), policy)
         rm = ReplicaManager(
             self.node_id,
             lm,
@@ -389,6 +392,11 @@ class Broker:
             raise ConfigError(
                 f"inter.broker.listener.name={config.inter_broker_listener} is not one of the listeners {names}"
             )
+        if config.security_protocol(config.inter_broker_listener) in TLS_PROTOCOLS:
+            try:
+                self.inter_broker_tls = client_context(config)
+            except TlsConfigError as e:
+                raise ConfigError(str(e)) from None
 
     async def _join_cluster(self) -> tuple[KazooClient, str]:
         """Cluster mode: connect to ZooKeeper and learn (or, first, set) the cluster id."""

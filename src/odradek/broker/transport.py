@@ -234,11 +234,15 @@ class TlsTransport(_SocketTransport):
         n = 0
         while n < total:
             try:
-                n += tls.read(total - n, buffer[n:])  # type: ignore[operator]  # with a buffer: a count
-                continue
+                got: int = tls.read(total - n, buffer[n:])  # type: ignore[assignment]  # with a buffer: a count
             except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLZeroReturnError:  # the peer's close_notify
+                got = -1
+            except ssl.SSLZeroReturnError:
+                got = 0
+            if got > 0:
+                n += got
+                continue
+            if got == 0:  # the peer's close_notify
                 self._eof = True
                 break
             if self._eof:

@@ -29,6 +29,7 @@ from typing import Any
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _JKS_MAGIC = (b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce")  # JKS, JCEKS
+_LISTS = ("ssl.enabled.protocols", "ssl.cipher.suites")  # a list, or a comma-separated string
 _TLS13_SUITES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"})
 
 
@@ -41,6 +42,8 @@ def ssl_context(settings: Mapping[str, Any], *, server: bool) -> ssl.SSLContext:
 
     def get(name: str, default: Any = "") -> Any:
         value = settings.get(name)
+        if name in _LISTS and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
         return default if value in (None, "", []) else value
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)

@@ -177,3 +177,63 @@ def test_large_fetch_over_tls(tls_broker, pki):
     c.produce(topic, [type(keyed_records(1)[0])(key=str(i).encode(), value=value) for i in range(4)])
     got = c.consume(topic, expected=4, timeout=30)
     assert [r.value for r in got] == [value] * 4
+
+
+@pytest.mark.parametrize("listener", ["SSL", "MTLS"])
+def test_odradek_client_over_tls(tls_broker, pki, identities, listener):
+    """The odradek client (sync producer and group consumer, asyncio admin) with the Java
+    client's settings: security.protocol=SSL, a PEM truststore and, for mutual TLS, keystore."""
+    import asyncio
+
+    from odradek.client import Admin, Consumer, Producer
+    from odradek.client.aio import AIOAdmin
+
+    tls = pki.java_client_props(identities["alice"] if listener == "MTLS" else None)
+    bootstrap = _addr(tls_broker, listener)
+    topic = f"odr-{uuid.uuid4().hex[:8]}"
+    with Admin(config={"bootstrap.servers": bootstrap, **tls}) as admin:
+        admin.create_topic(topic, 3, 1)
+    with Producer(config={"bootstrap.servers": bootstrap, **tls}) as p:
+        for i in range(50):
+            p.send(topic, b"v%d" % i, key=b"k%d" % i)
+        p.flush()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    cfg = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest", **tls}
+    with Consumer(topic, config=cfg) as c:
+        got: list = []
+        deadline = time.monotonic() + 30
+        while len(got) < 50 and time.monotonic() < deadline:
+            got += c.poll(0.5)
+    assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(50))
+
+    async def describe() -> dict:
+        async with AIOAdmin(config={"bootstrap.servers": bootstrap, **tls}) as a:
+            return await a.describe_cluster()
+
+    assert [port for _id, _h, port, _r in asyncio.run(describe())["brokers"]] == [tls_broker.ports[listener]]
+
+
+def test_subject_names_as_java_prints_them(pki, tmp_path):
+    """rfc2253_subject against Java's X500Principal.getName() (what Kafka's principal builder
+    maps) for subjects with escapes, a multi-valued RDN and attributes Java prints as OIDs."""
+    import subprocess
+
+    from odradek.broker.security.tls import rfc2253_subject
+
+    subjects = [
+        "/CN=plain",
+        "/C=DE/ST=Berlin/L=Mitte/O=odradek, Inc./OU=dev/CN= alice #1 /emailAddress=a@example.com/DC=example/UID=a1",
+        '/O=a\\+b;c<d>e"f=g#h/OU=x+CN= bob  /serialNumber=42/title=T/CN=x',
+    ]
+    certs = [pki.identity(f"dn{i}", s).cert.with_suffix(".crt") for i, s in enumerate(subjects)]
+    java = tmp_path / "Dn.java"
+    java.write_text(
+        "import java.io.FileInputStream; import java.security.cert.*;\n"
+        "public class Dn { public static void main(String[] a) throws Exception { for (String f : a) {\n"
+        '  X509Certificate c = (X509Certificate) CertificateFactory.getInstance("X.509")'
+        ".generateCertificate(new FileInputStream(f));\n"
+        "  System.out.println(c.getSubjectX500Principal().getName()); } } }\n"
+    )
+    out = subprocess.run(["java", str(java), *map(str, certs)], capture_output=True, text=True, check=True).stdout
+    ours = [rfc2253_subject(ssl.PEM_cert_to_DER_cert(c.read_text())) for c in certs]
+    assert ours == out.splitlines()
