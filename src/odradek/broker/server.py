@@ -194,6 +194,7 @@ class Broker:
         self.channels: NodeChannels | None = None
         self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
         self.inter_broker_tls: ssl.SSLContext | None = None  # to the others' inter-broker listener, if TLS
+        self._handshakes: set[asyncio.Task] = set()  # TLS connections not yet handed to a Connection
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
@@ -486,8 +487,8 @@ class Broker:
                 self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name))
             else:
                 task = asyncio.ensure_future(self._serve_tls(tls, sock, peer, listener_name, protocol, services))
-                self._conn_tasks.add(task)
-                task.add_done_callback(self._conn_tasks.discard)
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
 
     def _serve(self, conn: Connection) -> None:
         self.connections.add(conn)
@@ -511,6 +512,9 @@ class Broker:
         try:
             await asyncio.wait_for(transport.handshake(), self.config["connections.max.idle.ms"] / 1000)
             principal = tls.principal(transport.peer_certificate())
+        except asyncio.CancelledError:  # the broker stops
+            transport.close()
+            raise
         except (OSError, TimeoutError, NoMatchingRule, ValueError) as e:
             reason = "no handshake within connections.max.idle.ms" if isinstance(e, TimeoutError) else str(e)
             log.info("closing connection from %s on listener %s: TLS handshake failed: %s", peer, listener_name, reason)
@@ -582,6 +586,8 @@ class Broker:
             s.close()
         for conn in list(self.connections):
             conn.stop()
+        for handshake in list(self._handshakes):
+            handshake.cancel()
         if services is not None:
             # Long-polling fetches answer now (with what they have) instead of at their max wait.
             services.replica_manager.fetch_purgatory.cancel_all()
