@@ -174,6 +174,8 @@ class PlaintextTransport(_SocketTransport):
 FILE_PIECE_BYTES = 256 * 1024
 # The most ciphertext a TLS record takes (16 KiB of plaintext and its overhead).
 _TLS_RECORD_MAX = 16384 + 2048
+# The most ciphertext one recv takes (it allocates that much before it knows what came).
+_RECV_MAX = 256 * 1024
 
 
 class TlsTransport(_SocketTransport):
@@ -249,7 +251,7 @@ class TlsTransport(_SocketTransport):
                 break
             # At most as much ciphertext as the rest of the buffer holds in plaintext (a partial
             # record waiting in the BIO counts), so that all of it can be handed over now.
-            room = total - n - incoming.pending
+            room = min(total - n - incoming.pending, _RECV_MAX)
             if room <= 0:
                 if n:
                     break
