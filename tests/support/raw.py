@@ -4,6 +4,7 @@ read the response; no client library in between."""
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -13,9 +14,12 @@ from odradek.protocol.headers import encode_request_header
 
 
 class RawConnection:
-    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: over TLS with this client context."""
         host, _, port = bootstrap.rpartition(":")
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.correlation = 0
 
     def close(self) -> None:

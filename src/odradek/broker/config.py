@@ -9,7 +9,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from odradek.broker.settings import BY_NAME, SETTINGS, ConfigError
+from odradek.broker.settings import BY_NAME, PER_LISTENER, SETTINGS, ConfigError
+
+# listener.name.<listener name in lower case>.<setting>: that setting for that listener only
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -38,6 +41,12 @@ class BrokerConfig:
 
     def __init__(self, raw: dict[str, str] | None = None, *, sources: dict[str, str] | None = None) -> None:
         raw = dict(raw or {})
+        # listener name (lower case) -> setting -> value
+        self.per_listener: dict[str, dict[str, Any]] = {}
+        for k in [k for k in raw if k not in BY_NAME]:
+            m = _LISTENER_PREFIXED.fullmatch(k)
+            if m and m.group(2) in PER_LISTENER:
+                self.per_listener.setdefault(m.group(1), {})[m.group(2)] = BY_NAME[m.group(2)].parse(raw.pop(k))
         unknown = sorted(k for k in raw if k not in BY_NAME)
         if unknown:
             raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
@@ -166,6 +175,12 @@ class BrokerConfig:
             if name.strip() == listener:
                 return protocol.strip()
         raise ConfigError(f"listener {listener} has no entry in listener.security.protocol.map")
+
+    def listener_value(self, listener: str, name: str) -> Any:
+        """A setting for one listener: `listener.name.<listener in lower case>.<name>` if given,
+        else the setting itself (Kafka's valuesWithPrefixOverride, key by key)."""
+        own = self.per_listener.get(listener.lower(), {})
+        return own[name] if name in own else self._values[name]
 
     @property
     def inter_broker_listener(self) -> str:

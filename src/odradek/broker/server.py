@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -63,10 +64,11 @@ from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError, client_context
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
-from odradek.broker.transport import PlaintextTransport
+from odradek.broker.transport import PlaintextTransport, TlsTransport
 from odradek.broker.txn_markers import write_marker_here
 from odradek.broker.txn_verification import TxnVerification
 from odradek.cluster import zk_client
@@ -190,6 +192,9 @@ class Broker:
         self.controller: Controller | None = None
         self.fence: CoordinatorFence | None = None  # coordinators stop while the ZooKeeper session may be lost
         self.channels: NodeChannels | None = None
+        self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
+        self.inter_broker_tls: ssl.SSLContext | None = None  # to the others' inter-broker listener, if TLS
+        self._handshakes: set[asyncio.Task] = set()  # TLS connections not yet handed to a Connection
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> BrokerServices:
@@ -294,9 +299,10 @@ class Broker:
         config = self.config
         metrics = BrokerMetrics() if config["metrics.listener"] else None
         replication = self.controller is not None
-        channels = self.channels = NodeChannels(
-            self.node_id, lambda node: store.snapshot.broker(node), ChannelPolicy.from_broker(config)
-        )
+        policy = ChannelPolicy.from_broker(config)
+        if self.inter_broker_tls is not None:
+            policy = dataclasses.replace(policy, ssl_context=self.inter_broker_tls)
+        channels = self.channels = NodeChannels(self.node_id, lambda node: store.snapshot.broker(node), policy)
         rm = ReplicaManager(
             self.node_id,
             lm,
@@ -371,8 +377,13 @@ class Broker:
             raise ConfigError(f"listeners repeat a name: {names}")
         for name in names:
             protocol = config.security_protocol(name)
-            if protocol != "PLAINTEXT":
-                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT listeners are served yet")
+            if protocol not in ("PLAINTEXT", "SSL"):
+                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT and SSL listeners are served yet")
+            if protocol in TLS_PROTOCOLS:
+                try:
+                    self.tls[name] = ListenerTls.of(config, name)
+                except TlsConfigError as e:
+                    raise ConfigError(str(e)) from None
         advertised = {n for n, _h, _p in config.advertised}
         if advertised - set(names):
             raise ConfigError(
@@ -382,6 +393,11 @@ class Broker:
             raise ConfigError(
                 f"inter.broker.listener.name={config.inter_broker_listener} is not one of the listeners {names}"
             )
+        if config.security_protocol(config.inter_broker_listener) in TLS_PROTOCOLS:
+            try:
+                self.inter_broker_tls = client_context(config)
+            except TlsConfigError as e:
+                raise ConfigError(str(e)) from None
 
     async def _join_cluster(self) -> tuple[KazooClient, str]:
         """Cluster mode: connect to ZooKeeper and learn (or, first, set) the cluster id."""
@@ -447,6 +463,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         rcv = self.config["socket.receive.buffer.bytes"]
         snd = self.config["socket.send.buffer.bytes"]
+        protocol = self.config.security_protocol(listener_name)
+        tls = self.tls.get(listener_name)
         while not self._stopping:
             try:
                 sock, addr = await loop.sock_accept(server)
@@ -462,13 +480,56 @@ class Broker:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcv)
             if snd > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, snd)
-            conn = Connection(services, PlaintextTransport(sock, loop), f"{addr[0]}:{addr[1]}", listener_name)
             if services.metrics is not None:
                 services.metrics.connection_accepted()
-            self.connections.add(conn)
-            task = asyncio.ensure_future(conn.run())
-            self._conn_tasks.add(task)
-            task.add_done_callback(self._connection_done(conn))
+            peer = f"{addr[0]}:{addr[1]}"
+            if tls is None:
+                self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name))
+            else:
+                task = asyncio.ensure_future(self._serve_tls(tls, sock, peer, listener_name, protocol, services))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+
+    def _serve(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        task = asyncio.ensure_future(conn.run())
+        self._conn_tasks.add(task)
+        task.add_done_callback(self._connection_done(conn))
+
+    async def _serve_tls(
+        self,
+        tls: ListenerTls,
+        sock: socket.socket,
+        peer: str,
+        listener_name: str,
+        protocol: str,
+        services: BrokerServices,
+    ) -> None:
+        """The TLS handshake, within connections.max.idle.ms (a client that never finishes it is
+        closed, as Kafka's idle expiry closes it), then the connection as any other, with the
+        principal the client's certificate gives."""
+        transport = TlsTransport(sock, asyncio.get_running_loop(), tls.context)
+        try:
+            await asyncio.wait_for(transport.handshake(), self.config["connections.max.idle.ms"] / 1000)
+            principal = tls.principal(transport.peer_certificate())
+        except asyncio.CancelledError:  # the broker stops
+            transport.close()
+            raise
+        except (OSError, TimeoutError, NoMatchingRule, ValueError) as e:
+            reason = "no handshake within connections.max.idle.ms" if isinstance(e, TimeoutError) else str(e)
+            log.info("closing connection from %s on listener %s: TLS handshake failed: %s", peer, listener_name, reason)
+            transport.close()
+            return
+        if self._stopping:
+            transport.close()
+            return
+        conn = Connection(services, transport, peer, listener_name)
+        conn.state.security_protocol = protocol
+        conn.state.principal = principal
+        transport.readable_again = conn._on_readable  # decrypted bytes left over: read again
+        self._serve(conn)
+        if transport.buffered():  # the first request came with the handshake's last message
+            asyncio.get_running_loop().call_soon(conn._on_readable)
 
     def _connection_done(self, conn: Connection) -> Callable[[asyncio.Task], None]:
         def done(task: asyncio.Task) -> None:
@@ -525,6 +586,8 @@ class Broker:
             s.close()
         for conn in list(self.connections):
             conn.stop()
+        for handshake in list(self._handshakes):
+            handshake.cancel()
         if services is not None:
             # Long-polling fetches answer now (with what they have) instead of at their max wait.
             services.replica_manager.fetch_purgatory.cancel_all()

@@ -11,15 +11,15 @@ read with `pread` and go in the same send as the response fields. The socket is 
 directly, not through an asyncio transport, so sendfile works the same on uvloop and on the
 standard loop.
 
-Where TLS goes (not implemented): a `TlsTransport` with the same four members, chosen by
-the listener's security protocol where the connection is made (server.py `_accept_loop`).
-It keeps an `ssl.SSLObject` over two `ssl.MemoryBIO`s: `recv_into` reads ciphertext from the
-socket into the incoming BIO and returns the plaintext `SSLObject.read` gives (raising
-BlockingIOError on SSLWantReadError; plaintext already decrypted inside the SSL object must
-be drained before waiting for readability again), and `write` has no sendfile: every chunk,
-a file region too (`os.pread` in pieces of a few hundred KiB), goes through
-`SSLObject.write` and the outgoing BIO's ciphertext to the socket. The handshake runs before
-the connection reads its first request.
+`TlsTransport` (listeners whose security protocol is SSL or SASL_SSL) keeps an
+`ssl.SSLObject` over two `ssl.MemoryBIO`s, the socket driven the same way: `handshake()` runs
+before the connection reads its first request (server.py bounds it in time); `recv_into`
+reads ciphertext from the socket into the incoming BIO and returns the plaintext the SSL
+object gives, taking from the socket no more ciphertext than the buffer can hold as
+plaintext, so nothing decrypted waits inside the SSL object while the connection waits for
+the socket (where that cannot be helped, `readable_again` is called soon); `write` has no
+sendfile: a file region is read with `os.pread` in pieces of FILE_PIECE_BYTES (the one copy
+through Python), encrypted, and sent.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import ssl
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -60,16 +62,15 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-class PlaintextTransport:
-    """An unencrypted socket: file regions with os.sendfile (small ones inline)."""
+class _SocketTransport:
+    """What both transports do with the socket itself: send, wait, shut down, close."""
 
-    __slots__ = ("sock", "fd", "loop", "recv_into")
+    __slots__ = ("sock", "fd", "loop")
 
     def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.loop = loop
-        self.recv_into = sock.recv_into  # the socket's own method: nothing in between when reading
 
     def shutdown(self) -> None:
         try:
@@ -82,6 +83,51 @@ class PlaintextTransport:
             self.sock.close()
         except OSError:
             pass
+
+    async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                n = self.sock.send(view)
+            except BlockingIOError:
+                await self._writable()
+                continue
+            view = view[n:]
+
+    def _writable(self) -> asyncio.Future:
+        return _ready(self.loop, self.fd, self.loop.add_writer, self.loop.remove_writer)
+
+    async def _readable(self) -> None:
+        fut = _ready(self.loop, self.fd, self.loop.add_reader, self.loop.remove_reader)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            self.loop.remove_reader(self.fd)  # now, before the socket is closed and its number reused
+            raise
+
+
+def _ready(loop: asyncio.AbstractEventLoop, fd: int, add: Callable, remove: Callable) -> asyncio.Future:
+    """A future done when `fd` is ready (add_reader or add_writer), unregistered when done or cancelled."""
+    fut = loop.create_future()
+
+    def ready() -> None:
+        remove(fd)
+        if not fut.done():
+            fut.set_result(None)
+
+    add(fd, ready)
+    fut.add_done_callback(lambda f: remove(fd) if f.cancelled() else None)
+    return fut
+
+
+class PlaintextTransport(_SocketTransport):
+    """An unencrypted socket: file regions with os.sendfile (small ones inline)."""
+
+    __slots__ = ("recv_into",)
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(sock, loop)
+        self.recv_into = sock.recv_into  # the socket's own method: nothing in between when reading
 
     async def write(self, chunks: list[Any]) -> None:
         data = chunks[0]
@@ -109,16 +155,6 @@ class PlaintextTransport:
         if pending:
             await self._sendall(pending[0] if len(pending) == 1 else b"".join(pending))
 
-    async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                n = self.sock.send(view)
-            except BlockingIOError:
-                await self._writable()
-                continue
-            view = view[n:]
-
     async def _sendfile(self, fd: int, position: int, length: int) -> None:
         end = position + length
         while position < end:
@@ -132,18 +168,159 @@ class PlaintextTransport:
                 raise CloseConnection("segment file shrank under a fetch")
             position += sent
 
-    def _writable(self) -> asyncio.Future:
-        loop, fd = self.loop, self.fd
-        fut = loop.create_future()
 
-        def ready() -> None:
-            loop.remove_writer(fd)
-            if not fut.done():
-                fut.set_result(None)
+# Record bytes of a file region go through TLS in pieces of this size: one pread each, encrypted
+# and sent before the next is read (a large Fetch never sits whole in memory twice).
+FILE_PIECE_BYTES = 256 * 1024
+# The most ciphertext a TLS record takes (16 KiB of plaintext and its overhead).
+_TLS_RECORD_MAX = 16384 + 2048
+# The most ciphertext one recv takes (it allocates that much before it knows what came).
+_RECV_MAX = 256 * 1024
 
-        loop.add_writer(fd, ready)
-        fut.add_done_callback(lambda f: loop.remove_writer(fd) if f.cancelled() else None)
-        return fut
+
+class TlsTransport(_SocketTransport):
+    """TLS over the socket through an SSLObject and two memory BIOs (see the module doc)."""
+
+    __slots__ = ("tls", "incoming", "outgoing", "readable_again", "_eof", "_sending")
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop, context: ssl.SSLContext) -> None:
+        super().__init__(sock, loop)
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        # Called (soon, on the loop) when decrypted bytes wait that the last recv_into could
+        # not hand over: the connection's readiness callback (set by server.py).
+        self.readable_again: Callable[[], None] | None = None
+        self._eof = False
+        # Held while ciphertext taken from the outgoing BIO is being sent: a response and bytes
+        # the SSL object wrote while reading (a TLS 1.3 key update's answer) never interleave.
+        self._sending = asyncio.Lock()
+
+    async def handshake(self) -> None:
+        """The TLS handshake; raises OSError (ssl.SSLError for a bad one, ConnectionError at end
+        of stream). The caller bounds it in time."""
+        tls = self.tls
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            await self._flush()
+            data = await self._recv_some()
+            if not data:
+                raise ConnectionError("end of stream during the TLS handshake")
+            self.incoming.write(data)
+        await self._flush()
+
+    def buffered(self) -> bool:
+        """Whether bytes from the peer wait inside (not on the socket): after the handshake, a
+        request the client sent with its last handshake message; after a recv_into that filled
+        the buffer, the rest."""
+        return bool(self.tls.pending() or self.incoming.pending)
+
+    def peer_certificate(self) -> bytes | None:
+        """The client's certificate (DER) if it sent one (and it was verified)."""
+        return self.tls.getpeercert(binary_form=True)
+
+    async def _recv_some(self) -> bytes:
+        while True:
+            try:
+                return self.sock.recv(_TLS_RECORD_MAX)
+            except BlockingIOError:
+                await self._readable()
+
+    def recv_into(self, buffer: memoryview, /) -> int:
+        tls, incoming, sock = self.tls, self.incoming, self.sock
+        total = len(buffer)
+        n = 0
+        while n < total:
+            try:
+                got: int = tls.read(total - n, buffer[n:])  # type: ignore[assignment]  # with a buffer: a count
+            except ssl.SSLWantReadError:
+                got = -1
+            except ssl.SSLZeroReturnError:
+                got = 0
+            if got > 0:
+                n += got
+                continue
+            if got == 0:  # the peer's close_notify
+                self._eof = True
+                break
+            if self._eof:
+                break
+            # At most as much ciphertext as the rest of the buffer holds in plaintext (a partial
+            # record waiting in the BIO counts), so that all of it can be handed over now.
+            room = min(total - n - incoming.pending, _RECV_MAX)
+            if room <= 0:
+                if n:
+                    break
+                room = _TLS_RECORD_MAX  # a small buffer under a partial record: readable_again drains the rest
+            try:
+                data = sock.recv(room)
+            except BlockingIOError:
+                break
+            if not data:
+                self._eof = True
+                break
+            incoming.write(data)
+        if self.outgoing.pending:  # e.g. a TLS 1.3 key update answered
+            self.loop.create_task(self._flush_quietly())
+        if n == total and self.buffered() and self.readable_again is not None:
+            self.loop.call_soon(self.readable_again)
+        if n == 0 and not self._eof:
+            raise BlockingIOError
+        return n
+
+    async def write(self, chunks: list[Any]) -> None:
+        try:
+            small = _inline_small_regions(chunks) if len(chunks) > 1 else None
+            if small is not None:
+                chunks = [small]
+            for chunk in chunks:
+                if isinstance(chunk, _BYTES):
+                    if chunk:
+                        self.tls.write(chunk)
+                    continue
+                await self._flush()
+                position, end = chunk.position, chunk.position + chunk.length
+                while position < end:
+                    data = os.pread(chunk.fd, min(FILE_PIECE_BYTES, end - position), position)
+                    if not data:
+                        raise CloseConnection("segment file shrank under a fetch")
+                    self.tls.write(data)
+                    position += len(data)
+                    await self._flush()
+            await self._flush()
+        except ssl.SSLError as e:
+            raise CloseConnection(f"TLS: {e}") from None
+
+    async def _flush_quietly(self) -> None:
+        try:
+            await self._flush()
+        except OSError:
+            pass  # the connection is gone: its reader sees it
+
+    async def _flush(self) -> None:
+        outgoing = self.outgoing
+        if not outgoing.pending:
+            return
+        async with self._sending:
+            while outgoing.pending:
+                await self._sendall(outgoing.read())
+
+    def close(self) -> None:
+        """Send close_notify if the socket takes it at once, then close."""
+        try:
+            self.tls.unwrap()
+        except (ssl.SSLError, ValueError):
+            pass
+        if self.outgoing.pending:
+            try:
+                self.sock.send(self.outgoing.read())
+            except OSError:
+                pass
+        super().close()
 
 
 def _inline_small_regions(chunks: list[Any]) -> bytes | None:

@@ -19,6 +19,7 @@ from typing import Any
 from . import errors as E
 from .config import parse_hostport
 from .conn import Connection
+from .tls import ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,10 @@ class Cluster:
         self.retry_backoff_max = int(config.get("retry.backoff.max.ms", 1000)) / 1000
         self.metadata_max_age = int(config["metadata.max.age.ms"]) / 1000
         self.allow_auto_create = bool(config.get("allow.auto.create.topics", True))
+        protocol = config.get("security.protocol", "PLAINTEXT")
+        if protocol not in ("PLAINTEXT", "SSL"):
+            raise ValueError(f"security.protocol={protocol}: only PLAINTEXT and SSL are supported yet")
+        self.ssl_context = ssl_context(config, server=False) if protocol == "SSL" else None
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         self.all_topics = False  # track every topic (pattern subscriptions)
@@ -154,6 +159,7 @@ class Cluster:
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=int(self.config.get("socket.connection.setup.timeout.ms", 10000)),
+            ssl_context=self.ssl_context,
         )
 
     async def connection(self, node_id: int) -> Connection:

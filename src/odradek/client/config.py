@@ -19,6 +19,22 @@ COMMON: dict[str, Any] = {
     "metadata.max.age.ms": 300000,
     "allow.auto.create.topics": True,
     "default.api.timeout.ms": 60000,
+    # PLAINTEXT or SSL; the ssl.* settings as the Java client's (client/tls.py)
+    "security.protocol": "PLAINTEXT",
+    "ssl.keystore.type": "JKS",
+    "ssl.keystore.location": None,
+    "ssl.keystore.password": None,
+    "ssl.key.password": None,
+    "ssl.keystore.certificate.chain": None,
+    "ssl.keystore.key": None,
+    "ssl.truststore.type": "JKS",
+    "ssl.truststore.location": None,
+    "ssl.truststore.password": None,
+    "ssl.truststore.certificates": None,
+    "ssl.enabled.protocols": "TLSv1.2,TLSv1.3",
+    "ssl.protocol": "TLSv1.3",
+    "ssl.cipher.suites": None,
+    "ssl.endpoint.identification.algorithm": "https",
 }
 
 PRODUCER: dict[str, Any] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,8 +94,10 @@ class Connection:
         request_timeout_ms: int = 30000,
         connect_timeout_ms: int = 10000,
         max_frame_size: int = 256 * 1024 * 1024,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self.ssl_context = ssl_context  # TLS (security.protocol SSL): client/tls.py
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -138,7 +141,14 @@ class Connection:
         self._write_ok.set()
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: _Protocol(self), self.host, self.port), self.connect_timeout
+                loop.create_connection(
+                    lambda: _Protocol(self),
+                    self.host,
+                    self.port,
+                    ssl=self.ssl_context,
+                    server_hostname=self.host if self.ssl_context is not None else None,
+                ),
+                self.connect_timeout,
             )
         except (TimeoutError, OSError) as e:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e!r}") from None

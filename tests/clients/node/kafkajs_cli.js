@@ -66,6 +66,11 @@ const kafka = bootstrap && new Kafka({
   retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1000 },
   logLevel: logLevel.WARN,
   logCreator: stderrLogger,
+  // --ssl-ca FILE: SSL; with --ssl-cert and --ssl-key (PEM files): mutual TLS
+  ssl: opts['--ssl-ca'] ? {
+    ca: [require('fs').readFileSync(opts['--ssl-ca'])],
+    ...(opts['--ssl-cert'] ? { cert: require('fs').readFileSync(opts['--ssl-cert']), key: require('fs').readFileSync(opts['--ssl-key']) } : {}),
+  } : undefined,
 });
 
 function arg(i, what) {

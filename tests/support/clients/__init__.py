@@ -19,7 +19,8 @@ directly) and exposes exactly::
     offsets_for_times(topic, ts) -> {partition: offset | None}
 
 ``make_client(name, bootstrap, isolation="read_committed")`` sets the consumers' isolation
-level (None: each client's default).
+level (None: each client's default); ``tls=TlsFiles(ca, cert, key, keystore)`` connects with
+SSL (with a certificate: mutual TLS).
 
 ``Rec`` carries bytes (key, value, header values; None = null). A client's
 error becomes ``ClientError(client, kind, message)`` with ``kind`` a
@@ -49,6 +50,7 @@ from support.clients.base import (
     Client,
     ClientError,
     Rec,
+    TlsFiles,
     Unsupported,
     java_partition,
     keyed_records,
@@ -78,6 +80,7 @@ __all__ = [
     "KafkajsClient",
     "KcatClient",
     "Rec",
+    "TlsFiles",
     "Unsupported",
     "java_partition",
     "keyed_records",

@@ -23,6 +23,19 @@ class AiokafkaClient(Client):
 
     name = "aiokafka"
 
+    def _tls(self) -> dict:
+        if self.tls is None:
+            return {}
+        from aiokafka.helpers import create_ssl_context
+
+        cert = self.tls.cert
+        context = create_ssl_context(
+            cafile=str(self.tls.ca),
+            certfile=str(cert) if cert else None,
+            keyfile=str(self.tls.key) if cert else None,
+        )
+        return {"security_protocol": "SSL", "ssl_context": context}
+
     @classmethod
     def unavailable_reason(cls):
         return None if importlib.util.find_spec("aiokafka") else "aiokafka not installed"
@@ -42,6 +55,7 @@ class AiokafkaClient(Client):
 
         a = AIOKafkaAdminClient(
             bootstrap_servers=self.bootstrap,
+            **self._tls(),
             request_timeout_ms=int(self.timeout * 1000),
             client_id="odradek-test-aiokafka",
         )
@@ -104,6 +118,7 @@ class AiokafkaClient(Client):
 
         kw = dict(
             bootstrap_servers=self.bootstrap,
+            **self._tls(),
             acks="all" if acks == -1 else acks,
             linger_ms=5,
             request_timeout_ms=int(self.timeout * 1000),
@@ -156,6 +171,7 @@ class AiokafkaClient(Client):
         async def go():
             c = AIOKafkaConsumer(
                 bootstrap_servers=self.bootstrap,
+                **self._tls(),
                 group_id=group,
                 enable_auto_commit=False,
                 auto_offset_reset=policy,
@@ -230,6 +246,7 @@ class AiokafkaClient(Client):
         async def go():
             c = AIOKafkaConsumer(
                 bootstrap_servers=self.bootstrap,
+                **self._tls(),
                 enable_auto_commit=False,
                 request_timeout_ms=int(max(self.timeout, 31) * 1000),
             )

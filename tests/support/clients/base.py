@@ -20,6 +20,17 @@ GROUP_REBALANCE_TIMEOUT_MS = 6000
 ADMIN_TIMEOUT = 10.0  # seconds, for everything but consume
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """What a client needs for SSL (``ca``: the CA certificate, PEM) and mutual TLS (its own key
+    and certificate chain as PEM files, and both in one file: ``keystore``, for the Java client)."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+    keystore: Path | None = None
+
+
 @dataclass
 class Rec:
     key: bytes | None = None
@@ -221,15 +232,33 @@ class Client:
     # headers differ each cost a process of their own
     headers_per_run = False
 
-    def __init__(self, bootstrap: str, *, timeout: float = ADMIN_TIMEOUT, isolation: str | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = ADMIN_TIMEOUT,
+        isolation: str | None = None,
+        tls: TlsFiles | None = None,
+    ):
         """``isolation``: the consumers' isolation level, "read_committed" | "read_uncommitted";
         None keeps each client's own default (read_uncommitted for Java, kafka-python and aiokafka;
-        read_committed for librdkafka, so confluent-kafka and kcat, and for kafkajs)."""
+        read_committed for librdkafka, so confluent-kafka and kcat, and for kafkajs).
+        ``tls``: connect with SSL (mutual TLS when it has a certificate)."""
         if isolation not in (None, "read_committed", "read_uncommitted"):
             raise ValueError(f"isolation must be read_committed or read_uncommitted, not {isolation!r}")
         self.bootstrap = bootstrap
         self.timeout = timeout
         self.isolation = isolation
+        self.tls = tls
+
+    def librdkafka_tls(self) -> dict[str, str]:
+        """The TLS settings as librdkafka names them (confluent-kafka, kcat)."""
+        if self.tls is None:
+            return {}
+        conf = {"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca)}
+        if self.tls.cert is not None:
+            conf.update({"ssl.certificate.location": str(self.tls.cert), "ssl.key.location": str(self.tls.key)})
+        return conf
 
     def __repr__(self):
         return f"<{self.name} client {self.bootstrap}>"

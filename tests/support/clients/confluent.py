@@ -29,7 +29,7 @@ class ConfluentClient(Client):
         return None if importlib.util.find_spec("confluent_kafka") else "confluent-kafka not installed"
 
     def _conf(self, **extra):
-        conf = {"bootstrap.servers": self.bootstrap, "client.id": "odradek-test-confluent"}
+        conf = {"bootstrap.servers": self.bootstrap, "client.id": "odradek-test-confluent", **self.librdkafka_tls()}
         conf.update(extra)
         return conf
 

@@ -78,4 +78,12 @@ class JavaClient(JsonCliClient):
     _extra: list[str] = []
 
     def _run(self, args, **kw):
-        return super()._run(args + self._extra, **kw)
+        return super()._run(args + self._extra + self._tls_props(), **kw)
+
+    def _tls_props(self) -> list[str]:
+        if self.tls is None:
+            return []
+        props = {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.tls.ca)}
+        if self.tls.keystore is not None:
+            props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.tls.keystore)})
+        return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]

@@ -22,6 +22,14 @@ class KafkaPythonClient(Client):
 
     name = "kafka_python"
 
+    def _tls(self) -> dict:
+        if self.tls is None:
+            return {}
+        kw = {"security_protocol": "SSL", "ssl_cafile": str(self.tls.ca)}
+        if self.tls.cert is not None:
+            kw.update({"ssl_certfile": str(self.tls.cert), "ssl_keyfile": str(self.tls.key)})
+        return kw
+
     @classmethod
     def unavailable_reason(cls):
         return None if importlib.util.find_spec("kafka") else "kafka-python not installed"
@@ -34,6 +42,7 @@ class KafkaPythonClient(Client):
 
         return KafkaAdminClient(
             bootstrap_servers=self.bootstrap,
+            **self._tls(),
             request_timeout_ms=int(self.timeout * 1000),
             client_id="odradek-test-kafka-python",
         )
@@ -88,6 +97,7 @@ class KafkaPythonClient(Client):
 
         kw = dict(
             bootstrap_servers=self.bootstrap,
+            **self._tls(),
             acks="all" if acks == -1 else acks,
             linger_ms=5,
             request_timeout_ms=int(self.timeout * 1000),
@@ -132,6 +142,7 @@ class KafkaPythonClient(Client):
 
         return KafkaConsumer(
             bootstrap_servers=self.bootstrap,
+            **self._tls(),
             enable_auto_commit=False,
             request_timeout_ms=int(max(self.timeout, 31) * 1000),
             client_id="odradek-test-kafka-python",

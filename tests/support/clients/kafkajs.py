@@ -22,7 +22,12 @@ class KafkajsClient(JsonCliClient):
         return None
 
     def base_cmd(self):
-        return ["node", str(NODE_DIR / "kafkajs_cli.js")]
+        cmd = ["node", str(NODE_DIR / "kafkajs_cli.js")]
+        if self.tls is not None:
+            cmd += ["--ssl-ca", str(self.tls.ca)]
+            if self.tls.cert is not None:
+                cmd += ["--ssl-cert", str(self.tls.cert), "--ssl-key", str(self.tls.key)]
+        return cmd
 
     def reset_args(self, policy: str) -> list[str]:
         return []  # checked in consume(): kafkajs_cli.js has no --reset

@@ -52,7 +52,7 @@ class KcatClient(Client):
 
     def _cmd(self, *args, extra=()):
         cmd = ["kcat", "-b", self.bootstrap, "-m", str(int(self.timeout)), "-X", "partitioner=murmur2_random"]
-        for x in extra:
+        for x in [*extra, *(f"{k}={v}" for k, v in self.librdkafka_tls().items())]:
             cmd += ["-X", x]
         return cmd + list(args)
 
@@ -70,12 +70,12 @@ class KcatClient(Client):
             raise ClientError(self.name, "Timeout", f"{cmd[3:]} hung") from e
 
     def create_topic(self, name, partitions, configs=None, *, replication_factor=1):
-        ConfluentClient(self.bootstrap, timeout=self.timeout).create_topic(
+        ConfluentClient(self.bootstrap, timeout=self.timeout, tls=self.tls).create_topic(
             name, partitions, configs, replication_factor=replication_factor
         )
 
     def delete_topic(self, name):
-        ConfluentClient(self.bootstrap, timeout=self.timeout).delete_topic(name)
+        ConfluentClient(self.bootstrap, timeout=self.timeout, tls=self.tls).delete_topic(name)
 
     def _metadata(self, topic=None):
         args = ["-L", "-J"] + (["-t", topic] if topic else [])

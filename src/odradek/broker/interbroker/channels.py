@@ -63,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -113,6 +114,8 @@ class ChannelPolicy:
     reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS
     reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS
     replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms: the replica fetchers' extra wait
+    # TLS to the inter-broker listener when its security protocol is SSL (server.py builds it)
+    ssl_context: ssl.SSLContext | None = None
 
     @classmethod
     def from_broker(cls, config: Settings) -> ChannelPolicy:
@@ -240,6 +243,7 @@ class NodeChannels:
             client_id=f"broker-{self.node_id}-{purpose}",
             request_timeout_ms=self.policy.request_timeout_ms_for(purpose),
             connect_timeout_ms=self.policy.connection_setup_timeout_ms,
+            ssl_context=self.policy.ssl_context,
         )
         try:
             await conn.connect()

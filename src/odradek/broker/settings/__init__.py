@@ -2,7 +2,7 @@
 
 A setting is a `Setting(name, type, default, doc, validate=..., topic_name=..., dynamic=...,
 planned=...)` (`setting.py`), declared in the module of its area: the broker's own
-(`server.py`), logs and Fetch (`log.py`), the coordinators (`coordinators.py`). The CLI's
+(`server.py`), logs and Fetch (`log.py`), the coordinators (`coordinators.py`), TLS (`ssl.py`). The CLI's
 `--override key=value`, the properties file, `odradek config` and the configuration reference
 (docs/configuration.md) all derive from SETTINGS; `broker/config.py` turns them into the
 effective `BrokerConfig`. Unknown or invalid settings stop startup with a message naming them.
@@ -14,10 +14,23 @@ from odradek.broker.settings.coordinators import GROUPS, TRANSACTIONS
 from odradek.broker.settings.log import FETCH, LOG
 from odradek.broker.settings.server import BASICS, INTERBROKER, OPERATIONS
 from odradek.broker.settings.setting import INT_MAX, LONG_MAX, TYPES, ConfigError, Setting
+from odradek.broker.settings.ssl import SSL, SSL_NAMES
 
 # The reference (docs/configuration.md) lists them in this order.
-SETTINGS: tuple[Setting, ...] = BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS
+SETTINGS: tuple[Setting, ...] = BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS + SSL
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_TOPIC_NAME: dict[str, Setting] = {s.topic_name: s for s in SETTINGS if s.topic_name}
+# Settings that may also be given for one listener, as listener.name.<lower-case name>.<setting>.
+PER_LISTENER: frozenset[str] = SSL_NAMES
 
-__all__ = ["BY_NAME", "BY_TOPIC_NAME", "INT_MAX", "LONG_MAX", "SETTINGS", "TYPES", "ConfigError", "Setting"]
+__all__ = [
+    "BY_NAME",
+    "BY_TOPIC_NAME",
+    "INT_MAX",
+    "LONG_MAX",
+    "PER_LISTENER",
+    "SETTINGS",
+    "TYPES",
+    "ConfigError",
+    "Setting",
+]

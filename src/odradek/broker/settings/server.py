@@ -41,7 +41,7 @@ BASICS: tuple[Setting, ...] = (
         "listener.security.protocol.map",
         "list",
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
-        "Security protocol of each listener name, NAME:PROTOCOL (only PLAINTEXT is served yet).",
+        "Security protocol of each listener name, NAME:PROTOCOL (PLAINTEXT and SSL are served; docs/security.md).",
     ),
     S(
         "inter.broker.listener.name",

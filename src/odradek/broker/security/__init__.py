@@ -1,0 +1,1 @@
+"""Security: TLS (tls.py), authentication and authorization; docs/security.md."""
