@@ -51,6 +51,10 @@ class NoOffsetForPartitionError(KafkaError):
 
 
 class RecordTooLargeClientError(KafkaError):
+    """A record larger than the producer's max.request.size, or a batch larger than the
+    consumer's max.partition.fetch.bytes that the broker cannot return in pieces (Java's
+    RecordTooLargeException)."""
+
     name = "record_too_large"
 
 

@@ -254,7 +254,7 @@ class Fetcher:
                     if recs:
                         got = True
                 elif len(raw) >= self.partition_max_bytes:
-                    st.error = E.RecordTooLargeError(
+                    st.error = E.RecordTooLargeClientError(
                         f"{tp.topic}-{tp.partition}: a batch at {pos} is larger than max.partition.fetch.bytes"
                     )
                     got = True
