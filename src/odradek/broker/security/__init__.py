@@ -1,0 +1,1 @@
+"""Security: authentication (TLS, SASL), the authorizer and its ACLs."""
