@@ -116,6 +116,11 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
 }
 
 
+def operations_bits(*ops: AclOperation) -> int:
+    """An authorized-operations field of these operations (bit 1 << code each)."""
+    return sum(1 << op for op in set(ops))
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class ResourcePattern:
     resource_type: ResourceType
