@@ -78,3 +78,60 @@ def test_without_an_authorizer_every_acl_api_answers_security_disabled(tmp_path)
             ] * 2
 
     asyncio.run(main())
+
+
+def test_create_describe_delete_and_restart(tmp_path):
+    async def main():
+        async with InProcessBroker(tmp_path, AUTHORIZER) as b:
+            a = admin(b)
+            r = await b.call(
+                30,
+                V,
+                connection=a,
+                creations=(
+                    creation(Res.TOPIC, "orders", Pat.LITERAL, "User:alice", Op.READ),
+                    creation(Res.TOPIC, "ord", Pat.PREFIXED, "User:bob", Op.WRITE),
+                    creation(Res.GROUP, "*", Pat.LITERAL, "User:alice", Op.ALL, Perm.DENY),
+                    creation(Res.CLUSTER, "not-the-cluster", Pat.LITERAL, "User:alice", Op.ALTER),
+                    creation(Res.TOPIC, "", Pat.LITERAL, "User:alice", Op.READ),
+                    creation(Res.TOPIC, "x", Pat.LITERAL, "alice", Op.READ),
+                    creation(Res.TOPIC, "x", Pat.MATCH, "User:alice", Op.READ),
+                    creation(Res.TOPIC, "x", Pat.LITERAL, "User:alice", Op.ANY),
+                ),
+            )
+            assert [int(x.error_code) for x in r.results] == [0, 0, 0, 42, 42, 42, 42, 42]
+            everything = [
+                (2, "ord", 4, "User:bob", 4),
+                (2, "orders", 3, "User:alice", 3),
+                (3, "*", 3, "User:alice", 2),
+            ]
+            assert await describe(b, a) == sorted(everything)
+            # MATCH: every pattern that applies to the topic "orders"
+            assert await describe(b, a, rt=Res.TOPIC, name="orders", pat=Pat.MATCH) == [
+                (2, "ord", 4, "User:bob", 4),
+                (2, "orders", 3, "User:alice", 3),
+            ]
+            assert await describe(b, a, principal="User:alice") == [
+                (2, "orders", 3, "User:alice", 3),
+                (3, "*", 3, "User:alice", 2),
+            ]
+            # the ACL APIs need DESCRIBE / ALTER on the cluster: anonymous has neither
+            anon = b.connection()
+            d = await b.call(29, V, connection=anon, **acl_filter())
+            assert int(d.error_code) == 31 and d.resources == ()
+            one = creation(Res.TOPIC, "t", Pat.LITERAL, "User:x", Op.READ)
+            c = await b.call(30, V, connection=anon, creations=(one,))
+            assert [int(x.error_code) for x in c.results] == [31]
+            delete_filter = messages.module_of(messages.request_class(31, V)).DeleteAclsFilter
+            x = await b.call(31, V, connection=anon, filters=(delete_filter(**acl_filter()),))
+            assert [int(f.error_code) for f in x.filter_results] == [31]
+            assert len(await describe(b, a)) == 3
+            prefixed_topics = delete_filter(**acl_filter(rt=Res.TOPIC, pat=Pat.PREFIXED))
+            x = await b.call(31, V, connection=a, filters=(prefixed_topics,))
+            assert [(int(f.error_code), [m.resource_name for m in f.matching_acls]) for f in x.filter_results] == [
+                (0, ["ord"])
+            ]
+        async with InProcessBroker(tmp_path, AUTHORIZER) as b:
+            assert await describe(b, admin(b)) == [(2, "orders", 3, "User:alice", 3), (3, "*", 3, "User:alice", 2)]
+
+    asyncio.run(main())

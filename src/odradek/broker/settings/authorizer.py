@@ -21,7 +21,6 @@ AUTHORIZER: tuple[Setting, ...] = (
         "kafka.security.authorizer.AclAuthorizer, both served with StandardAuthorizer's semantics. "
         "Any other class is refused.",
         validate=one_of("", *AUTHORIZER_CLASS_NAMES),
-        planned="the authorization checks of every API (issue 27)",
     ),
     Setting(
         "super.users",
