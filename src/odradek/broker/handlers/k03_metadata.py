@@ -76,7 +76,9 @@ async def handle(ctx: RequestContext, req) -> object:
     if req.topics is None or (v == 0 and not req.topics):
         # every topic the principal may describe; the others are left out silently
         wanted: list[tuple[str | None, uuid.UUID | None]] = [
-            (t.name, None) for t in sorted(snap.topics.values(), key=lambda t: t.name) if described(t.name)
+            (t.name, None)
+            for t in sorted(snap.topics.values(), key=lambda t: t.name)
+            if s.acls is None or described(t.name)
         ]
         auto = False
     else:
