@@ -97,7 +97,14 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
         AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS,
     ),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    # (group configs, KIP-848: DESCRIBE_CONFIGS and ALTER_CONFIGS, as Kafka 4's AclEntry)
+    ResourceType.GROUP: (
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
     ResourceType.CLUSTER: (
         AclOperation.CREATE,
         AclOperation.CLUSTER_ACTION,

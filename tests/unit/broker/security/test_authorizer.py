@@ -144,7 +144,7 @@ def test_authorized_operations_bits():
     a = authorizer(acl(Res.TOPIC, "orders", Pat.LITERAL, ALICE, Op.WRITE))
     assert a.authorized_operations(ALICE, HOST, Res.TOPIC, "orders") == operations_bits(Op.WRITE, Op.DESCRIBE)
     assert authorizer(allow_if_none=True).authorized_operations(ALICE, HOST, Res.GROUP, "g") == operations_bits(
-        Op.READ, Op.DESCRIBE, Op.DELETE
+        Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS
     )
 
 
