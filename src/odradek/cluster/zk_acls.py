@@ -24,9 +24,10 @@ import threading
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from odradek.cluster.acls import AclEntry, AclResource, AclView, decode_entries, encode_entries
+from odradek.cluster.store import MetadataUnavailable
 
 log = logging.getLogger("odradek.cluster.zk")
 
@@ -101,7 +102,10 @@ class ZooKeeperAclStore:
         self._callbacks.clear()
 
     async def update(self, resource: AclResource, add: frozenset[AclEntry], remove: frozenset[AclEntry]) -> None:
-        changed = await asyncio.to_thread(self._update, resource, add, remove)
+        try:
+            changed = await asyncio.to_thread(self._update, resource, add, remove)
+        except KazooException as e:  # the request answers UNKNOWN_SERVER_ERROR, as Kafka for a ZooKeeper error
+            raise MetadataUnavailable(f"ZooKeeper: {type(e).__name__} {e}") from None
         if changed:
             self._changed()
 

@@ -1,6 +1,6 @@
 """ACL storage (cluster/acls.py, cluster/zk_acls.py) without ZooKeeper: Kafka's znode JSON, the
-change notifications' two formats, the ZooKeeper paths, and the single node's file across a
-restart."""
+change notifications' two formats, the ZooKeeper paths, the single node's file across a
+restart, and a ZooKeeper failure under a write (an error code for CreateAcls, not an exception)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,31 @@ import asyncio
 import json
 import os
 
+import pytest
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from support.failing_zk import FailingClient
+
+from odradek.broker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from odradek.broker.security.acl_store import AclManager
+from odradek.broker.security.authorizer import Authorizer
 from odradek.cluster.acls import FILE_NAME, LocalAclStore, decode_entries, encode_entries
 from odradek.cluster.zk_acls import (
     EXTENDED_CHANGES,
     LITERAL_CHANGES,
+    ZooKeeperAclStore,
     decode_change,
     encode_change,
     resource_path,
 )
+from odradek.protocol.errors import ErrorCode
 
 ENTRY = ("User:alice", "Allow", "Read", "*")
 
@@ -72,5 +89,19 @@ def test_the_local_store_keeps_acls_across_a_restart(tmp_path):
         await again.update(topic, frozenset(), frozenset({ENTRY}))
         assert LocalAclStore(str(tmp_path), write_atomic).view() == {("PREFIXED", "Group", "g-"): {ENTRY}}
         assert os.path.exists(tmp_path / FILE_NAME)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("error", [SessionExpiredError, ConnectionLoss])
+def test_a_zookeeper_failure_under_an_acl_write_is_an_error_answer_not_an_exception(error):
+    async def main():
+        manager = AclManager(Authorizer(), ZooKeeperAclStore(FailingClient(error)))  # type: ignore[arg-type]
+        binding = AclBinding(
+            ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL),
+            AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW),
+        )
+        code, message = await manager.create([binding]) or (0, "")
+        assert code == ErrorCode.unknown_server_error and error.__name__ in message
 
     asyncio.run(main())
