@@ -17,10 +17,12 @@ from __future__ import annotations
 import datetime
 import importlib
 import pkgutil
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+from odradek.broker.security.authorizer import host_of
 from odradek.protocol import messages
 
 if TYPE_CHECKING:
@@ -177,6 +179,36 @@ class RequestContext:
 
     def nested(self, class_name: str, /, **fields: Any) -> Any:
         return make(getattr(self.module, class_name), **fields)
+
+    # -- authorization (broker/security/authorizer.py): the one way handlers ask -------------
+    def authorized(self, op: AclOperation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """May this connection's principal do `op` to the resource? Always, with no authorizer."""
+        acls = self.services.acls
+        if acls is None:
+            return True
+        c = self.connection
+        return acls.authorizer.authorize(c.principal, host_of(c.peer), op, resource_type, name)
+
+    def authorized_names(self, op: AclOperation, resource_type: ResourceType, names: Iterable[str]) -> set[str]:
+        """The names among `names` this principal may do `op` to."""
+        return {n for n in names if self.authorized(op, resource_type, n)}
+
+    def authorized_by_type(self, op: AclOperation, resource_type: ResourceType) -> bool:
+        """May this principal do `op` to at least one resource of the type (KIP-679)?"""
+        acls = self.services.acls
+        if acls is None:
+            return True
+        c = self.connection
+        return acls.authorizer.authorize_by_resource_type(c.principal, host_of(c.peer), op, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """An authorized-operations field: the bits of what the principal may do to the resource
+        among what its type supports (every supported one with no authorizer, as Kafka)."""
+        acls = self.services.acls
+        if acls is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+        c = self.connection
+        return acls.authorizer.authorized_operations(c.principal, host_of(c.peer), resource_type, name)
 
 
 def make(cls: type, /, **fields: Any) -> Any:

@@ -64,6 +64,8 @@ from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.security.acl_store import AclManager
+from odradek.broker.security.authorizer import Authorizer, parse_super_users
 from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError, client_context
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
@@ -72,11 +74,13 @@ from odradek.broker.transport import PlaintextTransport, TlsTransport
 from odradek.broker.txn_markers import write_marker_here
 from odradek.broker.txn_verification import TxnVerification
 from odradek.cluster import zk_client
+from odradek.cluster.acls import LocalAclStore
 from odradek.cluster.controller import Controller, ControllerConfig
 from odradek.cluster.kafka_dir import AdoptionError
 from odradek.cluster.local import LocalMetadataStore
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.store import MetadataStore
+from odradek.cluster.zk_acls import ZooKeeperAclStore
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.txn import TransactionCoordinator, TxnConfig
@@ -226,6 +230,8 @@ class Broker:
         await services.txn_coordinator.start()
         await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
+        if services.acls is not None:
+            await services.acls.start()  # before the listeners accept: no request is decided without ACLs
         if isinstance(store, ZooKeeperMetadataStore) and cluster is not None:
             coordinators = (services.group_coordinator, services.txn_coordinator)
             self.fence = CoordinatorFence(
@@ -347,7 +353,19 @@ class Broker:
             metrics=metrics,
             controller=self.controller,
             forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
+            acls=self._acl_manager(),
         )
+
+    def _acl_manager(self) -> AclManager | None:
+        """With `authorizer.class.name` set: the ACLs (ZooKeeper's in cluster mode, the first log
+        directory's on a single node) and the authorizer deciding on them."""
+        config = self.config
+        if not config["authorizer.class.name"]:
+            return None
+        authorizer = Authorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
+        if self.zk is not None:
+            return AclManager(authorizer, ZooKeeperAclStore(self.zk))
+        return AclManager(authorizer, LocalAclStore(config["log.dirs"][0], self.fs.write_file_atomic))
 
     def _register_gauges(self, metrics: BrokerMetrics, services: BrokerServices, lm: LogManager) -> None:
         """Each component's gauges, computed when scraped, from what it owns."""
@@ -607,6 +625,8 @@ class Broker:
             if self.controller is not None:
                 await self.controller.stop()
             await services.metadata.stop()
+            if services.acls is not None:
+                await services.acls.stop()
             await services.replica_manager.stop()
         if self.channels is not None:
             self.channels.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.registry import RequestContext, make
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.coordinator.group.requests import OffsetEntry, TopicPartition
 from odradek.protocol.errors import ErrorCode
 
@@ -18,13 +19,18 @@ def nested(ctx: RequestContext, class_name: str, **fields: Any) -> Any:
 def offsets_to_commit(ctx: RequestContext, req: Any) -> tuple[tuple[OffsetEntry, ...], dict[TopicPartition, int]]:
     """The offsets of an OffsetCommit or TxnOffsetCommit request, and the partitions refused
     before the group is consulted: UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the
-    metadata does not have, as in Kafka (committing offsets of an unknown topic fails)."""
+    metadata does not have, as in Kafka (committing offsets of an unknown topic fails), and
+    TOPIC_AUTHORIZATION_FAILED before that for a topic the principal may not READ."""
     topics_known = ctx.services.snapshot.topics
+    readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in req.topics})
     unknown: dict[TopicPartition, int] = {}
     entries = []
     for t in req.topics:
         info = topics_known.get(t.name)
         for p in t.partitions:
+            if t.name not in readable:
+                unknown[(t.name, p.partition_index)] = ErrorCode.topic_authorization_failed
+                continue
             if info is None or not 0 <= p.partition_index < len(info.partitions):
                 unknown[(t.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -38,6 +44,11 @@ def offsets_to_commit(ctx: RequestContext, req: Any) -> tuple[tuple[OffsetEntry,
                 )
             )
     return tuple(entries), unknown
+
+
+def all_partitions(req: Any, code: int) -> dict[TopicPartition, int]:
+    """Every partition of an OffsetCommit or TxnOffsetCommit request answered `code`."""
+    return {(t.name, p.partition_index): code for t in req.topics for p in t.partitions}
 
 
 def offset_commit_topics(ctx: RequestContext, req: Any, errors: dict[TopicPartition, int], prefix: str) -> tuple:

@@ -15,7 +15,10 @@ for what they do not have by then); while the ISR is this broker alone that wait
 once. An fsync demanded by `flush.messages` completes before the response. A control batch
 (a transaction marker) is INVALID_RECORD: only the transaction coordinator writes those. With
 a transactional id, a producer's first transactional batch on a partition is verified with
-the transaction coordinator first (KIP-890, broker/txn_verification.py). Responses are
+the transaction coordinator first (KIP-890, broker/txn_verification.py). Authorization (as
+Kafka's KafkaApis): WRITE on the transactional id (else every partition
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, before
+its existence is looked at). Responses are
 written by protocol/produce_codec.py (the hot path), not through kio entities.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.registry import NO_RESPONSE, RequestContext, VersionCodec, handles, ms
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.legacy import produce as legacy
@@ -71,6 +75,18 @@ async def handle(ctx: RequestContext, req) -> object:
             )
             for td in req.topic_data
         ]
+    if req.transactional_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+    ):
+        denied = ErrorCode.transactional_id_authorization_failed
+        return [
+            TopicProduceResult(
+                td.name if v < 13 else None,
+                getattr(td, "topic_id", None),
+                [_Part(pd.index, denied) for pd in td.partition_data],
+            )
+            for td in req.topic_data
+        ]
     acks = req.acks
     snap = ctx.services.snapshot
     # per partition, in request order: a result already decided here, or its place among the appends
@@ -85,7 +101,9 @@ async def handle(ctx: RequestContext, req) -> object:
             name = td.name
             info = snap.topics.get(name)
             missing = ErrorCode.unknown_topic_or_partition  # an invalid name is simply unknown, as in Kafka
-        if info is not None and name in INTERNAL_TOPICS:
+        if name is not None and not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, name):
+            info, missing = None, ErrorCode.topic_authorization_failed
+        elif info is not None and name in INTERNAL_TOPICS:
             info, missing = None, ErrorCode.invalid_topic_exception
         if acks not in (0, 1, -1):
             info, missing = None, ErrorCode.invalid_required_acks

@@ -15,7 +15,9 @@ offset; an empty list when none, null under read_uncommitted and with an error, 
 every answer carries the last stable offset. Fetch sessions (KIP-227) are in broker/fetch_session.py (in
 an incremental one a partition that returned records moves to the end of the session's order, as
 Kafka's); v13+ name topics by id. Errors per partition: OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
-UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, the fencing errors.
+UNKNOWN_TOPIC_ID, NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR, the fencing errors;
+TOPIC_AUTHORIZATION_FAILED without READ on the topic (a follower: without CLUSTER_ACTION on the
+cluster, for every partition), as Kafka's KafkaApis.
 
 A follower's fetch (`replica_id`, from v15 in `replica_state` with its broker epoch) reads
 through `Partition.fetch_records`: a diverging epoch (KIP-320) answers at once instead of
@@ -35,6 +37,7 @@ from typing import Any
 from odradek.broker.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.broker.partition import Isolation
 from odradek.broker.registry import RequestContext, VersionCodec, handles, ms
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_codec import PartitionResult, TopicResult, encode_fetch_response
@@ -98,6 +101,15 @@ async def handle(ctx: RequestContext, req) -> object:
     # in a session each partition's topic name is looked up once per metadata snapshot
     targets = [(key, cp.name if cp.named_in is snap else named(key, cp), part, cp) for (key, part), cp in pairs]
 
+    # READ on each topic; a follower's fetch: CLUSTER_ACTION on the cluster, for every partition
+    denied: set[str] = set()
+    if s.acls is not None:
+        names = {name for _k, name, _p, _cp in targets if name is not None}
+        if replica_id >= 0:
+            denied = set() if ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER) else names
+        else:
+            denied = names - ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC, names)
+
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, s.config["fetch.max.bytes"])
     min_bytes = req.min_bytes
@@ -115,6 +127,9 @@ async def handle(ctx: RequestContext, req) -> object:
             r = None
             if name is None:
                 pr.error_code = ErrorCode.unknown_topic_id if v >= 13 else ErrorCode.unknown_topic_or_partition
+                errors = True
+            elif name in denied:
+                pr.error_code = ErrorCode.topic_authorization_failed
                 errors = True
             else:
                 budget = min(cp.max_bytes, max_bytes - total)

@@ -12,7 +12,8 @@ may see): offset, timestamp and leader epoch -1. KIP-207: while a new leader's h
 is below the start of its leader epoch, a client's latest offset, and a timestamp or max
 timestamp lookup not found below what it may read, get OFFSET_NOT_AVAILABLE (it retries), so
 end offsets never go backwards across a failover. A partition named twice in one request
-gets a single INVALID_REQUEST answer, as in Kafka.
+gets a single INVALID_REQUEST answer, as in Kafka. Without DESCRIBE on the topic:
+TOPIC_AUTHORIZATION_FAILED, offset and timestamp -1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections import Counter
 
 from odradek.broker.partition import Isolation
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.errors import ErrorCode
 
 
@@ -33,6 +35,8 @@ async def handle(ctx: RequestContext, req) -> object:
         isolation = Isolation.TXN_COMMITTED
     else:
         isolation = Isolation.HIGH_WATERMARK
+    names = {t.name for t in req.topics}
+    described = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     asked = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     answered: set[tuple[str, int]] = set()
     topics = []
@@ -41,7 +45,9 @@ async def handle(ctx: RequestContext, req) -> object:
         for p in t.partitions:
             key = (t.name, p.partition_index)
             code: int
-            if asked[key] > 1:  # named twice: one INVALID_REQUEST answer for it, as Kafka
+            if t.name not in described:
+                code, ts, offset, epoch = ErrorCode.topic_authorization_failed, -1, -1, -1
+            elif asked[key] > 1:  # named twice: one INVALID_REQUEST answer for it, as Kafka
                 if key in answered:
                     continue
                 answered.add(key)

@@ -9,8 +9,11 @@ for older versions), as Kafka does; invalid names get INVALID_TOPIC_EXCEPTION, a
 created meanwhile (or being deleted) LEADER_NOT_AVAILABLE, as Kafka 3.9's ZooKeeper mode.
 v10+ may ask by topic id. Internal topics are listed with is_internal. A partition
 without a leader (in a cluster: its in-sync replicas are down) has LEADER_NOT_AVAILABLE.
-Authorized operations (topics v8+, the cluster v8-10) when asked: every operation the
-resource type supports, as Kafka without an authorizer (odradek has none yet).
+Authorization as Kafka's: a topic the principal may not DESCRIBE is left out of an all-topics
+answer and answered TOPIC_AUTHORIZATION_FAILED (no id, no partitions, whether it exists or not)
+when named (by id: with its id); auto-creation needs CREATE on the cluster or on the topic
+(TOPIC_AUTHORIZATION_FAILED otherwise). Authorized operations (topics v8+, the cluster v8-10,
+0 without DESCRIBE on it) when asked, from the ACLs (every supported one with no authorizer).
 Responses are written by protocol/metadata_codec.py, not through kio entities, and a
 topic's encoded bytes are kept (per version and authorized-operations flag) until the
 metadata changes: a topic of 1,000 partitions is then a copy, not 1,000 entities per request.
@@ -23,10 +26,11 @@ import uuid
 from typing import Any, NamedTuple
 
 from odradek.broker.registry import RequestContext, VersionCodec, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.assignment import AssignmentError
-from odradek.cluster.metadata import ClusterSnapshot, TopicInfo, topic_name_problem
+from odradek.cluster.metadata import INTERNAL_TOPICS, ClusterSnapshot, TopicInfo, topic_name_problem
 from odradek.cluster.store import MetadataUnavailable, TopicExistsError
-from odradek.protocol.constants import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, UNKNOWN_OPERATIONS, ZERO_UUID
+from odradek.protocol.constants import UNKNOWN_OPERATIONS, ZERO_UUID
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.metadata_codec import (
     MetadataBroker,
@@ -60,23 +64,52 @@ async def handle(ctx: RequestContext, req) -> object:
     snap = s.snapshot
     v = ctx.api_version
     results: list[bytes] = []
-    ops = TOPIC_OPERATIONS if getattr(req, "include_topic_authorized_operations", False) else UNKNOWN_OPERATIONS
+    with_ops = getattr(req, "include_topic_authorized_operations", False)
+
+    def ops_of(name: str) -> int:
+        return ctx.authorized_operations(ResourceType.TOPIC, name) if with_ops else UNKNOWN_OPERATIONS
+
+    def described(name: str) -> bool:
+        return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    unauthorized = ErrorCode.topic_authorization_failed
     if req.topics is None or (v == 0 and not req.topics):
+        # every topic the principal may describe; the others are left out silently
         wanted: list[tuple[str | None, uuid.UUID | None]] = [
-            (t.name, None) for t in sorted(snap.topics.values(), key=lambda t: t.name)
+            (t.name, None)
+            for t in sorted(snap.topics.values(), key=lambda t: t.name)
+            if s.acls is None or described(t.name)
         ]
         auto = False
     else:
         wanted = [(getattr(t, "name", None), getattr(t, "topic_id", None)) for t in req.topics]
         auto = getattr(req, "allow_auto_topic_creation", True) and s.config["auto.create.topics.enable"]
+    may_create_any = ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER)
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
             info = snap.topic_by_id(topic_id)
             if info is None:
-                results.append(_topic_error(v, ErrorCode.unknown_topic_id, None, ops, topic_id))
+                results.append(_topic_error(v, ErrorCode.unknown_topic_id, None, UNKNOWN_OPERATIONS, topic_id))
                 continue
+            if not described(info.name):  # topic ids are not secret: Kafka answers the id
+                results.append(_topic_error(v, unauthorized, None, UNKNOWN_OPERATIONS, topic_id))
+                continue
+            name = info.name
         else:
+            if name is not None and not described(name):  # nothing said about its existence
+                results.append(_topic_error(v, unauthorized, name, UNKNOWN_OPERATIONS))
+                continue
             info = snap.topics.get(name) if name is not None else None
+        ops = ops_of(name) if name is not None else UNKNOWN_OPERATIONS
+        if (
+            info is None
+            and auto
+            and name is not None
+            and not may_create_any
+            and not ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+        ):
+            results.append(_topic_error(v, unauthorized, name, UNKNOWN_OPERATIONS, internal=name in INTERNAL_TOPICS))
+            continue
         if info is None:
             problem = topic_name_problem(name)
             if problem or name is None:
@@ -122,9 +155,10 @@ async def handle(ctx: RequestContext, req) -> object:
         for b in (x.at(ctx.connection.listener_name) for x in snap.brokers)
         if b is not None
     )
-    cluster_ops = (
-        CLUSTER_OPERATIONS if getattr(req, "include_cluster_authorized_operations", False) else UNKNOWN_OPERATIONS
-    )
+    cluster_ops = UNKNOWN_OPERATIONS
+    if getattr(req, "include_cluster_authorized_operations", False):
+        described_cluster = ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER)
+        cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER) if described_cluster else 0
     return MetadataAnswer(brokers, s.cluster_id, snap.controller_id, results, cluster_ops)
 
 
@@ -170,5 +204,8 @@ def _topic(info: TopicInfo, ops: int) -> MetadataTopic:
     return MetadataTopic(0, info.name, info.topic_id, info.internal, parts, ops)
 
 
-def _topic_error(v: int, code: ErrorCode, name: str | None, ops: int, topic_id: uuid.UUID | None = None) -> bytes:
-    return encode_topic(v, MetadataTopic(code, name if name is not None else "", topic_id or ZERO_UUID, False, (), ops))
+def _topic_error(
+    v: int, code: ErrorCode, name: str | None, ops: int, topic_id: uuid.UUID | None = None, *, internal: bool = False
+) -> bytes:
+    topic = MetadataTopic(code, name if name is not None else "", topic_id or ZERO_UUID, internal, (), ops)
+    return encode_topic(v, topic)

@@ -9,6 +9,7 @@ the controller cannot serve gets Kafka's error code, never a closed connection:
 NOT_CONTROLLER (not, or no longer, the controller; stopping), REQUEST_TIMED_OUT (ZooKeeper
 did not take the moves in time), BROKER_NOT_AVAILABLE (the broker is not registered),
 STALE_BROKER_EPOCH (v2+: from an older registration of the broker).
+Without CLUSTER_ACTION on the cluster (brokers only): CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from typing import Any
 
 from odradek.broker.registry import RequestContext, VersionCodec, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.controller import ControllerError
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.legacy import controlled_shutdown as codec
@@ -41,6 +43,8 @@ def _encode(version: int, resp: ControlledShutdownResponse) -> tuple[list[Any], 
 )
 async def handle(ctx: RequestContext, req: codec.ControlledShutdownRequest) -> object:
     controller = ctx.services.controller
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return ControlledShutdownResponse(ErrorCode.cluster_authorization_failed)
     if controller is None:
         return ControlledShutdownResponse(ErrorCode.not_controller)
     try:

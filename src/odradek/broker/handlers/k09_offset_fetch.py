@@ -9,19 +9,35 @@ has no top-level error). Offsets committed in a transaction that is still open
 some gets UNSTABLE_OFFSET_COMMIT instead of its committed offset, so that a consumer of a
 consume-transform-produce application waits for the transaction to end. v9's member
 id/epoch only concern KIP-848 groups.
-v10 (topic ids) is not served.
+Authorization: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), DESCRIBE on each topic
+named (TOPIC_AUTHORIZATION_FAILED, offset -1); a null topic list answers the topics the principal
+may describe. v10 (topic ids) is not served.
 """
 
 from __future__ import annotations
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
+from odradek.protocol.errors import ErrorCode
 
 
 def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool) -> tuple[int, list]:
     gc = ctx.services.group_coordinator
-    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    return gc.fetch_offsets(group_id, wanted, require_stable=require_stable)
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
+    if topics is None:  # every committed offset: of the topics the principal may describe
+        err, rows = gc.fetch_offsets(group_id, None, require_stable=require_stable)
+        return err, [(t, parts) for t, parts in rows if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t)]
+    allowed = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, {t.name for t in topics})
+    wanted = [(t.name, list(t.partition_indexes)) for t in topics if t.name in allowed]
+    err, rows = gc.fetch_offsets(group_id, wanted, require_stable=require_stable) if wanted else (0, [])
+    if err:
+        return err, rows
+    denied = ErrorCode.topic_authorization_failed
+    return err, list(rows) + [
+        (t.name, [(p, -1, -1, "", denied) for p in t.partition_indexes]) for t in topics if t.name not in allowed
+    ]
 
 
 @handles(9, 1, 9)

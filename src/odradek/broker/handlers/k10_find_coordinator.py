@@ -8,6 +8,7 @@ types (2, share) get INVALID_REQUEST. When the coordinator is not up or the part
 has no leader, the answer is COORDINATOR_NOT_AVAILABLE, which clients retry; so it is when
 the leader is this broker and its coordinators are fenced (cut from ZooKeeper:
 broker/coordinator_fence.py), whose metadata may name it where another broker leads now.
+Authorization: DESCRIBE on the group or transactional id (GROUP_ / TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.metadata import BrokerInfo
 from odradek.coordinator.group import GroupCoordinator
 from odradek.coordinator.group.records import OFFSETS_TOPIC
@@ -37,6 +39,10 @@ async def _lookup(ctx: RequestContext, key_type: int, key: str) -> tuple[int, st
         coordinator, topic, what = s.txn_coordinator, TXN_STATE_TOPIC, "transactional id"
     else:
         return int(ErrorCode.invalid_request), f"unsupported key type {key_type}", None
+    if key_type == 0 and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return int(ErrorCode.group_authorization_failed), None, None
+    if key_type == 1 and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return int(ErrorCode.transactional_id_authorization_failed), None, None
     if coordinator is None or not coordinator.active:
         return NOT_AVAILABLE, f"the {what} coordinator is not available", None
     try:

@@ -13,13 +13,27 @@ from __future__ import annotations
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles, ms
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.coordinator.group.requests import JoinRequest
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(11, 0, 9)
 async def handle(ctx: RequestContext, req) -> object:
     gc = ctx.services.group_coordinator
     v = ctx.api_version
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.group_authorization_failed,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if v >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id="",
+            members=(),
+        )
     rebalance = ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else -1
     r = await gc.join(
         JoinRequest(

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.coordinator.group.requests import LeaveRequest
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(13, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
     gc = ctx.services.group_coordinator
     v = ctx.api_version
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.group_authorization_failed, members=())
     if v < 3:
         members: tuple[tuple[str, str | None], ...] = ((req.member_id, None),)
     else:

@@ -11,11 +11,21 @@ and returns them.
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.coordinator.group.requests import SyncRequest
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(14, 0, 5)
 async def handle(ctx: RequestContext, req) -> object:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.group_authorization_failed,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
     r = await ctx.services.group_coordinator.sync(
         SyncRequest(
             req.group_id,

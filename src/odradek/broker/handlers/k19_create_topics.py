@@ -6,7 +6,9 @@ Per topic: legal name (INVALID_TOPIC_EXCEPTION), not existing
 (INVALID_REPLICATION_FACTOR), manual assignments naming live brokers
 (INVALID_REPLICA_ASSIGNMENT), configs known and valid (INVALID_CONFIG).
 validate_only checks without creating. v5+ returns the topic id, partition count,
-replication factor and the effective configs.
+replication factor and the effective configs. Authorization: CREATE on the cluster or on the
+topic (TOPIC_AUTHORIZATION_FAILED, "Authorization failed."); the new topic's configs only with
+DESCRIBE_CONFIGS on it (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED, no configs).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import uuid
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.metadata import topic_name_problem
 from odradek.cluster.store import MetadataTimeout, MetadataUnavailable, TopicExistsError
@@ -27,6 +30,10 @@ async def handle(ctx: RequestContext, req) -> object:
     live = set(s.topics.live_brokers)
     results = []
     seen: set[str] = set()
+    names = {t.name for t in req.topics}
+    may_create_any = ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER)
+    creatable = names if may_create_any else ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, names)
+    describable = ctx.authorized_names(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     for t in req.topics:
         code, message = 0, None
         partitions = t.num_partitions if t.num_partitions != -1 else s.config["num.partitions"]
@@ -35,6 +42,8 @@ async def handle(ctx: RequestContext, req) -> object:
         assignment: list[tuple[int, ...]] = []
         if t.name in seen:
             code, message = ErrorCode.invalid_request, f"topic {t.name} appears twice in the request"
+        elif t.name not in creatable:
+            code, message = ErrorCode.topic_authorization_failed, "Authorization failed."
         elif problem := topic_name_problem(t.name):
             code, message = ErrorCode.invalid_topic_exception, problem
         elif t.name in s.snapshot.topics:
@@ -104,7 +113,9 @@ async def handle(ctx: RequestContext, req) -> object:
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, f"creating {t.name} failed: {e}"
         ok = not code
-        described = _described(ctx, configs) if ok and ctx.api_version >= 5 else ()
+        # the new topic's configs only to who may DESCRIBE_CONFIGS it (else TOPIC_AUTHORIZATION_FAILED for them)
+        config_error = ErrorCode.topic_authorization_failed if ok and t.name not in describable else 0
+        described = _described(ctx, configs) if ok and ctx.api_version >= 5 and not config_error else ()
         results.append(
             ctx.nested(
                 "CreatableTopicResult",
@@ -112,7 +123,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 topic_id=topic_id,
                 error_code=code,
                 error_message=message,
-                topic_config_error_code=0,
+                topic_config_error_code=config_error,
                 num_partitions=partitions if ok else -1,
                 replication_factor=rf if ok else -1,
                 configs=described,

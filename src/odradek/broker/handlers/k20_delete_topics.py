@@ -7,7 +7,10 @@ deleted together; the answer comes once every broker has dropped them from its m
 (in a cluster: cluster/zookeeper.py), as Kafka's does, or at the request's `timeout_ms`
 with REQUEST_TIMED_OUT for those not yet dropped everywhere (their deletion goes on; a
 timeout of 0 only starts it, as in Kafka). Partition directories are renamed to `-delete`
-and removed in the background by storage.
+and removed in the background by storage. Authorization as Kafka's controller: DELETE on the
+cluster allows every topic; otherwise, by name, a topic
+the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists or not, one it may
+describe but not DELETE too; by id, TOPIC_AUTHORIZATION_FAILED with the name only when describable.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import logging
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.store import MetadataTimeout, UnknownTopicError
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
@@ -33,17 +37,35 @@ async def handle(ctx: RequestContext, req) -> object:
     timeout_s = max(0.0, req.timeout.total_seconds())
     results: list[list] = []  # [name, topic id, error code, message]
     deleting: dict[str, asyncio.Future] = {}
+    # DELETE on the cluster: every topic may be described and deleted (Kafka's controller)
+    any_topic = ctx.authorized(AclOperation.DELETE, ResourceType.CLUSTER)
+
+    def may(op: AclOperation, topic: str) -> bool:
+        return any_topic or ctx.authorized(op, ResourceType.TOPIC, topic)
+
     for name, topic_id in wanted:
         snap = s.snapshot
         code, message = 0, None
+        denied = ErrorCode.topic_authorization_failed
         if name is None and topic_id not in (None, ZERO_UUID):
             info = snap.topic_by_id(topic_id)
             if info is None:
                 code, message = ErrorCode.unknown_topic_id, f"Topic id {topic_id} does not exist"
+            elif not may(AclOperation.DELETE, info.name):
+                # named in the answer only to who may describe it
+                described = may(AclOperation.DESCRIBE, info.name)
+                results.append([info.name if described else None, topic_id, denied, None])
+                continue
+        elif name is not None and not may(AclOperation.DESCRIBE, name):
+            results.append([name, None, denied, None])  # nothing said about its existence
+            continue
         else:
             info = snap.topics.get(name)
             if info is None:
                 code, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+            elif not may(AclOperation.DELETE, name):
+                results.append([name, None, denied, None])
+                continue
         if info is not None:
             name, topic_id = info.name, info.topic_id
             if not s.config["delete.topic.enable"]:

@@ -12,7 +12,9 @@ a new producer id the first time, the epoch bumped after (an open transaction of
 previous epoch is aborted first: CONCURRENT_TRANSACTIONS, which the client retries), a
 timeout above `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT, and a broker
 that is not the id's coordinator answers NOT_COORDINATOR. PRODUCER_FENCED is answered as
-INVALID_PRODUCER_EPOCH below v4, as Kafka does for clients that do not know it.
+INVALID_PRODUCER_EPOCH below v4, as Kafka does for clients that do not know it. Authorization:
+WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE
+on the cluster or WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.registry import RequestContext, handles, ms
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.store import MetadataError
 from odradek.protocol.errors import ErrorCode
 
@@ -32,6 +35,18 @@ async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
+    if req.transactional_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+    ):
+        code = ErrorCode.transactional_id_authorization_failed
+        return ctx.respond(throttle_time=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    if (
+        req.transactional_id is None
+        and not ctx.authorized(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+        and not ctx.authorized_by_type(AclOperation.WRITE, ResourceType.TOPIC)  # KIP-679
+    ):
+        code = ErrorCode.cluster_authorization_failed
+        return ctx.respond(throttle_time=0, error_code=code, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         err, pid, epoch = await s.txn_coordinator.init_producer_id(
             req.transactional_id, ms(req.transaction_timeout), pid, epoch

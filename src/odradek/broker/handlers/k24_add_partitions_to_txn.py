@@ -10,7 +10,10 @@ below v2.
 
 v4+ come from brokers (KIP-890): a batch of transactions, each added or, with
 `verify_only`, only checked: a partition not in the transaction is TRANSACTION_ABORTABLE
-(the partition leader refuses the producer's batch).
+(the partition leader refuses the producer's batch). Authorization: v4+ CLUSTER_ACTION on the
+cluster (CLUSTER_AUTHORIZATION_FAILED); WRITE on the transactional id (every partition
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, the
+others OPERATION_NOT_ATTEMPTED).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
 
@@ -41,9 +45,14 @@ async def _one(
     s = ctx.services
     parts = [(t.name, int(p)) for t in topics for p in t.partitions]
     snap = s.snapshot
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return dict.fromkeys(parts, int(ErrorCode.transactional_id_authorization_failed))
+    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC, {t for t, _ in parts})
     refused: dict[tuple[str, int], int] = {}
     for topic, p in parts:
-        if ctx.api_version < 4 and topic in INTERNAL_TOPICS:
+        if topic not in writable:
+            refused[(topic, p)] = int(ErrorCode.topic_authorization_failed)
+        elif ctx.api_version < 4 and topic in INTERNAL_TOPICS:
             refused[(topic, p)] = int(ErrorCode.topic_authorization_failed)
         elif snap.partition(topic, p) is None:
             refused[(topic, p)] = int(ErrorCode.unknown_topic_or_partition)
@@ -70,6 +79,10 @@ async def handle(ctx: RequestContext, req) -> object:
             False,
         )
         return ctx.respond(throttle_time=0, results_by_topic_v3_and_below=_topic_results(ctx, errors))
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):  # v4+: brokers only
+        return ctx.respond(
+            throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=()
+        )
     results = []
     for t in req.transactions:
         errors = await _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)

@@ -8,6 +8,7 @@ appends markers with its request timeout). A partition not led here is
 NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION when the metadata does not have it),
 which the coordinator retries with its leader. On `__consumer_offsets` the group
 coordinator then completes the producer's transactional offsets.
+Without CLUSTER_ACTION on the cluster (brokers only): CLUSTER_AUTHORIZATION_FAILED for every partition.
 """
 
 from __future__ import annotations
@@ -16,31 +17,37 @@ import asyncio
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.broker.txn_markers import write_marker_here
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(27, 1, 2)
 async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
     out = []
+    cluster_action = ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for m in req.markers:
         parts = [(t.name, int(p)) for t in m.topics for p in t.partition_indexes]
-        errors = await asyncio.gather(
-            *(
-                write_marker_here(
-                    s.replica_manager,
-                    s.group_coordinator,
-                    topic,
-                    p,
-                    m.producer_id,
-                    m.producer_epoch,
-                    m.coordinator_epoch,
-                    m.transaction_result,
-                    s.config["request.timeout.ms"],
+        if not cluster_action:  # brokers only: every partition refused
+            errors = [int(ErrorCode.cluster_authorization_failed)] * len(parts)
+        else:
+            errors = await asyncio.gather(
+                *(
+                    write_marker_here(
+                        s.replica_manager,
+                        s.group_coordinator,
+                        topic,
+                        p,
+                        m.producer_id,
+                        m.producer_epoch,
+                        m.coordinator_epoch,
+                        m.transaction_result,
+                        s.config["request.timeout.ms"],
+                    )
+                    for topic, p in parts
                 )
-                for topic, p in parts
             )
-        )
         by_topic: dict[str, list[object]] = {}
         for (topic, p), err in zip(parts, errors):
             by_topic.setdefault(topic, []).append(

@@ -8,6 +8,8 @@ them: the topic override, then each layer of the broker setting that holds a val
 is not set); v3+ types and documentation. Broker resources: every broker
 setting. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; another broker's id or an
 unsupported resource type: INVALID_REQUEST.
+Without DESCRIBE_CONFIGS on the topic (a broker's or its loggers': on the cluster):
+TOPIC_ / CLUSTER_AUTHORIZATION_FAILED for that resource.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from odradek.broker.config_admin import (
     SENSITIVE_TYPES,
     TYPE_IDS,
 )
+from odradek.broker.handlers._config_resources import config_authorization_error
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation
 from odradek.protocol.errors import ErrorCode
 
 
@@ -29,7 +33,10 @@ async def handle(ctx: RequestContext, req) -> object:
     results = []
     for res in req.resources:
         code, message, entries = 0, None, []
-        if res.resource_type == RESOURCE_TOPIC:
+        denied = config_authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if denied:
+            code, message = denied, None
+        elif res.resource_type == RESOURCE_TOPIC:
             info = s.snapshot.topics.get(res.resource_name)
             if info is None:
                 code, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist"

@@ -1,16 +1,24 @@
 """AlterConfigs (key 33), v0-2: replaces a resource's whole set of overrides
-(deprecated by IncrementalAlterConfigs, still used by older tools)."""
+(deprecated by IncrementalAlterConfigs, still used by older tools).
+
+Without ALTER_CONFIGS on the topic (a broker's: on the cluster): TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
+from odradek.broker.handlers._config_resources import config_authorization_error
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation
 
 
 @handles(33, 0, 2)
 async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
-        code, message, _old = ctx.services.config_admin.current_overrides(res.resource_type, res.resource_name)
+        code = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        message = None
+        if not code:
+            code, message, _old = ctx.services.config_admin.current_overrides(res.resource_type, res.resource_name)
         if not code:
             new = {c.name: c.value for c in res.configs if c.value is not None}
             code, message = await ctx.services.config_admin.apply(

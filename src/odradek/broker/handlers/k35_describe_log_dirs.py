@@ -1,15 +1,21 @@
 """DescribeLogDirs (key 35), v1-4: per log directory, the partitions it holds
 with their sizes, and (v4) the directory's total and usable bytes. An offline
-directory is reported with KAFKA_STORAGE_ERROR."""
+directory is reported with KAFKA_STORAGE_ERROR.
+
+Without DESCRIBE on the cluster: CLUSTER_AUTHORIZATION_FAILED and no directories.
+"""
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.errors import ErrorCode
 
 
 @handles(35, 1, 4)
 async def handle(ctx: RequestContext, req) -> object:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=())
     wanted = None if req.topics is None else {t.topic: set(t.partitions) for t in req.topics}
     results = []
     for d in ctx.services.replica_manager.describe_log_dirs(wanted):

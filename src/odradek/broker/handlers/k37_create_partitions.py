@@ -3,11 +3,13 @@
 Fewer or equal partitions: INVALID_PARTITIONS; unknown topic:
 UNKNOWN_TOPIC_OR_PARTITION; assignments naming unknown brokers:
 INVALID_REPLICA_ASSIGNMENT; validate_only checks without changing anything.
+Without ALTER on the topic: TOPIC_AUTHORIZATION_FAILED, whether it exists or not.
 """
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.assignment import AssignmentError
 from odradek.cluster.store import MetadataTimeout, MetadataUnavailable
 from odradek.protocol.errors import ErrorCode, PolicyViolationError
@@ -18,11 +20,14 @@ async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
     live = set(s.topics.live_brokers)
     results = []
+    alterable = ctx.authorized_names(AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in req.topics})
     for t in req.topics:
         info = s.snapshot.topics.get(t.name)
         code, message = 0, None
         new = t.count - len(info.partitions) if info is not None else 0
-        if info is None:
+        if t.name not in alterable:  # whether it exists or not
+            code, message = ErrorCode.topic_authorization_failed, None
+        elif info is None:
             code, message = ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist."
         elif new <= 0:
             code, message = (

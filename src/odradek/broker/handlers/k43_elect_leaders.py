@@ -4,11 +4,13 @@ the request on to it: clients may still name the previous controller):
 ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
 UNKNOWN_TOPIC_OR_PARTITION per partition (cluster/controller.py `elect_leaders`).
 A single node has no controller (nobody else could lead): NOT_CONTROLLER.
+Without ALTER on the cluster: CLUSTER_AUTHORIZATION_FAILED (and for every partition named).
 """
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.errors import ErrorCode
 
 
@@ -19,7 +21,10 @@ async def handle(ctx: RequestContext, req) -> object:
     if req.topic_partitions is not None:
         wanted = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
     results: dict[tuple[str, int], tuple[int, str | None]]  # (error code, message) per partition
-    if controller is None:
+    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER):
+        results = dict.fromkeys(wanted or (), (ErrorCode.cluster_authorization_failed, None))
+        top = ErrorCode.cluster_authorization_failed
+    elif controller is None:
         results = dict.fromkeys(wanted or (), (ErrorCode.not_controller, "not the controller"))
         top = ErrorCode.not_controller
     elif not controller.active:

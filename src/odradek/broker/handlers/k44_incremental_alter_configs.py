@@ -3,12 +3,18 @@ SUBTRACT (3) on list configs, per key; the rest of the overrides stay. APPEND an
 SUBTRACT on a config without an override start from its default; a key named twice
 in one resource is INVALID_REQUEST. Broker resources: dynamic settings only
 (INVALID_REQUEST for a read-only one, INVALID_CONFIG for a name odradek does not
-know, which Kafka would store)."""
+know, which Kafka would store).
+
+Without ALTER_CONFIGS on the topic (a broker's or its loggers': on the cluster):
+TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
 from odradek.broker.config_admin import RESOURCE_TOPIC
+from odradek.broker.handlers._config_resources import config_authorization_error
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation
 from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME
 from odradek.protocol.errors import ErrorCode
 
@@ -20,6 +26,9 @@ async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
         code, message, new = ctx.services.config_admin.current_overrides(res.resource_type, res.resource_name)
+        denied = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        if denied:
+            code, message = denied, None
         names = [c.name for c in res.configs]
         if not code and len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})

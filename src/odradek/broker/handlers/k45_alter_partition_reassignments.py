@@ -4,11 +4,13 @@ new replicas copy the log as followers while the old ones keep serving, and once
 all in the ISR the move completes (cluster/controller.py). Per partition:
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT (duplicates, no replicas, a broker
 that is not alive), NO_REASSIGNMENT_IN_PROGRESS (cancelling nothing).
+Without ALTER on the cluster: CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.errors import ErrorCode
 
 
@@ -16,6 +18,9 @@ from odradek.protocol.errors import ErrorCode
 async def handle(ctx: RequestContext, req) -> object:
     controller = ctx.services.controller
     forwarding = ctx.services.forwarding
+    if not ctx.authorized(AclOperation.ALTER, ResourceType.CLUSTER):
+        denied = ErrorCode.cluster_authorization_failed
+        return ctx.respond(throttle_time=0, error_code=denied, error_message=None, responses=())
     if controller is not None and not controller.active and forwarding is not None:
         forwarded = await forwarding.forward(ctx.api_key, req, ctx.api_version)
         if forwarded is not None:

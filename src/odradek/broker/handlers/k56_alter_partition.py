@@ -12,6 +12,7 @@ an older partition epoch, or the state changed meanwhile), INELIGIBLE_REPLICA (a
 registered, in controlled shutdown, or, v3 (KIP-903), whose broker epoch is not its current
 registration's: a follower that restarted since), UNKNOWN_TOPIC_ID. A change to the ISR it
 already has answers the current state (a retried request).
+Without CLUSTER_ACTION on the cluster (brokers only): CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.controller import ControllerError, IsrChange
 from odradek.protocol.errors import ErrorCode
 
@@ -29,6 +31,8 @@ log = logging.getLogger("odradek.broker.alter_partition")
 async def handle(ctx: RequestContext, req) -> object:
     controller = ctx.services.controller
     snap = ctx.services.snapshot
+    if not ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, topics=())
     if controller is None:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.not_controller, topics=())
     changes: list[IsrChange] = []

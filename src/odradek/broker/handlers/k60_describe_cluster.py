@@ -1,11 +1,12 @@
 """DescribeCluster (key 60), v0-2: brokers, cluster id and controller; when asked, the
-cluster's authorized operations (every one a cluster supports: no authorizer yet, as Kafka
-without one)."""
+cluster's authorized operations from the ACLs (0 without DESCRIBE on the cluster; every one a
+cluster supports with no authorizer, as Kafka)."""
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
-from odradek.protocol.constants import CLUSTER_OPERATIONS, UNKNOWN_OPERATIONS
+from odradek.broker.security.acl import AclOperation, ResourceType
+from odradek.protocol.constants import UNKNOWN_OPERATIONS
 from odradek.protocol.errors import ErrorCode
 
 
@@ -36,7 +37,13 @@ async def handle(ctx: RequestContext, req) -> object:
         cluster_id=s.cluster_id,
         controller_id=snap.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=CLUSTER_OPERATIONS
+        cluster_authorized_operations=_cluster_operations(ctx)
         if req.include_cluster_authorized_operations
         else UNKNOWN_OPERATIONS,
     )
+
+
+def _cluster_operations(ctx: RequestContext) -> int:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER)

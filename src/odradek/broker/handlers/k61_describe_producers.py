@@ -8,21 +8,28 @@ none), and the first offset of its open transaction (-1: none). As Kafka, any re
 with the partition's log answers (the admin client asks the leader unless told a broker);
 a partition in the metadata but not hosted here gets NOT_LEADER_OR_FOLLOWER, an unknown one
 UNKNOWN_TOPIC_OR_PARTITION. No authorization (none exists here yet).
+Without READ on the topic: TOPIC_AUTHORIZATION_FAILED for its partitions.
 """
 
 from __future__ import annotations
 
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
+from odradek.protocol.errors import ErrorCode
 
 
 @handles(61, 0, 0)
 async def handle(ctx: RequestContext, req) -> object:
     rm = ctx.services.replica_manager
+    readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC, {t.name for t in req.topics})
     topics = []
     for t in req.topics:
         parts = []
         for index in t.partition_indexes:
-            code, producers = rm.describe_producers(t.name, index)
+            if t.name in readable:
+                code, producers = rm.describe_producers(t.name, index)
+            else:
+                code, producers = ErrorCode.topic_authorization_failed, []
             parts.append(
                 ctx.nested(
                     "PartitionResponse",

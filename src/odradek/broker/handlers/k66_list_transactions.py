@@ -7,6 +7,7 @@ they have been running (v1+, `duration_filter` ms; -1 none) and by a regular exp
 the whole transactional id must match (v2+, `transactional_id_pattern`; null or empty:
 none; one that does not compile is INVALID_REGULAR_EXPRESSION). While a partition is
 loading the answer carries COORDINATOR_LOAD_IN_PROGRESS with what is loaded.
+Only the transactional ids the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 
 from odradek.broker.handlers._groups import nested
 from odradek.broker.registry import RequestContext, handles
+from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.errors import ErrorCode
 
 
@@ -44,6 +46,7 @@ async def handle(ctx: RequestContext, req) -> object:
             transaction_state=t.state,
         )
         for t in listed
-        if matcher is None or matcher.fullmatch(t.transactional_id)
+        if (matcher is None or matcher.fullmatch(t.transactional_id))
+        and ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
     )
     return ctx.respond(throttle_time=0, error_code=err, unknown_state_filters=tuple(unknown), transaction_states=states)

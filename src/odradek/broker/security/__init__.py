@@ -1,1 +1,1 @@
-"""Security: TLS (tls.py), authentication and authorization; docs/security.md."""
+"""Security: TLS (tls.py), authentication (SASL), the authorizer and its ACLs; docs/security.md."""

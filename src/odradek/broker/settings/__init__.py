@@ -10,6 +10,7 @@ effective `BrokerConfig`. Unknown or invalid settings stop startup with a messag
 
 from __future__ import annotations
 
+from odradek.broker.settings.authorizer import AUTHORIZER
 from odradek.broker.settings.coordinators import GROUPS, TRANSACTIONS
 from odradek.broker.settings.log import FETCH, LOG
 from odradek.broker.settings.server import BASICS, INTERBROKER, OPERATIONS
@@ -17,7 +18,9 @@ from odradek.broker.settings.setting import INT_MAX, LONG_MAX, TYPES, ConfigErro
 from odradek.broker.settings.ssl import SSL, SSL_NAMES
 
 # The reference (docs/configuration.md) lists them in this order.
-SETTINGS: tuple[Setting, ...] = BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS + SSL
+SETTINGS: tuple[Setting, ...] = (
+    BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS + SSL + AUTHORIZER
+)
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_TOPIC_NAME: dict[str, Setting] = {s.topic_name: s for s in SETTINGS if s.topic_name}
 # Settings that may also be given for one listener, as listener.name.<lower-case name>.<setting>.
