@@ -71,7 +71,7 @@ def test_rf3_produce_and_consume_with_an_ssl_inter_broker_listener(cluster):
     with Admin(config={"bootstrap.servers": bootstrap, **tls}) as admin:
         admin.create_topic(topic, 3, 3)
     cluster.wait(
-        lambda s: (t := s.topics.get(topic)) is not None and all(len(p.isr) == 3 for p in t.partitions.values()),
+        lambda s: (t := s.topics.get(topic)) is not None and all(len(p.isr) == 3 for p in t.partitions),
         30,
         "every partition with 3 in-sync replicas",
     )
@@ -88,8 +88,8 @@ def test_rf3_produce_and_consume_with_an_ssl_inter_broker_listener(cluster):
     assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(300))
     # Followers copied everything over TLS: every replica still in sync after the writes.
     snap = cluster.wait(
-        lambda s: all(len(p.isr) == 3 for p in s.topics[topic].partitions.values()), 30, "ISR of 3 after producing"
+        lambda s: all(len(p.isr) == 3 for p in s.topics[topic].partitions), 30, "ISR of 3 after producing"
     )
-    assert all(len(p.isr) == 3 for p in snap.topics[topic].partitions.values())
+    assert all(len(p.isr) == 3 for p in snap.topics[topic].partitions)
     logs = cluster.logs(200)
     assert "TLS handshake failed" not in logs.replace("end of stream during the TLS handshake", "")
