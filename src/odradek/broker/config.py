@@ -10,6 +10,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from odradek.broker.settings import BY_NAME, SETTINGS, ConfigError
+from odradek.broker.settings.sasl import LISTENER_SCOPED, MECHANISM_SCOPED
+
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_scoped(key: str) -> tuple[str, str | None, str] | None:
+    """(listener, mechanism or None, setting) of a listener-scoped name, Kafka's
+    `listener.name.<listener>.[<mechanism>.]<setting>` (listener and mechanism lower case), or None."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, dot, name = key[len(LISTENER_PREFIX) :].partition(".")
+    if not dot or not listener:
+        return None
+    if name in LISTENER_SCOPED:
+        return listener.lower(), None, name
+    mechanism, dot, name = name.partition(".")
+    if dot and mechanism and name in MECHANISM_SCOPED:
+        return listener.lower(), mechanism.lower(), name
+    return None
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -38,11 +57,16 @@ class BrokerConfig:
 
     def __init__(self, raw: dict[str, str] | None = None, *, sources: dict[str, str] | None = None) -> None:
         raw = dict(raw or {})
-        unknown = sorted(k for k in raw if k not in BY_NAME)
+        scoped = {k: where for k in raw if k not in BY_NAME and (where := listener_scoped(k)) is not None}
+        unknown = sorted(k for k in raw if k not in BY_NAME and k not in scoped)
         if unknown:
             raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
         self._values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
         self.sources: dict[str, str] = {s.name: "default" for s in SETTINGS}
+        # (listener, mechanism or None, setting) -> value of the listener-scoped names (`for_listener`)
+        self.listener_scoped: dict[tuple[str, str | None, str], Any] = {}
+        for k, where in scoped.items():
+            self.listener_scoped[where] = BY_NAME[where[2]].parse(raw.pop(k))
         for k, v in raw.items():
             self._values[k] = BY_NAME[k].parse(v)
             self.sources[k] = (sources or {}).get(k, "override")
@@ -158,6 +182,17 @@ class BrokerConfig:
                     ",".join(v) if isinstance(v, list) else (str(v).lower() if isinstance(v, bool) else str(v))
                 )
         return out
+
+    def for_listener(self, listener: str, name: str, mechanism: str | None = None, *, fallback: bool = True) -> Any:
+        """A setting as a listener (and a SASL mechanism on it) sees it: Kafka's
+        `listener.name.<listener>.<mechanism>.<name>`, then `listener.name.<listener>.<name>`,
+        then (with `fallback`) the broker-wide value; None when nothing applies."""
+        lower = listener.lower()
+        if mechanism is not None and (lower, mechanism.lower(), name) in self.listener_scoped:
+            return self.listener_scoped[(lower, mechanism.lower(), name)]
+        if (lower, None, name) in self.listener_scoped:
+            return self.listener_scoped[(lower, None, name)]
+        return self._values[name] if fallback else None
 
     def security_protocol(self, listener: str) -> str:
         """A listener's security protocol (listener.security.protocol.map)."""

@@ -63,6 +63,8 @@ from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from odradek.broker.security.sasl import SaslServer
+from odradek.broker.security.scram_users import scram_credential
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
@@ -341,7 +343,15 @@ class Broker:
             metrics=metrics,
             controller=self.controller,
             forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
+            sasl=self._sasl_server(store, metrics),
         )
+
+    def _sasl_server(self, store: MetadataStore, metrics: BrokerMetrics | None) -> SaslServer | None:
+        """The SASL listeners' authentication, SCRAM credentials read from the metadata store."""
+        listeners = SaslServer.check_config(self.config)
+        if not listeners:
+            return None
+        return SaslServer(listeners, lambda mechanism, user: scram_credential(store.snapshot, mechanism, user), metrics)
 
     def _register_gauges(self, metrics: BrokerMetrics, services: BrokerServices, lm: LogManager) -> None:
         """Each component's gauges, computed when scraped, from what it owns."""
@@ -371,8 +381,11 @@ class Broker:
             raise ConfigError(f"listeners repeat a name: {names}")
         for name in names:
             protocol = config.security_protocol(name)
-            if protocol != "PLAINTEXT":
-                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT listeners are served yet")
+            if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+                raise ConfigError(
+                    f"listener {name} is {protocol}: only PLAINTEXT and SASL_PLAINTEXT listeners are served yet"
+                )
+        SaslServer.check_config(config)
         advertised = {n for n, _h, _p in config.advertised}
         if advertised - set(names):
             raise ConfigError(

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
+    from odradek.broker.security.sasl import SaslServer
     from odradek.broker.topic_admin import TopicAdmin
     from odradek.broker.txn_verification import TxnVerification
     from odradek.cluster.controller import Controller
@@ -47,6 +48,7 @@ class BrokerServices:
     metrics: BrokerMetrics | None = None
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
     forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
+    sasl: SaslServer | None = None  # the SASL listeners' authentication (none without a SASL listener)
 
     @property
     def snapshot(self) -> ClusterSnapshot:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from odradek.broker.settings.coordinators import GROUPS, TRANSACTIONS
 from odradek.broker.settings.log import FETCH, LOG
+from odradek.broker.settings.sasl import SASL
 from odradek.broker.settings.server import BASICS, INTERBROKER, OPERATIONS
 from odradek.broker.settings.setting import INT_MAX, LONG_MAX, TYPES, ConfigError, Setting
 
 # The reference (docs/configuration.md) lists them in this order.
-SETTINGS: tuple[Setting, ...] = BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS
+SETTINGS: tuple[Setting, ...] = BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS + SASL
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_TOPIC_NAME: dict[str, Setting] = {s.topic_name: s for s in SETTINGS if s.topic_name}
 
