@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import errors as E
+from . import sasl
 from .config import parse_hostport
 from .conn import Connection
 
@@ -106,6 +107,7 @@ class Cluster:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
+        self._authenticate = sasl.authenticator(config)
         self.bootstrap = [parse_hostport(s) for s in config["bootstrap.servers"]]
         if not self.bootstrap:
             raise ValueError("bootstrap.servers is empty")
@@ -154,6 +156,7 @@ class Cluster:
             client_id=self.client_id,
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=int(self.config.get("socket.connection.setup.timeout.ms", 10000)),
+            authenticate=self._authenticate,
         )
 
     async def connection(self, node_id: int) -> Connection:
@@ -217,6 +220,8 @@ class Cluster:
                 self._bootstrap_conn = conn
                 return conn
             except E.KafkaError as e:
+                if getattr(e, "code", None) in sasl.FATAL_CODES:  # as the Java client: not retried
+                    raise
                 last = e
         raise E.NoBrokersAvailable(f"no bootstrap server reachable ({self.config['bootstrap.servers']}): {last}")
 

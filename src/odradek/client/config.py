@@ -19,6 +19,12 @@ COMMON: dict[str, Any] = {
     "metadata.max.age.ms": 300000,
     "allow.auto.create.topics": True,
     "default.api.timeout.ms": 60000,
+    # SASL (client/sasl.py): the Java client's names, and librdkafka's sasl.username/password
+    "security.protocol": "PLAINTEXT",
+    "sasl.mechanism": "GSSAPI",
+    "sasl.jaas.config": None,
+    "sasl.username": None,
+    "sasl.password": None,
 }
 
 PRODUCER: dict[str, Any] = {

@@ -17,7 +17,7 @@ import asyncio
 import collections
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,8 +93,10 @@ class Connection:
         request_timeout_ms: int = 30000,
         connect_timeout_ms: int = 10000,
         max_frame_size: int = 256 * 1024 * 1024,
+        authenticate: Callable[[Connection], Awaitable[None]] | None = None,
     ) -> None:
         self.host = host
+        self._authenticate = authenticate  # SASL (client/sasl.py), after ApiVersions
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -147,6 +149,12 @@ class Connection:
         except BaseException:
             self.close(KafkaConnectionError("ApiVersions negotiation failed"))
             raise
+        if self._authenticate is not None:
+            try:
+                await self._authenticate(self)
+            except BaseException as e:
+                self.close(KafkaConnectionError(f"SASL authentication failed: {e}"))
+                raise
         return self
 
     async def _negotiate(self) -> None:
