@@ -9,7 +9,9 @@ authentication, which the broker refuses while there are no delegation tokens).
 
 Kafka's rules kept here: a username is escaped in the message as saslname (`=2C` for `,`,
 `=3D` for `=`); at least 4096 iterations (ScramMechanism.minIterations); the server's nonce
-is appended to the client's; the final client message must carry that combined nonce.
+is appended to the client's; the final client message's nonce must end with that combined
+nonce (Kafka's ScramSaslServer checks no more: librdkafka 2.0's, Debian kcat's, repeats the
+client nonce in front of it).
 Randomness is the caller's (`nonce`, `salt` arguments) where a test needs it fixed.
 """
 
@@ -237,7 +239,9 @@ class ScramServer:
         m = _CLIENT_FINAL.fullmatch(text)
         if m is None:
             raise ScramError("invalid SCRAM client final message format")
-        if m.group("nonce") != first.nonce + self._server_nonce:
+        # Kafka's check is "ends with" the combined nonce (librdkafka before 2.x.y repeats the
+        # client's nonce in front of it; Kafka accepts that)
+        if not m.group("nonce").endswith(first.nonce + self._server_nonce):
             raise ScramError("Invalid client nonce in the final client message.")
         without_proof = text[: text.rindex(",p=")]
         auth_message = f"{first.bare},{self._server_first},{without_proof}".encode()

@@ -4,6 +4,8 @@ grammar and the server's refusals."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 import pytest
 
@@ -54,7 +56,24 @@ def test_a_changed_nonce_is_refused():
     server.parse_first(client.first())
     final = client.final(server.first(make_credential("SCRAM-SHA-256", "p")))
     with pytest.raises(ScramError, match="nonce"):
-        server.final(final.replace(b",r=", b",r=x", 1))
+        server.final(final.replace(b",p=", b"x,p=", 1))
+
+
+def test_a_final_nonce_ending_with_the_combined_one_is_accepted_as_kafka_does():
+    """librdkafka 2.0.2 (Debian's kcat) sends the client nonce again in front of the combined
+    one; Kafka's ScramSaslServer checks only that it ends with it. The proof is over what was sent."""
+    server = ScramServer("SCRAM-SHA-256", nonce="SERVER")
+    server.parse_first(b"n,,n=u,r=CLIENT")
+    credential = make_credential("SCRAM-SHA-256", "p", salt=b"salt")
+    server_first = server.first(credential).decode()
+    without_proof = "c=biws,r=CLIENTCLIENTSERVER"
+    auth = f"n=u,r=CLIENT,{server_first},{without_proof}".encode()
+    salted = hashlib.pbkdf2_hmac("sha256", b"p", b"salt", 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+    assert server.final(f"{without_proof},p={proof}".encode()).startswith(b"v=")
+    assert server.complete
 
 
 def test_too_few_iterations_refused():
