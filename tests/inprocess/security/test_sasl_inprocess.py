@@ -40,6 +40,8 @@ def run(tmp_path, client: Callable[[InProcessBroker, str, str], Any], **extra: s
         async with InProcessBroker(tmp_path / "data", {**SETTINGS, **extra}) as b:
             (_h1, plain_port), (_h2, sasl_port) = b.broker.bound
             await add_scram_user(b, "bob", "bob-Secret-256", 1)
+            # the broker's background schema warm-up done (its allocations are not the test's)
+            await asyncio.wait([t for t in b.broker._tasks if "_warm_up" in repr(t.get_coro())], timeout=60)
             return await asyncio.to_thread(client, b, f"127.0.0.1:{sasl_port}", f"127.0.0.1:{plain_port}")
 
     return asyncio.run(main())
@@ -293,3 +295,59 @@ def test_credential_strings_are_kafkas(tmp_path):
         assert text == expected
 
     asyncio.run(main())
+
+
+def test_a_thousand_wrong_passwords_leave_nothing_behind(tmp_path):
+    """Each failure closes its own connection: afterwards no connection or session is left, the
+    Python heap has not grown with them, all are counted, none of the passwords is logged, and
+    a good client is served. (The log goes to a handler that formats as it writes, as a file
+    handler does, and not on to pytest's, which keeps every record, and with it each closed
+    connection's exception and so the connection.)"""
+    import gc
+    import io
+    import tracemalloc
+
+    text = io.StringIO()
+    handler = logging.StreamHandler(text)
+    logger = logging.getLogger("odradek")
+    logger.addHandler(handler)
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+    def client(b, sasl, _plain):
+        def attempt(i: int) -> None:
+            with RawConnection(sasl) as c:
+                c.call(17, 1, mechanism="PLAIN")
+                assert c.call(36, 2, auth_bytes=plain("alice", f"guess-{i}-Password")).error_code == 58
+                assert closed(c)
+
+        for i in range(100):  # warm up (buffers, pools) before measuring
+            attempt(i)
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100, 1100):
+            attempt(i)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        with RawConnection(sasl) as c:
+            c.call(17, 1, mechanism="PLAIN")
+            assert c.call(36, 2, auth_bytes=plain("alice", "alice-Secret-1")).error_code == 0
+            assert c.call(3, 12, **METADATA).brokers
+            left = len(b.broker.connections)
+        return grown, left, b.services.metrics.auth_failures[("SASL_PLAINTEXT", "127.0.0.1")][0]
+
+    try:
+        grown, left, failures = run(tmp_path, client, **{"metrics.listener": "127.0.0.1:0"})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+    assert left == 1  # the good client's, nothing of the 1,100 failed ones
+    assert failures == 1100
+    assert grown < 1_000_000, f"1,000 failed authentications left {grown} bytes allocated"
+    log = text.getvalue()
+    assert log.count("failed authentication with /127.0.0.1") == 1100
+    assert "guess-" not in log and "alice-Secret-1" not in log
