@@ -229,9 +229,12 @@ class Connection:
             return
         if sasl is not None:
             if not sasl.allows(event.api_key):
-                raise CloseConnection(
-                    f"unexpected {REGISTRY[event.api_key].name} request during SASL {sasl.state.value}"
-                )
+                why = f"unexpected {REGISTRY[event.api_key].name} request during SASL {sasl.state.value}"
+                if event.api_key == 18 and sasl.state is State.AUTHENTICATE:  # Kafka answers it ILLEGAL_SASL_STATE
+                    error = self._context(event).respond(error_code=34, api_keys=(), throttle_time=0)
+                    body, size = REGISTRY[18].encode_response(event.api_version, error)
+                    await self.transport.write(self.proto.send_chunks(event, body, size))
+                raise CloseConnection(why)
             if sasl.expired() and event.api_key not in (17, 36):  # KIP-368
                 raise CloseConnection("SASL session expired without re-authentication")
         handler = REGISTRY[event.api_key]

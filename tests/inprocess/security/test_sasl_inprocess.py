@@ -85,7 +85,7 @@ def test_plain_then_requests(tmp_path):
             r = c.call(17, 1, mechanism="PLAIN")
             assert (r.error_code, list(r.mechanisms)) == (0, MECHANISMS)
             r = c.call(36, 2, auth_bytes=plain("alice", "alice-Secret-1"))
-            assert (r.error_code, r.auth_bytes, ms(r.session_lifetime)) == (0, b"", 0)
+            assert (r.error_code, r.error_message, r.auth_bytes, ms(r.session_lifetime)) == (0, "", b"", 0)
             brokers = c.call(3, 12, **METADATA).brokers
             assert [x.port for x in brokers] == [int(sasl.rsplit(":", 1)[1])]  # this listener's endpoint
 
@@ -112,9 +112,10 @@ def test_failures_answer_and_close_only_their_connection(tmp_path, caplog):
             c.call(17, 1, mechanism="PLAIN")
             c.send(3, 12, request(3, 12, **METADATA))
             assert closed(c)
-        with RawConnection(sasl) as c:  # ApiVersions after the handshake
+        with RawConnection(sasl) as c:  # ApiVersions after the handshake: answered 34, as Kafka, then closed
             c.call(17, 1, mechanism="PLAIN")
-            c.send(18, 3, request(18, 3, client_software_name="raw", client_software_version="1"))
+            r = c.call(18, 3, client_software_name="raw", client_software_version="1")
+            assert (r.error_code, r.api_keys) == (34, ())
             assert closed(c)
         with RawConnection(sasl) as c:  # SaslAuthenticate without a handshake
             c.send(36, 2, request(36, 2, auth_bytes=b"x"))

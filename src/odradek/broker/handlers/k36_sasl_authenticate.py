@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, req) -> object:
         conn.principal, conn.authenticated = session.principal, True
     return ctx.respond(
         error_code=ErrorCode.none,
-        error_message=None,
+        error_message="",  # as Kafka's (an empty string, not null)
         auth_bytes=token,
         session_lifetime=session.session_lifetime_ms,
     )
