@@ -9,10 +9,25 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from odradek.broker.settings import BY_NAME, PER_LISTENER, SETTINGS, ConfigError
+from odradek.broker.settings import BY_NAME, MECHANISM_SCOPED, PER_LISTENER, SETTINGS, ConfigError
 
-# listener.name.<listener name in lower case>.<setting>: that setting for that listener only
-_LISTENER_PREFIXED = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_scoped(key: str) -> tuple[str, str | None, str] | None:
+    """(listener, mechanism or None, setting) of a listener-scoped name, Kafka's
+    `listener.name.<listener>.[<mechanism>.]<setting>` (listener and mechanism lower case), or None."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    listener, dot, name = key[len(LISTENER_PREFIX) :].partition(".")
+    if not dot or not listener:
+        return None
+    if name in PER_LISTENER:
+        return listener.lower(), None, name
+    mechanism, dot, name = name.partition(".")
+    if dot and mechanism and name in MECHANISM_SCOPED:
+        return listener.lower(), mechanism.lower(), name
+    return None
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -41,17 +56,16 @@ class BrokerConfig:
 
     def __init__(self, raw: dict[str, str] | None = None, *, sources: dict[str, str] | None = None) -> None:
         raw = dict(raw or {})
-        # listener name (lower case) -> setting -> value
-        self.per_listener: dict[str, dict[str, Any]] = {}
-        for k in [k for k in raw if k not in BY_NAME]:
-            m = _LISTENER_PREFIXED.fullmatch(k)
-            if m and m.group(2) in PER_LISTENER:
-                self.per_listener.setdefault(m.group(1), {})[m.group(2)] = BY_NAME[m.group(2)].parse(raw.pop(k))
-        unknown = sorted(k for k in raw if k not in BY_NAME)
+        scoped = {k: where for k in raw if k not in BY_NAME and (where := listener_scoped(k)) is not None}
+        unknown = sorted(k for k in raw if k not in BY_NAME and k not in scoped)
         if unknown:
             raise ConfigError(f"unknown setting{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
         self._values: dict[str, Any] = {s.name: s.default for s in SETTINGS}
         self.sources: dict[str, str] = {s.name: "default" for s in SETTINGS}
+        # (listener, mechanism or None, setting) -> value of the listener-scoped names (`for_listener`)
+        self.listener_scoped: dict[tuple[str, str | None, str], Any] = {}
+        for k, where in scoped.items():
+            self.listener_scoped[where] = BY_NAME[where[2]].parse(raw.pop(k))
         for k, v in raw.items():
             self._values[k] = BY_NAME[k].parse(v)
             self.sources[k] = (sources or {}).get(k, "override")
@@ -168,6 +182,17 @@ class BrokerConfig:
                 )
         return out
 
+    def for_listener(self, listener: str, name: str, mechanism: str | None = None, *, fallback: bool = True) -> Any:
+        """A setting as a listener (and a SASL mechanism on it) sees it: Kafka's
+        `listener.name.<listener>.<mechanism>.<name>`, then `listener.name.<listener>.<name>`,
+        then (with `fallback`) the broker-wide value; None when nothing applies."""
+        lower = listener.lower()
+        if mechanism is not None and (lower, mechanism.lower(), name) in self.listener_scoped:
+            return self.listener_scoped[(lower, mechanism.lower(), name)]
+        if (lower, None, name) in self.listener_scoped:
+            return self.listener_scoped[(lower, None, name)]
+        return self._values[name] if fallback else None
+
     def security_protocol(self, listener: str) -> str:
         """A listener's security protocol (listener.security.protocol.map)."""
         for item in self._values["listener.security.protocol.map"]:
@@ -175,12 +200,6 @@ class BrokerConfig:
             if name.strip() == listener:
                 return protocol.strip()
         raise ConfigError(f"listener {listener} has no entry in listener.security.protocol.map")
-
-    def listener_value(self, listener: str, name: str) -> Any:
-        """A setting for one listener: `listener.name.<listener in lower case>.<name>` if given,
-        else the setting itself (Kafka's valuesWithPrefixOverride, key by key)."""
-        own = self.per_listener.get(listener.lower(), {})
-        return own[name] if name in own else self._values[name]
 
     @property
     def inter_broker_listener(self) -> str:

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.connection_state import ConnectionState
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
+from odradek.broker.security.sasl import SASL_PROTOCOLS, AuthenticationFailed, State
 from odradek.broker.transport import INLINE_REGION_BYTES, CloseConnection, Transport
 from odradek.protocol.connection import (
     NEED_DATA,
     ImmediateResponse,
     ProtocolError,
     RequestReceived,
+    SaslTokenReceived,
     ServedApi,
     ServerConnection,
 )
@@ -77,10 +79,18 @@ class Connection:
         self.services = services
         self.loop = asyncio.get_running_loop()
         self.transport = transport
-        self.state = ConnectionState(self.id, peer, listener_name)
         cfg = services.config
+        self.state = state = ConnectionState(self.id, peer, listener_name, cfg.security_protocol(listener_name))
+        pre_auth_max = None
+        if state.security_protocol in SASL_PROTOCOLS and services.sasl is not None:  # the authentication gate
+            state.sasl = services.sasl.session(listener_name, peer)
+            state.authenticated = False
+            pre_auth_max = state.sasl.listener.max_receive_size
         self.proto = ServerConnection(
-            served_apis(), cfg["socket.request.max.bytes"], authenticated=self.state.authenticated
+            served_apis(),
+            cfg["socket.request.max.bytes"],
+            authenticated=state.authenticated,
+            pre_auth_max_frame_size=pre_auth_max,
         )
         self.max_queued = cfg["queued.max.requests"]
         self._waiter: asyncio.Future | None = None  # the processor, waiting for a frame
@@ -209,10 +219,24 @@ class Connection:
             self.services, self.state, event.api_key, event.api_version, event.correlation_id, event.client_id
         )
 
-    async def _handle(self, event: RequestReceived | ImmediateResponse) -> None:
+    async def _handle(self, event: RequestReceived | ImmediateResponse | SaslTokenReceived) -> None:
         if isinstance(event, ImmediateResponse):  # answered by the protocol itself (ApiVersions fallback)
             await self.transport.write([event.data])
             return
+        sasl = self.state.sasl
+        if isinstance(event, SaslTokenReceived):  # after SaslHandshake v0: bare tokens
+            await self._sasl_token(event.token)
+            return
+        if sasl is not None:
+            if not sasl.allows(event.api_key):
+                why = f"unexpected {REGISTRY[event.api_key].name} request during SASL {sasl.state.value}"
+                if event.api_key == 18 and sasl.state is State.AUTHENTICATE:  # Kafka answers it ILLEGAL_SASL_STATE
+                    error = self._context(event).respond(error_code=34, api_keys=(), throttle_time=0)
+                    body, size = REGISTRY[18].encode_response(event.api_version, error)
+                    await self.transport.write(self.proto.send_chunks(event, body, size))
+                raise CloseConnection(why)
+            if sasl.expired() and event.api_key not in (17, 36):  # KIP-368
+                raise CloseConnection("SASL session expired without re-authentication")
         handler = REGISTRY[event.api_key]
         version, correlation_id = event.api_version, event.correlation_id
         ctx = self._context(event)
@@ -231,15 +255,35 @@ class Connection:
                 self.metrics.request_error(handler.name)
             raise CloseConnection(f"internal error handling {handler.name}") from None
         proto = self.proto
+        if sasl is not None:
+            if event.api_key == 18:
+                sasl.versions_answered()
+            elif sasl.raw_tokens and sasl.state is State.AUTHENTICATE:  # SaslHandshake v0 answered
+                proto.raw_sasl_tokens = True
         if not proto.authenticated and self.state.authenticated:  # SASL completed in this request
             proto.mark_authenticated()
         if response is NO_RESPONSE:
             return
         body, size = handler.encode_response(version, response)
         await self.transport.write(proto.send_chunks(event, body, size))
+        if self.state.close_after_response:
+            raise CloseConnection(self.state.close_after_response)
         if _debug():
             log.debug(
                 "conn %d: answered corr %d in %.1f ms", self.id, correlation_id, (time.perf_counter() - started) * 1000
             )
         if self.metrics:
             self.metrics.request_done(handler.name, time.perf_counter() - started)
+
+    async def _sasl_token(self, token: bytes) -> None:
+        """A bare SASL token (Kafka's framing after SaslHandshake v0): the answer is a bare token;
+        a failure closes the connection without one, as Kafka's does."""
+        sasl = self.state.sasl
+        try:
+            response = sasl.authenticate(token)
+        except AuthenticationFailed as e:
+            raise CloseConnection(f"SASL authentication failed: {e}") from None
+        if sasl.state is State.COMPLETE:
+            self.state.principal, self.state.authenticated = sasl.principal, True
+            self.proto.mark_authenticated()
+        await self.transport.write([self.proto.send_token(response)])

@@ -10,6 +10,7 @@ and the authorizer will decide on it); the client software is what ApiVersions v
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -26,6 +27,11 @@ class ConnectionState:
     # False only on a listener that authenticates (SASL) until authentication completes:
     # then only ApiVersions, SaslHandshake and SaslAuthenticate are served.
     authenticated: bool = True
+    # SASL listeners: this connection's authentication (broker/security/sasl.py SaslSession)
+    sasl: Any = None
+    # Set by a handler whose response must be the last on this connection (a failed
+    # authentication): the connection sends it, then closes, saying why.
+    close_after_response: str | None = None
 
     @property
     def client_host(self) -> str:

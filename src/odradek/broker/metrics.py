@@ -36,6 +36,8 @@ log = logging.getLogger("odradek.broker.metrics")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _LE = tuple(floatToGoString(b) for b in LATENCY_BUCKETS) + ("+Inf",)
 
+AUTH_FAILURE_PEERS = 1000
+
 # Gauges of one component, computed at scrape time (see `BrokerMetrics.register`).
 Collect = Callable[[], Iterable[Metric]]
 
@@ -57,6 +59,9 @@ class BrokerMetrics:
         self.accepted = [0, time.time()]
         self.isr_shrinks = [0, time.time()]
         self.isr_expands = [0, time.time()]
+        # (listener, client host) -> [failed authentications, created]; at most AUTH_FAILURE_PEERS hosts,
+        # the rest counted under host "other" (a scan from many addresses must not grow this without bound)
+        self.auth_failures: dict[tuple[str, str], list] = {}
         self.registry.register(_HotCollector(self))
         self._server: Any = None
 
@@ -102,6 +107,17 @@ class BrokerMetrics:
 
     def connection_accepted(self) -> None:
         self.accepted[0] += 1
+
+    def authentication_failed(self, listener: str, host: str) -> None:
+        key = (listener, host)
+        c = self.auth_failures.get(key)
+        if c is None:
+            if len(self.auth_failures) >= AUTH_FAILURE_PEERS:
+                key = (listener, "other")
+                c = self.auth_failures.get(key)
+            if c is None:
+                c = self.auth_failures[key] = [0, time.time()]
+        c[0] += 1
 
     def isr_changed(self, *, shrunk: bool) -> None:
         (self.isr_shrinks if shrunk else self.isr_expands)[0] += 1
@@ -169,6 +185,14 @@ class _HotCollector(Collector):
         yield CounterMetricFamily(
             "odradek_connections_accepted", "Client connections accepted.", value=n, created=created
         )
+        fam = CounterMetricFamily(
+            "odradek_failed_authentication",
+            "Failed SASL authentications, per listener and client host (Kafka's failed-authentication-total).",
+            labels=["listener", "host"],
+        )
+        for (listener, host), c in dict(m.auth_failures).items():
+            fam.add_metric([listener, host], c[0], created=c[1])
+        yield fam
         n, created = m.isr_shrinks
         yield CounterMetricFamily(
             "odradek_isr_shrinks", "ISR shrinks of partitions led here.", value=n, created=created

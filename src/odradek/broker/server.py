@@ -66,6 +66,8 @@ from odradek.broker.replication.alter_partition import AlterPartitionSender
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from odradek.broker.security.acl_store import AclManager
 from odradek.broker.security.authorizer import Authorizer, parse_super_users
+from odradek.broker.security.sasl import SaslServer
+from odradek.broker.security.scram_users import scram_credential
 from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError, client_context
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
@@ -354,6 +356,7 @@ class Broker:
             controller=self.controller,
             forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
             acls=self._acl_manager(),
+            sasl=self._sasl_server(store, metrics),
         )
 
     def _acl_manager(self) -> AclManager | None:
@@ -366,6 +369,13 @@ class Broker:
         if self.zk is not None:
             return AclManager(authorizer, ZooKeeperAclStore(self.zk))
         return AclManager(authorizer, LocalAclStore(config["log.dirs"][0], self.fs.write_file_atomic))
+
+    def _sasl_server(self, store: MetadataStore, metrics: BrokerMetrics | None) -> SaslServer | None:
+        """The SASL listeners' authentication, SCRAM credentials read from the metadata store."""
+        listeners = SaslServer.check_config(self.config)
+        if not listeners:
+            return None
+        return SaslServer(listeners, lambda mechanism, user: scram_credential(store.snapshot, mechanism, user), metrics)
 
     def _register_gauges(self, metrics: BrokerMetrics, services: BrokerServices, lm: LogManager) -> None:
         """Each component's gauges, computed when scraped, from what it owns."""
@@ -395,13 +405,17 @@ class Broker:
             raise ConfigError(f"listeners repeat a name: {names}")
         for name in names:
             protocol = config.security_protocol(name)
-            if protocol not in ("PLAINTEXT", "SSL"):
-                raise ConfigError(f"listener {name} is {protocol}: only PLAINTEXT and SSL listeners are served yet")
+            if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+                raise ConfigError(
+                    f"listener {name} is {protocol}: the security protocols served are PLAINTEXT, SSL, "
+                    "SASL_PLAINTEXT and SASL_SSL"
+                )
             if protocol in TLS_PROTOCOLS:
                 try:
                     self.tls[name] = ListenerTls.of(config, name)
                 except TlsConfigError as e:
                     raise ConfigError(str(e)) from None
+        SaslServer.check_config(config)
         advertised = {n for n, _h, _p in config.advertised}
         if advertised - set(names):
             raise ConfigError(
@@ -543,7 +557,8 @@ class Broker:
             return
         conn = Connection(services, transport, peer, listener_name)
         conn.state.security_protocol = protocol
-        conn.state.principal = principal
+        if conn.state.authenticated:  # SSL; on SASL_SSL the principal is the one SASL gives
+            conn.state.principal = principal
         transport.readable_again = conn._on_readable  # decrypted bytes left over: read again
         self._serve(conn)
         if transport.buffered():  # the first request came with the handshake's last message

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from odradek.broker.producer_ids import ProducerIdAllocator
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.security.acl_store import AclManager
+    from odradek.broker.security.sasl import SaslServer
     from odradek.broker.topic_admin import TopicAdmin
     from odradek.broker.txn_verification import TxnVerification
     from odradek.cluster.controller import Controller
@@ -49,6 +50,7 @@ class BrokerServices:
     controller: Controller | None = None  # cluster mode: this broker's controller (active or not)
     forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
     acls: AclManager | None = None  # authorizer.class.name set: the ACLs and the authorizer deciding on them
+    sasl: SaslServer | None = None  # the SASL listeners' authentication (none without a SASL listener)
 
     @property
     def snapshot(self) -> ClusterSnapshot:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import errors as E
+from . import sasl
 from .config import parse_hostport
 from .conn import Connection
 from .tls import ssl_context
@@ -107,6 +108,7 @@ class Cluster:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
+        self._authenticate = sasl.authenticator(config)
         self.bootstrap = [parse_hostport(s) for s in config["bootstrap.servers"]]
         if not self.bootstrap:
             raise ValueError("bootstrap.servers is empty")
@@ -117,9 +119,11 @@ class Cluster:
         self.metadata_max_age = int(config["metadata.max.age.ms"]) / 1000
         self.allow_auto_create = bool(config.get("allow.auto.create.topics", True))
         protocol = config.get("security.protocol", "PLAINTEXT")
-        if protocol not in ("PLAINTEXT", "SSL"):
-            raise ValueError(f"security.protocol={protocol}: only PLAINTEXT and SSL are supported yet")
-        self.ssl_context = ssl_context(config, server=False) if protocol == "SSL" else None
+        if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(
+                f"security.protocol={protocol}: one of PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL is supported"
+            )
+        self.ssl_context = ssl_context(config, server=False) if protocol in ("SSL", "SASL_SSL") else None
         self.metadata = ClusterMetadata()
         self.topics: set[str] = set()
         self.all_topics = False  # track every topic (pattern subscriptions)
@@ -160,6 +164,7 @@ class Cluster:
             request_timeout_ms=self.request_timeout_ms,
             connect_timeout_ms=int(self.config.get("socket.connection.setup.timeout.ms", 10000)),
             ssl_context=self.ssl_context,
+            authenticate=self._authenticate,
         )
 
     async def connection(self, node_id: int) -> Connection:
@@ -223,6 +228,8 @@ class Cluster:
                 self._bootstrap_conn = conn
                 return conn
             except E.KafkaError as e:
+                if getattr(e, "code", None) in sasl.FATAL_CODES:  # as the Java client: not retried
+                    raise
                 last = e
         raise E.NoBrokersAvailable(f"no bootstrap server reachable ({self.config['bootstrap.servers']}): {last}")
 

@@ -19,7 +19,7 @@ COMMON: dict[str, Any] = {
     "metadata.max.age.ms": 300000,
     "allow.auto.create.topics": True,
     "default.api.timeout.ms": 60000,
-    # PLAINTEXT or SSL; the ssl.* settings as the Java client's (client/tls.py)
+    # PLAINTEXT, SSL, SASL_PLAINTEXT (or SASL_SSL); the ssl.* settings as the Java client's (client/tls.py)
     "security.protocol": "PLAINTEXT",
     "ssl.keystore.type": "JKS",
     "ssl.keystore.location": None,
@@ -35,6 +35,11 @@ COMMON: dict[str, Any] = {
     "ssl.protocol": "TLSv1.3",
     "ssl.cipher.suites": None,
     "ssl.endpoint.identification.algorithm": "https",
+    # SASL (client/sasl.py): the Java client's names, and librdkafka's sasl.username/password
+    "sasl.mechanism": "GSSAPI",
+    "sasl.jaas.config": None,
+    "sasl.username": None,
+    "sasl.password": None,
 }
 
 PRODUCER: dict[str, Any] = {

@@ -18,7 +18,7 @@ import collections
 import logging
 import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,9 +95,11 @@ class Connection:
         connect_timeout_ms: int = 10000,
         max_frame_size: int = 256 * 1024 * 1024,
         ssl_context: ssl.SSLContext | None = None,
+        authenticate: Callable[[Connection], Awaitable[None]] | None = None,
     ) -> None:
         self.host = host
         self.ssl_context = ssl_context  # TLS (security.protocol SSL): client/tls.py
+        self._authenticate = authenticate  # SASL (client/sasl.py), after ApiVersions
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -157,6 +159,12 @@ class Connection:
         except BaseException:
             self.close(KafkaConnectionError("ApiVersions negotiation failed"))
             raise
+        if self._authenticate is not None:
+            try:
+                await self._authenticate(self)
+            except BaseException as e:
+                self.close(KafkaConnectionError(f"SASL authentication failed: {e}"))
+                raise
         return self
 
     async def _negotiate(self) -> None:

@@ -46,10 +46,12 @@ class LocalMetadataStore:
         self._listeners: list[MetadataListener] = []
         topics: dict[str, TopicInfo] = {}
         broker_configs: dict[str, dict[str, str]] = {}
+        user_configs: dict[str, dict[str, str]] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
+            user_configs = {str(k): dict(v) for k, v in doc.get("user_configs", {}).items()}
             for t in doc.get("topics", []):
                 parts = tuple(self._partition(p, t.get("leader_epoch", 0)) for p in range(t["partitions"]))
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
@@ -57,7 +59,7 @@ class LocalMetadataStore:
             for found in discover_topics(directory):
                 parts = tuple(self._partition(p, found.leader_epoch) for p in range(found.partitions))
                 topics[found.name] = TopicInfo(found.name, found.topic_id, parts, found.configs)
-        self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics, broker_configs)
+        self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics, broker_configs, user_configs)
         if topics and not os.path.exists(self.path):
             log.warning(
                 "%s: no %s; adopted %d topics from the partition directories (%s) (docs/storage.md)",
@@ -133,6 +135,12 @@ class LocalMetadataStore:
             del merged[entity]
         await self._replace(replace(self._snapshot, broker_configs=merged), save=True)
 
+    async def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+        merged = {**self._snapshot.user_configs, user: dict(configs)}
+        if not configs:
+            del merged[user]
+        await self._replace(replace(self._snapshot, user_configs=merged), save=True)
+
     # ---------------------------------------------------------------- internals
     def _partition(self, p: int, leader_epoch: int = 0) -> PartitionInfo:
         n = self.node_id
@@ -163,6 +171,7 @@ class LocalMetadataStore:
         doc = {
             "version": 1,
             "broker_configs": snapshot.broker_configs,
+            "user_configs": snapshot.user_configs,
             "topics": [
                 {
                     "name": t.name,

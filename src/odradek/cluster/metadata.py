@@ -120,6 +120,9 @@ class ClusterSnapshot:
     topics: dict[str, TopicInfo]
     # dynamic broker settings by entity: DEFAULT_BROKER_ENTITY (every broker) or a broker id
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # per user (the name as given, not sanitized): SCRAM credentials by mechanism, as Kafka keeps
+    # them in /config/users/<user> ("SCRAM-SHA-256" -> "salt=...,stored_key=...,...")
+    user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     _by_id: dict[uuid.UUID, TopicInfo] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -97,3 +97,8 @@ class MetadataStore(Protocol):
         """Replace the dynamic settings of one broker (its id) or of every broker ("<default>"),
         kept across restarts; the snapshot's `broker_configs` carries them to every broker."""
         ...
+
+    async def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+        """Replace the settings of one user (its SCRAM credentials; empty removes the user), kept
+        across restarts; the snapshot's `user_configs` carries them to every broker."""
+        ...

@@ -63,6 +63,7 @@ class CacheView:
     reassigning: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)  # znode version of each assignment
     deletions: dict[str, DeletionRequest] = field(default_factory=dict)  # each of `deleting`, once read
+    user_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # user (desanitized) -> config
 
 
 class ZkCache:
@@ -77,6 +78,7 @@ class ZkCache:
         self._watched_topics: set[str] = set()
         self._watched_partitions: set[tuple[str, int]] = set()
         self._watched_deletions: set[str] = set()
+        self._watched_users: set[str] = set()
         self._stopped = False
 
     # ------------------------------------------------------------------ start
@@ -97,6 +99,7 @@ class ZkCache:
         self.zk.DataWatch(L.REASSIGN_PARTITIONS, self._reassignments_changed)
         for entity in (L.DEFAULT_BROKER, str(self.node_id)):
             self.zk.DataWatch(L.broker_config_path(entity), self._broker_config_watcher(entity))
+        self.zk.ChildrenWatch(L.CONFIG_USERS, self._users_changed)
 
     def stop(self) -> None:
         self._stopped = True
@@ -118,6 +121,7 @@ class ZkCache:
                 dict(v.reassigning),
                 dict(v.topic_versions),
                 dict(v.deletions),
+                dict(v.user_configs),
             )
 
     def _changed(self) -> None:
@@ -264,6 +268,34 @@ class ZkCache:
             with self._lock:
                 self._v.broker_configs[entity] = config
             self._changed()
+            return self._keep()
+
+        return changed
+
+    def _users_changed(self, children: list[str]) -> bool | None:
+        for znode in set(children) - self._watched_users:
+            self._watched_users.add(znode)
+            self.zk.DataWatch(f"{L.CONFIG_USERS}/{znode}", self._user_config_watcher(znode))
+        return self._keep()
+
+    def _user_config_watcher(self, znode: str) -> Callable[[bytes | None, Any], bool | None]:
+        path, user = f"{L.CONFIG_USERS}/{znode}", L.desanitize(znode)
+
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            try:
+                config = L.decode_config(path, data) if data is not None else {}
+            except L.LayoutError as e:
+                log.warning("ignoring user config: %s", e)
+                config = {}
+            with self._lock:
+                if config:
+                    self._v.user_configs[user] = config
+                else:
+                    self._v.user_configs.pop(user, None)
+            self._changed()
+            if data is None:  # deleted: watched again if it comes back
+                self._watched_users.discard(znode)
+                return False
             return self._keep()
 
         return changed

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ TOPICS = "/brokers/topics"
 SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -101,6 +103,20 @@ def topic_config_path(topic: str) -> str:
 
 def broker_config_path(broker: int | str) -> str:
     return f"{CONFIG_BROKERS}/{broker}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client id as a znode name (URL-encoded, UTF-8)."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return urllib.parse.unquote(name)
+
+
+def user_config_path(user: str) -> str:
+    """`user` as given; its znode name is sanitized (Kafka's layout)."""
+    return f"{CONFIG_USERS}/{sanitize(user)}"
 
 
 def delete_topic_path(topic: str) -> str:

@@ -119,7 +119,8 @@ def build_snapshot(
         epochs[own[0]] = -1
     brokers = tuple(replace(view.brokers[b], epoch=epochs.get(b, -1)) for b in sorted(view.brokers))
     broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}
-    return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs)
+    user_configs = {user: dict(c) for user, c in view.user_configs.items() if c}
+    return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs, user_configs)
 
 
 def previous_run_fenced(view: CacheView, node_id: int, epoch: int) -> bool:
@@ -603,6 +604,12 @@ class ZooKeeperMetadataStore:
             await self.wait_for(
                 lambda s: s.broker_configs.get(entity, {}) == wanted, f"the new dynamic settings of {entity}"
             )
+
+    async def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+        wanted = dict(configs)
+        path = L.user_config_path(user)
+        await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])
+        await self.wait_for(lambda s: s.user_configs.get(user, {}) == wanted, f"the new settings of user {user}")
 
     def _write_config(self, path: str, configs: dict[str, str], entity_path: str) -> None:
         self._set_or_create(path, L.encode_config(configs))

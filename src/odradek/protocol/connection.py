@@ -23,7 +23,11 @@ is unusable: every later call raises it again.
 
 The authentication gate: until `authenticated` is true, only ApiVersions, SaslHandshake and
 SaslAuthenticate may be dispatched (Kafka's SaslServerAuthenticator closes the connection on
-anything else). PLAINTEXT listeners create the connection authenticated.
+anything else), and frames are limited to `pre_auth_max_frame_size` (Kafka's
+sasl.server.max.receive.size). PLAINTEXT listeners create the connection authenticated.
+After a SaslHandshake v0 the broker sets `raw_sasl_tokens`: the frames that follow are bare SASL
+tokens, not requests (Kafka's legacy framing), returned as `SaslTokenReceived` and answered with
+`send_token` until the broker clears it.
 
 The broker passes in what it serves (`ServedApi` per API key, from its handler registry);
 this module knows nothing of handlers.
@@ -46,6 +50,7 @@ __all__ = [
     "ImmediateResponse",
     "ProtocolError",
     "RequestReceived",
+    "SaslTokenReceived",
     "ServedApi",
     "ServerConnection",
 ]
@@ -102,6 +107,13 @@ class RequestReceived:
 
 
 @dataclass(slots=True)
+class SaslTokenReceived:
+    """A bare SASL token (the frame's whole payload), after a SaslHandshake v0."""
+
+    token: bytes
+
+
+@dataclass(slots=True)
 class ImmediateResponse:
     """A request answered without a handler: `data` is the whole response frame, size prefix included."""
 
@@ -116,6 +128,8 @@ class ServerConnection:
 
     __slots__ = (
         "authenticated",
+        "raw_sasl_tokens",
+        "_max_frame_size",
         "get_buffer",
         "buffer_updated",
         "_reader",
@@ -131,13 +145,17 @@ class ServerConnection:
         max_frame_size: int,
         *,
         authenticated: bool = True,
+        pre_auth_max_frame_size: int | None = None,
         scratch_size: int = SCRATCH_SIZE,
         spare_max_size: int = SPARE_MAX_SIZE,
     ) -> None:
         self.authenticated = authenticated
+        self.raw_sasl_tokens = False
+        self._max_frame_size = max_frame_size
         self._apis = apis
+        limit = max_frame_size if authenticated or pre_auth_max_frame_size is None else pre_auth_max_frame_size
         self._reader = reader = FrameReader(
-            max_frame_size, scratch_size=scratch_size, spare_count=1, spare_max_size=spare_max_size
+            limit, scratch_size=scratch_size, spare_count=1, spare_max_size=spare_max_size
         )
         self._frames = reader.frames
         # Receiving: the reader's own methods (no call in between on the hot path).
@@ -167,7 +185,7 @@ class ServerConnection:
         """Drop the requests received and not yet taken (the connection is shutting down)."""
         self._frames.clear()
 
-    def next_event(self) -> RequestReceived | ImmediateResponse | Any:
+    def next_event(self) -> RequestReceived | ImmediateResponse | SaslTokenReceived | Any:
         """The next request, an immediate response, or NEED_DATA. Raises ProtocolError."""
         if self._error is not None:
             raise self._error
@@ -184,8 +202,12 @@ class ServerConnection:
     def mark_authenticated(self) -> None:
         """Authentication succeeded: every served API may be dispatched from now on."""
         self.authenticated = True
+        self.raw_sasl_tokens = False
+        self._reader.max_frame_size = self._max_frame_size
 
-    def _parse(self, frame: bytes | memoryview) -> RequestReceived | ImmediateResponse:
+    def _parse(self, frame: bytes | memoryview) -> RequestReceived | ImmediateResponse | SaslTokenReceived:
+        if self.raw_sasl_tokens:
+            return SaslTokenReceived(bytes(frame))
         if len(frame) < 8:
             raise ProtocolError("malformed request header: frame shorter than a request header")
         api_key, version, correlation_id = _HEAD.unpack_from(frame, 0)
@@ -218,6 +240,10 @@ class ServerConnection:
         return RequestReceived(api_key, version, correlation_id, client_id, header_size, flexible, request)
 
     # ------------------------------------------------------------------ sending
+    def send_token(self, token: bytes) -> bytes:
+        """A bare SASL token frame (the answer to a SaslTokenReceived)."""
+        return _I32.pack(len(token)) + token
+
     def send(self, request: RequestReceived, response: Any) -> bytes:
         """The whole frame answering `request` with a kio response entity of its version."""
         head = response_header(request.correlation_id, request.flexible and request.api_key != API_VERSIONS_KEY)

@@ -129,6 +129,15 @@ class FrameReader:
             self._sview = sview
         return sview[self._have :]
 
+    @property
+    def max_frame_size(self) -> int:
+        return self._max
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        """A new limit for the frames whose size is read from now on (SASL: raised once authenticated)."""
+        self._max = size
+
     def buffer_updated(self, nbytes: int) -> None:
         """`nbytes` were written at the start of the last `get_buffer()`."""
         fview = self._fview

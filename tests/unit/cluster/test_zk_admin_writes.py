@@ -25,6 +25,7 @@ def test_every_admin_write_raises_metadata_unavailable(error):
         "create_partitions": lambda: store.create_partitions("t", [[1]]),
         "set_topic_configs": lambda: store.set_topic_configs("t", {"retention.ms": "1000"}),
         "set_broker_configs": lambda: store.set_broker_configs("2", {"min.insync.replicas": "2"}),
+        "set_user_configs": lambda: store.set_user_configs("alice", {"SCRAM-SHA-256": "salt=..."}),
         "next_producer_id_block": lambda: store.next_producer_id_block(1000),
     }
     for name, write in writes.items():

@@ -19,6 +19,7 @@ from odradek.protocol.connection import (
     ImmediateResponse,
     ProtocolError,
     RequestReceived,
+    SaslTokenReceived,
     ServedApi,
     ServerConnection,
 )
@@ -271,6 +272,29 @@ def test_before_authentication_api_versions_above_ours_is_answered_and_unknown_k
     conn.receive_data(encode_frame(encode_request_header(999, 0, 2, "x", False)))
     with pytest.raises(ProtocolError, match="unknown API key 999"):
         conn.next_event()
+
+
+def test_after_a_v0_handshake_frames_are_bare_tokens_until_authenticated():
+    conn = ServerConnection(APIS, 1 << 20, authenticated=False)
+    conn.receive_data(request(17, 0, 1, mechanism="PLAIN"))
+    assert conn.next_event().api_key == 17
+    conn.raw_sasl_tokens = True  # the broker, once it answered the v0 handshake
+    conn.receive_data(encode_frame(b"\x00u\x00p") + metadata(3))
+    assert conn.next_event() == SaslTokenReceived(b"\x00u\x00p")
+    assert conn.send_token(b"") == b"\0\0\0\0"
+    conn.mark_authenticated()
+    assert not conn.raw_sasl_tokens
+    assert conn.next_event().api_key == 3
+
+
+def test_before_authentication_frames_are_limited_to_the_sasl_receive_size():
+    conn = ServerConnection(APIS, 1 << 20, authenticated=False, pre_auth_max_frame_size=100)
+    with pytest.raises(FrameTooLarge):
+        conn.receive_data(encode_frame(b"x" * 101))
+    conn = ServerConnection(APIS, 1 << 20, authenticated=False, pre_auth_max_frame_size=100)
+    conn.mark_authenticated()  # the listener's own limit from then on
+    conn.receive_data(encode_frame(b"x" * 101))
+    assert conn.frames_waiting == 1
 
 
 # --------------------------------------------------------------------------- sending

@@ -2,7 +2,7 @@
 
 `ListenerTls.of(config, listener)` builds the server context of a listener whose security
 protocol is SSL or SASL_SSL from its `ssl.*` settings (the `listener.name.<l>.ssl.*` ones
-first, broker/config.py `listener_value`); `client_context(config)` is this broker's context
+first, broker/config.py `for_listener`); `client_context(config)` is this broker's context
 for its connections to other brokers' inter-broker listener. Both through client/tls.py.
 
 The principal (Kafka's DefaultKafkaPrincipalBuilder with SslPrincipalMapper): with a client
@@ -43,7 +43,7 @@ class ListenerTls:
 
     @classmethod
     def of(cls, config: Any, listener: str) -> ListenerTls:
-        settings = {name: config.listener_value(listener, name) for name in SSL_NAMES}
+        settings = {name: config.for_listener(listener, name) for name in SSL_NAMES}
         try:
             context = ssl_context(settings, server=True)
             mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
@@ -62,7 +62,7 @@ class ListenerTls:
 def client_context(config: Any) -> ssl.SSLContext:
     """This broker's context for connecting to the inter-broker listener of the others."""
     listener = config.inter_broker_listener
-    settings = {name: config.listener_value(listener, name) for name in SSL_NAMES}
+    settings = {name: config.for_listener(listener, name) for name in SSL_NAMES}
     # the listener's keystore is this broker's identity as a client too (mutual TLS between brokers)
     try:
         return ssl_context(settings, server=False)

@@ -1,0 +1,60 @@
+"""SASL settings (Kafka's BrokerSecurityConfigs and SaslConfigs): the mechanisms each listener
+enables, its login module configuration, session lifetime and token size (broker/security/sasl.py).
+
+Listener-scoped forms (Kafka's): `listener.name.<listener>.sasl.enabled.mechanisms`, and per
+mechanism `listener.name.<listener>.<mechanism>.sasl.jaas.config` (the broker's server-side
+JAAS configuration: Kafka reads no other for a listener) and
+`listener.name.<listener>.<mechanism>.connections.max.reauth.ms`; BrokerConfig.for_listener.
+GSSAPI and OAUTHBEARER are Kafka's names too, refused at startup on a SASL listener.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.settings.setting import Setting, at_least
+
+S = Setting
+
+SASL: tuple[Setting, ...] = (
+    S(
+        "sasl.enabled.mechanisms",
+        "list",
+        ["GSSAPI"],
+        "SASL mechanisms a SASL listener accepts: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, "
+        "and OAUTHBEARER are refused at startup on a SASL listener).",
+    ),
+    S(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "SASL mechanism brokers use with each other when the inter-broker listener is SASL (not served yet: "
+        "a SASL inter-broker listener is refused at startup).",
+    ),
+    S(
+        "sasl.jaas.config",
+        "password",
+        "",
+        "The broker's own login (its client side, for a SASL inter-broker listener). A listener's server side "
+        "is listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    S(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        "Longest a SASL session lasts before the client must re-authenticate (KIP-368); 0: no limit. "
+        "Sent to clients in SaslAuthenticate v1+; a connection past it that sends anything but a "
+        "re-authentication is closed.",
+        validate=at_least(0),
+    ),
+    S(
+        "sasl.server.max.receive.size",
+        "int",
+        524288,
+        "Largest SASL token (and request) a client may send before it has authenticated; a larger one "
+        "closes the connection.",
+        validate=at_least(1),
+    ),
+)
+
+# names that may be given per listener, and per listener and mechanism (listener.name.<l>.[<mech>.]<name>)
+LISTENER_SCOPED = frozenset({"sasl.enabled.mechanisms", "sasl.server.max.receive.size", "connections.max.reauth.ms"})
+MECHANISM_SCOPED = frozenset({"sasl.jaas.config", "connections.max.reauth.ms"})
