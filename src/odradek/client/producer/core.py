@@ -109,7 +109,9 @@ class ProducerCore:
         if headers:
             size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
         if size > self.max_request_size:
-            raise E.RecordTooLargeClientError(f"record of ~{size} bytes exceeds max.request.size {self.max_request_size}")
+            raise E.RecordTooLargeClientError(
+                f"record of ~{size} bytes exceeds max.request.size {self.max_request_size}"
+            )
         if kb is None and chosen:  # the sticky partitioner counts only what it placed (as Java's)
             self.partitioner.on_append(topic, partition, size)
         return partition, timestamp, kb, vb, headers, size
