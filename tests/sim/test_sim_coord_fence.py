@@ -151,20 +151,28 @@ async def outage_until_fenced(r: FaultRunner, f: Fault) -> None:
     r.notes["serves"] = broker.services.group_coordinator.group_error(GROUP)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_coordinator_cut_from_zookeeper_answers_not_coordinator_before_it_is_replaced(seed):
+def test_a_coordinator_cut_from_zookeeper_answers_not_coordinator_before_it_is_replaced():
     """Before: C answered OffsetFetch from its old shard (error 0) while another broker led
-    the partition, and the seeds' checker found an offset below one acknowledged since."""
-    r = run_seed(seed, OPTS, faults=[Fault(5.0, "script", arg=cut_coordinator)])
-    assert "skipped" not in r.notes, r.notes
-    assert r.notes["answers_before"] == 0, r.notes
-    assert r.notes["moved"], r.notes
-    assert r.notes["answers_cut"] == NOT_COORDINATOR, r.notes  # before: 0, its old offsets
-    # and it does not name itself coordinator from its stale metadata
-    assert r.notes["finds_cut"] == ErrorCode.coordinator_not_available, r.notes
-    assert r.notes["fenced_when_moved"], r.notes  # fenced before another broker led the partition
-    assert r.notes["unfenced"], r.notes  # coordinator again once registered and caught up
-    assert not r.anomalies, r.summary()
+    the partition, and the seeds' checker found an offset below one acknowledged since. The
+    first three seeds whose coordinator is not the controller (the script cuts the coordinator
+    alone) are checked."""
+    checked = 0
+    for seed in range(1, 11):
+        r = run_seed(seed, OPTS, faults=[Fault(5.0, "script", arg=cut_coordinator)])
+        if "skipped" in r.notes:
+            continue
+        assert r.notes["answers_before"] == 0, (seed, r.notes)
+        assert r.notes["moved"], (seed, r.notes)
+        assert r.notes["answers_cut"] == NOT_COORDINATOR, (seed, r.notes)  # before: 0, its old offsets
+        # and it does not name itself coordinator from its stale metadata
+        assert r.notes["finds_cut"] == ErrorCode.coordinator_not_available, (seed, r.notes)
+        assert r.notes["fenced_when_moved"], (seed, r.notes)  # fenced before another broker led the partition
+        assert r.notes["unfenced"], (seed, r.notes)  # coordinator again once registered and caught up
+        assert not r.anomalies, r.summary()
+        checked += 1
+        if checked == 3:
+            return
+    pytest.fail(f"only {checked} of seeds 1-10 had a coordinator that is not the controller")
 
 
 def test_a_short_cut_from_zookeeper_does_not_fence():

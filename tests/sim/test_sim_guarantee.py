@@ -110,9 +110,8 @@ def _power_cut_while_the_other_member_leads() -> Any:
     return script
 
 
-@pytest.mark.parametrize("seed", [1, 2, 4])  # seed 3: r0's disk had kept every record acknowledged
 def test_a_replica_back_from_a_power_cut_elected_while_another_is_up_with_its_data_is_an_anomaly_in_a_run(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same power cut with r1 up, registered and leading with every record: a controller
     that elects the replica back from the power cut (a bug, injected: the controller's
@@ -129,15 +128,23 @@ def test_a_replica_back_from_a_power_cut_elected_while_another_is_up_with_its_da
         return leader, isr, bump
 
     monkeypatch.setattr(decisions, "decide", electing_the_replica_that_lost_power)
-    r = run_seed(seed, CI, faults=[Fault(2.0, "script", arg=_power_cut_while_the_other_member_leads())])
-    assert r.notes.get("led"), (r.notes, r.report())
-    leader, r0, r1_registered = r.notes["leader"]
-    assert leader == r0 and r1_registered, r.notes
-    assert r.history is not None
-    shorts = [e for e in r.history.short_elections if e.partition == 0 and not e.topic]
-    assert shorts and not any(e.beyond for e in shorts), _losses(r)
-    assert any(how == "registered" for e in shorts for how in e.others.values()), _losses(r)
-    assert [a for a in r.anomalies if a.partition == 0 and a.kind == "leader-without-acked"], r.report()
+    checked = 0
+    for seed in range(1, 11):
+        r = run_seed(seed, CI, faults=[Fault(2.0, "script", arg=_power_cut_while_the_other_member_leads())])
+        assert r.notes.get("led"), (seed, r.notes, r.report())
+        leader, r0, r1_registered = r.notes["leader"]
+        assert leader == r0 and r1_registered, (seed, r.notes)
+        assert r.history is not None
+        shorts = [e for e in r.history.short_elections if e.partition == 0 and not e.topic]
+        if not shorts:
+            continue  # r0's disk had kept every record acknowledged: nothing lost to judge
+        assert not any(e.beyond for e in shorts), (seed, _losses(r))
+        assert any(how == "registered" for e in shorts for how in e.others.values()), (seed, _losses(r))
+        assert [a for a in r.anomalies if a.partition == 0 and a.kind == "leader-without-acked"], r.report()
+        checked += 1
+        if checked == 3:
+            return
+    pytest.fail(f"only {checked} of seeds 1-10 lost acknowledged records in r0's power cut")
     assert not r.ok and [a for a in r.beyond if a.partition == 0 and a.kind in LOSS_KINDS] == [], r.report()
 
 

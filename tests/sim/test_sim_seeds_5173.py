@@ -52,8 +52,12 @@ def test_a_broker_whose_clock_stepped_back_compacts_its_replicas_as_the_others_d
         r = run_seed(seed, OPTS, faults=plan, log_level=logging.INFO)
         cleaned = r.notes.get("cleaned")
         assert cleaned is not None and set(cleaned) == {1, 2, 3}, (seed, r.notes)
-        for b, by_partition in cleaned.items():
-            assert len(by_partition) == 3 and all(c > 0 for c in by_partition.values()), (seed, b, cleaned)
+        assert all(len(by_partition) == 3 for by_partition in cleaned.values()), (seed, cleaned)
+        # b3 cleans each partition the others cleaned (a partition the workload left too little
+        # dirty data in is cleaned by none), and the run cleaned something
+        by_others = {p for b in (1, 2) for p, c in cleaned[b].items() if c > 0}
+        assert by_others, (seed, cleaned)
+        assert {p for p, c in cleaned[3].items() if c > 0} == by_others, (seed, cleaned)
         assert r.anomalies == [], (seed, [str(a) for a in r.anomalies])
 
 

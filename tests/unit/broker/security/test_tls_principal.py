@@ -99,8 +99,8 @@ def test_no_matching_rule():
 
 def test_per_listener_settings_win_key_by_key():
     c = BrokerConfig({"ssl.client.auth": "requested", "listener.name.mtls.ssl.client.auth": "required"})
-    assert c.listener_value("MTLS", "ssl.client.auth") == "required"
-    assert c.listener_value("SSL", "ssl.client.auth") == "requested"
+    assert c.for_listener("MTLS", "ssl.client.auth") == "required"
+    assert c.for_listener("SSL", "ssl.client.auth") == "requested"
     with pytest.raises(ValueError, match="unknown setting"):
         BrokerConfig({"listener.name.ssl.no.such.setting": "1"})
 
