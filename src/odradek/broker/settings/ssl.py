@@ -2,7 +2,7 @@
 (Kafka's SslConfigs and BrokerSecurityConfigs). Each may be given per listener as
 `listener.name.<lower-case listener name>.<setting>`, which wins over the unprefixed one for
 that listener, key by key, as Kafka's `valuesWithPrefixOverride` resolves them
-(broker/config.py `listener_value`). They are read by broker/security/tls.py, for the
+(broker/config.py `for_listener`). They are read by broker/security/tls.py, for the
 listeners whose security protocol is SSL or SASL_SSL and for this broker's connections to
 the inter-broker listener."""
 
