@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 from support.inprocess import InProcessBroker
-from support.scram import scram_user
+from support.secure_clients import produce_and_consume, scram_user
 
 from odradek.client import sasl
-from odradek.client.aio import AIOAdmin, AIOConsumer, AIOProducer, NewTopic
+from odradek.client.aio import AIOAdmin, NewTopic
 
 JAAS = {
     "plain": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw";',
@@ -42,18 +42,7 @@ def test_produce_and_consume(tmp_path, mechanism):
                 "sasl.username": user,
                 "sasl.password": pw,
             }
-            async with AIOAdmin(conf) as admin:
-                await admin.create_topics([NewTopic("t", 1, 1)])
-            async with AIOProducer(conf) as p:
-                for i in range(3):
-                    await p.send_and_wait("t", f"v{i}".encode())
-            async with AIOConsumer("t", config=conf, group_id="g", auto_offset_reset="earliest") as c:
-                got: list[bytes] = []
-                for _ in range(20):
-                    got += [r.value for r in await c.poll(0.5)]
-                    if len(got) >= 3:
-                        break
-            assert got == [b"v0", b"v1", b"v2"]
+            await produce_and_consume(conf)
 
     asyncio.run(main())
 
