@@ -73,6 +73,8 @@ def test_an_acl_made_through_one_broker_is_enforced_by_every_broker_within_a_sec
             # authorization comes before leadership: every broker answers for every partition
             return int(produce(conns[b], "guarded", [batch((None, b"x"))], partition=0, acks=1).error_code)
 
+        # every broker knows the topic (UNKNOWN_TOPIC_OR_PARTITION until its metadata has it)
+        until("every broker knowing the topic", lambda: all(write_code(b) in (0, 6) for b in conns), 10)
         assert {b: write_code(b) for b in conns} in ({1: 0, 2: 6, 3: 6}, {1: 6, 2: 0, 3: 6}, {1: 6, 2: 6, 3: 0})
         r = conns[1].call(30, 3, creations=(creation(2, "guarded", 3, 4, 2), creation(3, "app-", 4, 3, 3)))
         assert [int(x.error_code) for x in r.results] == [0, 0]

@@ -1,12 +1,14 @@
-"""SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 against a real broker process:
-the real clients (confluent-kafka, kcat, kafka-python, aiokafka, kafkajs, Java) produce and
-consume; Kafka's own kafka-configs creates a SCRAM user; 1,000 wrong passwords cost bounded
-memory, are counted per peer in the metrics, never reach the log, and a good client is served.
+"""SASL_PLAINTEXT (and SASL_SSL with confluent-kafka) with PLAIN, SCRAM-SHA-256 and
+SCRAM-SHA-512 against a real broker process: the real clients (confluent-kafka, kcat,
+kafka-python, aiokafka, kafkajs, Java) produce and consume; Kafka's own kafka-configs creates a
+SCRAM user; 1,000 wrong passwords cost bounded memory, are counted per peer in the metrics, never
+reach the log, and a good client is served.
 (The protocol by hand, error codes and messages: tests/inprocess/security/test_sasl_inprocess.py.)
 
-One broker for the module: a PLAINTEXT listener (brokers' and the admin's) and a SASL_PLAINTEXT
-listener enabling the three mechanisms; PLAIN users come from the listener's JAAS setting,
-SCRAM users are created through AlterUserScramCredentials (confluent-kafka's admin client).
+One broker for the module: a PLAINTEXT listener (brokers' and the admin's), a SASL_PLAINTEXT
+listener and a SASL_SSL listener, each enabling the three mechanisms; PLAIN users come from the
+listener's JAAS setting, SCRAM users are created through AlterUserScramCredentials
+(confluent-kafka's admin client).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -46,26 +49,33 @@ USERS = {
     "SCRAM-SHA-512": ("carol", "carol-Secret-512"),
 }
 MECHANISMS = list(USERS)
+CERTS = Path(__file__).resolve().parents[2] / "support" / "tls_certs"  # a CA and a broker certificate for 127.0.0.1
 SECRETS = ("admin-Secret-0", "alice-Secret-1", "bob-Secret-256", "carol-Secret-512", "dave-Secret-9")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    plain_port, sasl_port, metrics_port = free_port(), free_port(), free_port()
+    plain_port, sasl_port, sasl_ssl_port, metrics_port = free_port(), free_port(), free_port(), free_port()
     b = BrokerProcess(
         tmp_path_factory.mktemp("sasl"),
         {
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+            f"SASL_SSL://127.0.0.1:{sasl_ssl_port}",
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
             "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
             "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+            **{f"listener.name.sasl_ssl.{m.lower()}.sasl.jaas.config": SCRAM_JAAS for m in MECHANISMS[1:]},
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
+            "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+            "listener.name.sasl_ssl.ssl.keystore.location": str(CERTS / "broker.keystore.pem"),
             "metrics.listener": f"127.0.0.1:{metrics_port}",
         },
         port=plain_port,
     )
     b.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    b.sasl_ssl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"
     b.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     with b.start():
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -117,6 +127,37 @@ def test_confluent_kafka(broker, mechanism):
             got.append(m.value())
     c.close()
     assert got == [f"v{i}".encode() for i in range(10)]
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_confluent_kafka_over_sasl_ssl(broker, mechanism):
+    """SASL_SSL: librdkafka checks the broker's certificate, then authenticates inside TLS."""
+    topic = _topic(broker)
+    conf = {
+        **_librdkafka(broker, mechanism),
+        "bootstrap.servers": broker.sasl_ssl_bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(CERTS / "ca.pem"),
+    }
+    p = Producer(conf)
+    for i in range(10):
+        p.produce(topic, f"v{i}".encode())
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 10 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == [f"v{i}".encode() for i in range(10)]
+    wrong = Producer({**conf, "sasl.password": "not-the-password", "message.timeout.ms": 5000})
+    errors: list = []
+    wrong.produce(topic, b"x", on_delivery=lambda err, _m: errors.append(err))
+    wrong.flush(15)
+    assert errors and errors[0] is not None, errors
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="no kcat on PATH")
