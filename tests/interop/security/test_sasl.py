@@ -351,7 +351,11 @@ def test_many_wrong_passwords(broker):
         assert conn.call(36, 2, auth_bytes=plain(*USERS["PLAIN"])).error_code == 0
     text = urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
     line = next(
-        x for x in text.splitlines() if x.startswith("odradek_failed_authentication_total{") and 'host="127.0.0.1"' in x
+        x
+        for x in text.splitlines()
+        if x.startswith("odradek_failed_authentication_total{")
+        and 'host="127.0.0.1"' in x
+        and 'listener="SASL_PLAINTEXT"' in x
     )
     assert float(line.rsplit(" ", 1)[1]) >= 1000
     # the broker's own lines (the test harness writes the command line, with its settings, first)
