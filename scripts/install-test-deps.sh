@@ -45,11 +45,11 @@ info() { printf '    %s\n' "$*"; }
 T0=$(date +%s)
 
 # --- 1. Debian packages -------------------------------------------------------
-APT_PKGS="kcat zookeeper maven faketime"
+APT_PKGS="kcat zookeeper maven faketime openssl"  # openssl: the TLS tests make their certificates, PKCS12 stores are read with it
 step "Debian packages: $APT_PKGS"
 if [ "${SKIP_APT:-0}" = 1 ] || [ "$PYTHON_ONLY" = 1 ]; then
     info "skipped (SKIP_APT=1 or --python-only)"
-elif dpkg-query -W -f='${Status}\n' $APT_PKGS 2>/dev/null | grep -c "install ok installed" | grep -qx 4; then
+elif dpkg-query -W -f='${Status}\n' $APT_PKGS 2>/dev/null | grep -c "install ok installed" | grep -qx 5; then
     info "already installed: $(dpkg-query -W -f='${Package} ${Version}  ' $APT_PKGS)"
 else
     export DEBIAN_FRONTEND=noninteractive
