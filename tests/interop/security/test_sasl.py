@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -109,36 +109,20 @@ def _librdkafka(broker, mechanism: str) -> dict:
     }
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_confluent_kafka(broker, mechanism):
-    topic = _topic(broker)
-    p = Producer(_librdkafka(broker, mechanism))
-    for i in range(10):
-        p.produce(topic, f"v{i}".encode())
-    assert p.flush(30) == 0
-    group = f"g-{uuid.uuid4().hex[:6]}"
-    c = Consumer({**_librdkafka(broker, mechanism), "group.id": group, "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < 10 and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    c.close()
-    assert got == [f"v{i}".encode() for i in range(10)]
+def _python_client(broker, mechanism: str) -> dict:
+    """kafka-python's and aiokafka's settings for the SASL_PLAINTEXT listener."""
+    user, pw = USERS[mechanism]
+    return dict(
+        bootstrap_servers=broker.sasl_bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user,
+        sasl_plain_password=pw,
+    )
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_confluent_kafka_over_sasl_ssl(broker, mechanism):
-    """SASL_SSL: librdkafka checks the broker's certificate, then authenticates inside TLS."""
-    topic = _topic(broker)
-    conf = {
-        **_librdkafka(broker, mechanism),
-        "bootstrap.servers": broker.sasl_ssl_bootstrap,
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": str(CERTS / "ca.pem"),
-    }
+def _confluent_round_trip(conf: dict, topic: str) -> None:
+    """Ten records produced with `conf`, read back in a new group."""
     p = Producer(conf)
     for i in range(10):
         p.produce(topic, f"v{i}".encode())
@@ -153,11 +137,31 @@ def test_confluent_kafka_over_sasl_ssl(broker, mechanism):
             got.append(m.value())
     c.close()
     assert got == [f"v{i}".encode() for i in range(10)]
-    wrong = Producer({**conf, "sasl.password": "not-the-password", "message.timeout.ms": 5000})
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_confluent_kafka(broker, mechanism):
+    _confluent_round_trip(_librdkafka(broker, mechanism), _topic(broker))
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_confluent_kafka_over_sasl_ssl(broker, mechanism):
+    """SASL_SSL: librdkafka checks the broker's certificate, then authenticates inside TLS."""
+    topic = _topic(broker)
+    conf = {
+        **_librdkafka(broker, mechanism),
+        "bootstrap.servers": broker.sasl_ssl_bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(CERTS / "ca.pem"),
+    }
+    _confluent_round_trip(conf, topic)
+    # a wrong password: librdkafka reports an authentication error (not merely a timeout)
     errors: list = []
-    wrong.produce(topic, b"x", on_delivery=lambda err, _m: errors.append(err))
-    wrong.flush(15)
-    assert errors and errors[0] is not None, errors
+    wrong = Producer({**conf, "sasl.password": "not-the-password", "error_cb": errors.append})
+    deadline = time.monotonic() + 15
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+        wrong.poll(0.2)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="no kcat on PATH")
@@ -183,14 +187,7 @@ def test_kcat(broker, mechanism):
 def test_kafka_python(broker, mechanism):
     from kafka import KafkaConsumer, KafkaProducer
 
-    user, pw = USERS[mechanism]
-    conf = dict(
-        bootstrap_servers=broker.sasl_bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism=mechanism,
-        sasl_plain_username=user,
-        sasl_plain_password=pw,
-    )
+    conf = _python_client(broker, mechanism)
     topic = _topic(broker)
     p = KafkaProducer(**conf)
     for i in range(5):
@@ -207,14 +204,7 @@ def test_kafka_python(broker, mechanism):
 def test_aiokafka(broker, mechanism):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    user, pw = USERS[mechanism]
-    conf = dict(
-        bootstrap_servers=broker.sasl_bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism=mechanism,
-        sasl_plain_username=user,
-        sasl_plain_password=pw,
-    )
+    conf = _python_client(broker, mechanism)
     topic = _topic(broker)
 
     async def run() -> list[bytes]:
