@@ -70,6 +70,22 @@ def served_apis() -> dict[int, ServedApi]:
     return _served
 
 
+def _abandoned(event: object) -> bool:
+    """Is `event`, read before the peer closed the connection, a request its client gave up on?
+
+    Its answer can no longer reach the client, which has counted it as failed (a client closes
+    a connection to abandon what it sent there, e.g. at its request timeout) and may have sent
+    a later request elsewhere since: running it now could undo that one (an offset commit
+    landing after the commit the client retried on a new connection). Kafka reads one request
+    of a connection at a time, so requests a client pipelined behind a slow one are still in
+    the socket when it closes; here they may already be read, so they are dropped instead.
+    Only a Produce with acks=0 still runs: its client expects no answer and counted it as sent.
+    """
+    if isinstance(event, RequestReceived):
+        return not (event.api_key == 0 and event.request.acks == 0)
+    return True
+
+
 class Connection:
     _next_id = 0
 
@@ -200,6 +216,9 @@ class Connection:
                 continue
             if not self._reading and proto.frames_waiting < self.max_queued:
                 self._start_reading()
+            if self.eof and _abandoned(event):
+                log.debug("connection %s from %s closed: a request read before is not run", self.id, self.state.peer)
+                continue
             self.in_flight = True
             try:
                 await self._handle(event)
