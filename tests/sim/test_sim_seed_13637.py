@@ -12,8 +12,8 @@ a new one committed B (p0 17, p1 17), acknowledged at 15.02 s. The broker, which
 read the resent A from the closed connection, ran it at 15.02 s, after B: the group's offset of
 p1 went back to 14. The fix (broker/connection.py `_abandoned`): requests read ahead from a
 connection its client then closed are not run (only an acks=0 Produce is: its client counted it
-as sent), as in Kafka, which reads a connection's next request only once the one in flight is
-answered. The exact case: tests/inprocess/broker/test_closed_connection.py.
+as sent). Kafka 4.4 would run it too (tests/reference/test_closed_connection_reference.py): a
+deliberate difference. The exact case: tests/inprocess/broker/test_closed_connection.py.
 """
 
 from __future__ import annotations

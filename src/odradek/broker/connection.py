@@ -76,9 +76,9 @@ def _abandoned(event: object) -> bool:
     Its answer can no longer reach the client, which has counted it as failed (a client closes
     a connection to abandon what it sent there, e.g. at its request timeout) and may have sent
     a later request elsewhere since: running it now could undo that one (an offset commit
-    landing after the commit the client retried on a new connection). Kafka reads one request
-    of a connection at a time, so requests a client pipelined behind a slow one are still in
-    the socket when it closes; here they may already be read, so they are dropped instead.
+    landing after the commit the client retried on a new connection, simulator seed 13637).
+    Kafka differs here on purpose: it reads a connection's next request once the one in flight
+    is answered and still runs it after the close (tests/reference/test_closed_connection_reference.py).
     Only a Produce with acks=0 still runs: its client expects no answer and counted it as sent.
     """
     if isinstance(event, RequestReceived):

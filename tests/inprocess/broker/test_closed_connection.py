@@ -7,7 +7,8 @@ in flight, so such requests may already be read when the close is seen: they mus
 it (simulator seed 13637: a timed-out offset commit, pipelined behind a heartbeat waiting for
 the high watermark, ran after the commit the member retried on a new connection and took the
 group's offset back). A Produce with acks=0 still runs: its client expects no answer and
-counted it as sent.
+counted it as sent. Kafka 4.4 runs them all: a deliberate difference
+(tests/reference/test_closed_connection_reference.py).
 """
 
 from __future__ import annotations
