@@ -33,6 +33,7 @@ million records on each broker (the goal: no more on odradek than on Kafka).
     /work/wt/heavy .venv/bin/python bench/security/run.py --records 200000 --repeats 1     # smoke
     /work/wt/heavy .venv/bin/python bench/security/run.py                                   # throughput
     /work/wt/heavy .venv/bin/python bench/security/run.py --workloads idle --idle 2000 --idle-plaintext
+    /work/wt/heavy .venv/bin/python bench/security/run.py --brokers odradek --repeats 1 --profile /tmp/prof  # py-spy
 
 Writes bench/security/results/latest.json and latest.md (or --out).
 """
@@ -40,12 +41,15 @@ Writes bench/security/results/latest.json and latest.md (or --out).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import signal
 import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,6 +90,8 @@ def options(argv=None):
     ap.add_argument("--idle", type=int, default=2000, help="idle TLS connections per broker (workload idle)")
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--idle-plaintext", action="store_true", help="the same number of plaintext ones first")
+    ap.add_argument("--profile", default=None, help="a directory: py-spy profiles of odradek's measured rows there")
+    ap.add_argument("--py-spy", default=None, help="py-spy (default: beside the interpreter, else /tmp/pyspy/bin)")
     ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
     a = ap.parse_args(argv)
     a.brokers = [b for b in a.brokers.split(",") if b]
@@ -184,6 +190,34 @@ def negotiated(address: str, ca: Path) -> dict[str, str]:
 # ---------------------------------------------------------------------------------- workloads
 
 
+@contextlib.contextmanager
+def profiled(r: Runner, a, name: str, rep: int):
+    """py-spy (raw collapsed stacks, 200 Hz, --nonblocking) on odradek's broker while the block
+    runs, when --profile is given (not in the warm-up): bench/broker/profile_top.py summarises
+    the file."""
+    if not a.profile or r.name != "odradek" or rep < 0:
+        yield
+        return
+    exe = a.py_spy or next(
+        (str(p) for p in (Path(sys.executable).with_name("py-spy"), Path("/tmp/pyspy/bin/py-spy")) if p.exists()),
+        "py-spy",
+    )
+    out = Path(a.profile) / f"profile-{name}.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [exe, "record", "-p", str(r.pid), "-r", "200", "--nonblocking", "-f", "raw", "-o", str(out)]
+    spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait()
+
+
 def x_options(conf: dict[str, str]) -> list[str]:
     return [o for k, v in conf.items() for o in ("-X", f"{k}={v}")]
 
@@ -199,14 +233,16 @@ def produce_and_consume(r: Runner, peer: SecurePeer, protocol: str, a, n: int, r
             "produce", "-b", address, "-t", topic, "-n", str(n), "-s", "100", "--acks", "1", "-z", "none",
             "--linger-ms", "5", "--driver", "confluent", "--native-batch", str(a.native_batch), *x_options(conf),
         )  # fmt: skip
-        written = r.run(cmd, {"workload": "produce", **meta})
+        with profiled(r, a, f"produce-{protocol.lower()}-{rep}", rep):
+            written = r.run(cmd, {"workload": "produce", **meta})
         brokers_mod.settle(r.pid)
     if "consume" in a.workloads:
         if written is None:
             r.results.append({"broker": r.name, "workload": "consume", **meta, "error": "its topic was not written"})
         else:
             cmd = [sys.executable, CONSUME, address, topic, "-n", str(n), *x_options(conf)]
-            r.run(cmd, {"workload": "consume", **meta})
+            with profiled(r, a, f"consume-{protocol.lower()}-{rep}", rep):
+                r.run(cmd, {"workload": "consume", **meta})
     r.delete_topic(topic)
 
 
