@@ -22,7 +22,10 @@ order, after one unmeasured produce and consume per protocol (--warmup-records; 
   * idle (--idle N): N idle connections to each broker's SSL listener (and --idle-plaintext: to
     its PLAINTEXT one first), each a TLS handshake and one ApiVersions, held --idle-seconds:
     the broker's RSS growth per connection and its CPU while they idle
-    (bench/broker/idle_conns.py --tls, through bench/broker/workloads.IdleConnections).
+    (bench/broker/idle_conns.py --tls, through bench/broker/workloads.IdleConnections), and its
+    RSS once they are closed. Memory a phase leaves behind is reused by the next one, so the
+    second phase's RSS per connection reads low: measure TLS alone (without --idle-plaintext)
+    for its figure.
 
 Every row: records/s, the broker's CPU-seconds per million records (utime+stime of the broker
 process over the load's run, every thread), its memory, the command (bench/broker/runner.py).
@@ -281,9 +284,11 @@ def run_idle(runners: list[Runner], peers: dict[str, SecurePeer], a, ca: Path) -
             got = idle.open()
         finally:
             idle.close()
-        rows += [{**row, "protocol": protocol} for row in got]
         for r in runners:
             brokers_mod.settle(r.pid, timeout=30)
+        # what the broker keeps once they are gone (a later phase's "before")
+        after = {r.name: brokers_mod.proc_memory(r.pid).get("rss_mb") for r in runners}
+        rows += [{**row, "protocol": protocol, "rss_after_close_mb": after[row["broker"]]} for row in got]
     return rows
 
 
@@ -348,8 +353,8 @@ def report(rows: list[dict], meta: dict) -> str:
     if idle:
         out += [
             "| idle connections | broker | opened | failed | RSS before → after MiB | KiB per connection | "
-            "CPU opening them (s) | idle CPU, % of a core |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "CPU opening them (s) | idle CPU, % of a core | RSS once closed, MiB |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in idle:
             what = f"{r['idle_conns']} {r.get('protocol', '')}" if r.get("idle_conns") else "none"
@@ -360,7 +365,9 @@ def report(rows: list[dict], meta: dict) -> str:
                 + ("" if per is None else f"{per:.1f}")
                 + " | "
                 + ("" if opening is None else f"{opening:.2f}")
-                + f" | {r['idle_cpu_per_s'] * 100:.2f} |"
+                + f" | {r['idle_cpu_per_s'] * 100:.2f} | "
+                + ("" if r.get("rss_after_close_mb") is None else f"{r['rss_after_close_mb']:.0f}")
+                + " |"
             )
         out.append("")
     return "\n".join(out)
