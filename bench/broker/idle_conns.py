@@ -1,7 +1,9 @@
 """Hold many idle client connections open to one or more brokers.
 
 Each connection sends one ApiVersions request (v0: every broker answers it before anything
-else) and reads the answer, then stays open and silent. Prints one JSON line once all are
+else) and reads the answer, then stays open and silent. With --tls CAFILE each connection is
+TLS first (the handshake verifies the broker's certificate against CAFILE and its address), for
+a listener whose security protocol is SSL. Prints one JSON line once all are
 established (``{"opened": {bootstrap: n, ...}, "failed": {...}, "seconds": s}``), then holds
 them until stdin closes or SIGTERM/SIGINT arrives.
 
