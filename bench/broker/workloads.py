@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import kafka_tools
@@ -182,17 +183,28 @@ def run_metadata(r: Runner, topic: str, parts: int, rep: int, n: int) -> None:
 class IdleConnections:
     """`n` idle connections to every broker, held by one idle_conns.py process; `open()`
     returns one row per broker: its CPU while they were opened, its CPU per second and its
-    memory over `idle_s` seconds of their idleness."""
+    memory over `idle_s` seconds of their idleness. `address` gives the listener of a broker
+    to connect to (its bootstrap by default), `options` more idle_conns.py options (--tls)."""
 
-    def __init__(self, runners: list[Runner], n: int, idle_s: float) -> None:
+    def __init__(
+        self,
+        runners: list[Runner],
+        n: int,
+        idle_s: float,
+        address: Callable[[Runner], str] = lambda r: r.bootstrap,
+        options: tuple[str, ...] = (),
+    ) -> None:
         self.runners = runners
         self.n = n
         self.idle_s = idle_s
+        self.address = address
+        self.options = options
         self.proc: subprocess.Popen | None = None
 
     def open(self) -> list[dict]:
         before = {r.name: (proc_cpu(r.pid), proc_memory(r.pid)) for r in self.runners}
-        cmd = [sys.executable, str(HERE / "idle_conns.py"), "-n", str(self.n), *(r.bootstrap for r in self.runners)]
+        cmd = [sys.executable, str(HERE / "idle_conns.py"), "-n", str(self.n), *self.options]
+        cmd += [self.address(r) for r in self.runners]
         log(f"[idle] {' '.join(cmd[1:])}")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
@@ -207,7 +219,7 @@ class IdleConnections:
             cpu0, mem0 = before[r.name]
             cpu1, mem1 = after_open[r.name]
             cpu2, mem2 = proc_cpu(r.pid), proc_memory(r.pid)
-            got = opened["opened"].get(r.bootstrap, 0)
+            got = opened["opened"].get(self.address(r), 0)
             row = {
                 "broker": r.name,
                 "workload": "idle",
@@ -219,7 +231,7 @@ class IdleConnections:
                 "idle_conns": self.n,
                 "rep": 0,
                 "opened": got,
-                "failed": opened["failed"].get(r.bootstrap, self.n),
+                "failed": opened["failed"].get(self.address(r), self.n),
                 "open_cpu_s": cpu1 - cpu0,
                 "idle_cpu_per_s": (cpu2 - cpu1) / held_s,
                 "rss_before_mb": mem0.get("rss_mb"),
