@@ -67,3 +67,16 @@ def test_mixed_rack_information_is_refused_and_none_means_rack_unaware():
     assert assign_replicas_rack_aware({1: None, 2: None}, 2, 2, start_index=0) == assign_replicas(
         [1, 2], 2, 2, start_index=0
     )
+
+
+def test_one_rack_per_host_keeps_replicas_on_different_hosts_with_several_brokers_per_host():
+    """docs/cluster.md, "Using more than one core": two brokers per host, `broker.rack` = host.
+    Without racks, two brokers of one host can hold both replicas of a partition; with the
+    host as rack, every partition spans both hosts and leaders still spread over all brokers."""
+    hosts = {1: "host1", 2: "host1", 3: "host2", 4: "host2"}
+    unaware = assign_replicas_rack_aware(dict.fromkeys(hosts), 8, 2, rng=random.Random(1))
+    assert any(len({hosts[b] for b in replicas}) == 1 for replicas in unaware)
+    for seed in range(20):
+        got = assign_replicas_rack_aware(hosts, 8, 2, rng=random.Random(seed))
+        assert all(len({hosts[b] for b in replicas}) == 2 for replicas in got)
+        assert Counter(r[0] for r in got) == dict.fromkeys(hosts, 2)
