@@ -49,6 +49,7 @@ class ProducerBatch:
         "waiters",
         "retry_at",
         "in_request",
+        "node",
     )
 
     def __init__(self, topic: str, partition: int, limit: int, now: float) -> None:
@@ -77,6 +78,7 @@ class ProducerBatch:
         self.waiters: list | None = None
         self.retry_at = 0.0
         self.in_request = False  # in a Produce request not answered yet
+        self.node = -1  # the broker its last request went to
 
     @property
     def last_sequence(self) -> int:
@@ -329,7 +331,7 @@ class Accumulator:
         now: float,
         leader_of: Callable[[str, int], int],
         node_ok: Callable[[int], bool],
-        sendable: Callable[[ProducerBatch], bool],
+        sendable: Callable[[ProducerBatch, int], bool],
     ):
         """Nodes with a sendable batch, the next time to look again, and whether a leader is
         unknown. A partition whose first batch may not go now (`sendable`: a transaction that
@@ -351,7 +353,7 @@ class Accumulator:
                 if b.retry_at > now:
                     next_check = min(next_check, b.retry_at)
                     continue
-                if not sendable(b):
+                if not sendable(b, leader):
                     continue
                 if len(dq) > 1 or flushing or b.builder.size >= self.batch_size or b.attempts:
                     if node_ok(leader):
@@ -371,7 +373,7 @@ class Accumulator:
         leader_of: Callable[[str, int], int],
         max_request_size: int,
         now: float,
-        sendable: Callable[[ProducerBatch], bool],
+        sendable: Callable[[ProducerBatch, int], bool],
     ) -> list[ProducerBatch]:
         """The first batch of each partition led by `node` that may go now, up to
         max.request.size (Java's drain: one batch per partition per request)."""
@@ -382,7 +384,7 @@ class Accumulator:
                 if not dq or leader_of(topic, partition) != node:
                     continue
                 b = dq[0]
-                if b.retry_at > now or not sendable(b):
+                if b.retry_at > now or not sendable(b, node):
                     continue
                 bsize = b.builder.size
                 if out and size + bsize > max_request_size:
@@ -390,6 +392,7 @@ class Accumulator:
                 dq.popleft()
                 self._close_batch(b)
                 b.in_request = True
+                b.node = node
                 out.append(b)
                 size += bsize
         return out

@@ -269,12 +269,12 @@ class Sender:
     def _node_ok(self, node: int) -> bool:
         return self.node_in_flight.get(node, 0) < self.max_in_flight
 
-    def _sendable(self, b: ProducerBatch) -> bool:
-        """Whether the first batch of a partition's queue may be drained now."""
+    def _sendable(self, b: ProducerBatch, node: int) -> bool:
+        """Whether the first batch of a partition's queue may be drained now, to `node`."""
         txn = self.txn
         if txn is not None and not txn.send_allowed(b.topic, b.partition):
             return False
-        return not self.idempotent or self.seqs.sendable(b)
+        return not self.idempotent or self.seqs.sendable(b, node)
 
     # ------------------------------------------------------------------ sending
     def _prepare(self, b: ProducerBatch) -> bytes:

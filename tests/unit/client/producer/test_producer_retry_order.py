@@ -124,29 +124,53 @@ def test_retries_across_a_leader_change_go_one_at_a_time_in_sequence_order():
 
 
 def test_a_partition_has_at_most_five_batches_in_flight():
-    """The broker remembers five batches per producer and partition: with more in flight (five to
-    an old leader, more to a new one), a retry of one it wrote could fall out of its memory."""
+    """The broker remembers five batches per producer and partition: a sixth waits for the first
+    to complete, or a retry of one it wrote could fall out of its memory."""
     h = Harness()
     h.leaders[1] = 2
     sent = [h.send_new(2) for _ in range(WINDOW)]
     sixth = h.append()
+    assert h.drain(2) == [] and h.ready_nodes() == set()
+    h.ack(sent[0], 0)
+    assert one(h.drain(2)) is sixth and sixth.sequence == WINDOW
+
+
+def test_a_new_batch_does_not_go_to_a_new_leader_before_those_in_a_request_to_the_old_one():
+    """Seed 15122 of the simulator: batches in a request to a leader that lost power; the new
+    leader has no state for the producer and takes any sequence (as Kafka's), so a new batch
+    sent to it first would be written before them, and they refused OUT_OF_ORDER_SEQUENCE_NUMBER
+    behind it. The new batch waits; the old ones are retried first, in order."""
+    h = Harness()
+    h.leaders[1] = 2
+    old = [h.send_new(2) for _ in range(3)]
+    new = h.append()
     h.leaders[1] = 3
     assert h.drain(3) == [] and h.ready_nodes() == set()
-    h.ack(sent[0], 0)
-    assert one(h.drain(3)) is sixth and sixth.sequence == WINDOW
+    for b in old:
+        h.timeout(b)
+    h.round()
+    for i, b in enumerate(old[:-1]):
+        assert one(h.drain(3)) is b and h.drain(3) == []  # retries: one at a time
+        h.ack(b, i)
+    assert one(h.drain(3)) is old[-1]
+    assert one(h.drain(3)) is new and h.numbers(new) == (0, 3)  # pipelined behind it, to the same broker
+    assert h.sender.epoch_bumps == 0
 
 
 def test_out_of_order_for_a_batch_that_is_not_the_next_is_retried_without_a_bump():
-    """A batch overtook an older one still on its way (to the old leader): the broker answers it
-    OUT_OF_ORDER_SEQUENCE_NUMBER, and it is retried under its numbers once the older one lands."""
+    """A batch pipelined behind an older one the broker refused (it stopped leading): the broker
+    answers it OUT_OF_ORDER_SEQUENCE_NUMBER, and it is retried under its numbers after the older
+    one lands on the new leader."""
     h = Harness()
     h.leaders[1] = 2
     first = h.send_new(2)
-    h.leaders[1] = 3
-    second = h.send_new(3)
+    second = h.send_new(2)
+    h.error(first, E.NotLeaderOrFollowerError)
     h.error(second, E.OutOfOrderSequenceNumberError)
     h.round()
     assert h.sender.epoch_bumps == 0 and h.numbers(second) == (0, 1)
+    h.leaders[1] = 3
+    assert one(h.drain(3)) is first
     assert h.drain(3) == []  # not before the first
     h.ack(first, 0)
     assert one(h.drain(3)) is second and h.numbers(second) == (0, 1)
