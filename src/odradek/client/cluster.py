@@ -103,6 +103,21 @@ def parse_metadata(resp) -> ClusterMetadata:
     return md
 
 
+def _keep_newer_leaders(old: ClusterMetadata, new: ClusterMetadata) -> None:
+    """A partition whose leader epoch in `new` is older than the one known keeps what is known
+    (Java's Metadata.updateLatestMetadata, KIP-320): a broker with a stale view, such as a
+    leader deposed while cut from ZooKeeper, would otherwise send the client back to itself,
+    and its shorter log answers the consumer's position OFFSET_OUT_OF_RANGE."""
+    for name, ti in new.topics.items():
+        known = old.topics.get(name)
+        if known is None or (ti.topic_id is not None and known.topic_id is not None and ti.topic_id != known.topic_id):
+            continue  # a topic deleted and created again starts over
+        for index, p in ti.partitions.items():
+            was = known.partitions.get(index)
+            if was is not None and p.leader_epoch >= 0 and was.leader_epoch > p.leader_epoch:
+                ti.partitions[index] = was
+
+
 class Cluster:
     """The connections and metadata of one client (asyncio; use from its loop only)."""
 
@@ -269,6 +284,7 @@ class Cluster:
             topics = None if self.all_topics else sorted(self.topics)
         resp = await self.metadata_request(topics, self.allow_auto_create)
         md = parse_metadata(resp)
+        _keep_newer_leaders(self.metadata, md)
         if topics is not None and not self.all_topics:
             # keep what we knew about topics not in this request
             for name, ti in self.metadata.topics.items():

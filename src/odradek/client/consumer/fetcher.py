@@ -30,6 +30,14 @@ from .subscription import OffsetAndTimestamp, SubscriptionState, TopicPartition
 
 log = logging.getLogger(__name__)
 
+
+def _leader_epoch(md, tp: TopicPartition) -> int:
+    """The leader epoch the metadata gives the partition, or -1."""
+    ti = md.topics.get(tp.topic)
+    p = ti.partitions.get(tp.partition) if ti is not None else None
+    return p.leader_epoch if p is not None else -1
+
+
 FETCH = 1
 LIST_OFFSETS = 2
 EARLIEST, LATEST = -2, -1
@@ -157,11 +165,13 @@ class Fetcher:
         released = False
         try:
             topics: dict[str, list] = {}
+            md = self.cluster.metadata
             for tp, (_st, _epoch, pos) in sent.items():
                 topics.setdefault(tp.topic, []).append(
                     {
                         "partition": tp.partition,
-                        "current_leader_epoch": -1,
+                        # KIP-320: a broker on another leader epoch refuses it (FENCED_/UNKNOWN_LEADER_EPOCH)
+                        "current_leader_epoch": _leader_epoch(md, tp),
                         "fetch_offset": pos,
                         "log_start_offset": -1,
                         "last_fetched_epoch": -1,
@@ -378,8 +388,9 @@ class Fetcher:
             for node, tps in by_node.items():
                 topics: dict[str, list] = {}
                 for tp, ts in tps.items():
+                    epoch = _leader_epoch(self.cluster.metadata, tp)
                     topics.setdefault(tp.topic, []).append(
-                        {"partition_index": tp.partition, "timestamp": ts, "current_leader_epoch": -1}
+                        {"partition_index": tp.partition, "timestamp": ts, "current_leader_epoch": epoch}
                     )
                 resp = await self.cluster.send(
                     node,
