@@ -268,6 +268,7 @@ class Broker:
             zk,
             self.node_id,
             listener=config.inter_broker_listener,
+            protocols={n: config.security_protocol(n) for n, _h, _p in config.advertised},
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
         )
         self.controller = Controller(
