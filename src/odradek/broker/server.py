@@ -427,6 +427,10 @@ class Broker:
             raise ConfigError(
                 f"advertised.listeners names listeners that do not exist: {sorted(advertised - set(names))}"
             )
+        if config["inter.broker.listener.name"] and config.sources["security.inter.broker.protocol"] != "default":
+            raise ConfigError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+            )
         if config.inter_broker_listener not in names:
             raise ConfigError(
                 f"inter.broker.listener.name={config.inter_broker_listener} is not one of the listeners {names}"

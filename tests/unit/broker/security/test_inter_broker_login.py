@@ -73,3 +73,11 @@ def test_refused_at_startup(extra, message):
     with pytest.raises(ConfigError, match=message) as e:
         inter_broker_login(config(extra))
     assert "b-Secret" not in str(e.value)
+
+
+def test_security_inter_broker_protocol_names_the_inter_broker_listener():
+    c = BrokerConfig({"listeners": "PLAINTEXT://:0,SASL_SSL://:0", "security.inter.broker.protocol": "SASL_SSL"})
+    assert c.inter_broker_listener == "SASL_SSL"
+    assert BrokerConfig({"listeners": "PLAINTEXT://:0,SASL_SSL://:0"}).inter_broker_listener == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="must be one of"):
+        BrokerConfig({"security.inter.broker.protocol": "TLS"})
