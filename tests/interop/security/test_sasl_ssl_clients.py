@@ -10,7 +10,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+)
 from confluent_kafka.admin import UserScramCredentialUpsertion as Upsert
 from support.broker import BrokerProcess, free_port
 from support.clients import CLIENTS, Rec, SaslLogin, make_client, unavailable_reason
@@ -53,7 +59,7 @@ def broker(tmp_path_factory):
     b.tls = pki.client_files()
     with b.start():
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        upserts = [
+        upserts: list[UserScramCredentialAlteration] = [
             Upsert(
                 x.username, ScramCredentialInfo(getattr(ScramMechanism, m.replace("-", "_")), 4096), x.password.encode()
             )
