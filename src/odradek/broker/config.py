@@ -203,7 +203,13 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener(self) -> str:
-        return self._values["inter.broker.listener.name"] or self.listeners[0][0]
+        """inter.broker.listener.name; else, when security.inter.broker.protocol is set, the
+        listener of that name (Kafka's older setting); else the first listener."""
+        if self._values["inter.broker.listener.name"]:
+            return str(self._values["inter.broker.listener.name"])
+        if self.sources["security.inter.broker.protocol"] != "default":
+            return str(self._values["security.inter.broker.protocol"])
+        return self.listeners[0][0]
 
     @property
     def listeners(self) -> list[tuple[str, str, int]]:

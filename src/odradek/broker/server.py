@@ -49,6 +49,7 @@ from odradek.broker.interbroker.add_partitions_to_txn import AddPartitionsToTxnM
 from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels
 from odradek.broker.interbroker.forwarding import ForwardingManager
 from odradek.broker.interbroker.marker_channel import TransactionMarkerChannel
+from odradek.broker.interbroker.sasl_login import InterBrokerLogin, inter_broker_login
 from odradek.broker.internal_topics import InternalTopics
 from odradek.broker.metrics import (
     BrokerMetrics,
@@ -200,6 +201,7 @@ class Broker:
         self.channels: NodeChannels | None = None
         self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
         self.inter_broker_tls: ssl.SSLContext | None = None  # to the others' inter-broker listener, if TLS
+        self.inter_broker_sasl: InterBrokerLogin | None = None  # this broker's login there, if SASL
         self._handshakes: set[asyncio.Task] = set()  # TLS connections not yet handed to a Connection
 
     # ------------------------------------------------------------- lifecycle
@@ -268,6 +270,7 @@ class Broker:
             zk,
             self.node_id,
             listener=config.inter_broker_listener,
+            protocols={n: config.security_protocol(n) for n, _h, _p in config.advertised},
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
         )
         self.controller = Controller(
@@ -310,6 +313,8 @@ class Broker:
         policy = ChannelPolicy.from_broker(config)
         if self.inter_broker_tls is not None:
             policy = dataclasses.replace(policy, ssl_context=self.inter_broker_tls)
+        if self.inter_broker_sasl is not None:
+            policy = dataclasses.replace(policy, sasl=self.inter_broker_sasl)
         channels = self.channels = NodeChannels(self.node_id, lambda node: store.snapshot.broker(node), policy)
         rm = ReplicaManager(
             self.node_id,
@@ -416,10 +421,15 @@ class Broker:
                 except TlsConfigError as e:
                     raise ConfigError(str(e)) from None
         SaslServer.check_config(config)
+        self.inter_broker_sasl = inter_broker_login(config)
         advertised = {n for n, _h, _p in config.advertised}
         if advertised - set(names):
             raise ConfigError(
                 f"advertised.listeners names listeners that do not exist: {sorted(advertised - set(names))}"
+            )
+        if config["inter.broker.listener.name"] and config.sources["security.inter.broker.protocol"] != "default":
+            raise ConfigError(
+                "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
             )
         if config.inter_broker_listener not in names:
             raise ConfigError(

@@ -32,6 +32,7 @@ import json
 import time
 import urllib.parse
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,17 +195,23 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 
 # ------------------------------------------------------------------- brokers
-def encode_broker(info: BrokerInfo, listener: str = "PLAINTEXT", protocols: dict[str, str] | None = None) -> bytes:
-    """`listener`: the listener of `info.host`/`port` (the inter-broker one); every endpoint of
-    `info.endpoints` is listed, with its security protocol (`protocols`, PLAINTEXT by default)."""
+def encode_broker(info: BrokerInfo, listener: str = "PLAINTEXT", protocols: Mapping[str, str] | None = None) -> bytes:
+    """The registration as Kafka 3.9 writes it (version 5). `listener`: the listener of
+    `info.host`/`port` (the inter-broker one), the only endpoint when `info.endpoints` is empty;
+    every endpoint is listed with its security protocol from `protocols` (the broker's
+    listener.security.protocol.map; a listener it does not name is PLAINTEXT). As Kafka's
+    BrokerIdZNode, "host" and "port" are those of the first listener whose protocol is PLAINTEXT,
+    null and -1 when there is none (readers take the endpoints)."""
     endpoints = list(info.endpoints) or [(listener, info.host, info.port)]
+    protocol = {n: (protocols or {}).get(n, "PLAINTEXT") for n, _h, _p in endpoints}
+    plain = next(((h, p) for n, h, p in endpoints if protocol[n] == "PLAINTEXT"), (None, -1))
     doc: dict[str, Any] = {
         "features": {},
-        "listener_security_protocol_map": {n: (protocols or {}).get(n, "PLAINTEXT") for n, _h, _p in endpoints},
+        "listener_security_protocol_map": protocol,
         "endpoints": [f"{n}://{h}:{p}" for n, h, p in endpoints],
         "jmx_port": -1,
-        "port": info.port,
-        "host": info.host,
+        "port": plain[1],
+        "host": plain[0],
         "version": 5,
         "timestamp": _now_ms(),
     }

@@ -144,12 +144,14 @@ class ZooKeeperMetadataStore:
         node_id: int,
         *,
         listener: str = "PLAINTEXT",
+        protocols: Mapping[str, str] | None = None,
         session_timeout_ms: int = 18000,
         wait_timeout_s: float = 30.0,
     ) -> None:
         self.zk = zk
         self.node_id = node_id
         self.listener = listener
+        self.protocols = dict(protocols or {})  # listener name -> security protocol, for the registration
         self.session_timeout_ms = session_timeout_ms
         self.wait_timeout_s = wait_timeout_s
         self.cache = ZkCache(zk, node_id, listener, self._cache_changed)
@@ -369,7 +371,8 @@ class ZooKeeperMetadataStore:
         path = L.broker_path(broker.node_id)
         while True:
             try:
-                self.zk.create(path, L.encode_broker(broker, self.listener), ephemeral=True, makepath=True)
+                data = L.encode_broker(broker, self.listener, self.protocols)
+                self.zk.create(path, data, ephemeral=True, makepath=True)
                 stat = self.zk.exists(path)
                 if stat is None or stat.ephemeralOwner != self.zk.client_id[0]:
                     continue  # gone at once (this session expired): again
@@ -382,7 +385,7 @@ class ZooKeeperMetadataStore:
                 except NoNodeError:
                     continue
                 if stat.ephemeralOwner == self.zk.client_id[0]:
-                    self.zk.set(path, L.encode_broker(broker, self.listener))
+                    self.zk.set(path, L.encode_broker(broker, self.listener, self.protocols))
                     self._epoch = stat.czxid
                     return True
                 if time.monotonic() > deadline:

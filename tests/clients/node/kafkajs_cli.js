@@ -71,6 +71,10 @@ const kafka = bootstrap && new Kafka({
     ca: [require('fs').readFileSync(opts['--ssl-ca'])],
     ...(opts['--ssl-cert'] ? { cert: require('fs').readFileSync(opts['--ssl-cert']), key: require('fs').readFileSync(opts['--ssl-key']) } : {}),
   } : undefined,
+  // --sasl-mechanism plain|scram-sha-256|scram-sha-512 --sasl-username U --sasl-password P
+  sasl: opts['--sasl-mechanism'] ? {
+    mechanism: opts['--sasl-mechanism'], username: opts['--sasl-username'], password: opts['--sasl-password'],
+  } : undefined,
 });
 
 function arg(i, what) {

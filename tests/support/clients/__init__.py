@@ -20,7 +20,8 @@ directly) and exposes exactly::
 
 ``make_client(name, bootstrap, isolation="read_committed")`` sets the consumers' isolation
 level (None: each client's default); ``tls=TlsFiles(ca, cert, key, keystore)`` connects with
-SSL (with a certificate: mutual TLS).
+SSL (with a certificate: mutual TLS); ``sasl=SaslLogin(mechanism, username, password)``
+authenticates (SASL_SSL with ``tls``, SASL_PLAINTEXT without).
 
 ``Rec`` carries bytes (key, value, header values; None = null). A client's
 error becomes ``ClientError(client, kind, message)`` with ``kind`` a
@@ -50,6 +51,7 @@ from support.clients.base import (
     Client,
     ClientError,
     Rec,
+    SaslLogin,
     TlsFiles,
     Unsupported,
     java_partition,
@@ -80,6 +82,7 @@ __all__ = [
     "KafkajsClient",
     "KcatClient",
     "Rec",
+    "SaslLogin",
     "TlsFiles",
     "Unsupported",
     "java_partition",

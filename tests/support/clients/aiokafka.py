@@ -24,8 +24,12 @@ class AiokafkaClient(Client):
     name = "aiokafka"
 
     def _tls(self) -> dict:
+        kw: dict = {"security_protocol": self.security_protocol} if self.tls or self.sasl else {}
+        if self.sasl is not None:
+            kw |= {"sasl_mechanism": self.sasl.mechanism, "sasl_plain_username": self.sasl.username}
+            kw["sasl_plain_password"] = self.sasl.password
         if self.tls is None:
-            return {}
+            return kw
         from aiokafka.helpers import create_ssl_context
 
         cert = self.tls.cert
@@ -34,7 +38,7 @@ class AiokafkaClient(Client):
             certfile=str(cert) if cert else None,
             keyfile=str(self.tls.key) if cert else None,
         )
-        return {"security_protocol": "SSL", "ssl_context": context}
+        return {**kw, "ssl_context": context}
 
     @classmethod
     def unavailable_reason(cls):

@@ -31,6 +31,16 @@ class TlsFiles:
     keystore: Path | None = None
 
 
+@dataclass(frozen=True)
+class SaslLogin:
+    """SASL for a client: ``mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_SSL with
+    ``tls``, SASL_PLAINTEXT without)."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
+
+
 @dataclass
 class Rec:
     key: bytes | None = None
@@ -239,23 +249,36 @@ class Client:
         timeout: float = ADMIN_TIMEOUT,
         isolation: str | None = None,
         tls: TlsFiles | None = None,
+        sasl: SaslLogin | None = None,
     ):
         """``isolation``: the consumers' isolation level, "read_committed" | "read_uncommitted";
         None keeps each client's own default (read_uncommitted for Java, kafka-python and aiokafka;
         read_committed for librdkafka, so confluent-kafka and kcat, and for kafkajs).
-        ``tls``: connect with SSL (mutual TLS when it has a certificate)."""
+        ``tls``: connect with SSL (mutual TLS when it has a certificate); ``sasl``: authenticate
+        (SASL_SSL with ``tls``, else SASL_PLAINTEXT)."""
         if isolation not in (None, "read_committed", "read_uncommitted"):
             raise ValueError(f"isolation must be read_committed or read_uncommitted, not {isolation!r}")
         self.bootstrap = bootstrap
         self.timeout = timeout
         self.isolation = isolation
         self.tls = tls
+        self.sasl = sasl
+
+    @property
+    def security_protocol(self) -> str:
+        if self.sasl is not None:
+            return "SASL_SSL" if self.tls is not None else "SASL_PLAINTEXT"
+        return "SSL" if self.tls is not None else "PLAINTEXT"
 
     def librdkafka_tls(self) -> dict[str, str]:
-        """The TLS settings as librdkafka names them (confluent-kafka, kcat)."""
+        """The TLS and SASL settings as librdkafka names them (confluent-kafka, kcat)."""
+        conf = {"security.protocol": self.security_protocol} if self.tls or self.sasl else {}
+        if self.sasl is not None:
+            conf |= {"sasl.mechanisms": self.sasl.mechanism, "sasl.username": self.sasl.username}
+            conf["sasl.password"] = self.sasl.password
         if self.tls is None:
-            return {}
-        conf = {"security.protocol": "SSL", "ssl.ca.location": str(self.tls.ca)}
+            return conf
+        conf["ssl.ca.location"] = str(self.tls.ca)
         if self.tls.cert is not None:
             conf.update({"ssl.certificate.location": str(self.tls.cert), "ssl.key.location": str(self.tls.key)})
         return conf

@@ -81,9 +81,17 @@ class JavaClient(JsonCliClient):
         return super()._run(args + self._extra + self._tls_props(), **kw)
 
     def _tls_props(self) -> list[str]:
+        props = {"security.protocol": self.security_protocol} if self.tls or self.sasl else {}
+        if self.sasl is not None:
+            module = "plain.PlainLoginModule" if self.sasl.mechanism == "PLAIN" else "scram.ScramLoginModule"
+            props["sasl.mechanism"] = self.sasl.mechanism
+            props["sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.{module} required "
+                f'username="{self.sasl.username}" password="{self.sasl.password}";'
+            )
         if self.tls is None:
-            return []
-        props = {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.tls.ca)}
+            return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]
+        props |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.tls.ca)}
         if self.tls.keystore is not None:
             props.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.tls.keystore)})
         return [a for k, v in props.items() for a in ("--prop", f"{k}={v}")]

@@ -23,9 +23,13 @@ class KafkaPythonClient(Client):
     name = "kafka_python"
 
     def _tls(self) -> dict:
+        kw: dict = {"security_protocol": self.security_protocol} if self.tls or self.sasl else {}
+        if self.sasl is not None:
+            kw |= {"sasl_mechanism": self.sasl.mechanism, "sasl_plain_username": self.sasl.username}
+            kw["sasl_plain_password"] = self.sasl.password
         if self.tls is None:
-            return {}
-        kw = {"security_protocol": "SSL", "ssl_cafile": str(self.tls.ca)}
+            return kw
+        kw["ssl_cafile"] = str(self.tls.ca)
         if self.tls.cert is not None:
             kw.update({"ssl_certfile": str(self.tls.cert), "ssl_keyfile": str(self.tls.key)})
         return kw

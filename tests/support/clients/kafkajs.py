@@ -27,6 +27,9 @@ class KafkajsClient(JsonCliClient):
             cmd += ["--ssl-ca", str(self.tls.ca)]
             if self.tls.cert is not None:
                 cmd += ["--ssl-cert", str(self.tls.cert), "--ssl-key", str(self.tls.key)]
+        if self.sasl is not None:
+            cmd += ["--sasl-mechanism", self.sasl.mechanism.lower(), "--sasl-username", self.sasl.username]
+            cmd += ["--sasl-password", self.sasl.password]
         return cmd
 
     def reset_args(self, policy: str) -> list[str]:

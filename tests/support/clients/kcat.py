@@ -70,12 +70,12 @@ class KcatClient(Client):
             raise ClientError(self.name, "Timeout", f"{cmd[3:]} hung") from e
 
     def create_topic(self, name, partitions, configs=None, *, replication_factor=1):
-        ConfluentClient(self.bootstrap, timeout=self.timeout, tls=self.tls).create_topic(
+        ConfluentClient(self.bootstrap, timeout=self.timeout, tls=self.tls, sasl=self.sasl).create_topic(
             name, partitions, configs, replication_factor=replication_factor
         )
 
     def delete_topic(self, name):
-        ConfluentClient(self.bootstrap, timeout=self.timeout, tls=self.tls).delete_topic(name)
+        ConfluentClient(self.bootstrap, timeout=self.timeout, tls=self.tls, sasl=self.sasl).delete_topic(name)
 
     def _metadata(self, topic=None):
         args = ["-L", "-J"] + (["-t", topic] if topic else [])

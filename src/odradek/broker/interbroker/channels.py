@@ -52,6 +52,9 @@ most `num.replica.fetchers` + 4 connections to a peer, and only for what it uses
   this. Kafka's brokers pass a fixed 50 ms to these clients (there is no broker setting);
   odradek starts at 50 ms and caps the doubling at 1 s, so a dead peer is dialled at most
   once a second per purpose rather than twenty times.
+- *Authenticated* when the inter-broker listener is SASL: each connection logs in before its
+  first request and re-authenticates within its session's lifetime (sasl_login.py); a failed
+  login is a failed connect (backoff).
 - *Closed on shutdown* (`close()`): every connection, and a `connection()` after it raises.
 
 Concurrent callers of one (node, purpose) share one connect attempt. Everything runs on the
@@ -68,6 +71,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from odradek.broker.interbroker.sasl_login import InterBrokerLogin, SaslConnection
 from odradek.client.conn import Connection
 from odradek.cluster.metadata import BrokerInfo
 from odradek.protocol.errors import KafkaError
@@ -114,8 +118,11 @@ class ChannelPolicy:
     reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS
     reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS
     replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms: the replica fetchers' extra wait
-    # TLS to the inter-broker listener when its security protocol is SSL (server.py builds it)
+    # TLS to the inter-broker listener when its security protocol is SSL or SASL_SSL (server.py builds it)
     ssl_context: ssl.SSLContext | None = None
+    # the broker's SASL login when it is SASL_PLAINTEXT or SASL_SSL (sasl_login.py: authenticated
+    # before the first request, re-authenticated within the session's lifetime)
+    sasl: InterBrokerLogin | None = None
 
     @classmethod
     def from_broker(cls, config: Settings) -> ChannelPolicy:
@@ -236,14 +243,18 @@ class NodeChannels:
                 break
             await asyncio.sleep(wait)  # then look again: the endpoint may have changed meanwhile
         host, port = endpoint
-        conn = Connection(
-            host,
-            port,
+        options: dict[str, Any] = dict(
             node_id=node,
             client_id=f"broker-{self.node_id}-{purpose}",
             request_timeout_ms=self.policy.request_timeout_ms_for(purpose),
             connect_timeout_ms=self.policy.connection_setup_timeout_ms,
             ssl_context=self.policy.ssl_context,
+        )
+        login = self.policy.sasl
+        conn = (
+            Connection(host, port, **options)
+            if login is None
+            else SaslConnection(host, port, login=login, rand=self._rand, **options)
         )
         try:
             await conn.connect()

@@ -2,7 +2,8 @@
 
 `SaslServer` is built once from the settings (`SaslServer.from_config`, which refuses at startup
 what is not served: GSSAPI, OAUTHBEARER, unknown mechanisms, a SASL listener without a JAAS
-configuration for a mechanism it enables, a SASL inter-broker listener). Each connection on a
+configuration for a mechanism it enables; the broker's own login to a SASL inter-broker listener
+is broker/interbroker/sasl_login.py). Each connection on a
 SASL listener gets a `SaslSession` (its state in ConnectionState.sasl), driven by the
 SaslHandshake (k17) and SaslAuthenticate (k36) handlers:
 
@@ -138,11 +139,6 @@ class SaslServer:
         for name, _h, _p in config.listeners:
             if config.security_protocol(name) in SASL_PROTOCOLS:
                 out[name] = _listener_sasl(config, name)
-        if config.security_protocol(config.inter_broker_listener) in SASL_PROTOCOLS:
-            raise ConfigError(
-                f"the inter-broker listener {config.inter_broker_listener} is SASL: brokers do not authenticate "
-                "to each other with SASL yet; give them a PLAINTEXT or SSL listener (inter.broker.listener.name)"
-            )
         return out
 
     def session(self, listener: str, peer: str) -> SaslSession:

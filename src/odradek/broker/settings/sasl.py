@@ -26,15 +26,18 @@ SASL: tuple[Setting, ...] = (
         "sasl.mechanism.inter.broker.protocol",
         "string",
         "GSSAPI",
-        "SASL mechanism brokers use with each other when the inter-broker listener is SASL (not served yet: "
-        "a SASL inter-broker listener is refused at startup).",
+        "SASL mechanism brokers log in to each other with when the inter-broker listener is SASL_PLAINTEXT or "
+        "SASL_SSL: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, one the listener enables (GSSAPI is refused at startup). "
+        "The user and password are the username and password options of "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config.",
     ),
     S(
         "sasl.jaas.config",
         "password",
         "",
-        "The broker's own login (its client side, for a SASL inter-broker listener). A listener's server side "
-        "is listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+        "JAAS login module for a mechanism with no listener.name.<listener>.<mechanism>.sasl.jaas.config: for the "
+        "broker's own login to a SASL inter-broker listener (its username and password options). A listener's "
+        "server side is listener.name.<listener>.<mechanism>.sasl.jaas.config only.",
     ),
     S(
         "connections.max.reauth.ms",

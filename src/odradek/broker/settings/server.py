@@ -47,7 +47,16 @@ BASICS: tuple[Setting, ...] = (
         "inter.broker.listener.name",
         "string",
         "",
-        "The listener brokers reach each other on (replication, the controller); empty: the first.",
+        "The listener brokers reach each other on (replication, the controller); empty: the listener named "
+        "by security.inter.broker.protocol when that is set, else the first listener.",
+    ),
+    S(
+        "security.inter.broker.protocol",
+        "string",
+        "PLAINTEXT",
+        "Kafka's older way to name the inter-broker listener: the listener of that name (PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT, SASL_SSL). Only one of it and inter.broker.listener.name may be set.",
+        validate=one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
     ),
     S(
         "log.dirs",

@@ -63,7 +63,6 @@ def test_a_valid_sasl_listener():
         ({"sasl__enabled__mechanisms": "SCRAM-SHA-256"}, "scram-sha-256.sasl.jaas.config is not set"),
         ({"listener__name__sasl_plaintext__plain__sasl__jaas__config": SCRAM_JAAS}, "PLAIN needs"),
         ({"listener__name__sasl_plaintext__plain__sasl__jaas__config": "x required"}, "semi-colon"),
-        ({"inter__broker__listener__name": "SASL_PLAINTEXT"}, "inter-broker listener SASL_PLAINTEXT is SASL"),
     ],
 )
 def test_refused_at_startup(extra, message):
