@@ -269,6 +269,7 @@ class Broker:
             self.node_id,
             listener=config.inter_broker_listener,
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            max_in_flight=config["zookeeper.max.in.flight.requests"],
         )
         self.controller = Controller(
             zk,
