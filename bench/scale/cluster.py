@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -202,13 +203,19 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
     results = []
-    with tempfile.TemporaryDirectory(prefix="odradek-scale-cluster-") as d:
+    d = tempfile.mkdtemp(prefix="odradek-scale-cluster-")
+    try:
         for name in args.systems.split(","):
             r = run_one(name, args, Path(d))
             print(json.dumps(r), flush=True)
             results.append(r)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+            if args.json:
+                Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    finally:
+        # Deleting 30,000 partitions' files takes this machine minutes (ext4 discards every freed
+        # extent): done by a process of its own at the lowest priority, not in the locked run.
+        subprocess.Popen(["nice", "-n", "19", "ionice", "-c3", "rm", "-rf", d], start_new_session=True)
+        cluster_bench.log(f"deleting {d} in the background")
 
 
 if __name__ == "__main__":
