@@ -94,6 +94,18 @@ def test_the_cache_starts_with_ten_reads_in_flight_and_ends_with_what_zookeeper_
         same_state(piped, reader)
         same_state(one, reader)
         assert piped_client.max_reads_in_flight == 10
+
+        # A topic deleted: its watch ends (its function returned False); made again, it is read again.
+        admin.delete(L.topic_path("t9"), recursive=True)
+        await asyncio.sleep(1.0)
+        assert "t9" not in piped.view().topics and not [k for k in piped.view().states if k[0] == "t9"]
+        admin.create(L.topic_path("t9"), topic(5), makepath=True)
+        for p in range(5):
+            admin.create(L.partition_state_path("t9", p), state(3), makepath=True)
+        await asyncio.sleep(1.0)
+        assert sorted(p for t, p in piped.view().states if t == "t9") == list(range(5))
+        same_state(piped, reader)
+        same_state(one, reader)
         piped.stop()
         one.stop()
 
