@@ -272,6 +272,7 @@ class Broker:
             listener=config.inter_broker_listener,
             protocols={n: config.security_protocol(n) for n, _h, _p in config.advertised},
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            max_in_flight=config["zookeeper.max.in.flight.requests"],
         )
         self.controller = Controller(
             zk,

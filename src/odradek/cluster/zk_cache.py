@@ -7,6 +7,11 @@ in), call back on kazoo's own thread; the callbacks only record the znode's new 
 under a lock and tell the event loop (`on_change`, through `call_soon_threadsafe`), which
 builds snapshots from `view()`. Nothing here blocks the event loop.
 
+The watches of topics, their configs and their partitions' states, thousands of them, are
+made through `zk_cache_reads.DataWatches`: their first reads go out many at a time
+(`zookeeper.max.in.flight.requests`), as Kafka's ZooKeeperClient sends them, not one round
+trip after another.
+
 Watched: the children of /brokers/ids and each registration (with the session that made
 it: a broker that restarted has a new `czxid`), /controller, /controller_epoch, the
 children of /brokers/topics and each topic's assignment, the state of each partition the
@@ -27,6 +32,7 @@ from kazoo.client import KazooClient
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.metadata import BrokerInfo
+from odradek.cluster.zk_cache_reads import DEFAULT_MAX_IN_FLIGHT, DataWatches
 
 log = logging.getLogger("odradek.cluster.zk")
 
@@ -67,8 +73,17 @@ class CacheView:
 
 
 class ZkCache:
-    def __init__(self, zk: KazooClient, node_id: int, listener: str, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        zk: KazooClient,
+        node_id: int,
+        listener: str,
+        on_change: Callable[[], None],
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    ) -> None:
         self.zk = zk
+        self.max_in_flight = max_in_flight
+        self._reads: DataWatches | None = None  # made at start
         self.node_id = node_id
         self.listener = listener
         self._on_change = on_change
@@ -76,7 +91,6 @@ class ZkCache:
         self._v = CacheView()
         self._watched_brokers: set[int] = set()
         self._watched_topics: set[str] = set()
-        self._watched_partitions: set[tuple[str, int]] = set()
         self._watched_deletions: set[str] = set()
         self._watched_users: set[str] = set()
         self._stopped = False
@@ -91,6 +105,8 @@ class ZkCache:
             self.zk.retry(self.zk.ensure_path, path)
         data, _ = self.zk.retry(self.zk.get, L.CLUSTER_ID)
         self._v.cluster_id = L.decode_cluster_id(data)
+        if self._reads is None:
+            self._reads = DataWatches(self.zk, self.max_in_flight)
         self.zk.DataWatch(L.CONTROLLER, self._controller_changed)
         self.zk.DataWatch(L.CONTROLLER_EPOCH, self._controller_epoch_changed)
         self.zk.ChildrenWatch(L.BROKER_IDS, self._brokers_changed)
@@ -181,10 +197,15 @@ class ZkCache:
         return changed
 
     def _topics_changed(self, children: list[str]) -> bool | None:
-        for topic in set(children) - self._watched_topics:
-            self._watched_topics.add(topic)
-            self.zk.DataWatch(L.topic_path(topic), self._topic_watcher(topic))
-            self.zk.DataWatch(L.topic_config_path(topic), self._topic_config_watcher(topic))
+        assert self._reads is not None
+        self._watched_topics.update(children)
+        # Every child, not only the new ones: a watch already made is kept (`DataWatches.watch`),
+        # one whose first read was cut short is read now.
+        watches: list[tuple[str, Callable[[bytes | None, Any], bool | None]]] = []
+        for topic in sorted(children):
+            watches.append((L.topic_path(topic), self._topic_watcher(topic)))
+            watches.append((L.topic_config_path(topic), self._topic_config_watcher(topic)))
+        self._reads.watch(watches)
         return self._keep()
 
     def _topic_watcher(self, topic: str) -> Callable[[bytes | None, Any], bool | None]:
@@ -206,10 +227,12 @@ class ZkCache:
             with self._lock:
                 self._v.topics[topic] = assignment
                 self._v.topic_versions[topic] = stat.version
-            for p in assignment.partitions:
-                if (topic, p) not in self._watched_partitions:
-                    self._watched_partitions.add((topic, p))
-                    self.zk.DataWatch(L.partition_state_path(topic, p), self._state_watcher(topic, p))
+            # Each partition's state: a watch already made is kept (a topic re-created under the
+            # same name reuses it), the new ones read many at a time.
+            assert self._reads is not None
+            self._reads.watch(
+                [(L.partition_state_path(topic, p), self._state_watcher(topic, p)) for p in assignment.partitions]
+            )
             self._changed()
             return self._keep()
 

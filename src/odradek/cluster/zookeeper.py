@@ -76,6 +76,7 @@ from odradek.cluster.store import (
     UnknownTopicError,
 )
 from odradek.cluster.zk_cache import CacheView, ZkCache
+from odradek.cluster.zk_cache_reads import DEFAULT_MAX_IN_FLIGHT
 
 log = logging.getLogger("odradek.cluster.zk")
 
@@ -147,6 +148,7 @@ class ZooKeeperMetadataStore:
         protocols: Mapping[str, str] | None = None,
         session_timeout_ms: int = 18000,
         wait_timeout_s: float = 30.0,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
         self.zk = zk
         self.node_id = node_id
@@ -154,7 +156,7 @@ class ZooKeeperMetadataStore:
         self.protocols = dict(protocols or {})  # listener name -> security protocol, for the registration
         self.session_timeout_ms = session_timeout_ms
         self.wait_timeout_s = wait_timeout_s
-        self.cache = ZkCache(zk, node_id, listener, self._cache_changed)
+        self.cache = ZkCache(zk, node_id, listener, self._cache_changed, max_in_flight)
         self._snapshot = EMPTY_SNAPSHOT
         self._view = CacheView()
         self._listeners: list[MetadataListener] = []

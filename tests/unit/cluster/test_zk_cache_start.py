@@ -40,6 +40,12 @@ class DroppingClient:
         assert path == L.CLUSTER_ID
         return b'{"version":"1","id":"cluster-a"}', None
 
+    class handler:  # noqa: N801 - kazoo's
+        sleep_func = staticmethod(lambda _s: None)
+
+    def add_listener(self, listener: Any) -> None:
+        pass
+
     def DataWatch(self, path: str, func: Any) -> None:  # noqa: N802 - kazoo's name
         pass
 

@@ -229,6 +229,13 @@ OPERATIONS: tuple[Setting, ...] = (
     ),
     S("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", validate=at_least(1)),
     S(
+        "zookeeper.max.in.flight.requests",
+        "int",
+        10,
+        "ZooKeeper reads a broker's metadata cache keeps on their way at once (its start, a new topic).",
+        validate=at_least(1),
+    ),
+    S(
         "zookeeper.connection.timeout.ms",
         "int",
         18000,

@@ -7,6 +7,7 @@ before the failing one, its error, `RuntimeInconsistency` after it, as ZooKeeper
 
 `SimZkClient` is one broker's client (grep `zk.` in src/odradek/cluster for what it must
 answer): get, set, create (ephemeral, sequence, makepath), delete, exists, get_children,
+get_async and exists_async (many reads in flight: see below),
 ensure_path, transaction, retry, add_listener/remove_listener, client_id, handler.spawn, and
 kazoo's own `DataWatch`/`ChildrenWatch` recipes over its one-shot watches (as `KazooClient`
 builds them: `zk.DataWatch(path, func)`).
@@ -20,6 +21,9 @@ Time and failures, as kazoo sees them:
   thread's calls take their round trips one after the other, each at the link's latency
   (and the log's commit time) when it begins: a slow link healed while a thread's forty
   reads are on their way makes the rest fast, as it would for kazoo's;
+- `get_async`/`exists_async` happen at the server at once too; reads sent before an answer is
+  waited for share one round trip (they are on the wire together): `.get()` on the first of
+  them charges the round trip, the others' answers are then in;
 - a call while the client cannot reach ZooKeeper (its node cut from `zk` either way) would
   block in a thread: it raises `WouldBlock` and runs again when the client is connected;
 - the client pings every third of its session timeout; the server expires a session it has
@@ -434,6 +438,23 @@ class _Handler:
         raise RuntimeError("a ZooKeeper retry slept in the simulation")
 
 
+class SimAsyncResult:
+    """kazoo's IAsyncResult for a read sent with `get_async`/`exists_async`: `get()` waits for
+    its answer (the round trip it shares with the reads sent beside it) and returns or raises it."""
+
+    def __init__(self, client: SimZkClient, value: Any = None, exception: BaseException | None = None) -> None:
+        self._client = client
+        self.value = value
+        self.exception = exception
+        self.received = False
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        self._client._receive(self)
+        if self.exception is not None:
+            raise self.exception
+        return self.value
+
+
 class SimTransaction:
     def __init__(self, client: SimZkClient) -> None:
         self.client = client
@@ -478,6 +499,9 @@ class SimZkClient:
         self._inbox: collections.deque[tuple[float, Session, Watcher, WatchedEvent]] = collections.deque()
         self._inbox_timer: Any = None
         self._inbox_last = 0.0
+        self._on_the_wire: list[SimAsyncResult] = []  # async reads sent, their round trip not yet charged
+        self.reads_in_flight = 0  # async reads sent and not yet received (`max_reads_in_flight`: the most)
+        self.max_reads_in_flight = 0
         self._session = server.open_session(self)
         self._last_contact = self.loop.time()
         self._ping = self.loop.call_later_as(node, timeout / 3, self._tick)
@@ -551,8 +575,9 @@ class SimZkClient:
         for resume in blocked:
             resume()
 
-    def _op(self, what: str, *, write: bool = False) -> Session:
-        """Before each call: ZooKeeper must be reachable, the session alive."""
+    def _op(self, what: str, *, write: bool = False, charge: bool = True) -> Session:
+        """Before each call: ZooKeeper must be reachable, the session alive. `charge`: the
+        caller waits for the round trip now (an async read's is charged when received)."""
         if self._closed:
             raise ConnectionClosedError("Connection has been closed")
         if not self.reachable():
@@ -564,6 +589,11 @@ class SimZkClient:
             raise SessionExpiredError()
         self.server.touch(s)
         self.server.trace.add(f"{self.loop.elapsed:.6f} zk {what} by {self.node}")
+        if charge:
+            self._charge(write)
+        return s
+
+    def _charge(self, write: bool) -> None:
         net, server, me = self.net, self.server, self.node.name
         rtt = net.latency(me, ZK) + net.latency(ZK, me)
         jitter = rtt - net.base_latency(me, ZK) - net.base_latency(ZK, me)
@@ -573,7 +603,6 @@ class SimZkClient:
             return net.base_latency(me, ZK) + net.base_latency(ZK, me) + jitter + commit
 
         self.loop.charge(rtt + server.commit_latency if write else rtt, again)
-        return s
 
     def _run(self, fn: Callable[[], Any]) -> None:
         """Run a callback kazoo would run in its own thread; one that would block waits."""
@@ -631,6 +660,32 @@ class SimZkClient:
     def exists(self, path: str, watch: Watcher | None = None) -> ZnodeStat | None:
         s = self._op("exists")
         return self.server.exists(path, s, watch)
+
+    def get_async(self, path: str, watch: Watcher | None = None) -> SimAsyncResult:
+        s = self._op("get_async", charge=False)
+        try:
+            return self._sent(SimAsyncResult(self, self.server.get(path, s, watch)))
+        except NoNodeError as e:
+            return self._sent(SimAsyncResult(self, exception=e))
+
+    def exists_async(self, path: str, watch: Watcher | None = None) -> SimAsyncResult:
+        s = self._op("exists_async", charge=False)
+        return self._sent(SimAsyncResult(self, self.server.exists(path, s, watch)))
+
+    def _sent(self, r: SimAsyncResult) -> SimAsyncResult:
+        self._on_the_wire.append(r)
+        self.reads_in_flight += 1
+        self.max_reads_in_flight = max(self.max_reads_in_flight, self.reads_in_flight)
+        return r
+
+    def _receive(self, r: SimAsyncResult) -> None:
+        if r.received:
+            return
+        if r in self._on_the_wire:  # the first of those sent together: their round trip
+            self._on_the_wire.clear()
+            self._charge(False)
+        r.received = True
+        self.reads_in_flight -= 1
 
     def get_children(self, path: str, watch: Watcher | None = None, include_data: bool = False) -> list[str]:
         if include_data:
