@@ -138,7 +138,8 @@ class Connection:
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        """Requests sent and not answered, with those held while re-authenticating."""
+        return len(self._in_flight) + (len(self._held) if self._held else 0)
 
     def on_close(self, cb) -> None:
         self._close_callbacks.append(cb)
