@@ -6,8 +6,11 @@
     odradek users delete alice [--mechanism SCRAM-SHA-256]
 
 The password is asked for (not echoed) unless given, and salted by the client: the broker
-receives the salted password only. `delete` without --mechanism deletes every credential of
-the user. `--command-config` gives the client settings for a secured listener.
+receives the salted password only. Each mechanism goes in a request of its own: Kafka 3.9's
+ZooKeeper mode takes a user's two mechanisms in one request, a KRaft controller (Kafka 3.5+,
+ScramControlManager) refuses a user named twice in one request with DUPLICATE_RESOURCE.
+`delete` without --mechanism deletes every credential of the user. `--command-config` gives the
+client settings for a secured listener.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def add_cmd(bootstrap, command_config, name, mechanisms, iterations, password):
 
     async def go():
         async with admin_client(bootstrap, command_config) as a:
-            await a.alter_user_scram_credentials(ups)
+            for u in ups:  # one request each: a KRaft controller refuses one user twice (DUPLICATE_RESOURCE)
+                await a.alter_user_scram_credentials([u])
 
     run(go())
     click.echo(f"Added {', '.join(u.mechanism for u in ups)} credentials of user {name}.")
@@ -83,7 +87,8 @@ def delete_cmd(bootstrap, command_config, name, mechanisms):
             ms = [m.upper() for m in mechanisms]
             if not ms:
                 ms = [i.mechanism for i in (await a.describe_user_scram_credentials([name]))[name]]
-            await a.alter_user_scram_credentials([UserScramCredentialDeletion(name, m) for m in ms])
+            for m in ms:  # one request each, as in add
+                await a.alter_user_scram_credentials([UserScramCredentialDeletion(name, m)])
             return ms
 
     click.echo(f"Deleted {', '.join(run(go()))} credentials of user {name}.")
