@@ -1,6 +1,7 @@
 """`odradek cluster up|status`: a local development cluster, and what a cluster looks like.
 
     odradek cluster up --brokers 3 [--dir DIR]      # a private ZooKeeper + N brokers on loopback; ^C stops all
+    odradek cluster up --secure                      # the same with TLS, SCRAM-SHA-512 and ACLs (secure_cluster.py)
     odradek cluster status --zookeeper HOST:PORT     # brokers, controller, partitions (leader, replicas, ISR)
 
 `up` starts ZooKeeper (Debian's, cli/zookeeper_server.py) on a free loopback port with its
@@ -8,7 +9,9 @@ data under DIR/zookeeper, then brokers 1..N (`odradek broker` processes with
 `zookeeper.connect` and `broker.id`, data under DIR/broker-<id>, logs in
 DIR/broker-<id>.log) on ports 9092.. when free, prints the bootstrap servers and keeps a
 table of the cluster's state on screen until Ctrl-C, which stops the brokers (SIGTERM:
-they shut down cleanly) and then ZooKeeper. `status` reads ZooKeeper once.
+they shut down cleanly) and then ZooKeeper. `status` reads ZooKeeper once. With `--secure` the
+clients' listener is SASL_SSL and the brokers talk over mutual TLS (cli/secure_cluster.py); `up`
+prints the path of the clients' settings file (DIR/secure/client.properties).
 """
 
 from __future__ import annotations
@@ -115,13 +118,26 @@ def _ports(n: int, first: int) -> list[int]:
     metavar="KEY=VALUE",
     help="A broker setting for every broker (repeatable).",
 )
-def up(count: int, directory: str, first_port: int, overrides: tuple[str, ...]) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="TLS and SCRAM-SHA-512 (SASL_SSL for clients, mutual TLS between brokers), ACLs, an admin user; "
+    "prints the clients' settings file.",
+)
+def up(count: int, directory: str, first_port: int, overrides: tuple[str, ...], secure: bool) -> None:
     """Start a private ZooKeeper and N brokers on loopback; Ctrl-C stops them all."""
-    from odradek.cli.zookeeper_server import ZooKeeperServer, ZooKeeperServerError
+    from odradek.cli import secure_cluster
+    from odradek.cli.zookeeper_server import ZooKeeperServer, ZooKeeperServerError, free_port
 
     base = Path(directory).resolve()
     base.mkdir(parents=True, exist_ok=True)
     console = Console()
+    files = None
+    if secure:
+        try:
+            files = secure_cluster.make_pki(base / "secure")
+        except secure_cluster.SecureSetupError as e:
+            raise click.ClickException(str(e)) from None
     zk = ZooKeeperServer(base / "zookeeper")
     try:
         zk.start()
@@ -129,6 +145,7 @@ def up(count: int, directory: str, first_port: int, overrides: tuple[str, ...]) 
         raise click.ClickException(str(e)) from None
     procs: dict[int, subprocess.Popen[bytes]] = {}
     ports = _ports(count, first_port)
+    internal_ports = [free_port() for _ in ports] if secure else []
     stop = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -149,10 +166,14 @@ def up(count: int, directory: str, first_port: int, overrides: tuple[str, ...]) 
                 "--override",
                 f"broker.id={i}",
                 "--override",
-                f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                "--override",
                 f"log.dirs={base / f'broker-{i}'}",
             ]
+            if files is None:
+                listeners = [f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+            else:
+                listeners = secure_cluster.broker_overrides(files, port, internal_ports[i - 1])
+            for o in listeners:
+                cmd += ["--override", o]
             for o in overrides:
                 cmd += ["--override", o]
             with open(base / f"broker-{i}.log", "ab") as log:
@@ -161,6 +182,15 @@ def up(count: int, directory: str, first_port: int, overrides: tuple[str, ...]) 
                 )
         bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         console.print(f"ZooKeeper: [bold]{zk.connect}[/]   data and logs: {base}")
+        if files is not None:
+            internal = ",".join(f"127.0.0.1:{p}" for p in internal_ports)
+            try:
+                password = secure_cluster.create_admin(files, internal)
+            except secure_cluster.SecureSetupError as e:
+                raise click.ClickException(f"{e} (see the brokers' logs in {base})") from None
+            props = secure_cluster.write_client_properties(files, password)
+            console.print(f"SASL_SSL, SCRAM-SHA-512 as user {secure_cluster.ADMIN_USER} (a super user); CA {files.ca}")
+            console.print(f"client settings: {props}", soft_wrap=True)
         console.print(f"bootstrap servers: [bold green]{bootstrap}[/]   (Ctrl-C stops the cluster)")
         with Live(console=console, refresh_per_second=1, transient=False) as live:
             while not stop:

@@ -33,6 +33,8 @@ class LazyGroup(click.Group):
         "transactions": "odradek.cli.transactions:transactions",
         "pipeline": "odradek.cli.pipeline:pipeline",
         "cluster": "odradek.cli.cluster:cluster",
+        "acls": "odradek.cli.acls:acls",
+        "users": "odradek.cli.users:users",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

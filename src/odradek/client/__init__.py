@@ -7,6 +7,13 @@ See docs/client.md.
 
 from ._records import ConsumerRecord
 from .aio.admin import NewTopic
+from .aio.admin_security import (
+    AclBinding,
+    AclBindingFilter,
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from .consumer.assignors import CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor
 from .consumer.subscription import ConsumerGroupMetadata, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from .producer.accumulator import FutureRecordMetadata, RecordMetadata
@@ -25,6 +32,11 @@ __all__ = [
     "OffsetAndTimestamp",
     "ConsumerGroupMetadata",
     "NewTopic",
+    "AclBinding",
+    "AclBindingFilter",
+    "ScramCredentialInfo",
+    "UserScramCredentialUpsertion",
+    "UserScramCredentialDeletion",
     "DefaultPartitioner",
     "RoundRobinPartitioner",
     "murmur2",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import random
 import ssl
 import struct
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
 API_VERSIONS = 18
 FETCH = 1
+_SASL_APIS = (17, 36)  # SaslHandshake, SaslAuthenticate: the only requests sent while re-authenticating
 
 # Versions whose layout or meaning the client code does not handle (topic ids in
 # Produce/Fetch v13+, batched OffsetFetch/FindCoordinator, ...): never go above these.
@@ -121,6 +123,10 @@ class Connection:
         self._closed_exc: BaseException | None = None
         self._write_ok: asyncio.Event | None = None
         self._close_callbacks: list = []
+        # KIP-368: requests made while the connection re-authenticates wait here (written after)
+        self._held: list[tuple[bytes, bytes, tuple | None]] | None = None
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self.reauthentications = 0
 
     def __repr__(self) -> str:
         return f"<Connection node={self.node_id} {self.host}:{self.port}>"
@@ -132,7 +138,8 @@ class Connection:
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        """Requests sent and not answered, with those held while re-authenticating."""
+        return len(self._in_flight) + (len(self._held) if self._held else 0)
 
     def on_close(self, cb) -> None:
         self._close_callbacks.append(cb)
@@ -161,11 +168,48 @@ class Connection:
             raise
         if self._authenticate is not None:
             try:
-                await self._authenticate(self)
+                lifetime_ms = await self._authenticate(self)
             except BaseException as e:
                 self.close(KafkaConnectionError(f"SASL authentication failed: {e}"))
                 raise
+            self._schedule_reauthentication(lifetime_ms)
         return self
+
+    def _schedule_reauthentication(self, lifetime_ms: int | None) -> None:
+        """KIP-368: re-authenticate at 85-95 % of the session lifetime the broker gave (as Java's
+        client), before the broker closes the connection at its end."""
+        if lifetime_ms and lifetime_ms > 0 and self._closed_exc is None:
+            delay = lifetime_ms / 1000 * (0.85 + 0.1 * random.random())
+            self._reauth_timer = asyncio.get_running_loop().call_later(delay, self._begin_reauthentication)
+
+    def _begin_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed_exc is None and self._authenticate is not None:
+            self._held = []
+            asyncio.get_running_loop().create_task(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        """SaslHandshake and SaslAuthenticate on this connection, behind the requests in flight
+        (answered in order, so none is lost); requests made meanwhile are written after it."""
+        assert self._authenticate is not None
+        try:
+            lifetime_ms = await self._authenticate(self)
+        except BaseException as e:
+            self._held = None
+            self.close(KafkaConnectionError(f"SASL re-authentication failed: {e}"))
+            if not isinstance(e, Exception):
+                raise
+            return
+        held, self._held = self._held or [], None
+        self.reauthentications += 1
+        t = self._transport
+        if t is not None:
+            for head, body, entry in held:
+                t.write(head)
+                t.write(body)
+                if entry is not None:
+                    self._in_flight.append(entry)
+        self._schedule_reauthentication(lifetime_ms)
 
     async def _negotiate(self) -> None:
         lo, hi = messages.schema_versions(API_VERSIONS)
@@ -220,7 +264,14 @@ class Connection:
         t, self._transport = self._transport, None
         if t is not None:
             t.close()
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
         err = self._closed_exc
+        held, self._held = self._held or [], None
+        for _head, _body, entry in held:
+            if entry is not None and not entry[3].done():
+                entry[3].set_exception(_copy_exc(err))
+                entry[3].exception()
         while self._in_flight:
             entry = self._in_flight.popleft()
             fut = entry[3]
@@ -261,13 +312,17 @@ class Connection:
         flexible = codec.flexible if codec is not None else messages.is_flexible(api_key, version)
         self._corr = corr = (self._corr + 1) & 0x7FFFFFFF
         header = encode_request_header(api_key, version, corr, self.client_id, flexible)
+        head = _I32.pack(len(header) + len(body)) + header
+        fut = asyncio.get_running_loop().create_future() if expect_response else None
+        entry = (corr, api_key, version, fut, codec) if expect_response else None
+        if self._held is not None and api_key not in _SASL_APIS:  # re-authenticating: written after
+            self._held.append((head, body, entry))
+            return fut
         t = self._transport
-        t.write(_I32.pack(len(header) + len(body)) + header)
+        t.write(head)
         t.write(body)
-        if not expect_response:
-            return None
-        fut = asyncio.get_running_loop().create_future()
-        self._in_flight.append((corr, api_key, version, fut, codec))
+        if entry is not None:
+            self._in_flight.append(entry)
         return fut
 
     async def request(

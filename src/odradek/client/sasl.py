@@ -4,7 +4,9 @@
 (`sasl.username` / `sasl.password`, librdkafka's names, or the Java client's
 `sasl.jaas.config` with `username="..." password="..."`) and returns what
 `Connection.connect` runs after ApiVersions: SaslHandshake v1, then SaslAuthenticate until
-the exchange completes (SCRAM: the server's signature is checked), as the Java client does.
+the exchange completes (SCRAM: the server's signature is checked), as the Java client does, and
+returns the session lifetime SaslAuthenticate v1+ gave: the connection runs the same exchange
+again before it ends (KIP-368, client/conn.py).
 A failure raises the broker's error (SaslAuthenticationError, UnsupportedSaslMechanismError)
 and the connection is closed. Settings the client does not serve (GSSAPI, OAUTHBEARER, TLS
 here) are refused when the client is built. The messages themselves are protocol/sasl.py and
@@ -21,6 +23,8 @@ from odradek.protocol.errors import error_class
 from odradek.protocol.sasl import PLAIN, SCRAM_MECHANISMS, plain
 from odradek.protocol.scram import ScramClient, ScramError
 
+from ._wire import ms
+
 if TYPE_CHECKING:
     from .conn import Connection
 
@@ -28,7 +32,7 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 SASL_AUTHENTICATION_FAILED = 58
 # authentication errors are final (the Java client's AuthenticationException): no other server is tried
 FATAL_CODES = frozenset({33, SASL_AUTHENTICATION_FAILED})  # UNSUPPORTED_SASL_MECHANISM too
-Authenticate = Callable[["Connection"], Awaitable[None]]
+Authenticate = Callable[["Connection"], Awaitable[int]]  # -> the session lifetime in ms (0: none)
 
 _JAAS_OPTION = re.compile(r"""(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s;]+))""")
 
@@ -57,27 +61,31 @@ def authenticator(config: dict[str, Any]) -> Authenticate | None:
         raise ValueError(f"sasl.mechanism={mechanism} is not supported by odradek's client (PLAIN, SCRAM-SHA-256/512)")
     user, password = _credentials(config)
 
-    async def authenticate(conn: Connection) -> None:
+    async def authenticate(conn: Connection) -> int:
         r = await conn.request(SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
         if int(r.error_code):
             raise error_class(int(r.error_code))(
                 f"{conn.host}:{conn.port}: SASL mechanism {mechanism} refused; enabled: {', '.join(r.mechanisms)}"
             )
         version = min(2, conn.version(SASL_AUTHENTICATE))
+        lifetime_ms = 0
 
         async def step(token: bytes) -> bytes:
+            nonlocal lifetime_ms
             resp = await conn.request(SASL_AUTHENTICATE, {"auth_bytes": token}, version=version)
             if int(resp.error_code):
                 raise error_class(int(resp.error_code))(f"{conn.host}:{conn.port}: {resp.error_message}")
+            lifetime_ms = max(0, ms(getattr(resp, "session_lifetime", 0)))  # v1+ (KIP-368)
             return bytes(resp.auth_bytes)
 
         if mechanism == PLAIN:
             await step(plain(user, password))
-            return
+            return lifetime_ms
         scram = ScramClient(mechanism, user, password)
         try:
             scram.verify(await step(scram.final(await step(scram.first()))))
         except ScramError as e:
             raise error_class(SASL_AUTHENTICATION_FAILED)(f"{conn.host}:{conn.port}: {e}") from None
+        return lifetime_ms
 
     return authenticate

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.client import sasl
 from odradek.client.config import CONSUMER, PRODUCER
+from odradek.client.tls import ssl_context
 
 EARLIEST, LATEST = -2, -1
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -158,7 +160,23 @@ def client_config(options: dict[str, str], defaults: dict[str, Any]) -> dict[str
             + ", ".join(sorted("kafka." + k for k in defaults))
             + ")"
         )
+    check_security(cfg)
     return cfg
+
+
+def check_security(cfg: dict[str, Any]) -> None:
+    """`kafka.security.protocol`, `kafka.sasl.*` and `kafka.ssl.*` as the client will use them,
+    checked on the driver at planning time: an unsupported protocol or mechanism (GSSAPI,
+    OAUTHBEARER), missing credentials or unreadable stores fail the query before any task runs."""
+    protocol = str(cfg.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise OptionError(f"option kafka.security.protocol={protocol}: one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
+    try:
+        sasl.authenticator({**CONSUMER, **cfg})
+        if protocol in ("SSL", "SASL_SSL"):
+            ssl_context({**CONSUMER, **cfg}, server=False)
+    except ValueError as e:
+        raise OptionError(f"Kafka security option(s): {e}") from None
 
 
 def _coerce(v: str, default: Any) -> Any:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from odradek.client import Admin, Consumer, TopicPartition
+from odradek.client.config import ADMIN
 
 from .options import EARLIEST, LATEST, OptionError, SourceOptions
 
@@ -59,18 +60,8 @@ class Planner:
 
     # ------------------------------------------------------------------ clients
     def _client_cfg(self) -> dict:
-        allowed = {
-            "bootstrap.servers",
-            "client.id",
-            "request.timeout.ms",
-            "socket.connection.setup.timeout.ms",
-            "retry.backoff.ms",
-            "retry.backoff.max.ms",
-            "reconnect.backoff.ms",
-            "metadata.max.age.ms",
-            "default.api.timeout.ms",
-        }
-        return {k: v for k, v in self.opts.consumer_config.items() if k in allowed}
+        # every setting an admin client takes (connection, timeouts, security.protocol, ssl.*, sasl.*)
+        return {k: v for k, v in self.opts.consumer_config.items() if k in ADMIN}
 
     @property
     def admin(self) -> Admin:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 import time
 
+from odradek.client.config import ADMIN
+
 from .options import SinkOptions
 
 log = logging.getLogger("odradek.spark")
@@ -32,24 +34,11 @@ log = logging.getLogger("odradek.spark")
 COMMITS_TOPIC = "__odradek_spark_sink_commits"
 PRODUCER_DEFAULTS = {"linger.ms": 20, "batch.size": 256 * 1024}
 _SINK_GROUP_PREFIX = "odradek-spark-sink-"
-# The producer settings an Admin client takes too.
-_ADMIN_KEYS = frozenset(
-    {
-        "bootstrap.servers",
-        "client.id",
-        "request.timeout.ms",
-        "socket.connection.setup.timeout.ms",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
-        "reconnect.backoff.ms",
-        "metadata.max.age.ms",
-        "default.api.timeout.ms",
-    }
-)
 
 
 def admin_config(opts: SinkOptions) -> dict:
-    return {k: v for k, v in opts.producer_config.items() if k in _ADMIN_KEYS}
+    """The producer settings an admin client takes too (connection, timeouts, security.protocol, ssl.*, sasl.*)."""
+    return {k: v for k, v in opts.producer_config.items() if k in ADMIN}
 
 
 def send_rows(producer_for, iterator, opts: SinkOptions) -> int:

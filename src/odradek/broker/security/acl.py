@@ -9,55 +9,18 @@ Codes are the wire codes of Kafka's `ResourceType`, `PatternType`, `AclOperation
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+
+# the codes live in protocol, shared with the client and the CLI (re-exported here)
+from odradek.protocol.acl import AclOperation as AclOperation
+from odradek.protocol.acl import AclPermissionType as AclPermissionType
+from odradek.protocol.acl import PatternType as PatternType
+from odradek.protocol.acl import ResourceType as ResourceType
+from odradek.protocol.acl import camel as camel
+from odradek.protocol.acl import from_camel as from_camel
 
 WILDCARD = "*"  # a literal resource name matching every name; a host matching every host
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource
-
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
 
 
 # The names Kafka's AclAuthorizer writes in ZooKeeper: resource types in paths
@@ -70,18 +33,6 @@ ZK_RESOURCE_NAMES: dict[ResourceType, str] = {
     ResourceType.DELEGATION_TOKEN: "DelegationToken",
     ResourceType.USER: "User",
 }
-
-
-def camel(member: IntEnum) -> str:
-    """Kafka's ZooKeeper spelling of an operation or permission: IDEMPOTENT_WRITE -> IdempotentWrite."""
-    return "".join(part.capitalize() for part in member.name.split("_"))
-
-
-def from_camel(enum: type[IntEnum], text: str) -> IntEnum:
-    for member in enum:
-        if camel(member).lower() == text.replace("_", "").lower():
-            return member
-    raise ValueError(f"unknown {enum.__name__} {text!r}")
 
 
 # What each resource type supports (Kafka's AclEntry.supportedOperations): the bits of the

@@ -1,5 +1,5 @@
-"""AIOAdmin: topics, configs, groups, records, transactions (admin_txn.py) and cluster
-administration (asyncio).
+"""AIOAdmin: topics, configs, groups, records, transactions (admin_txn.py), ACLs and SCRAM
+users (admin_security.py) and cluster administration (asyncio).
 
 Every method raises the `odradek.client.errors` class of the first error the broker
 reports (e.g. `TopicAlreadyExistsError`), after retrying retriable ones until
@@ -17,6 +17,7 @@ from .. import errors as E
 from ..cluster import Cluster, TopicInfo, parse_metadata
 from ..config import ADMIN, make_config
 from ..consumer.subscription import OffsetAndMetadata, TopicPartition
+from .admin_security import SecurityAdmin
 from .admin_txn import TransactionAdmin
 
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS = 19, 20, 21
@@ -46,7 +47,7 @@ class GroupDescription:
     members: list[dict]
 
 
-class AIOAdmin(TransactionAdmin):
+class AIOAdmin(TransactionAdmin, SecurityAdmin):
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = make_config(ADMIN, config, kwargs)
         self.config["allow.auto.create.topics"] = False

@@ -1,0 +1,38 @@
+"""The client settings of the admin commands for a secured listener: `--command-config FILE`, a
+Java .properties file of client settings (security.protocol, sasl.mechanism, sasl.jaas.config,
+ssl.truststore.location, ...), as Kafka's tools take it. A setting odradek's client does not
+know is refused (the client's config check), not ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+command_config_option = click.option(
+    "--command-config",
+    "command_config",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="ODRADEK_COMMAND_CONFIG",
+    help="A .properties file of client settings (security.protocol, sasl.*, ssl.*) for a secured listener.",
+)
+
+
+def load_client_config(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    from odradek.broker.config import parse_properties
+
+    return parse_properties(Path(path).read_text())
+
+
+def admin_client(bootstrap: str, command_config: str | None, timeout_ms: int = 30000):
+    """An AIOAdmin for `bootstrap` with the file's settings (not started)."""
+    from odradek.client.aio import AIOAdmin
+
+    config = load_client_config(command_config)
+    config.setdefault("request.timeout.ms", timeout_ms)
+    config.setdefault("default.api.timeout.ms", timeout_ms)
+    config["bootstrap.servers"] = bootstrap
+    return AIOAdmin(config)
