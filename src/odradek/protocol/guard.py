@@ -139,9 +139,17 @@ def entity_walker(cls: type[Entity]) -> Walker:
             lines.append("    if pos > end: raise LengthError('field overruns the frame')")
             fixed = 0
 
+    def uvarint(indent: str) -> None:
+        """n, pos = an unsigned varint at pos: a one-byte one (the usual length) read inline."""
+        lines.append(f"{indent}if pos < end and buf[pos] < 0x80:")
+        lines.append(f"{indent}    n = buf[pos]")
+        lines.append(f"{indent}    pos += 1")
+        lines.append(f"{indent}else:")
+        lines.append(f"{indent}    n, pos = _uvarint(buf, pos, end)")
+
     def sized(indent: str, wide: bool) -> None:
         if flexible:
-            lines.append(f"{indent}n, pos = _uvarint(buf, pos, end)")
+            uvarint(indent)
             lines.append(f"{indent}if n:")
             lines.append(f"{indent}    pos += n - 1")
             lines.append(f"{indent}    if pos > end: raise LengthError('string/bytes overruns the frame')")
@@ -156,7 +164,7 @@ def entity_walker(cls: type[Entity]) -> Walker:
 
     def array_head(indent: str) -> None:
         if flexible:
-            lines.append(f"{indent}n, pos = _uvarint(buf, pos, end)")
+            uvarint(indent)
             lines.append(f"{indent}n -= 1")
         else:
             lines.append(f"{indent}if pos + 4 > end: raise LengthError('array length overruns the frame')")
