@@ -46,10 +46,6 @@ __all__ = ["INLINE_REGION_BYTES", "CloseConnection", "Connection", "served_apis"
 log = logging.getLogger("odradek.broker.connection")
 
 
-def _debug() -> bool:
-    return log.isEnabledFor(logging.DEBUG)
-
-
 _served: dict[int, ServedApi] | None = None
 
 
@@ -260,7 +256,8 @@ class Connection:
         version, correlation_id = event.api_version, event.correlation_id
         ctx = self._context(event)
         started = time.perf_counter()
-        if _debug():
+        debug = log.isEnabledFor(logging.DEBUG)  # asked once per request
+        if debug:
             log.debug("conn %d %s: %s v%d corr %d", self.id, event.client_id, handler.name, version, correlation_id)
         try:
             response = await handler.fn(ctx, event.request)
@@ -287,7 +284,7 @@ class Connection:
         await self.transport.write(proto.send_chunks(event, body, size))
         if self.state.close_after_response:
             raise CloseConnection(self.state.close_after_response)
-        if _debug():
+        if debug:
             log.debug(
                 "conn %d: answered corr %d in %.1f ms", self.id, correlation_id, (time.perf_counter() - started) * 1000
             )

@@ -14,11 +14,19 @@ Handlers `await op.wait()`; nobody sleeps or polls.
   timeout the partitions still waiting get REQUEST_TIMED_OUT. Notified on high-watermark
   advances and leadership changes. While the ISR is this broker alone, the high watermark
   has passed the append before the handler asks, so no operation is created at all.
+
+Timeouts: one event-loop timer per purgatory, armed for the earliest deadline of a waiting
+operation (the deadlines in a heap, an operation completed early left in it until it reaches
+the top or the heap is compacted), not a timer per operation: arming and cancelling a loop
+timer for every long-polled Fetch and every acks=all Produce cost more than the rest of the
+wait (Kafka's purgatory uses a timing wheel for the same reason).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,7 +35,7 @@ from odradek.protocol.errors import ErrorCode
 
 
 class DelayedOperation:
-    __slots__ = ("keys", "_check", "_future", "_timer", "purgatory", "accumulated", "target")
+    __slots__ = ("keys", "_check", "_future", "watched", "purgatory", "accumulated", "target")
 
     def __init__(
         self,
@@ -35,14 +43,15 @@ class DelayedOperation:
         keys: Iterable[Hashable],
         target: int,
         check: Callable[[DelayedOperation], bool] | None,
+        future: asyncio.Future[bool],
     ) -> None:
         self.purgatory = purgatory
         self.keys = tuple(keys)
         self.accumulated = 0
         self.target = target
         self._check = check
-        self._future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._timer: asyncio.TimerHandle | None = None
+        self._future = future
+        self.watched = True  # in the purgatory: its keys watched, its deadline pending
 
     @property
     def done(self) -> bool:
@@ -58,10 +67,9 @@ class DelayedOperation:
     def complete(self, satisfied: bool) -> None:
         if not self._future.done():  # (a cancelled waiter's future is done, and it must leave too)
             self._future.set_result(satisfied)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.purgatory._remove(self)
+        if self.watched:
+            self.watched = False
+            self.purgatory._remove(self)
 
     async def wait(self) -> bool:
         """True when completed by events, False on timeout."""
@@ -78,6 +86,13 @@ class Purgatory:
         # come, first served, as Kafka's watcher lists, and in the same order every run.
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
         self._count = 0
+        # (deadline on the loop's clock, sequence, operation); the one loop timer is armed at
+        # `_timer_at` on `_timer_loop`
+        self._deadlines: list[tuple[float, int, DelayedOperation]] = []
+        self._seq = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
 
     def __len__(self) -> int:
         return self._count
@@ -90,12 +105,46 @@ class Purgatory:
         target: int = 1,
         check: Callable[[DelayedOperation], bool] | None = None,
     ) -> DelayedOperation:
-        op = DelayedOperation(self, keys, target, check)
+        loop = asyncio.get_running_loop()
+        op = DelayedOperation(self, keys, target, check, loop.create_future())
         for k in op.keys:
             self._watchers.setdefault(k, {})[op] = None
         self._count += 1
-        op._timer = asyncio.get_running_loop().call_later(max(timeout_s, 0.0), op.complete, False)
+        deadline = loop.time() + max(timeout_s, 0.0)
+        self._seq += 1
+        heap = self._deadlines
+        heapq.heappush(heap, (deadline, self._seq, op))
+        if deadline < self._timer_at or loop is not self._timer_loop:
+            self._arm(loop, deadline)
+        if len(heap) > 2 * self._count + 64:  # mostly operations completed early: drop them
+            heap[:] = [e for e in heap if e[2].watched]
+            heapq.heapify(heap)
         return op
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(when, self._expire)
+        self._timer_at = when
+        self._timer_loop = loop
+
+    def _expire(self) -> None:
+        """The timer: every operation whose deadline came times out (completes unsatisfied), in
+        deadline order; the timer is armed again for the next one still waiting."""
+        loop = self._timer_loop
+        due = max(loop.time(), self._timer_at) if loop is not None else self._timer_at
+        self._timer = None
+        self._timer_at = math.inf
+        heap = self._deadlines
+        while heap:
+            deadline, _seq, op = heap[0]
+            if op.watched and deadline > due:
+                break
+            heapq.heappop(heap)
+            if op.watched:
+                op.complete(False)
+        if heap and loop is not None:
+            self._arm(loop, heap[0][0])
 
     def notify(self, key: Hashable, amount: int = 0) -> int:
         ops = self._watchers.get(key)
@@ -108,21 +157,24 @@ class Purgatory:
         return completed
 
     def _remove(self, op: DelayedOperation) -> None:
-        removed = False
+        """Called once per operation (its `watched` flag), when it completes."""
         for k in op.keys:
             ops = self._watchers.get(k)
             if ops is not None and op in ops:
                 del ops[op]
-                removed = True
                 if not ops:
                     del self._watchers[k]
-        if removed:
-            self._count -= 1
+        self._count -= 1
 
     def cancel_all(self) -> None:
         for ops in list(self._watchers.values()):
             for op in list(ops):
                 op.complete(False)
+        self._deadlines.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = math.inf
 
 
 # ------------------------------------------------------------------ delayed produce

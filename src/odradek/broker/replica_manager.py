@@ -322,7 +322,9 @@ class ReplicaManager:
             if part is None:
                 results.append(ProduceResult(self.missing(topic, partition)))
                 continue
-            result = await self._append(part, data, now, required_acks, origin)
+            result, info = self._append_now(part, data, now, required_acks, origin)
+            if info is not None and info.needs_flush:
+                result = await self._flush_appended(part, result)
             results.append(result)
             if required_acks == -1 and not result.error_code:
                 waits.append(ProduceWait(part, result.last_offset + 1))
@@ -336,15 +338,12 @@ class ReplicaManager:
                         result.error_code = w.error_code
         return results
 
-    async def _append(
-        self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int, origin: AppendOrigin
-    ) -> ProduceResult:
-        result, info = self._append_now(part, data, now_ms, acks, origin)
-        if info is not None and info.needs_flush:
-            try:
-                await self.logs.flush_log(part.log)
-            except Exception as e:
-                return ProduceResult(error_for(e), error_message=str(e) or None)
+    async def _flush_appended(self, part: Partition, result: ProduceResult) -> ProduceResult:
+        """An append the flush policy (flush.messages) says to flush before acknowledging it."""
+        try:
+            await self.logs.flush_log(part.log)
+        except Exception as e:
+            return ProduceResult(error_for(e), error_message=str(e) or None)
         return result
 
     def _append_now(

@@ -4,7 +4,8 @@ kio would need the record bytes in memory; a broker answering Fetch wants to sen
 them from the segment file with sendfile. `encode_fetch_response` writes every
 field itself (versions 4-18) and returns the body as a list of chunks: `bytes`
 for the fields and, for each partition's records, the caller's region objects
-(anything with a `length`) untouched, in the order they are to be sent.
+(anything with a `length`) untouched, in the order they are to be sent; a partition's records
+given as one `bytes` object (a recent append the log holds in memory) go into the body itself.
 
 The other way, kio would copy each partition's records out of the response; a
 consumer decodes them once more anyway. `decode_fetch_response` (versions 4-16)
@@ -53,7 +54,10 @@ class PartitionResult:
 
     @property
     def records_size(self) -> int:
-        return sum(len(r) if isinstance(r, (bytes, bytearray, memoryview)) else r.length for r in self.records)
+        records = self.records
+        if not records:
+            return 0
+        return sum(len(r) if isinstance(r, (bytes, bytearray, memoryview)) else r.length for r in records)
 
 
 @dataclass(slots=True)
@@ -110,10 +114,13 @@ def encode_fetch_response(
                 buf += uvarint(rsize + 1)
             else:
                 buf += _i32(rsize)
-            if rsize:
+            records = p.records
+            if rsize and len(records) == 1 and type(records[0]) is bytes:
+                buf += records[0]  # bytes in memory (a recent append): the body stays one piece
+            elif rsize:
                 chunks.append(bytes(buf))
                 size += len(buf)
-                chunks.extend(p.records)
+                chunks.extend(records)
                 size += rsize
                 buf = bytearray()
             if flexible:

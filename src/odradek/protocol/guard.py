@@ -139,9 +139,17 @@ def entity_walker(cls: type[Entity]) -> Walker:
             lines.append("    if pos > end: raise LengthError('field overruns the frame')")
             fixed = 0
 
+    def uvarint(indent: str) -> None:
+        """n, pos = an unsigned varint at pos: a one-byte one (the usual length) read inline."""
+        lines.append(f"{indent}if pos < end and buf[pos] < 0x80:")
+        lines.append(f"{indent}    n = buf[pos]")
+        lines.append(f"{indent}    pos += 1")
+        lines.append(f"{indent}else:")
+        lines.append(f"{indent}    n, pos = _uvarint(buf, pos, end)")
+
     def sized(indent: str, wide: bool) -> None:
         if flexible:
-            lines.append(f"{indent}n, pos = _uvarint(buf, pos, end)")
+            uvarint(indent)
             lines.append(f"{indent}if n:")
             lines.append(f"{indent}    pos += n - 1")
             lines.append(f"{indent}    if pos > end: raise LengthError('string/bytes overruns the frame')")
@@ -156,7 +164,7 @@ def entity_walker(cls: type[Entity]) -> Walker:
 
     def array_head(indent: str) -> None:
         if flexible:
-            lines.append(f"{indent}n, pos = _uvarint(buf, pos, end)")
+            uvarint(indent)
             lines.append(f"{indent}n -= 1")
         else:
             lines.append(f"{indent}if pos + 4 > end: raise LengthError('array length overruns the frame')")
@@ -180,7 +188,7 @@ def entity_walker(cls: type[Entity]) -> Walker:
             continue
         if isinstance(kind, (EntityTupleField, EntityField)):
             flush_fixed()
-            env[f"_e{i}"] = _lazy(kind.type_)
+            env[f"_e{i}"] = _lazy(kind.type_, env, f"_e{i}")
             if isinstance(kind, EntityTupleField):
                 array_head("    ")
                 lines.append("    for _ in range(n):")
@@ -213,9 +221,10 @@ def entity_walker(cls: type[Entity]) -> Walker:
         else:
             raise TypeError(f"unknown kafka type {kafka_type}")
     flush_fixed()
-    if flexible:
+    if flexible:  # an empty tagged-field section (the usual case) is one zero byte, checked here
         env["_tagged"] = tagged
         env["_tags"] = _tagged_fields
+        lines.append("    if pos < end and not buf[pos]: return pos + 1")
         lines.append("    return _tags(buf, pos, end, _tagged)")
     else:
         lines.append("    return pos")
@@ -238,11 +247,16 @@ def _tagged_fields(buf, pos: int, end: int, tagged: dict[int, Walker]) -> int:
     return pos
 
 
-def _lazy(cls: type[Entity]) -> Walker:
-    """A nested entity's walker, compiled when first needed (entities may nest themselves)."""
+def _lazy(cls: type[Entity], env: dict | None = None, name: str = "") -> Walker:
+    """A nested entity's walker, compiled when first needed (entities may nest themselves).
+    Given the generated walker's globals `env`, the first call puts the compiled walker
+    there under `name`, so later calls go to it directly."""
 
     def walk(buf, pos, end):
-        return entity_walker(cls)(buf, pos, end)
+        inner = entity_walker(cls)
+        if env is not None:
+            env[name] = inner
+        return inner(buf, pos, end)
 
     return walk
 

@@ -100,7 +100,7 @@ class PeerServer:
 
 
 def _region(r: Any) -> bytes:
-    return os.pread(r.fd, r.length, r.position)
+    return r if isinstance(r, bytes) else os.pread(r.fd, r.length, r.position)
 
 
 class Hub:

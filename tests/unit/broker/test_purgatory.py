@@ -107,3 +107,43 @@ def test_delayed_produce_times_out_only_what_still_waits():
         assert len(p) == 0
 
     asyncio.run(main())
+
+
+def test_one_loop_timer_for_every_deadline_and_timeouts_in_deadline_order():
+    """Operations do not arm a loop timer each: the purgatory's one timer follows the earliest
+    deadline still waiting; operations completed early are dropped from the deadlines without
+    the timer firing for each; those whose deadline comes time out in deadline order."""
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        p = Purgatory("fetch")
+        armed = []
+        real_call_at = loop.call_at
+
+        def counting_call_at(when, cb, *args, **kw):
+            armed.append(when)
+            return real_call_at(when, cb, *args, **kw)
+
+        loop.call_at = counting_call_at  # type: ignore[method-assign]
+        try:
+            for _ in range(1000):  # long polls answered at once: the deadlines stay bounded
+                op = p.watch([("t", 0)], 30.0)
+                assert p.notify(("t", 0), 1) == 1
+                assert await op.wait() is True
+            assert len(armed) == 1 and len(p) == 0 and len(p._deadlines) <= 64 + 2
+            late = p.watch([("t", 1)], 0.06)  # earlier than the armed timer (30 s): armed again
+            early = p.watch([("t", 2)], 0.02)  # and again
+            middle = p.watch([("t", 3)], 0.04)  # later than the armed one: not
+            assert len(armed) == 3
+            order = []
+            for name, op in (("late", late), ("early", early), ("middle", middle)):
+                op._future.add_done_callback(lambda _f, n=name: order.append(n))
+            started = loop.time()
+            assert await late.wait() is False and await early.wait() is False and await middle.wait() is False
+            assert order == ["early", "middle", "late"]
+            assert loop.time() - started >= 0.055
+            assert len(p) == 0 and not p._watchers and not p._deadlines and p._timer is None
+        finally:
+            del loop.call_at
+
+    asyncio.run(main())

@@ -140,3 +140,24 @@ def test_fetch_response_codec_matches_kio(version):
     assert int(p1.error_code) == 1
     # The record regions are passed through untouched, not copied into bytes.
     assert [c for c in chunks if not isinstance(c, bytes)] == regions
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 13, 15, 18])
+def test_fetch_response_records_in_memory_go_into_the_body(version):
+    """Records given as one bytes object (a recent append the log still holds) make the same
+    response as the same bytes given as a region, in one chunk instead of three."""
+    tid = uuid.uuid4()
+
+    class Region:
+        def __init__(self, data):
+            self.data, self.length = data, len(data)
+
+    def encode(records):
+        parts = [PartitionResult(0, 0, 100, 100, 3, None, -1, records), PartitionResult(1, 0, 7, 7, 0)]
+        return encode_fetch_response(version, [TopicResult("topic-a", tid, parts)], session_id=42)
+
+    by_region, size = encode([Region(b"batch-one")])
+    in_memory, size2 = encode([b"batch-one"])
+    assert len(by_region) == 3 and len(in_memory) == 1 and size == size2
+    assert in_memory[0] == b"".join(c if isinstance(c, bytes) else c.data for c in by_region)
+    assert messages.decode_response(1, version, in_memory[0]).responses[0].partitions[0].records == b"batch-one"

@@ -57,6 +57,7 @@ def test_a_segment_used_since_the_last_pass_gets_a_second_chance(make_mgr):
         lg.append(batch(1))
     m.create_log("t", 3, LogConfig()).append(batch(1))  # first pass: every one used, the oldest goes
     a.append(batch(1))  # a reopens
+    b.high_watermark = b.log_end_offset  # replicated: read from the file, not from the last append's bytes
     b.read_bytes(0, 100)  # b is used: it survives the next pass
     m.create_log("t", 4, LogConfig()).append(batch(1))
     assert b.active_segment._file is not None
@@ -128,6 +129,7 @@ def test_a_region_keeps_its_file_open_after_the_cache_closed_it(make_mgr, tmp_pa
     cache.capacity = 2
     lg = m.create_log("t", 0, LogConfig())
     lg.append(batch(3))
+    lg.high_watermark = lg.log_end_offset  # replicated: a file region, not the last append's bytes
     region = lg.read(0, 1 << 20).regions[0]
     expected = os.pread(region.fd, region.length, region.position)
     for p in range(1, 8):  # the cache lets t-0's file go, and new files are opened

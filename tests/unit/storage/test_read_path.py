@@ -8,6 +8,12 @@ from support.batches import batch
 
 from odradek.protocol.records import iter_batches
 from odradek.storage import LogConfig
+from odradek.storage.log import RECENT_BATCH_BYTES
+
+
+def region_bytes(r) -> bytes:
+    """The bytes a read returned: file regions read back, the recent append's bytes as they are."""
+    return b"".join(x if isinstance(x, bytes) else os.pread(x.fd, x.length, x.position) for x in r.regions)
 
 
 def model_read(batches, offset, max_bytes, limit, min_one):
@@ -50,7 +56,7 @@ def test_reads_match_model_sequential_and_random(make_mgr, clock, interval):
         while off < leo:
             r = lg.read(off, max_bytes)
             assert (r.first_offset, r.size) == model_read(model, off, max_bytes, leo, True), (off, max_bytes)
-            got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+            got = region_bytes(r)
             off = list(iter_batches(got))[-1].next_offset
             assert r.next_offset == off  # known from headers the read peeked (no gaps here)
         # random access, limits and min_one_batch off
@@ -65,7 +71,7 @@ def test_reads_match_model_sequential_and_random(make_mgr, clock, interval):
                 limit,
                 min_one,
             )
-            got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+            got = region_bytes(r)
             assert r.next_offset == (list(iter_batches(got))[-1].next_offset if got else -1)
 
 
@@ -127,16 +133,17 @@ def test_caught_up_reader_starts_at_the_last_write(make_mgr, clock):
     off = 0
     for i in range(300):
         info = lg.append(batch(1 + i % 3, size=90, ts=clock.ms))
+        lg.high_watermark = lg.log_end_offset  # replicated: the file is read, not the append's bytes
         peeks = 0
         r = lg.read(off, 1 << 20)
         assert peeks <= 2, (i, peeks)  # the batch itself and the end of file
         assert (r.first_offset, r.next_offset) == (info.first_offset, info.last_offset + 1)
-        got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+        got = region_bytes(r)
         assert [h.base_offset for h in iter_batches(got, validate=True)] == [info.first_offset]
         off = r.next_offset
     # a read of an older offset still goes through the index and finds the right batch
     r = lg.read(5, 1)
-    got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+    got = region_bytes(r)
     h = next(iter_batches(got))
     assert h.base_offset <= 5 <= h.last_offset
     # truncation forgets the last write; the next append and read are exact again
@@ -145,6 +152,62 @@ def test_caught_up_reader_starts_at_the_last_write(make_mgr, clock):
     assert info.first_offset == lg.log_end_offset - 2
     for start in (info.first_offset - 3, info.first_offset, info.first_offset + 1):
         r = lg.read(start, 1 << 20)
-        got = b"".join(os.pread(x.fd, x.length, x.position) for x in r.regions)
+        got = region_bytes(r)
         hs = list(iter_batches(got, validate=True))
         assert hs[0].base_offset <= start <= hs[0].last_offset and hs[-1].next_offset == lg.log_end_offset
+
+
+def test_a_follower_copying_the_last_append_gets_its_bytes_without_touching_the_file(make_mgr, clock):
+    """The last append, one batch of at most RECENT_BATCH_BYTES, is answered from the bytes
+    written (no header peek, no pread) until the high watermark passes it; the bytes are the
+    file's; anything else (more batches, a larger one, a read past a limit, after truncation or
+    the high watermark moving) reads the file as before."""
+    m = make_mgr()
+    lg = m.create_log("t", 0, LogConfig())
+    seg = lg.active_segment
+    peeks = 0
+    real_peek = seg.peek
+
+    def counting_peek(pos):
+        nonlocal peeks
+        peeks += 1
+        return real_peek(pos)
+
+    seg.peek = counting_peek
+    for _ in range(3):
+        info = lg.append(batch(1, size=100, ts=clock.ms))
+        peeks = 0
+        r = lg.read(info.first_offset, 1 << 20)
+        assert peeks == 0 and len(r.regions) == 1 and isinstance(r.regions[0], bytes)
+        assert (r.first_offset, r.next_offset, r.size) == (info.first_offset, info.last_offset + 1, len(r.regions[0]))
+        on_disk = os.pread(seg.fd, r.size, seg.size - r.size)
+        assert r.regions[0] == on_disk
+        # within the byte limit only when the reader wants at least one batch
+        assert lg.read(info.first_offset, 10, min_one_batch=False).regions == []
+        assert lg.read(info.first_offset, 10).regions == [on_disk]
+        # a consumer's read stops at its limit (the high watermark): nothing
+        assert lg.read(info.first_offset, 1 << 20, max_offset=info.first_offset).regions == []
+    # the high watermark passed it: a file region again, the same bytes
+    lg.high_watermark = lg.log_end_offset
+    r = lg.read(info.first_offset, 1 << 20)
+    assert not isinstance(r.regions[0], bytes) and region_bytes(r) == on_disk
+    # two batches in one append, or one larger than the limit: file regions
+    two = lg.append(batch(1, size=100, ts=clock.ms) + batch(1, size=100, ts=clock.ms))
+    assert not any(isinstance(x, bytes) for x in lg.read(two.first_offset, 1 << 20).regions)
+    big = lg.append(batch(1, size=RECENT_BATCH_BYTES + 100, ts=clock.ms))
+    assert not any(isinstance(x, bytes) for x in lg.read(big.first_offset, 1 << 20).regions)
+    # truncated away: forgotten; the next append is the one answered
+    small = lg.append(batch(1, size=100, ts=clock.ms))
+    lg.truncate_to(small.first_offset)
+    assert lg.read(small.first_offset, 1 << 20).regions == []
+    again = lg.append(batch(2, size=120, ts=clock.ms))
+    r = lg.read(again.first_offset, 1 << 20)
+    assert isinstance(r.regions[0], bytes) and r.next_offset == again.last_offset + 1
+    assert [h.base_offset for h in iter_batches(r.regions[0], validate=True)] == [again.first_offset]
+    # after a roll the new active segment's append is the one kept
+    lg.roll()
+    rolled = lg.append(batch(1, size=100, ts=clock.ms))
+    r = lg.read(rolled.first_offset, 1 << 20)
+    active = lg.active_segment
+    assert active is not seg and isinstance(r.regions[0], bytes)
+    assert r.regions[0] == os.pread(active.fd, r.size, active.size - r.size)

@@ -197,10 +197,10 @@ async def handle(ctx: RequestContext, req) -> object:
     if s.metrics is not None and total:
         # records out from offsets: no batch is decoded (docs/metrics.md)
         out: dict[str, list[int]] = {}
-        for _key, name, _cp, pr, r in results:
+        for _key, name, _cp, _pr, r in results:
             if r is not None and name is not None:
                 acc = out.setdefault(name, [0, 0])
-                acc[0] += pr.records_size
+                acc[0] += r.size  # the bytes of its regions, as the read counted them
                 acc[1] += r.offsets_returned
         for name, (nbytes, nrecords) in out.items():
             s.metrics.bytes_out(name, nbytes, nrecords)

@@ -58,7 +58,7 @@ def partition(manager: LogManager, node: int, leader: int, epoch: int, p: int = 
 
 
 def records_of(regions) -> bytes:
-    return b"".join(os.pread(r.fd, r.length, r.position) for r in regions or ())
+    return b"".join(r if isinstance(r, bytes) else os.pread(r.fd, r.length, r.position) for r in regions or ())
 
 
 def answer(leader: Partition, req) -> PartitionData:
