@@ -1,0 +1,174 @@
+"""The broker's client quota managers: Kafka's ClientQuotaManager (produce, fetch),
+ClientRequestQuotaManager (request) and ControllerMutationQuotaManager, on one event loop.
+
+Each quota type keeps one sensor per metric tags (entities.QuotaTable.metric_tags): every
+connection of the same user and client id shares it, as Kafka's. Recording a value measures the
+rate right after it; above the bound, the throttle time is rates.throttle_time_ms (the request
+quota's capped at one window, as Kafka's ClientRequestQuotaManager). The caller puts it in the
+response's throttle_time_ms and mutes the connection for that long after sending it (KIP-219,
+broker/connection.py). The bounds come from the metadata snapshot: `update` is called on
+every change, so a quota altered on any broker applies here within the watch's delay.
+
+Metrics (docs/metrics.md): per quota type and (user, client-id) tags, the measured rate and
+the throttle time given, `odradek_quota_rate` and `odradek_quota_throttle_time_ms_total`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from odradek.broker.quotas import entities as E
+from odradek.broker.quotas.rate import Rate, throttle_time_ms
+
+PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION = "Produce", "Fetch", "Request", "ControllerMutation"
+KEY_OF = {
+    PRODUCE: E.PRODUCER_BYTE_RATE,
+    FETCH: E.CONSUMER_BYTE_RATE,
+    REQUEST: E.REQUEST_PERCENTAGE,
+    CONTROLLER_MUTATION: E.CONTROLLER_MUTATION_RATE,
+}
+INACTIVE_SENSOR_SECONDS = 3600  # Kafka's InactiveSensorExpirationTimeSeconds
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class _Sensor:
+    rate: Rate
+    last_used: float
+    throttle_ms_total: int = 0
+    throttled: int = 0
+
+
+@dataclass(slots=True)
+class ClientQuotaManager:
+    """One quota type. `samples`, `window_ms`: quota.window.num, quota.window.size.seconds
+    (the controller.* ones for controller mutations)."""
+
+    quota_type: str
+    samples: int
+    window_ms: int
+    table: E.QuotaTable = field(default_factory=lambda: E.QuotaTable({}))
+    sensors: dict[tuple[str, str], _Sensor] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.table.quotas)
+
+    def _sensor(self, tags: tuple[str, str]) -> _Sensor:
+        s = self.sensors.get(tags)
+        if s is None:
+            s = self.sensors[tags] = _Sensor(Rate(self.samples, self.window_ms), time.monotonic())
+        else:
+            s.last_used = time.monotonic()
+        return s
+
+    def record(self, user: str, client_id: str, value: float, at_ms: int | None = None) -> int:
+        """Kafka's maybeRecordAndGetThrottleTimeMs: record `value` for this client, and the
+        milliseconds it must now wait (0: within its quota, or no quota applies)."""
+        if not self.table.quotas:
+            return 0
+        at = now_ms() if at_ms is None else at_ms
+        tags = self.table.metric_tags(user, client_id)
+        sensor = self._sensor(tags)
+        sensor.rate.record(value, at)
+        bound = self.table.limit(tags)
+        if bound is None:
+            return 0
+        observed = sensor.rate.measure(at)
+        if observed <= bound:
+            return 0
+        if bound <= 0:  # Kafka divides by it: an infinite delay, capped below
+            ms = 2**31 - 1
+        else:
+            ms = throttle_time_ms(observed, bound, sensor.rate.window_size_ms(at))
+        if self.quota_type == REQUEST:
+            ms = min(ms, self.window_ms)  # ClientRequestQuotaManager: boundedThrottleTime
+        return max(0, min(ms, 2**31 - 1))
+
+    def unrecord(self, user: str, client_id: str, value: float, at_ms: int | None = None) -> None:
+        """A throttled fetch sends no data: what was recorded for it is taken back (Kafka's
+        unrecordQuotaSensor)."""
+        if self.table.quotas:
+            at = now_ms() if at_ms is None else at_ms
+            self._sensor(self.table.metric_tags(user, client_id)).rate.record(-value, at)
+
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """Kafka's getMaxValueInQuotaWindow: the most a fetch may return at once (bound times
+        samples - 1 windows), None without a quota."""
+        if not self.table.quotas:
+            return None
+        bound = self.table.limit(self.table.metric_tags(user, client_id))
+        if bound is None:
+            return None
+        return bound * (self.samples - 1) * self.window_ms / 1000
+
+    def throttled(self, user: str, client_id: str, ms: int) -> None:
+        """Count a throttle given (Kafka's throttle-time sensor)."""
+        if ms > 0:
+            s = self._sensor(self.table.metric_tags(user, client_id))
+            s.throttle_ms_total += ms
+            s.throttled += 1
+
+    def expire(self) -> None:
+        cutoff = time.monotonic() - INACTIVE_SENSOR_SECONDS
+        for tags in [t for t, s in self.sensors.items() if s.last_used < cutoff]:
+            del self.sensors[tags]
+
+
+class ClientQuotas:
+    """The four managers of a broker, their bounds taken from the metadata snapshot."""
+
+    def __init__(self, samples: int, window_s: int, controller_samples: int, controller_window_s: int) -> None:
+        self.produce = ClientQuotaManager(PRODUCE, samples, window_s * 1000)
+        self.fetch = ClientQuotaManager(FETCH, samples, window_s * 1000)
+        self.request = ClientQuotaManager(REQUEST, samples, window_s * 1000)
+        self.controller_mutation = ClientQuotaManager(
+            CONTROLLER_MUTATION, controller_samples, controller_window_s * 1000
+        )
+        self._source: tuple[object, object, object] | None = None
+
+    @property
+    def managers(self) -> tuple[ClientQuotaManager, ...]:
+        return (self.produce, self.fetch, self.request, self.controller_mutation)
+
+    def update(
+        self,
+        user_configs: Mapping[str, Mapping[str, str]],
+        client_configs: Mapping[str, Mapping[str, str]],
+        user_client_configs: Mapping[tuple[str, str], Mapping[str, str]],
+    ) -> None:
+        """Take the bounds from the snapshot's maps (cheap when they did not change)."""
+        source = (user_configs, client_configs, user_client_configs)
+        if self._source is not None and all(a is b for a, b in zip(self._source, source, strict=True)):
+            return
+        self._source = source
+        per_key = E.tables(E.all_quotas(user_configs, client_configs, user_client_configs))
+        for m in self.managers:
+            m.table = per_key[KEY_OF[m.quota_type]]
+            m.expire()
+
+    def collect(self) -> Iterator[Metric]:
+        rate = GaugeMetricFamily(
+            "odradek_quota_rate",
+            "Rate measured by each client quota sensor (bytes/s; request: % of a thread; mutations/s)",
+            labels=["quota_type", "user", "client_id"],
+        )
+        throttle = CounterMetricFamily(
+            "odradek_quota_throttle_time_ms",
+            "Throttle time given to clients by each client quota sensor",
+            labels=["quota_type", "user", "client_id"],
+        )
+        at = now_ms()
+        for m in self.managers:
+            for (user, client), s in m.sensors.items():
+                rate.add_metric([m.quota_type, user, client], s.rate.measure(at))
+                throttle.add_metric([m.quota_type, user, client], s.throttle_ms_total)
+        yield rate
+        yield throttle
