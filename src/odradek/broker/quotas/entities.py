@@ -23,6 +23,7 @@ with `<default>` as the name of a default entity.
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -285,17 +286,13 @@ def apply_ops(config: Mapping[str, str], ops: Iterable[tuple[str, float, bool]])
 
 
 def java_double_string(value: float) -> str:
-    """Double.toString for the values quotas take: 200.0, 1.5, 1.0E7."""
-    if value == int(value) and abs(value) < 1e7:
-        return f"{value:.1f}"
-    text = repr(float(value))
-    if "e" in text:
-        mantissa, exp = text.split("e")
-        if "." not in mantissa:
-            mantissa += ".0"
-        return f"{mantissa}E{int(exp)}"
-    if abs(value) >= 1e7:
-        exp = len(str(int(abs(value)))) - 1
-        mantissa = value / 10**exp
-        return f"{repr(mantissa) if mantissa != int(mantissa) else f'{mantissa:.1f}'}E{exp}"
-    return text
+    """Java's Double.toString (how Kafka stores a DOUBLE quota): 200.0, 12.5, 1.0E7, 1.0E-4."""
+    if value == 0:
+        return "0.0"
+    if 1e-3 <= abs(value) < 1e7:
+        text = repr(float(value))
+        return text if "." in text else text + ".0"
+    sign, digits, exp = decimal.Decimal(repr(float(value))).as_tuple()
+    numbers = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent = len(digits) + int(exp) - 1
+    return f"{'-' if sign else ''}{numbers[0]}.{numbers[1:] or '0'}E{exponent}"
