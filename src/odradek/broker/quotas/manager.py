@@ -134,6 +134,11 @@ class ClientQuotas:
         )
         self._source: tuple[object, object, object] | None = None
 
+    def request_throttle(self, principal: str, client_id: str, cpu_seconds: float) -> int:
+        """Charge a request's processing time to the request quota (request_percentage: percent
+        of one thread over the window, Kafka's nanosToPercentage); the throttle it gives."""
+        return self.request.record(user_of(principal), client_id, cpu_seconds * 100.0)
+
     @property
     def managers(self) -> tuple[ClientQuotaManager, ...]:
         return (self.produce, self.fetch, self.request, self.controller_mutation)
@@ -172,3 +177,13 @@ class ClientQuotas:
                 throttle.add_metric([m.quota_type, user, client], s.throttle_ms_total)
         yield rate
         yield throttle
+
+
+def user_of(principal: str) -> str:
+    """The quota user of a principal: its name (Kafka's KafkaPrincipal.getName), `User:alice` ->
+    `alice`, an unauthenticated connection's `ANONYMOUS`."""
+    return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+# Kafka's request quota exempts the inter-broker APIs (ClusterAction): their time is not charged
+REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27, 56, 57, 58, 63, 67})
