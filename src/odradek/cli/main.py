@@ -33,6 +33,7 @@ class LazyGroup(click.Group):
         "transactions": "odradek.cli.transactions:transactions",
         "pipeline": "odradek.cli.pipeline:pipeline",
         "cluster": "odradek.cli.cluster:cluster",
+        "quotas": "odradek.cli.quotas:quotas",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

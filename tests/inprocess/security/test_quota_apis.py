@@ -6,6 +6,7 @@ Kafka's per-entry errors, and both APIs authorized on the cluster when an author
 from __future__ import annotations
 
 import asyncio
+import datetime
 
 from support.inprocess import InProcessBroker
 
@@ -127,5 +128,46 @@ def test_an_authorizer_requires_cluster_describe_configs_and_alter_configs(tmp_p
             got = await alter(b, _entry({"user": "x"}, {"producer_byte_rate": 1.0}), connection=admin)
             assert [e[:2] for e in got] == [(0, None)]
             assert await describe(b, connection=admin) == [((("user", "x"),), {"producer_byte_rate": 1.0})]
+
+    asyncio.run(main())
+
+
+def _topic(name: str, partitions: int, version: int = 7):
+    m = messages.module_of(messages.request_class(19, version))
+    return m.CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1, assignments=(), configs=())
+
+
+def test_controller_mutation_rate_refuses_topics_past_the_burst_with_throttling_quota_exceeded(tmp_path):
+    async def main():
+        ms = datetime.timedelta(milliseconds=1)
+        async with InProcessBroker(tmp_path) as b:
+            # 1 partition/s: a burst of 11 (controller.quota.window.num x 1 s)
+            await alter(b, _entry({"client-id": "ops"}, {"controller_mutation_rate": 1.0}))
+            conn = b.connection()
+            r = await b.call(19, 7, topics=(_topic("a", 10), _topic("b", 5), _topic("c", 1)), timeout=5000 * ms,
+                             validate_only=False, client_id="ops", connection=conn)  # fmt: skip
+            assert [(t.name, int(t.error_code), t.error_message) for t in r.topics] == [
+                ("a", 0, None),
+                ("b", 0, None),  # the bucket was not below zero before it: taken, now at -4
+                ("c", 89, "The throttling quota has been exceeded."),
+            ]
+            assert 3000 <= conn.throttle_ms <= 4000  # for the connection to apply (muting, throttle_time_ms)
+            assert "c" not in b.services.snapshot.topics
+            # another client id is not limited; DeleteTopics v5+ and CreatePartitions v3+ are refused too
+            r = await b.call(19, 7, topics=(_topic("d", 1),), timeout=5000 * ms, validate_only=False, client_id="x")
+            assert int(r.topics[0].error_code) == 0
+            m20 = messages.module_of(messages.request_class(20, 6))
+            d = await b.call(20, 6, topics=(m20.DeleteTopicState(name="a", topic_id=None),), timeout=5000 * ms,
+                             client_id="ops")  # fmt: skip
+            assert int(d.responses[0].error_code) == 89
+            m37 = messages.module_of(messages.request_class(37, 3))
+            p = await b.call(37, 3, topics=(m37.CreatePartitionsTopic(name="d", count=2, assignments=None),),
+                             timeout=5000 * ms, validate_only=False, client_id="ops")  # fmt: skip
+            assert int(p.results[0].error_code) == 89
+            # CreateTopics v5 is permissive: created, the client throttled
+            conn = b.connection()
+            r = await b.call(19, 5, topics=(_topic("e", 1, 5),), timeout=5000 * ms, validate_only=False,
+                             client_id="ops", connection=conn)  # fmt: skip
+            assert int(r.topics[0].error_code) == 0 and conn.throttle_ms > 0
 
     asyncio.run(main())

@@ -18,11 +18,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from odradek.broker.quotas import entities as E
-from odradek.broker.quotas.rate import Rate, throttle_time_ms
+from odradek.broker.quotas.rate import Rate, round_half_up, throttle_time_ms
 
 PRODUCE, FETCH, REQUEST, CONTROLLER_MUTATION = "Produce", "Fetch", "Request", "ControllerMutation"
 KEY_OF = {
@@ -122,6 +123,79 @@ class ClientQuotaManager:
             del self.sensors[tags]
 
 
+@dataclass(slots=True)
+class _Bucket:
+    """Kafka's TokenBucket (KIP-599): starts full with `burst` tokens, refills at the bound per
+    second, each mutation (a partition created or deleted) takes one; below zero is a violation."""
+
+    tokens: float
+    last_ms: int
+    last_used: float = field(default_factory=time.monotonic)
+
+    def refill(self, bound: float, burst: float, at_ms: int) -> float:
+        self.tokens = min(burst, self.tokens + bound * max(0, at_ms - self.last_ms) / 1000)
+        self.last_ms = at_ms
+        return self.tokens
+
+
+@dataclass(slots=True)
+class ControllerMutationQuotaManager:
+    """controller_mutation_rate (Kafka's ControllerMutationQuotaManager): CreateTopics v6+,
+    CreatePartitions v3+ and DeleteTopics v5+ are strict (a topic asked for once the bucket is
+    empty is refused THROTTLING_QUOTA_EXCEEDED), older versions permissive (done, throttled)."""
+
+    samples: int
+    window_ms: int
+    table: E.QuotaTable = field(default_factory=lambda: E.QuotaTable({}))
+    buckets: dict[tuple[str, str], _Bucket] = field(default_factory=dict)
+    throttle_ms_total: dict[tuple[str, str], int] = field(default_factory=dict)
+    quota_type: str = CONTROLLER_MUTATION
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.table.quotas)
+
+    def _bucket(self, user: str, client_id: str, at: int) -> tuple[_Bucket, float] | None:
+        tags = self.table.metric_tags(user, client_id)
+        bound = self.table.limit(tags)
+        if bound is None:
+            return None
+        burst = self.samples * self.window_ms / 1000 * bound
+        b = self.buckets.get(tags)
+        if b is None:
+            b = self.buckets[tags] = _Bucket(burst, at)
+        b.last_used = time.monotonic()
+        b.refill(bound, burst, at)
+        return b, bound
+
+    def take(self, user: str, client_id: str, permits: float, *, strict: bool, at_ms: int | None = None) -> int:
+        """Take `permits` tokens. Strict: refused (the throttle time returned, nothing taken)
+        when the bucket is already below zero; permissive: always taken, the throttle time
+        returned if that left it below zero. 0: within the quota."""
+        at = now_ms() if at_ms is None else at_ms
+        found = self._bucket(user, client_id, at) if self.table.quotas else None
+        if found is None:
+            return 0
+        b, bound = found
+        if strict and b.tokens < 0:
+            return self._throttle(b, bound, user, client_id)
+        b.tokens -= permits
+        if not strict and b.tokens < 0:
+            return self._throttle(b, bound, user, client_id)
+        return 0
+
+    def _throttle(self, b: _Bucket, bound: float, user: str, client_id: str) -> int:
+        ms = 2**31 - 1 if bound <= 0 else round_half_up(-b.tokens / bound * 1000)
+        tags = self.table.metric_tags(user, client_id)
+        self.throttle_ms_total[tags] = self.throttle_ms_total.get(tags, 0) + ms
+        return min(ms, 2**31 - 1)
+
+    def expire(self) -> None:
+        cutoff = time.monotonic() - INACTIVE_SENSOR_SECONDS
+        for tags in [t for t, b in self.buckets.items() if b.last_used < cutoff]:
+            del self.buckets[tags]
+
+
 class ClientQuotas:
     """The four managers of a broker, their bounds taken from the metadata snapshot."""
 
@@ -129,9 +203,7 @@ class ClientQuotas:
         self.produce = ClientQuotaManager(PRODUCE, samples, window_s * 1000)
         self.fetch = ClientQuotaManager(FETCH, samples, window_s * 1000)
         self.request = ClientQuotaManager(REQUEST, samples, window_s * 1000)
-        self.controller_mutation = ClientQuotaManager(
-            CONTROLLER_MUTATION, controller_samples, controller_window_s * 1000
-        )
+        self.controller_mutation = ControllerMutationQuotaManager(controller_samples, controller_window_s * 1000)
         self._source: tuple[object, object, object] | None = None
 
     def request_throttle(self, principal: str, client_id: str, cpu_seconds: float) -> int:
@@ -141,7 +213,7 @@ class ClientQuotas:
 
     @property
     def managers(self) -> tuple[ClientQuotaManager, ...]:
-        return (self.produce, self.fetch, self.request, self.controller_mutation)
+        return (self.produce, self.fetch, self.request)
 
     def update(
         self,
@@ -158,6 +230,8 @@ class ClientQuotas:
         for m in self.managers:
             m.table = per_key[KEY_OF[m.quota_type]]
             m.expire()
+        self.controller_mutation.table = per_key[E.CONTROLLER_MUTATION_RATE]
+        self.controller_mutation.expire()
 
     def collect(self) -> Iterator[Metric]:
         rate = GaugeMetricFamily(
@@ -175,6 +249,9 @@ class ClientQuotas:
             for (user, client), s in m.sensors.items():
                 rate.add_metric([m.quota_type, user, client], s.rate.measure(at))
                 throttle.add_metric([m.quota_type, user, client], s.throttle_ms_total)
+        cm = self.controller_mutation
+        for (user, client), ms in cm.throttle_ms_total.items():
+            throttle.add_metric([cm.quota_type, user, client], ms)
         yield rate
         yield throttle
 
@@ -187,3 +264,35 @@ def user_of(principal: str) -> str:
 
 # Kafka's request quota exempts the inter-broker APIs (ClusterAction): their time is not charged
 REQUEST_QUOTA_EXEMPT = frozenset({4, 5, 6, 7, 27, 56, 57, 58, 63, 67})
+
+
+THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."
+
+
+class MutationQuota:
+    """One CreateTopics / CreatePartitions / DeleteTopics request's controller mutation quota
+    (Kafka's Strict- or PermissiveControllerMutationQuota): `take` before each topic's change,
+    `finish` after the last (the throttle goes to the response and mutes the connection)."""
+
+    def __init__(self, quotas: ClientQuotas | None, principal: str, client_id: str | None, strict: bool) -> None:
+        self.manager = quotas.controller_mutation if quotas is not None and quotas.controller_mutation.enabled else None
+        self.user, self.client_id, self.strict = user_of(principal), client_id or "", strict
+        self.throttle_ms = 0
+        self._at = 0.0
+
+    def take(self, permits: int) -> bool:
+        """False: refused (strict, the bucket empty): answer THROTTLING_QUOTA_EXCEEDED."""
+        if self.manager is None:
+            return True
+        ms = self.manager.take(self.user, self.client_id, permits, strict=self.strict)
+        if ms:
+            self.throttle_ms, self._at = ms, time.monotonic()
+            return not self.strict
+        return True
+
+    def finish(self, state: Any) -> None:
+        """The throttle still due (Kafka deducts the time since it was computed), on the connection."""
+        if self.throttle_ms:
+            left = self.throttle_ms - int((time.monotonic() - self._at) * 1000)
+            if left > 0:
+                state.throttle_ms = max(state.throttle_ms, left)

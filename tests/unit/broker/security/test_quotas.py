@@ -157,3 +157,17 @@ def test_alter_checks_entities_keys_and_types() -> None:
         E.apply_ops({}, [("foo", 1.0, False)])
     assert E.java_double_string(200.0) == "200.0"
     assert E.java_double_string(1e7) == "1.0E7"
+
+
+def test_controller_mutations_use_kafkas_token_bucket() -> None:
+    from odradek.broker.quotas.manager import ControllerMutationQuotaManager
+
+    m = ControllerMutationQuotaManager(samples=11, window_ms=1000)
+    m.table = E.QuotaTable({QE(client_id=None): 2.0})  # 2 partitions/s, a burst of 22
+    assert m.take("u", "c", 20, strict=True, at_ms=1000) == 0
+    assert m.take("u", "c", 10, strict=True, at_ms=1000) == 0  # the bucket was not below zero yet: taken
+    assert m.take("u", "c", 1, strict=True, at_ms=1000) == 4000  # -8 tokens at 2/s: 4 s, refused
+    assert m.take("u", "c", 1, strict=True, at_ms=4000) == 1000  # refilled 6, still -2
+    assert m.take("u", "c", 1, strict=True, at_ms=5000) == 0  # back at 0: taken
+    # permissive (older versions): always taken, throttled when that leaves the bucket below zero
+    assert m.take("u", "d", 30, strict=False, at_ms=0) == 4000  # client id d: its own bucket
