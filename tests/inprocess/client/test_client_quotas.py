@@ -63,5 +63,10 @@ def test_a_producer_over_its_quota_is_throttled(tmp_path):
                     await p.send_and_wait("t", b"x" * 10_000)
             sensor = b.services.quotas.produce.sensors[("", "small")]
             assert sensor.throttled > 0 and sensor.throttle_ms_total > 0
+            families = {f.name: f for f in b.services.quotas.collect()}
+            throttle = {tuple(x.labels.values()): x.value for x in families["odradek_quota_throttle_time_ms"].samples}
+            assert throttle[("Produce", "", "small")] == sensor.throttle_ms_total
+            rates = {tuple(x.labels.values()): x.value for x in families["odradek_quota_rate"].samples}
+            assert rates[("Produce", "", "small")] > 5_000  # bytes/s measured over the last windows
 
     asyncio.run(main())
