@@ -125,7 +125,7 @@ def test_a_consumer_limited_by_consumer_byte_rate(broker_factory, tools):
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.create_topics([NewTopic("data", 1, 1)])["data"].result(30)
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20})
-    for _ in range(30_000):  # ~30 MB
+    for _ in range(40_000):  # ~40 MB: more than the 10 MB credit and 25 s at 1 MB/s
         while True:
             try:
                 p.produce("data", VALUE)
