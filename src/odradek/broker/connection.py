@@ -278,7 +278,7 @@ class Connection:
                 proto.raw_sasl_tokens = True
         if not proto.authenticated and self.state.authenticated:  # SASL completed in this request
             proto.mark_authenticated()
-        throttle_ms = self._throttle_ms(event, time.thread_time() - cpu_started)
+        throttle_ms = self._throttle_ms(event, time.thread_time() - cpu_started, response is not NO_RESPONSE)
         if response is NO_RESPONSE:
             await self._mute(throttle_ms)
             return
@@ -296,13 +296,16 @@ class Connection:
         if self.metrics:
             self.metrics.request_done(handler.name, time.perf_counter() - started)
 
-    def _throttle_ms(self, event: RequestReceived, cpu_seconds: float) -> int:
+    def _throttle_ms(self, event: RequestReceived, cpu_seconds: float, answered: bool) -> int:
         """The larger of what the handler's quota gave (Produce, Fetch, controller mutations) and
-        the request quota's for this request's processing time (KIP-124)."""
+        the request quota's for this request's processing time (KIP-124; not charged for a
+        request without an answer, Produce acks=0, as Kafka)."""
         state = self.state
         ms, state.throttle_ms = state.throttle_ms, 0
+        if not answered or event.api_key in REQUEST_QUOTA_EXEMPT:
+            return ms
         quotas = self.services.client_quotas()
-        if quotas is not None and quotas.request.enabled and event.api_key not in REQUEST_QUOTA_EXEMPT:
+        if quotas is not None and quotas.request.enabled:
             request_ms = quotas.request_throttle(state.principal, event.client_id or "", cpu_seconds)
             if request_ms:
                 quotas.request.throttled(user_of(state.principal), event.client_id or "", request_ms)

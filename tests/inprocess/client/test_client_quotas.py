@@ -70,3 +70,22 @@ def test_a_producer_over_its_quota_is_throttled(tmp_path):
             assert rates[("Produce", "", "small")] > 5_000  # bytes/s measured over the last windows
 
     asyncio.run(main())
+
+
+def test_request_percentage_throttles_every_api(tmp_path):
+    async def main():
+        async with InProcessBroker(tmp_path / "data") as b:
+            conf = {"bootstrap.servers": f"127.0.0.1:{b.broker.bound[0][1]}"}
+            async with AIOAdmin(conf) as admin:
+                # 0.001 % of a thread: 0.1 ms of processing over the 10 s the rate counts at least
+                await admin.alter_client_quotas([({"client-id": "greedy"}, {"request_percentage": 0.001})])
+            async with AIOAdmin({**conf, "client.id": "greedy"}) as greedy:
+                for _ in range(4):
+                    await greedy.describe_client_quotas()
+                r = await greedy._to_controller(48, {"components": [], "strict": False})
+                assert r.throttle_time.total_seconds() > 0  # throttle_time_ms in the response itself
+            sensor = b.services.quotas.request.sensors[("", "greedy")]
+            assert sensor.throttled > 0
+            assert sensor.throttle_ms_total <= sensor.throttled * 1000  # capped at one window each, as Kafka
+
+    asyncio.run(main())
