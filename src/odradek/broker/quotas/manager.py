@@ -222,10 +222,10 @@ class ClientQuotas:
         user_client_configs: Mapping[tuple[str, str], Mapping[str, str]],
     ) -> None:
         """Take the bounds from the snapshot's maps (cheap when they did not change)."""
-        source = (user_configs, client_configs, user_client_configs)
-        if self._source is not None and all(a is b for a, b in zip(self._source, source, strict=True)):
-            return
-        self._source = source
+        s = self._source
+        if s is not None and s[0] is user_configs and s[1] is client_configs and s[2] is user_client_configs:
+            return  # the snapshot's maps are replaced, never changed in place: same maps, same quotas
+        self._source = (user_configs, client_configs, user_client_configs)
         per_key = E.tables(E.all_quotas(user_configs, client_configs, user_client_configs))
         for m in self.managers:
             m.table = per_key[KEY_OF[m.quota_type]]
