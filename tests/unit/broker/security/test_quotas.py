@@ -171,3 +171,31 @@ def test_controller_mutations_use_kafkas_token_bucket() -> None:
     assert m.take("u", "c", 1, strict=True, at_ms=5000) == 0  # back at 0: taken
     # permissive (older versions): always taken, throttled when that leaves the bucket below zero
     assert m.take("u", "d", 30, strict=False, at_ms=0) == 4000  # client id d: its own bucket
+
+
+def _greedy(samples: int, request_bytes: int, seconds: int) -> list[tuple[float, int]]:
+    """A client sending `request_bytes` again as soon as its throttle time has passed."""
+    m = ClientQuotaManager(PRODUCE, samples=samples, window_ms=1000)
+    m.table = E.QuotaTable({QE(client_id="l"): 1_000_000.0})
+    t, sent = 0.0, []
+    while t < seconds * 1000:
+        throttle = m.record("u", "l", request_bytes, at_ms=int(t))
+        sent.append((t, request_bytes))
+        t += max(throttle, 1)
+    return sent
+
+
+def _rates_over_30s(sent: list[tuple[float, int]], starts: range) -> list[float]:
+    return [sum(n for t, n in sent if a * 1000 <= t < (a + 30) * 1000) / 30 / 1_000_000 for a in starts]
+
+
+def test_a_greedy_client_averages_the_quota_with_bursts_of_samples_minus_one_windows() -> None:
+    # Kafka's default 11 samples: 10 s of quota at once, then throttled: over 200 s the quota,
+    # over 30 s anything between ~0.75 and ~1.1 of it depending on where the 30 s fall
+    sent = _greedy(11, 32768, 200)
+    assert sum(n for t, n in sent if t >= 20_000) / 180 / 1_000_000 == pytest.approx(1.0, rel=0.03)
+    swing = _rates_over_30s(sent, range(5, 150))
+    assert min(swing) < 0.8 and max(swing) > 1.05
+    # 3 samples (the interop test's setting): every 30 s within 5 % of the quota
+    swing = _rates_over_30s(_greedy(3, 32768, 150), range(5, 110))
+    assert 0.95 <= min(swing) and max(swing) <= 1.05
