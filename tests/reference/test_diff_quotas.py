@@ -75,7 +75,7 @@ def test_alter_and_describe_client_quotas_as_kafka_3_9(pair39):
             out["alice"] = describe(c, 1, [("user", 0, "alice")])
             out["alice_strict"] = describe(c, 1, [("user", 0, "alice")], strict=True)
             out["default_user"] = describe(c, 1, [("user", 1, None)])
-            out["exact_null_is_default"] = describe(c, 0, [("user", 0, None)], strict=True)
+            out["exact_null"] = describe(c, 0, [("user", 0, None)], strict=True)  # Kafka: UNKNOWN_SERVER_ERROR
             out["any_user_strict"] = describe(c, 1, [("user", 2, None)], strict=True)
             out["any_client"] = describe(c, 1, [("client-id", 2, None)])
             out["user_and_client"] = describe(c, 1, [("user", 2, None), ("client-id", 1, None)])

@@ -16,7 +16,8 @@ WINDOWS = {"quota.window.num": "3"}
 
 
 def limited_rate(bootstrap: str) -> tuple[float, int]:
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic("limited", 1, 1)])["limited"].result(60)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a collected handle fails its futures
+    admin.create_topics([NewTopic("limited", 1, 1)])["limited"].result(60)
     cmd = tool_command("3.9", "kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, "--alter",
                        "--entity-type", "clients", "--entity-name", "limited",
                        "--add-config", f"producer_byte_rate={MB}", jvm=SHORT_JVM)  # fmt: skip

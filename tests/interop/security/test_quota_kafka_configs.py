@@ -110,7 +110,10 @@ def test_a_consumer_limited_by_consumer_byte_rate(broker_factory, tools):
 
     c = Consumer({
         "bootstrap.servers": b.bootstrap, "group.id": "g", "client.id": "slow", "auto.offset.reset": "earliest",
-        "statistics.interval.ms": 500, "stats_cb": stats, "fetch.max.bytes": 1048576,
+        "statistics.interval.ms": 500, "stats_cb": stats,
+        # small fetches: a throttled Fetch is answered empty (Kafka's rule), so 1 MB fetches against
+        # 1 MB/s lose a third of the quota in empty answers (a unit test simulates it)
+        "fetch.max.bytes": 32768, "max.partition.fetch.bytes": 32768,
     })  # fmt: skip
     c.subscribe(["data"])
     start = time.monotonic()
@@ -122,5 +125,5 @@ def test_a_consumer_limited_by_consumer_byte_rate(broker_factory, tools):
     c.close()
     warm = start + 5  # past the first burst the samples allow, as for the producer
     rate = sum(n for t, n in got if t >= warm) / (start + 25 - warm)
-    assert 0.8 * MB * 1000 / 1070 <= rate <= 1.2 * MB, f"limited consumer: {rate / MB:.3f} MB/s"
+    assert 0.9 * MB * 1000 / 1070 <= rate <= 1.1 * MB, f"limited consumer: {rate / MB:.3f} MB/s"
     assert throttle[0] > 0

@@ -200,7 +200,9 @@ def describe(
         else:
             raise QuotaRequestError(f"Custom entity type '{c.entity_type}' not supported", error=35)
         if c.match_type == MATCH_EXACT:
-            wanted[c.entity_type] = c.match  # an exact match of null is the default, as Kafka reads it
+            if c.match is None:  # Kafka's ClientQuotaFilterComponent.ofEntity fails on it: UNKNOWN_SERVER_ERROR
+                raise QuotaRequestError("exact match without a name", error=-1)
+            wanted[c.entity_type] = c.match
         elif c.match_type == MATCH_DEFAULT:
             wanted[c.entity_type] = None
         elif c.match_type == MATCH_SPECIFIED:
