@@ -113,7 +113,7 @@ def test_a_consumer_limited_by_consumer_byte_rate(broker_factory, tools):
         "statistics.interval.ms": 500, "stats_cb": stats,
         # small fetches: a throttled Fetch is answered empty (Kafka's rule), so 1 MB fetches against
         # 1 MB/s lose a third of the quota in empty answers (a unit test simulates it)
-        "fetch.max.bytes": 32768, "max.partition.fetch.bytes": 32768,
+        "fetch.max.bytes": 32768, "max.partition.fetch.bytes": 32768, "message.max.bytes": 32768,
     })  # fmt: skip
     c.subscribe(["data"])
     start = time.monotonic()
