@@ -32,6 +32,9 @@ class ConnectionState:
     # Set by a handler whose response must be the last on this connection (a failed
     # authentication): the connection sends it, then closes, saying why.
     close_after_response: str | None = None
+    # Set by a handler whose client exceeded a quota (broker/quotas/): the connection sends the
+    # response at once, then reads nothing from this client for that many ms (KIP-219's muting).
+    throttle_ms: int = 0
 
     @property
     def client_host(self) -> str:

@@ -61,6 +61,7 @@ from odradek.broker.metrics import (
     replication_gauges,
 )
 from odradek.broker.producer_ids import LocalBlocks, NextBlock, ProducerIdAllocator
+from odradek.broker.quotas.manager import ClientQuotas
 from odradek.broker.registry import load_handlers, preload_schemas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.replication.alter_partition import AlterPartitionSender
@@ -363,6 +364,12 @@ class Broker:
             forwarding=ForwardingManager(self.node_id, store, channels) if replication else None,
             acls=self._acl_manager(),
             sasl=self._sasl_server(store, metrics),
+            quotas=ClientQuotas(
+                config["quota.window.num"],
+                config["quota.window.size.seconds"],
+                config["controller.quota.window.num"],
+                config["controller.quota.window.size.seconds"],
+            ),
         )
 
     def _acl_manager(self) -> AclManager | None:
@@ -395,6 +402,8 @@ class Broker:
             group_gauges(services.group_coordinator.metrics_snapshot),
         ):
             metrics.register(collect)
+        if services.quotas is not None:
+            metrics.register(services.quotas.collect)
 
     async def _run_log_manager(self, lm: LogManager) -> None:
         try:

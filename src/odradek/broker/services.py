@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from odradek.broker.interbroker.forwarding import ForwardingManager
     from odradek.broker.metrics import BrokerMetrics
     from odradek.broker.producer_ids import ProducerIdAllocator
+    from odradek.broker.quotas.manager import ClientQuotas
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.security.acl_store import AclManager
     from odradek.broker.security.sasl import SaslServer
@@ -51,6 +52,15 @@ class BrokerServices:
     forwarding: ForwardingManager | None = None  # cluster mode: requests passed on to the controller
     acls: AclManager | None = None  # authorizer.class.name set: the ACLs and the authorizer deciding on them
     sasl: SaslServer | None = None  # the SASL listeners' authentication (none without a SASL listener)
+    quotas: ClientQuotas | None = None  # client quotas (broker/quotas/), bounds from the snapshot
+
+    def client_quotas(self) -> ClientQuotas | None:
+        """The client quota managers, their bounds refreshed from the newest snapshot."""
+        q = self.quotas
+        if q is not None:
+            s = self.metadata.snapshot
+            q.update(s.user_configs, s.client_configs, s.user_client_configs)
+        return q
 
     @property
     def snapshot(self) -> ClusterSnapshot:

@@ -35,6 +35,7 @@ class LazyGroup(click.Group):
         "cluster": "odradek.cli.cluster:cluster",
         "acls": "odradek.cli.acls:acls",
         "users": "odradek.cli.users:users",
+        "quotas": "odradek.cli.quotas:quotas",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -47,11 +47,15 @@ class LocalMetadataStore:
         topics: dict[str, TopicInfo] = {}
         broker_configs: dict[str, dict[str, str]] = {}
         user_configs: dict[str, dict[str, str]] = {}
+        client_configs: dict[str, dict[str, str]] = {}
+        user_client_configs: dict[tuple[str, str], dict[str, str]] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
             user_configs = {str(k): dict(v) for k, v in doc.get("user_configs", {}).items()}
+            client_configs = {str(k): dict(v) for k, v in doc.get("client_configs", {}).items()}
+            user_client_configs = {(str(u), str(c)): dict(v) for u, c, v in doc.get("user_client_configs", [])}
             for t in doc.get("topics", []):
                 parts = tuple(self._partition(p, t.get("leader_epoch", 0)) for p in range(t["partitions"]))
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
@@ -59,7 +63,9 @@ class LocalMetadataStore:
             for found in discover_topics(directory):
                 parts = tuple(self._partition(p, found.leader_epoch) for p in range(found.partitions))
                 topics[found.name] = TopicInfo(found.name, found.topic_id, parts, found.configs)
-        self._snapshot = ClusterSnapshot(cluster_id, node_id, (), topics, broker_configs, user_configs)
+        self._snapshot = ClusterSnapshot(
+            cluster_id, node_id, (), topics, broker_configs, user_configs, client_configs, user_client_configs
+        )
         if topics and not os.path.exists(self.path):
             log.warning(
                 "%s: no %s; adopted %d topics from the partition directories (%s) (docs/storage.md)",
@@ -141,6 +147,18 @@ class LocalMetadataStore:
             del merged[user]
         await self._replace(replace(self._snapshot, user_configs=merged), save=True)
 
+    async def set_client_configs(self, client_id: str, configs: Mapping[str, str]) -> None:
+        merged = {**self._snapshot.client_configs, client_id: dict(configs)}
+        if not configs:
+            del merged[client_id]
+        await self._replace(replace(self._snapshot, client_configs=merged), save=True)
+
+    async def set_user_client_configs(self, user: str, client_id: str, configs: Mapping[str, str]) -> None:
+        merged = {**self._snapshot.user_client_configs, (user, client_id): dict(configs)}
+        if not configs:
+            del merged[(user, client_id)]
+        await self._replace(replace(self._snapshot, user_client_configs=merged), save=True)
+
     # ---------------------------------------------------------------- internals
     def _partition(self, p: int, leader_epoch: int = 0) -> PartitionInfo:
         n = self.node_id
@@ -172,6 +190,8 @@ class LocalMetadataStore:
             "version": 1,
             "broker_configs": snapshot.broker_configs,
             "user_configs": snapshot.user_configs,
+            "client_configs": snapshot.client_configs,
+            "user_client_configs": [[u, c, v] for (u, c), v in sorted(snapshot.user_client_configs.items())],
             "topics": [
                 {
                     "name": t.name,

@@ -123,6 +123,11 @@ class ClusterSnapshot:
     # per user (the name as given, not sanitized): SCRAM credentials by mechanism, as Kafka keeps
     # them in /config/users/<user> ("SCRAM-SHA-256" -> "salt=...,stored_key=...,...")
     user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # client quotas (broker/quotas/entities.py) besides the users' ones above: per client id
+    # (/config/clients/<client>) and per user and client id (/config/users/<user>/clients/<client>);
+    # "<default>" names a default entity, in these maps and in `user_configs`
+    client_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    user_client_configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     _by_id: dict[uuid.UUID, TopicInfo] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

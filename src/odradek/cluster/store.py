@@ -102,3 +102,11 @@ class MetadataStore(Protocol):
         """Replace the settings of one user (its SCRAM credentials; empty removes the user), kept
         across restarts; the snapshot's `user_configs` carries them to every broker."""
         ...
+
+    async def set_client_configs(self, client_id: str, configs: Mapping[str, str]) -> None:
+        """Replace the settings (quotas) of one client id ("<default>": the default entity)."""
+        ...
+
+    async def set_user_client_configs(self, user: str, client_id: str, configs: Mapping[str, str]) -> None:
+        """Replace the settings (quotas) of one user's client id ("<default>" for either name)."""
+        ...

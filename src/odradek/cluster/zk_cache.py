@@ -70,6 +70,8 @@ class CacheView:
     topic_versions: dict[str, int] = field(default_factory=dict)  # znode version of each assignment
     deletions: dict[str, DeletionRequest] = field(default_factory=dict)  # each of `deleting`, once read
     user_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # user (desanitized) -> config
+    client_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # client id -> config (quotas)
+    user_client_configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
 
 
 class ZkCache:
@@ -93,6 +95,7 @@ class ZkCache:
         self._watched_topics: set[str] = set()
         self._watched_deletions: set[str] = set()
         self._watched_users: set[str] = set()
+        self._watched_clients: set[str] = set()  # znode paths under /config/clients and users/*/clients
         self._stopped = False
 
     # ------------------------------------------------------------------ start
@@ -116,6 +119,7 @@ class ZkCache:
         for entity in (L.DEFAULT_BROKER, str(self.node_id)):
             self.zk.DataWatch(L.broker_config_path(entity), self._broker_config_watcher(entity))
         self.zk.ChildrenWatch(L.CONFIG_USERS, self._users_changed)
+        self.zk.ChildrenWatch(L.CONFIG_CLIENTS, self._clients_watcher(L.CONFIG_CLIENTS, None))
 
     def stop(self) -> None:
         self._stopped = True
@@ -138,6 +142,8 @@ class ZkCache:
                 dict(v.topic_versions),
                 dict(v.deletions),
                 dict(v.user_configs),
+                dict(v.client_configs),
+                dict(v.user_client_configs),
             )
 
     def _changed(self) -> None:
@@ -299,10 +305,60 @@ class ZkCache:
         for znode in set(children) - self._watched_users:
             self._watched_users.add(znode)
             self.zk.DataWatch(f"{L.CONFIG_USERS}/{znode}", self._user_config_watcher(znode))
+            self.zk.ChildrenWatch(f"{L.CONFIG_USERS}/{znode}", self._user_children_watcher(znode))
         return self._keep()
 
+    # client quotas: /config/clients/<c>, and /config/users/<u>/clients/<c> once <u> has a clients child
+    def _user_children_watcher(self, user_znode: str) -> Callable[[list[str]], bool | None]:
+        def changed(children: list[str]) -> bool | None:
+            path = f"{L.CONFIG_USERS}/{user_znode}/clients"
+            if "clients" in children and path not in self._watched_clients:
+                self._watched_clients.add(path)
+                self.zk.ChildrenWatch(path, self._clients_watcher(path, L.entity_of_znode(user_znode)))
+            return self._keep()
+
+        return changed
+
+    def _clients_watcher(self, parent: str, user: str | None) -> Callable[[list[str]], bool | None]:
+        def changed(children: list[str]) -> bool | None:
+            for znode in children:
+                path = f"{parent}/{znode}"
+                if path not in self._watched_clients:
+                    self._watched_clients.add(path)
+                    self.zk.DataWatch(path, self._client_config_watcher(path, user, L.entity_of_znode(znode)))
+            return self._keep()
+
+        return changed
+
+    def _client_config_watcher(
+        self, path: str, user: str | None, client: str
+    ) -> Callable[[bytes | None, Any], bool | None]:
+        def changed(data: bytes | None, stat: Any) -> bool | None:
+            try:
+                config = L.decode_config(path, data) if data is not None else {}
+            except L.LayoutError as e:
+                log.warning("ignoring client config: %s", e)
+                config = {}
+            with self._lock:
+                if user is None:
+                    target: dict[Any, dict[str, str]] = self._v.client_configs
+                    key: Any = client
+                else:
+                    target, key = self._v.user_client_configs, (user, client)
+                if config:
+                    target[key] = config
+                else:
+                    target.pop(key, None)
+            self._changed()
+            if data is None:
+                self._watched_clients.discard(path)
+                return False
+            return self._keep()
+
+        return changed
+
     def _user_config_watcher(self, znode: str) -> Callable[[bytes | None, Any], bool | None]:
-        path, user = f"{L.CONFIG_USERS}/{znode}", L.desanitize(znode)
+        path, user = f"{L.CONFIG_USERS}/{znode}", L.entity_of_znode(znode)
 
         def changed(data: bytes | None, stat: Any) -> bool | None:
             try:

@@ -18,6 +18,9 @@ other way round. Pure functions: bytes in, values out.
                                       epoch each ISR member was admitted with (Kafka ignores it; absent: unknown)
     /config/topics/<topic>, /config/brokers/<id|<default>>
                                       {"version":1,"config":{...}}
+    /config/users/<user>, /config/clients/<client>, /config/users/<user>/clients/<client>
+                                      {"version":1,"config":{"producer_byte_rate":"1024",..}} quotas
+                                      (a user's beside its SCRAM credentials); `<default>`, the default
     /config/changes/config_change_<seq>   {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>      (Kafka writes no data) odradek: {"version":1,"dropped_by":[1,2]}, the
                                       brokers whose metadata has dropped the topic (Kafka ignores the data)
@@ -47,6 +50,8 @@ SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_USERS = "/config/users"
+CONFIG_CLIENTS = "/config/clients"
+DEFAULT_ENTITY = "<default>"  # a default user or client id (quotas), as Kafka names its znode
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -116,8 +121,27 @@ def desanitize(name: str) -> str:
 
 
 def user_config_path(user: str) -> str:
-    """`user` as given; its znode name is sanitized (Kafka's layout)."""
-    return f"{CONFIG_USERS}/{sanitize(user)}"
+    """`user` as given; its znode name is sanitized (Kafka's layout), `<default>` kept as is."""
+    return f"{CONFIG_USERS}/{entity_znode(user)}"
+
+
+def entity_znode(name: str) -> str:
+    """A user's or client id's znode name: sanitized, the default entity's `<default>`."""
+    return DEFAULT_ENTITY if name == DEFAULT_ENTITY else sanitize(name)
+
+
+def entity_of_znode(znode: str) -> str:
+    return DEFAULT_ENTITY if znode == DEFAULT_ENTITY else desanitize(znode)
+
+
+def client_config_path(client_id: str) -> str:
+    """/config/clients/<client id>: its quotas."""
+    return f"{CONFIG_CLIENTS}/{entity_znode(client_id)}"
+
+
+def user_client_config_path(user: str, client_id: str) -> str:
+    """/config/users/<user>/clients/<client id>: the quotas of one user's client id."""
+    return f"{user_config_path(user)}/clients/{entity_znode(client_id)}"
 
 
 def delete_topic_path(topic: str) -> str:

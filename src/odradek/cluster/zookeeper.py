@@ -121,7 +121,18 @@ def build_snapshot(
     brokers = tuple(replace(view.brokers[b], epoch=epochs.get(b, -1)) for b in sorted(view.brokers))
     broker_configs = {entity: dict(c) for entity, c in view.broker_configs.items() if c}
     user_configs = {user: dict(c) for user, c in view.user_configs.items() if c}
-    return ClusterSnapshot(view.cluster_id, view.controller, brokers, topics, broker_configs, user_configs)
+    client_configs = {client: dict(c) for client, c in view.client_configs.items() if c}
+    user_client_configs = {uc: dict(c) for uc, c in view.user_client_configs.items() if c}
+    return ClusterSnapshot(
+        view.cluster_id,
+        view.controller,
+        brokers,
+        topics,
+        broker_configs,
+        user_configs,
+        client_configs,
+        user_client_configs,
+    )
 
 
 def previous_run_fenced(view: CacheView, node_id: int, epoch: int) -> bool:
@@ -615,6 +626,23 @@ class ZooKeeperMetadataStore:
         path = L.user_config_path(user)
         await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])
         await self.wait_for(lambda s: s.user_configs.get(user, {}) == wanted, f"the new settings of user {user}")
+
+    async def set_client_configs(self, client_id: str, configs: Mapping[str, str]) -> None:
+        wanted = dict(configs)
+        path = L.client_config_path(client_id)
+        await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])
+        await self.wait_for(
+            lambda s: s.client_configs.get(client_id, {}) == wanted, f"the new settings of client {client_id}"
+        )
+
+    async def set_user_client_configs(self, user: str, client_id: str, configs: Mapping[str, str]) -> None:
+        wanted = dict(configs)
+        path = L.user_client_config_path(user, client_id)
+        await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])
+        await self.wait_for(
+            lambda s: s.user_client_configs.get((user, client_id), {}) == wanted,
+            f"the new settings of user {user}'s client {client_id}",
+        )
 
     def _write_config(self, path: str, configs: dict[str, str], entity_path: str) -> None:
         self._set_or_create(path, L.encode_config(configs))

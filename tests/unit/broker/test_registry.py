@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from odradek.broker.handlers.k00_produce import ProduceAnswer
 from odradek.broker.registry import REGISTRY, VersionCodec, handles, load_handlers, make
 from odradek.protocol import messages
 from odradek.protocol.produce_codec import PartitionProduceResult, TopicProduceResult
@@ -30,7 +31,7 @@ def test_produce_is_advertised_from_v0_and_its_legacy_versions_have_their_own_co
     h = load_handlers()[0]
     assert (h.advertised_min, h.min_version, h.max_version) == (0, 3, 13)
     assert h.request_decoder(2) is not None and h.request_decoder(3) is None  # v3+: kio reads
-    topics = [TopicProduceResult("t", None, [PartitionProduceResult(4, 35, -1, -1)])]
+    topics = ProduceAnswer([TopicProduceResult("t", None, [PartitionProduceResult(4, 35, -1, -1)])])
     (body,), size = h.encode_response(2, topics)
     # ProduceResponse v2: [topic name, [index, error, base offset, log append time]], throttle
     assert body == struct.pack(">ih1siihqqi", 1, 1, b"t", 1, 4, 35, -1, -1, 0) and size == len(body)

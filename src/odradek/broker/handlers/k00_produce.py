@@ -24,8 +24,10 @@ written by protocol/produce_codec.py (the hot path), not through kio entities.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.quotas.manager import user_of
 from odradek.broker.registry import NO_RESPONSE, RequestContext, VersionCodec, handles, ms
 from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.metadata import INTERNAL_TOPICS
@@ -46,14 +48,34 @@ def _more_than_one_batch(records) -> bool:
     return size is not None and size < len(records)
 
 
-def _encode(version: int, topics: list[TopicProduceResult]) -> tuple[list[Any], int]:
-    body = encode_produce_response(version, topics)
+@dataclass(slots=True)
+class ProduceAnswer:
+    topics: list[TopicProduceResult]
+    throttle_ms: int = 0  # a client quota's (broker/quotas/), set by the connection
+
+
+def _encode(version: int, r: ProduceAnswer) -> tuple[list[Any], int]:
+    body = encode_produce_response(version, r.topics, r.throttle_ms)
     return [body], len(body)
 
 
-def _encode_legacy(version: int, topics: list[TopicProduceResult]) -> tuple[list[Any], int]:
-    body = legacy.encode_response(version, topics)
+def _encode_legacy(version: int, r: ProduceAnswer) -> tuple[list[Any], int]:
+    body = legacy.encode_response(version, r.topics, r.throttle_ms)
     return [body], len(body)
+
+
+def _charge_quota(ctx: RequestContext, req) -> None:
+    """producer_byte_rate (Kafka's quotas.produce, charged when the request arrives, whatever
+    becomes of it): the request's record bytes; a throttle is left for the connection to apply."""
+    quotas = ctx.services.client_quotas()
+    if quotas is None or not quotas.produce.enabled:
+        return
+    nbytes = sum(len(pd.records) for td in req.topic_data for pd in td.partition_data if pd.records)
+    user, client_id = user_of(ctx.connection.principal), ctx.client_id or ""
+    throttle = quotas.produce.record(user, client_id, nbytes)
+    if throttle:
+        quotas.produce.throttled(user, client_id, throttle)
+        ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
 
 
 @handles(
@@ -69,24 +91,29 @@ def _encode_legacy(version: int, topics: list[TopicProduceResult]) -> tuple[list
 async def handle(ctx: RequestContext, req) -> object:
     v = ctx.api_version
     if v < 3:
-        return [
-            TopicProduceResult(
-                td.name, None, [_Part(pd.index, ErrorCode.unsupported_version) for pd in td.partition_data]
-            )
-            for td in req.topic_data
-        ]
+        return ProduceAnswer(
+            [
+                TopicProduceResult(
+                    td.name, None, [_Part(pd.index, ErrorCode.unsupported_version) for pd in td.partition_data]
+                )
+                for td in req.topic_data
+            ]
+        )
+    _charge_quota(ctx, req)
     if req.transactional_id is not None and not ctx.authorized(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
     ):
         denied = ErrorCode.transactional_id_authorization_failed
-        return [
-            TopicProduceResult(
-                td.name if v < 13 else None,
-                getattr(td, "topic_id", None),
-                [_Part(pd.index, denied) for pd in td.partition_data],
-            )
-            for td in req.topic_data
-        ]
+        return ProduceAnswer(
+            [
+                TopicProduceResult(
+                    td.name if v < 13 else None,
+                    getattr(td, "topic_id", None),
+                    [_Part(pd.index, denied) for pd in td.partition_data],
+                )
+                for td in req.topic_data
+            ]
+        )
     acks = req.acks
     snap = ctx.services.snapshot
     # per partition, in request order: a result already decided here, or its place among the appends
@@ -161,4 +188,4 @@ async def handle(ctx: RequestContext, req) -> object:
                 )
             out.append(slot)
         topics.append(TopicProduceResult(td.name if v < 13 else None, getattr(td, "topic_id", None), out))
-    return topics
+    return ProduceAnswer(topics)

@@ -36,6 +36,7 @@ from typing import Any
 
 from odradek.broker.fetch_session import FINAL_EPOCH, CachedPartition
 from odradek.broker.partition import Isolation
+from odradek.broker.quotas.manager import user_of
 from odradek.broker.registry import RequestContext, VersionCodec, handles, ms
 from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.constants import ZERO_UUID
@@ -48,10 +49,13 @@ class FetchResponse:
     topics: list[TopicResult] = field(default_factory=list)
     error_code: int = 0
     session_id: int = 0
+    throttle_ms: int = 0  # a client quota's (broker/quotas/)
 
 
 def _encode(version: int, r: FetchResponse) -> tuple[list[Any], int]:
-    return encode_fetch_response(version, r.topics, error_code=r.error_code, session_id=r.session_id)
+    return encode_fetch_response(
+        version, r.topics, throttle_ms=r.throttle_ms, error_code=r.error_code, session_id=r.session_id
+    )
 
 
 @handles(1, 4, 18, codecs={range(4, 19): VersionCodec(encode=_encode)})
@@ -113,6 +117,15 @@ async def handle(ctx: RequestContext, req) -> object:
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, s.config["fetch.max.bytes"])
     min_bytes = req.min_bytes
+    quotas = s.client_quotas() if replica_id < 0 else None  # a follower's fetch has no client quota
+    if quotas is not None and quotas.fetch.enabled:
+        user, client_id = user_of(ctx.connection.principal), ctx.client_id or ""
+        window_max = quotas.fetch.max_value_in_window(user, client_id)  # Kafka's getMaxValueInQuotaWindow
+        if window_max is not None:
+            max_bytes = min(max_bytes, int(window_max))
+            min_bytes = min(min_bytes, max_bytes)
+    else:
+        quotas = None
     rm = s.replica_manager
     now_ms = int(time.time() * 1000)
 
@@ -173,6 +186,16 @@ async def handle(ctx: RequestContext, req) -> object:
         now_ms = int(time.time() * 1000)
         # as Kafka's DelayedFetch: the follower's position was recorded by the first read
         results, total, errors = read_all(update_fetch_state=False)
+
+    if quotas is not None:
+        # consumer_byte_rate, charged with what this answer returns; throttled, the answer is
+        # empty and the bytes are taken back (Kafka's unrecordQuotaSensor, getThrottledResponse)
+        throttle = quotas.fetch.record(user, client_id, total)
+        if throttle:
+            quotas.fetch.unrecord(user, client_id, total)
+            quotas.fetch.throttled(user, client_id, throttle)
+            ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
+            return FetchResponse(session_id=session.id if session is not None and incremental else 0)
 
     by_topic: dict[object, TopicResult] = {}
     for key, name, cp, pr, _r in results:

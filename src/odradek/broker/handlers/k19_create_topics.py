@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.broker.quotas.manager import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.broker.registry import RequestContext, handles
 from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.assignment import AssignmentError
@@ -34,6 +35,7 @@ async def handle(ctx: RequestContext, req) -> object:
     may_create_any = ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER)
     creatable = names if may_create_any else ctx.authorized_names(AclOperation.CREATE, ResourceType.TOPIC, names)
     describable = ctx.authorized_names(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
+    quota = MutationQuota(s.client_quotas(), ctx.connection.principal, ctx.client_id, ctx.api_version >= 6)
     for t in req.topics:
         code, message = 0, None
         partitions = t.num_partitions if t.num_partitions != -1 else s.config["num.partitions"]
@@ -99,6 +101,8 @@ async def handle(ctx: RequestContext, req) -> object:
         seen.add(t.name)
         # validate_only answers with an id as Kafka does (one drawn for the topic that was not created)
         topic_id = uuid.uuid4() if not code and req.validate_only else ZERO_UUID
+        if not code and not req.validate_only and not quota.take(len(assignment)):
+            code, message = ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE
         if not code and not req.validate_only:
             try:
                 topic_id = (await s.topics.create_topic(t.name, assignment, configs)).topic_id
@@ -129,6 +133,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 configs=described,
             )
         )
+    quota.finish(ctx.connection)
     return ctx.respond(throttle_time=0, topics=tuple(results))
 
 

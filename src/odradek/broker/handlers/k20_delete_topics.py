@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from odradek.broker.quotas.manager import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.broker.registry import RequestContext, handles
 from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.store import MetadataTimeout, UnknownTopicError
@@ -39,6 +40,7 @@ async def handle(ctx: RequestContext, req) -> object:
     deleting: dict[str, asyncio.Future] = {}
     # DELETE on the cluster: every topic may be described and deleted (Kafka's controller)
     any_topic = ctx.authorized(AclOperation.DELETE, ResourceType.CLUSTER)
+    quota = MutationQuota(s.client_quotas(), ctx.connection.principal, ctx.client_id, ctx.api_version >= 5)
 
     def may(op: AclOperation, topic: str) -> bool:
         return any_topic or ctx.authorized(op, ResourceType.TOPIC, topic)
@@ -72,6 +74,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 code, message = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled."
             elif info.internal:
                 code, message = ErrorCode.invalid_topic_exception, f"Internal topic {name} can't be deleted"
+            elif name not in deleting and not quota.take(len(info.partitions)):
+                code, message = ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE
             elif name not in deleting:
                 deleting[name] = asyncio.ensure_future(s.topics.delete_topic(name, timeout_s))
         results.append([name, topic_id, code, message])
@@ -93,6 +97,7 @@ async def handle(ctx: RequestContext, req) -> object:
             log.error("deleting topic %s failed: %r", r[0], e)
             code = ErrorCode.kafka_storage_error if isinstance(e, OSError) else ErrorCode.unknown_server_error
             r[2], r[3] = code, f"deleting {r[0]} failed: {e}"
+    quota.finish(ctx.connection)
     return ctx.respond(
         throttle_time=0,
         responses=tuple(

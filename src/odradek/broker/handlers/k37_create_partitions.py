@@ -8,6 +8,7 @@ Without ALTER on the topic: TOPIC_AUTHORIZATION_FAILED, whether it exists or not
 
 from __future__ import annotations
 
+from odradek.broker.quotas.manager import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.broker.registry import RequestContext, handles
 from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.cluster.assignment import AssignmentError
@@ -20,6 +21,7 @@ async def handle(ctx: RequestContext, req) -> object:
     s = ctx.services
     live = set(s.topics.live_brokers)
     results = []
+    quota = MutationQuota(s.client_quotas(), ctx.connection.principal, ctx.client_id, ctx.api_version >= 3)
     alterable = ctx.authorized_names(AclOperation.ALTER, ResourceType.TOPIC, {t.name for t in req.topics})
     for t in req.topics:
         info = s.snapshot.topics.get(t.name)
@@ -42,6 +44,8 @@ async def handle(ctx: RequestContext, req) -> object:
                 ErrorCode.invalid_replica_assignment,
                 f"Increasing the number of partitions by {new} but {len(t.assignments)} assignments provided.",
             )
+        elif not req.validate_only and not quota.take(new):
+            code, message = ErrorCode.throttling_quota_exceeded, THROTTLING_QUOTA_EXCEEDED_MESSAGE
         elif not req.validate_only:
             try:
                 if t.assignments:
@@ -60,4 +64,5 @@ async def handle(ctx: RequestContext, req) -> object:
             except Exception as e:
                 code, message = ErrorCode.kafka_storage_error, str(e)
         results.append(ctx.nested("CreatePartitionsTopicResult", name=t.name, error_code=code, error_message=message))
+    quota.finish(ctx.connection)
     return ctx.respond(throttle_time=0, results=tuple(results))

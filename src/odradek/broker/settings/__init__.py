@@ -13,6 +13,7 @@ from __future__ import annotations
 from odradek.broker.settings.authorizer import AUTHORIZER
 from odradek.broker.settings.coordinators import GROUPS, TRANSACTIONS
 from odradek.broker.settings.log import FETCH, LOG
+from odradek.broker.settings.quotas import QUOTAS
 from odradek.broker.settings.sasl import LISTENER_SCOPED, MECHANISM_SCOPED, SASL
 from odradek.broker.settings.server import BASICS, INTERBROKER, OPERATIONS
 from odradek.broker.settings.setting import INT_MAX, LONG_MAX, TYPES, ConfigError, Setting
@@ -20,7 +21,7 @@ from odradek.broker.settings.ssl import SSL, SSL_NAMES
 
 # The reference (docs/configuration.md) lists them in this order.
 SETTINGS: tuple[Setting, ...] = (
-    BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS + SSL + SASL + AUTHORIZER
+    BASICS + INTERBROKER + LOG + GROUPS + TRANSACTIONS + FETCH + OPERATIONS + SSL + SASL + AUTHORIZER + QUOTAS
 )
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 BY_TOPIC_NAME: dict[str, Setting] = {s.topic_name: s for s in SETTINGS if s.topic_name}

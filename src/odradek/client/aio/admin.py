@@ -17,6 +17,7 @@ from .. import errors as E
 from ..cluster import Cluster, TopicInfo, parse_metadata
 from ..config import ADMIN, make_config
 from ..consumer.subscription import OffsetAndMetadata, TopicPartition
+from .admin_quotas import QuotaAdmin
 from .admin_security import SecurityAdmin
 from .admin_txn import TransactionAdmin
 
@@ -47,7 +48,7 @@ class GroupDescription:
     members: list[dict]
 
 
-class AIOAdmin(TransactionAdmin, SecurityAdmin):
+class AIOAdmin(TransactionAdmin, SecurityAdmin, QuotaAdmin):
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = make_config(ADMIN, config, kwargs)
         self.config["allow.auto.create.topics"] = False
