@@ -516,7 +516,7 @@ class Broker:
                 services.metrics.connection_accepted()
             peer = f"{addr[0]}:{addr[1]}"
             if tls is None:
-                self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name))
+                self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name, protocol))
             else:
                 task = asyncio.ensure_future(self._serve_tls(tls, sock, peer, listener_name, protocol, services))
                 self._handshakes.add(task)
@@ -555,14 +555,7 @@ class Broker:
         if self._stopping:
             transport.close()
             return
-        conn = Connection(services, transport, peer, listener_name)
-        conn.state.security_protocol = protocol
-        if conn.state.authenticated:  # SSL; on SASL_SSL the principal is the one SASL gives
-            conn.state.principal = principal
-        transport.readable_again = conn._on_readable  # decrypted bytes left over: read again
-        self._serve(conn)
-        if transport.buffered():  # the first request came with the handshake's last message
-            asyncio.get_running_loop().call_soon(conn._on_readable)
+        self._serve(Connection(services, transport, peer, listener_name, protocol, principal=principal))
 
     def _connection_done(self, conn: Connection) -> Callable[[asyncio.Task], None]:
         def done(task: asyncio.Task) -> None:
