@@ -19,6 +19,7 @@ password, never written in clear). A JKS store is refused with how to convert it
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import ssl
@@ -128,7 +129,7 @@ def _load_keystore(ctx: ssl.SSLContext, get: Any, *, required: bool) -> None:
                 "ssl.keystore.key and ssl.keystore.certificate.chain go together, with ssl.keystore.type=PEM "
                 "and no ssl.keystore.location"
             )
-        with _private_file(inline_key.strip() + "\n" + inline_chain.strip() + "\n") as path:
+        with _private_file(pem_text(inline_key) + pem_text(inline_chain)) as path:
             _load_chain(ctx, path, key_password, "ssl.keystore.key")
         return
     if not location:
@@ -162,7 +163,7 @@ def _load_truststore(ctx: ssl.SSLContext, get: Any, purpose: ssl.Purpose) -> Non
                 raise TlsConfigError(
                     "ssl.truststore.certificates goes with ssl.truststore.type=PEM and no ssl.truststore.location"
                 )
-            ctx.load_verify_locations(cadata=inline)
+            ctx.load_verify_locations(cadata=pem_text(inline))
         elif not location:
             ctx.load_default_certs(purpose)
         elif kind == "PEM":
@@ -178,6 +179,25 @@ def _load_truststore(ctx: ssl.SSLContext, get: Any, purpose: ssl.Purpose) -> Non
             ctx.load_verify_locations(cadata=pem.decode())
     except (ssl.SSLError, OSError) as e:
         raise TlsConfigError(f"cannot load the truststore ({location or 'inline'}): {e}") from None
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def pem_text(value: str) -> str:
+    """Inline PEM as OpenSSL reads it: each block's base64 on lines of 64. Kafka's PEM parser
+    ignores the whitespace between the markers, so a value written in a properties file with
+    continuation lines (which joins them, newlines gone) or on one line is read as well.
+    Text that holds no block is returned as it is (OpenSSL then says what is wrong)."""
+    blocks = []
+    for m in _PEM_BLOCK.finditer(value):
+        if ":" in m.group(2):  # RFC 1421 headers (a traditional encrypted key): left as written
+            blocks.append(m.group(0) + "\n")
+            continue
+        body = "".join(m.group(2).split())
+        lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+        blocks.append("\n".join([f"-----BEGIN {m.group(1)}-----", *lines, f"-----END {m.group(1)}-----"]) + "\n")
+    return "".join(blocks) if blocks else value.strip() + "\n"
 
 
 def _load_chain(ctx: ssl.SSLContext, path: str, password: str, setting: str) -> None:
