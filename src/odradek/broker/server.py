@@ -69,6 +69,7 @@ from odradek.broker.security.authorizer import Authorizer, parse_super_users
 from odradek.broker.security.sasl import SaslServer
 from odradek.broker.security.scram_users import scram_credential
 from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError, client_context
+from odradek.broker.security.tls_reload import TlsListeners
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
@@ -198,7 +199,7 @@ class Broker:
         self.controller: Controller | None = None
         self.fence: CoordinatorFence | None = None  # coordinators stop while the ZooKeeper session may be lost
         self.channels: NodeChannels | None = None
-        self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
+        self.tls = TlsListeners()  # the TLS listeners' contexts (replaced by a dynamic keystore update)
         self.inter_broker_tls: ssl.SSLContext | None = None  # to the others' inter-broker listener, if TLS
         self._handshakes: set[asyncio.Task] = set()  # TLS connections not yet handed to a Connection
 
@@ -226,7 +227,7 @@ class Broker:
         services = self.services = self._build_services(store, next_block, topic_configs, lm)
         rm = services.replica_manager
         # The dynamic settings first (a partition's log is opened with the configs in effect).
-        store.add_listener(DynamicConfigListener(self.node_id, config, topic_configs, lm, rm.reconfigure_all))
+        store.add_listener(DynamicConfigListener(self.node_id, config, topic_configs, lm, rm.reconfigure_all, self.tls))
         store.add_listener(rm)
         await services.group_coordinator.start()
         await services.txn_coordinator.start()
@@ -345,7 +346,7 @@ class Broker:
             cluster_id=self.cluster_id,
             metadata=store,
             topics=topics,
-            config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics),
+            config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics, self.tls),
             replica_manager=rm,
             group_coordinator=groups,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
@@ -412,7 +413,7 @@ class Broker:
                 )
             if protocol in TLS_PROTOCOLS:
                 try:
-                    self.tls[name] = ListenerTls.of(config, name)
+                    self.tls.build(config, name)
                 except TlsConfigError as e:
                     raise ConfigError(str(e)) from None
         SaslServer.check_config(config)
@@ -496,7 +497,6 @@ class Broker:
         rcv = self.config["socket.receive.buffer.bytes"]
         snd = self.config["socket.send.buffer.bytes"]
         protocol = self.config.security_protocol(listener_name)
-        tls = self.tls.get(listener_name)
         while not self._stopping:
             try:
                 sock, addr = await loop.sock_accept(server)
@@ -515,6 +515,7 @@ class Broker:
             if services.metrics is not None:
                 services.metrics.connection_accepted()
             peer = f"{addr[0]}:{addr[1]}"
+            tls = self.tls.get(listener_name)  # taken per connection: a dynamic keystore update replaces it
             if tls is None:
                 self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name, protocol))
             else:

@@ -18,6 +18,7 @@ password, never written in clear). A JKS store is refused with how to convert it
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import secrets
@@ -40,12 +41,7 @@ class TlsConfigError(ValueError):
 
 def ssl_context(settings: Mapping[str, Any], *, server: bool) -> ssl.SSLContext:
     """A context for a TLS server (a broker's listener) or client (a connection to a broker)."""
-
-    def get(name: str, default: Any = "") -> Any:
-        value = settings.get(name)
-        if name in _LISTS and isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        return default if value in (None, "", []) else value
+    get = _getter(settings)
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     _versions(ctx, get("ssl.enabled.protocols", ["TLSv1.2", "TLSv1.3"]), get("ssl.protocol", "TLSv1.3"))
@@ -117,6 +113,45 @@ def _openssl_names() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- stores
+
+
+def _getter(settings: Mapping[str, Any]) -> Any:
+    def get(name: str, default: Any = "") -> Any:
+        value = settings.get(name)
+        if name in _LISTS and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        return default if value in (None, "", []) else value
+
+    return get
+
+
+def keystore_certificate(settings: Mapping[str, Any]) -> bytes | None:
+    """The keystore's own certificate (the chain's first) in DER, None without a keystore: what a
+    dynamic keystore update compares with the one in use (broker/security/tls_reload.py)."""
+    get = _getter(settings)
+    location, inline_chain = get("ssl.keystore.location"), get("ssl.keystore.certificate.chain")
+    if inline_chain:
+        text = inline_chain
+    elif not location:
+        return None
+    elif get("ssl.keystore.type", "JKS") == "PEM":
+        try:
+            with open(location, encoding="ascii", errors="replace") as f:
+                text = f.read()
+        except OSError as e:
+            raise TlsConfigError(f"ssl.keystore.location: cannot read {location}: {e.strerror}") from None
+    else:
+        _refuse_jks(location, "ssl.keystore.location")
+        text = _run_openssl(
+            ["pkcs12", "-in", location, "-nokeys", "-clcerts", "-passin", "env:ODRADEK_STORE_PASSWORD"],
+            {"ODRADEK_STORE_PASSWORD": get("ssl.keystore.password")},
+            "ssl.keystore.location",
+            legacy_retry=True,
+        ).decode()
+    for m in _PEM_BLOCK.finditer(text):
+        if m.group(1) == "CERTIFICATE":
+            return base64.b64decode("".join(m.group(2).split()))
+    raise TlsConfigError("the keystore holds no certificate")
 
 
 def _load_keystore(ctx: ssl.SSLContext, get: Any, *, required: bool) -> None:

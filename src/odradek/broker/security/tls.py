@@ -23,9 +23,17 @@ from typing import Any
 
 from odradek.broker.connection_state import ANONYMOUS
 from odradek.broker.settings.ssl import SSL_NAMES
-from odradek.client.tls import TlsConfigError, ssl_context
+from odradek.client.tls import TlsConfigError, keystore_certificate, ssl_context
 
-__all__ = ["ListenerTls", "NoMatchingRule", "PrincipalMapper", "TlsConfigError", "client_context", "rfc2253_subject"]
+__all__ = [
+    "ListenerTls",
+    "NoMatchingRule",
+    "PrincipalMapper",
+    "TlsConfigError",
+    "client_context",
+    "rfc2253_subject",
+    "subject_alt_names",
+]
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
@@ -40,6 +48,8 @@ class ListenerTls:
 
     context: ssl.SSLContext
     mapper: PrincipalMapper
+    certificate: bytes | None = None  # the keystore's own certificate (DER): a dynamic update compares it
+    has_truststore: bool = False
 
     @classmethod
     def of(cls, config: Any, listener: str) -> ListenerTls:
@@ -47,9 +57,11 @@ class ListenerTls:
         try:
             context = ssl_context(settings, server=True)
             mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
+            certificate = keystore_certificate(settings)
         except (TlsConfigError, ValueError) as e:
             raise TlsConfigError(f"listener {listener}: {e}") from None
-        return cls(context, mapper)
+        truststore = bool(settings["ssl.truststore.location"] or settings["ssl.truststore.certificates"])
+        return cls(context, mapper, certificate, truststore)
 
     def principal(self, peer_der: bytes | None) -> str:
         """The principal of a connection whose client sent certificate `peer_der` (None: none).
@@ -195,14 +207,44 @@ def _oid(data: bytes) -> str:
     return ".".join(map(str, parts))
 
 
-def rfc2253_subject(cert_der: bytes) -> str:
-    """The subject of a DER certificate as Java's X500Principal.getName() (RFC 2253) gives it."""
-    _t, cs, ce = _tlv(cert_der, 0)  # Certificate
+def _tbs_fields(cert_der: bytes) -> list[tuple[int, int, int, int]]:
+    """The TBSCertificate's fields after the version: serialNumber, signature, issuer, validity,
+    subject, subjectPublicKeyInfo, then the optional [1], [2] and [3] extensions."""
+    _t, cs, _ce = _tlv(cert_der, 0)  # Certificate
     _t, ts, te = _tlv(cert_der, cs)  # TBSCertificate
     fields = _children(cert_der, ts, te)
-    if fields and fields[0][0] == 0xA0:  # [0] version
-        fields = fields[1:]
-    # serialNumber, signature, issuer, validity, subject
+    return fields[1:] if fields and fields[0][0] == 0xA0 else fields  # [0] version
+
+
+_SUBJECT_ALT_NAME = "2.5.29.17"
+_SAN_KINDS = {0x81: "email", 0x82: "DNS", 0x86: "URI", 0x87: "IP"}
+
+
+def subject_alt_names(cert_der: bytes) -> frozenset[str]:
+    """The subject alternative names of a DER certificate ("DNS:localhost", "IP:7f000001", ...;
+    kinds without a text form as their tag and hex)."""
+    out: set[str] = set()
+    for tag, es, ee, _s in _tbs_fields(cert_der)[6:]:
+        if tag != 0xA3:  # [3] extensions
+            continue
+        (_t, ss, se, _x), *_ = _children(cert_der, es, ee)
+        for _tag, xs, xe, _x in _children(cert_der, ss, se):  # each Extension
+            parts = _children(cert_der, xs, xe)
+            if _oid(cert_der[parts[0][1] : parts[0][2]]) != _SUBJECT_ALT_NAME:
+                continue
+            _ot, vs, ve, _x = parts[-1]  # the OCTET STRING holding GeneralNames
+            _gt, gs, ge = _tlv(cert_der, vs)
+            for ntag, ns, ne, _x in _children(cert_der, gs, ge):
+                value = cert_der[ns:ne]
+                kind = _SAN_KINDS.get(ntag)
+                text = value.hex() if kind == "IP" or kind is None else value.decode("latin-1")
+                out.add(f"{kind or hex(ntag)}:{text}")
+    return frozenset(out)
+
+
+def rfc2253_subject(cert_der: bytes) -> str:
+    """The subject of a DER certificate as Java's X500Principal.getName() (RFC 2253) gives it."""
+    fields = _tbs_fields(cert_der)
     _tag, ns, ne, _s = fields[4]
     rdns = []
     for _tag, ss, se, _s in _children(cert_der, ns, ne):  # each RDN: a SET of AttributeTypeAndValue

@@ -1,0 +1,157 @@
+"""A TLS listener's keystore replaced without a restart (KIP-226), on a broker in this process:
+IncrementalAlterConfigs of `listener.name.ssl.ssl.keystore.location` for this broker changes the
+certificate new connections get while an open connection goes on; the same path set again after
+the file was rewritten reloads it; what Kafka refuses (another distinguished name, fewer subject
+alternative names, a store that does not load, the unprefixed name, every broker at once, a
+password without password.encoder.secret) is refused with INVALID_CONFIG and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import struct
+from pathlib import Path
+
+import pytest
+from support.inprocess import InProcessBroker
+from support.raw import nested
+from support.tls import Pki
+
+API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 7, -1)
+LOCATION = "listener.name.ssl.ssl.keystore.location"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Pki:
+    return Pki.create(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def certs(pki: Pki) -> dict[str, Path]:
+    hosts = ("127.0.0.1", "localhost")
+    return {
+        "first": pki.identity("first", "/CN=localhost", hosts=hosts).keystore,
+        "second": pki.identity("second", "/CN=localhost", hosts=hosts).keystore,
+        "third": pki.identity("third", "/CN=localhost", hosts=hosts).keystore,
+        "other-dn": pki.identity("other-dn", "/CN=elsewhere", hosts=hosts).keystore,
+        "fewer-sans": pki.identity("fewer-sans", "/CN=localhost", hosts=("localhost",)).keystore,
+    }
+
+
+def _der(keystore: Path) -> bytes:
+    text = keystore.read_text()
+    start = text.index("-----BEGIN CERTIFICATE-----")
+    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
+    return ssl.PEM_cert_to_DER_cert(text[start:end])
+
+
+async def _alter(b: InProcessBroker, configs: dict[str, str | None], entity: str = "1", validate_only=False):
+    ops = tuple(
+        nested(44, 1, "AlterableConfig", name=k, config_operation=0 if v is not None else 1, value=v)
+        for k, v in configs.items()
+    )
+    res = nested(44, 1, "AlterConfigsResource", resource_type=4, resource_name=entity, configs=ops)
+    r = (await b.call(44, 1, resources=(res,), validate_only=validate_only)).responses[0]
+    return r.error_code, r.error_message
+
+
+class _Tls:
+    """Connections to the broker's SSL listener: the certificate each new one gets."""
+
+    def __init__(self, b: InProcessBroker, ca: Path) -> None:
+        names = [n for n, _h, _p in b.config.listeners]
+        self.port = b.broker.bound[names.index("SSL")][1]
+        self.ctx = ssl.create_default_context(cafile=str(ca))
+
+    async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ctx, server_hostname="localhost")
+
+    async def certificate(self) -> bytes:
+        reader, writer = await self.open()
+        try:
+            assert await _api_versions(reader, writer)
+            return writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        finally:
+            writer.close()
+
+
+async def _api_versions(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    writer.write(API_VERSIONS_V0)
+    await writer.drain()
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return len(await reader.readexactly(size)) == size
+
+
+def _broker(tmp_path: Path, pki: Pki, keystore: Path) -> InProcessBroker:
+    overrides = {
+        "node.id": "1",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+        "listener.name.ssl.ssl.keystore.type": "PEM",
+        LOCATION: str(keystore),
+    }
+    return InProcessBroker(tmp_path / "data", overrides)
+
+
+def test_new_connections_get_the_new_certificate_open_ones_go_on(tmp_path, pki, certs):
+    live = tmp_path / "live.keystore.pem"
+    shutil.copy(certs["second"], live)
+
+    async def main() -> None:
+        async with _broker(tmp_path, pki, certs["first"]) as b:
+            tls = _Tls(b, pki.ca)
+            assert await tls.certificate() == _der(certs["first"])
+            reader, writer = await tls.open()  # open across the update
+            assert await _api_versions(reader, writer)
+
+            assert await _alter(b, {LOCATION: str(live)}, validate_only=True) == (0, None)
+            assert await tls.certificate() == _der(certs["first"])  # validate only: nothing changes
+            assert await _alter(b, {LOCATION: str(live)}) == (0, None)
+            assert await tls.certificate() == _der(certs["second"])
+            assert await _api_versions(reader, writer)  # the open connection goes on
+            assert writer.get_extra_info("ssl_object").getpeercert(binary_form=True) == _der(certs["first"])
+            writer.close()
+
+            shutil.copy(certs["third"], live)  # rewritten in place: the same path set again reloads it
+            assert await tls.certificate() == _der(certs["second"])
+            assert await _alter(b, {LOCATION: str(live)}) == (0, None)
+            assert await tls.certificate() == _der(certs["third"])
+
+            assert await _alter(b, {LOCATION: None}) == (0, None)  # deleted: the static keystore again
+            assert await tls.certificate() == _der(certs["first"])
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("configs", "entity", "why"),
+    [
+        ({LOCATION: "other-dn"}, "1", "Keystore DistinguishedName does not match"),
+        ({LOCATION: "fewer-sans"}, "1", "Keystore SubjectAltNames do not match"),
+        ({LOCATION: "/nonexistent/keystore.pem"}, "1", "Validation of dynamic config update of SSLFactory failed"),
+        ({"ssl.keystore.location": "second"}, "1", "can be dynamically updated only per-listener"),
+        ({LOCATION: "second"}, "", "Cannot update these configs at default cluster level, broker id must be"),
+        (
+            {LOCATION: "second", "listener.name.ssl.ssl.key.password": "Secret-Pass-1"},
+            "1",
+            "Password encoder secret not configured",
+        ),
+        ({"listener.name.plaintext.ssl.keystore.location": "second"}, "1", "there is no TLS listener plaintext"),
+    ],
+)
+def test_refused_updates_change_nothing(tmp_path, pki, certs, configs, entity, why):
+    configs = {k: str(certs.get(v, v)) for k, v in configs.items()}
+
+    async def main() -> None:
+        async with _broker(tmp_path, pki, certs["first"]) as b:
+            tls = _Tls(b, pki.ca)
+            code, message = await _alter(b, configs, entity)
+            assert code == 40, message  # INVALID_CONFIG
+            assert why in message
+            assert message.startswith(f"Invalid config value for resource ConfigResource(type=BROKER, name='{entity}')")
+            assert "Secret-Pass-1" not in message
+            assert await tls.certificate() == _der(certs["first"])
+            assert b.broker.config.dynamic_listener == {}
+
+    asyncio.run(main())
