@@ -182,7 +182,11 @@ class ConfigAdmin:
             return 0, None, dict(info.configs)
         if resource_type == RESOURCE_BROKER:
             if name not in ("", str(self.node_id)):
-                return ErrorCode.invalid_request, f"unexpected broker id {name}", {}
+                return (
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {self.node_id}, but received {name}",
+                    {},
+                )
             layer = self.config.dynamic_default if name == "" else self.config.dynamic_own
             out = {k: _render(v) for k, v in layer.items()}
             if name != "":  # this broker's own listener-scoped ones (the TLS stores)
@@ -248,24 +252,21 @@ class ConfigAdmin:
         """The TLS store settings of a broker resource's new dynamic layer, checked as Kafka's
         DynamicBrokerConfig and SslFactory check them (broker/security/tls_reload.py): the
         listeners whose context is to be built again now (their settings unchanged: the files
-        reloaded), or INVALID_CONFIG with Kafka's message."""
-        resource = f"ConfigResource(type=BROKER, name='{name}')"
+        reloaded), or Kafka 3.9's answer (INVALID_REQUEST and its message)."""
 
-        def refused(why: str) -> tuple[int, str]:
-            return ErrorCode.invalid_config, f"Invalid config value for resource {resource}: {why}"
+        def scala_set(names: list[str]) -> str:
+            return f"{'Set' if len(names) <= 4 else 'HashSet'}({', '.join(names)})"
 
         unprefixed = sorted(k for k in new if k in RECONFIGURABLE)
         if unprefixed:
-            return refused(
+            return ErrorCode.invalid_request, (
                 "These security configs can be dynamically updated only per-listener using the listener prefix: "
-                f"Set({', '.join(unprefixed)})"
+                f"HashSet({', '.join(unprefixed)})"
             )
         keys = {k: w for k in new if (w := listener_scoped(k)) is not None and w[1] is None and w[2] in RECONFIGURABLE}
         if keys and name == "":
-            return refused(
-                "Cannot update these configs at default cluster level, broker id must be specified: "
-                f"Set({', '.join(sorted(keys))})"
-            )
+            why = "Cannot update these configs at default cluster level, broker id must be specified"
+            return ErrorCode.invalid_request, f"{why}: {scala_set(sorted(keys))}"
         touched = {w[0] for w in keys.values()} | {w[0] for w in self.config.dynamic_listener}
         if name == "" or not touched:
             return TlsUpdate(frozenset(keys), {})
@@ -274,17 +275,17 @@ class ConfigAdmin:
         for lower in sorted(touched):
             listener = self.tls.by_lower_name(lower) if self.tls is not None else None
             if listener is None or self.tls is None:
-                bad = sorted(k for k, w in keys.items() if w[0] == lower)
-                return refused(f"{', '.join(bad)}: there is no TLS listener {lower} on broker {self.node_id}")
+                bad = sorted(k for k, w in keys.items() if w[0] == lower)  # Kafka keeps them, unused
+                return ErrorCode.invalid_config, f"{', '.join(bad)}: broker {self.node_id} has no TLS listener {lower}"
             try:
                 built = self.tls.check(after, listener)
             except TlsUpdateRefused as e:
-                return refused(str(e))
+                return ErrorCode.invalid_request, f"Invalid value {e} for configuration Invalid dynamic configuration"
             if all(self.config.for_listener(listener, n) == after.for_listener(listener, n) for n in SSL_NAMES):
                 reload_now[listener] = built
         secrets = sorted(k for k, w in keys.items() if BY_NAME[w[2]].type == "password")
         if secrets:  # kept in clear by nobody: Kafka encrypts them with password.encoder.secret
-            return refused("Password encoder secret not configured")
+            return ErrorCode.invalid_request, "Password encoder secret not configured"
         return TlsUpdate(frozenset(keys), reload_now)
 
 

@@ -15,6 +15,7 @@ other attribute as its OID and `#` + the hex of its DER value), mapped by
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import ssl
 from collections.abc import Callable
@@ -32,6 +33,7 @@ __all__ = [
     "TlsConfigError",
     "client_context",
     "rfc2253_subject",
+    "java_alt_names",
     "subject_alt_names",
 ]
 
@@ -217,13 +219,13 @@ def _tbs_fields(cert_der: bytes) -> list[tuple[int, int, int, int]]:
 
 
 _SUBJECT_ALT_NAME = "2.5.29.17"
-_SAN_KINDS = {0x81: "email", 0x82: "DNS", 0x86: "URI", 0x87: "IP"}
 
 
-def subject_alt_names(cert_der: bytes) -> frozenset[str]:
-    """The subject alternative names of a DER certificate ("DNS:localhost", "IP:7f000001", ...;
-    kinds without a text form as their tag and hex)."""
-    out: set[str] = set()
+def subject_alt_names(cert_der: bytes) -> frozenset[tuple[int, str]]:
+    """The subject alternative names of a DER certificate as Java's getSubjectAlternativeNames
+    gives them: (kind, value), kind 1 rfc822Name, 2 dNSName, 6 URI, 7 iPAddress (its text
+    form); other kinds with their DER value in hex."""
+    out: set[tuple[int, str]] = set()
     for tag, es, ee, _s in _tbs_fields(cert_der)[6:]:
         if tag != 0xA3:  # [3] extensions
             continue
@@ -234,12 +236,20 @@ def subject_alt_names(cert_der: bytes) -> frozenset[str]:
                 continue
             _ot, vs, ve, _x = parts[-1]  # the OCTET STRING holding GeneralNames
             _gt, gs, ge = _tlv(cert_der, vs)
-            for ntag, ns, ne, _x in _children(cert_der, gs, ge):
-                value = cert_der[ns:ne]
-                kind = _SAN_KINDS.get(ntag)
-                text = value.hex() if kind == "IP" or kind is None else value.decode("latin-1")
-                out.add(f"{kind or hex(ntag)}:{text}")
+            for ntag, ns, ne, start in _children(cert_der, gs, ge):
+                kind, value = ntag & 0x1F, cert_der[ns:ne]
+                if kind in (1, 2, 6):
+                    out.add((kind, value.decode("latin-1")))
+                elif kind == 7 and len(value) in (4, 16):
+                    out.add((kind, str(ipaddress.ip_address(value))))
+                else:
+                    out.add((kind, cert_der[start:ne].hex()))
     return frozenset(out)
+
+
+def java_alt_names(names: frozenset[tuple[int, str]]) -> str:
+    """Subject alternative names as Kafka's messages print them: [[2, localhost], [7, 127.0.0.1]]."""
+    return "[" + ", ".join(f"[{k}, {v}]" for k, v in sorted(names)) + "]"
 
 
 def rfc2253_subject(cert_der: bytes) -> str:

@@ -23,7 +23,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from odradek.broker.security.tls import ListenerTls, TlsConfigError, rfc2253_subject, subject_alt_names
+from odradek.broker.security.tls import (
+    ListenerTls,
+    TlsConfigError,
+    java_alt_names,
+    rfc2253_subject,
+    subject_alt_names,
+)
 
 log = logging.getLogger("odradek.broker.security.tls")
 
@@ -70,7 +76,7 @@ class TlsListeners:
             if not for_listener(listener, "ssl.allow.san.changes") and not old_san <= new_san:
                 raise TlsUpdateRefused(
                     "Validation of dynamic config update of SSLFactory failed: Keystore SubjectAltNames do not "
-                    f"match: existing={{SAN={sorted(old_san)}}}, new={{SAN={sorted(new_san)}}}"
+                    f"match: existing={{SAN={java_alt_names(old_san)}}}, new={{SAN={java_alt_names(new_san)}}}"
                 )
         if not old.has_truststore and new.has_truststore:
             raise TlsUpdateRefused(
