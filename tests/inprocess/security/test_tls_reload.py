@@ -84,8 +84,9 @@ async def _api_versions(reader: asyncio.StreamReader, writer: asyncio.StreamWrit
     return len(await reader.readexactly(size)) == size
 
 
-def _broker(tmp_path: Path, pki: Pki, keystore: Path) -> InProcessBroker:
+def _broker(tmp_path: Path, pki: Pki, keystore: Path, **extra: str) -> InProcessBroker:
     overrides = {
+        **extra,
         "node.id": "1",
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
@@ -175,3 +176,21 @@ def test_refused_updates_change_nothing(tmp_path, pki, certs, configs, entity, c
             assert b.broker.config.dynamic_listener == {}
 
     asyncio.run(main())
+
+
+def test_ssl_allow_dn_changes_lets_another_name_in(tmp_path, pki, certs):
+    async def main() -> None:
+        async with _broker(tmp_path, pki, certs["first"], **{"listener.name.ssl.ssl.allow.dn.changes": "true"}) as b:
+            tls = _Tls(b, pki.ca)
+            assert await _alter(b, {LOCATION: str(certs["fewer-sans"])}) == (42, _alter_sans_refused(certs))
+            assert await _alter(b, {LOCATION: str(certs["other-dn"])}) == (0, None)
+            assert await tls.certificate() == _der(certs["other-dn"])
+
+    asyncio.run(main())
+
+
+def _alter_sans_refused(certs) -> str:
+    return (
+        "Invalid value Validation of dynamic config update of SSLFactory failed: Keystore SubjectAltNames do not "
+        "match: existing={SAN=[[2, localhost], [7, 127.0.0.1]]}, new={SAN=[[2, localhost]]}" + DYNAMIC
+    )
