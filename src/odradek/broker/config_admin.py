@@ -170,6 +170,17 @@ class ConfigAdmin:
             setting = BY_NAME[name]
             value, source, layers = _broker_layers(self.config, setting)
             out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
+        config = self.config
+        for (listener, mechanism, base), value in config.listener_scoped.items():
+            # listener.name.<l>.[<mechanism>.]<setting>: this broker's dynamic one, or the static one
+            name = f"listener.name.{listener}.{mechanism + '.' if mechanism else ''}{base}"
+            source = (
+                SOURCE_DYNAMIC_BROKER
+                if (listener, mechanism, base) in config.dynamic_listener
+                else SOURCE_STATIC_BROKER
+            )
+            rendered = _render(value)
+            out.append(ConfigEntry(name, rendered, source, BY_NAME[base], ((name, rendered, source),)))
         return sorted(out)
 
     # --- AlterConfigs (33) and IncrementalAlterConfigs (44): apply a new set of topic

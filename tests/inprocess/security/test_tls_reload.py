@@ -57,6 +57,16 @@ async def _alter(b: InProcessBroker, configs: dict[str, str | None], entity: str
     return r.error_code, r.error_message
 
 
+async def _described(b: InProcessBroker) -> dict[str, tuple[str | None, int, bool]]:
+    res = nested(32, 4, "DescribeConfigsResource", resource_type=4, resource_name="1", configuration_keys=None)
+    r = await b.call(32, 4, resources=(res,), include_synonyms=False, include_documentation=False)
+    return {
+        e.name: (e.value, e.config_source, e.is_sensitive)
+        for e in r.results[0].configs
+        if e.name.startswith("listener.name.")
+    }
+
+
 class _Tls:
     """Connections to the broker's SSL listener: the certificate each new one gets."""
 
@@ -119,6 +129,12 @@ def test_new_connections_get_the_new_certificate_open_ones_go_on(tmp_path, pki, 
             assert await tls.certificate() == _der(certs["second"])
             assert await _alter(b, {LOCATION: str(live)}) == (0, None)
             assert await tls.certificate() == _der(certs["third"])
+
+            # DescribeConfigs lists the listener-scoped settings as Kafka 3.9 does: the dynamic one DYNAMIC_BROKER
+            assert await _described(b) == {
+                LOCATION: (str(live), 2, False),
+                "listener.name.ssl.ssl.keystore.type": ("PEM", 4, False),
+            }
 
             assert await _alter(b, {LOCATION: None}) == (0, None)  # deleted: the static keystore again
             assert await tls.certificate() == _der(certs["first"])
