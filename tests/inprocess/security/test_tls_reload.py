@@ -210,3 +210,13 @@ def _alter_sans_refused(certs) -> str:
         "Invalid value Validation of dynamic config update of SSLFactory failed: Keystore SubjectAltNames do not "
         "match: existing={SAN=[[2, localhost], [7, 127.0.0.1]]}, new={SAN=[[2, localhost]]}" + DYNAMIC
     )
+
+
+def test_the_update_is_kept_and_in_effect_from_the_first_connection_after_a_restart(tmp_path, pki, certs):
+    async def main() -> None:
+        async with _broker(tmp_path, pki, certs["first"]) as b:
+            assert await _alter(b, {LOCATION: str(certs["second"])}) == (0, None)
+        async with _broker(tmp_path, pki, certs["first"]) as b:
+            assert await _Tls(b, pki.ca).certificate() == _der(certs["second"])
+
+    asyncio.run(main())
