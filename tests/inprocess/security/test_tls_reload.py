@@ -220,3 +220,36 @@ def test_the_update_is_kept_and_in_effect_from_the_first_connection_after_a_rest
             assert await _Tls(b, pki.ca).certificate() == _der(certs["second"])
 
     asyncio.run(main())
+
+
+def test_a_new_truststore_decides_which_clients_get_in(tmp_path, pki, certs, tmp_path_factory):
+    """Mutual TLS: the truststore replaced by another authority's certificate; clients signed by
+    the old authority are refused from then on, the new authority's get in."""
+    other_ca = Pki.create(tmp_path_factory.mktemp("other-ca"))
+    old_client = pki.identity("client-old", "/CN=client")
+    new_client = other_ca.identity("client-new", "/CN=client")
+    truststore = "listener.name.ssl.ssl.truststore.location"
+
+    async def gets_in(b: InProcessBroker, client) -> bool:
+        tls = _Tls(b, pki.ca)
+        tls.ctx.load_cert_chain(str(client.keystore))
+        try:
+            reader, writer = await tls.open()
+        except (ssl.SSLError, ConnectionError):
+            return False
+        try:
+            return await _api_versions(reader, writer)
+        except (asyncio.IncompleteReadError, ssl.SSLError, ConnectionError):
+            return False
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        extra = {truststore: str(pki.ca), "listener.name.ssl.ssl.truststore.type": "PEM"}
+        extra["listener.name.ssl.ssl.client.auth"] = "required"
+        async with _broker(tmp_path, pki, certs["first"], **extra) as b:
+            assert await gets_in(b, old_client) and not await gets_in(b, new_client)
+            assert await _alter(b, {truststore: str(other_ca.ca)}) == (0, None)
+            assert await gets_in(b, new_client) and not await gets_in(b, old_client)
+
+    asyncio.run(main())
