@@ -296,7 +296,11 @@ class ConfigAdmin:
                 reload_now[listener] = built
         secrets = sorted(k for k, w in keys.items() if BY_NAME[w[2]].type == "password")
         if secrets:  # kept in clear by nobody: Kafka encrypts them with password.encoder.secret
-            return ErrorCode.invalid_request, "Password encoder secret not configured"
+            resource = f"ConfigResource(type=BROKER, name='{name}')"  # Kafka 3.9's ZkAdminManager words
+            return (
+                ErrorCode.invalid_config,
+                f"Invalid config value for resource {resource}: Password encoder secret not configured",
+            )
         return TlsUpdate(frozenset(keys), reload_now)
 
 

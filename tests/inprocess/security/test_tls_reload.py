@@ -142,6 +142,7 @@ def test_new_connections_get_the_new_certificate_open_ones_go_on(tmp_path, pki, 
     asyncio.run(main())
 
 
+PKCS12_PASSWORD = "listener.name.ssl.ssl.keystore.password"
 DYNAMIC = " for configuration Invalid dynamic configuration"  # Kafka 3.9's ConfigException wording
 
 
@@ -177,11 +178,20 @@ DYNAMIC = " for configuration Invalid dynamic configuration"  # Kafka 3.9's Conf
             f"Cannot update these configs at default cluster level, broker id must be specified: Set({LOCATION})",
         ),
         ({LOCATION: "second"}, "2", 42, "Unexpected broker id, expected 1, but received 2"),
+        (
+            {LOCATION: "second", "listener.name.ssl.ssl.keystore.type": "PKCS12", PKCS12_PASSWORD: "changeit"},
+            "1",
+            40,
+            "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+            "Password encoder secret not configured",
+        ),
         ({"listener.name.plaintext.ssl.keystore.location": "second"}, "1", 40, "has no TLS listener plaintext"),
     ],
 )
 def test_refused_updates_change_nothing(tmp_path, pki, certs, configs, entity, code, why):
     configs = {k: str(certs.get(v, v)) for k, v in configs.items()}
+    if PKCS12_PASSWORD in configs:  # the same certificate as PKCS12, its password changeit
+        configs[LOCATION] = str(certs["second"].with_name("second.p12"))
 
     async def main() -> None:
         async with _broker(tmp_path, pki, certs["first"]) as b:

@@ -93,8 +93,8 @@ def test_kafka_configs_replaces_the_certificate_without_a_restart(tmp_path):
         },
         port=plain,
     )
-    with b:
-        b.start(timeout=30)
+    b.start(timeout=30)
+    try:
         tls = _Tls(tls_port, pki.ca)
         assert tls.certificate() == _der(first)
         with tls.open() as held:  # open across the updates
@@ -119,3 +119,5 @@ def test_kafka_configs_replaces_the_certificate_without_a_restart(tmp_path):
         b.stop()
         b.start(timeout=30)
         assert tls.wait_for(_der(third)) == _der(third)  # kept, and in effect after the restart
+    finally:
+        b.kill()
