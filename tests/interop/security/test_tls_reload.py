@@ -64,14 +64,18 @@ class _Tls:
 
 def _api_versions(s: ssl.SSLSocket) -> bool:
     s.sendall(API_VERSIONS_V0)
-    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    head = _recv_exactly(s, 4)
+    return len(head) == 4 and len(_recv_exactly(s, struct.unpack(">i", head)[0])) > 0
+
+
+def _recv_exactly(s: ssl.SSLSocket, n: int) -> bytes:
     got = b""
-    while len(got) < size:
-        chunk = s.recv(size - len(got))
+    while len(got) < n:
+        chunk = s.recv(n - len(got))
         if not chunk:
-            return False
+            break
         got += chunk
-    return True
+    return got
 
 
 def test_kafka_configs_replaces_the_certificate_without_a_restart(tmp_path):
