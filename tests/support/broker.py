@@ -22,6 +22,9 @@ import textwrap
 import time
 from pathlib import Path
 
+from odradek.broker.config import listener_scoped
+from odradek.broker.settings import BY_NAME
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEPS = REPO_ROOT / ".deps"
 TANSU_BIN = DEPS / "bin" / "tansu"
@@ -227,11 +230,20 @@ class _Process:
         self.stop()
 
 
+def _is_secret(key: str) -> bool:
+    """Whether a broker setting (or its listener-scoped form) is a password-type one."""
+    where = listener_scoped(key)
+    setting = BY_NAME.get(where[2] if where else key)
+    return setting is not None and setting.type == "password"
+
+
 class BrokerProcess(_Process):
     """One odradek broker: ``python -m odradek broker --override k=v ...``.
 
-    ``overrides`` are passed as ``--override key=value``; listeners and
-    log.dirs are filled in unless given. ``config_file`` adds ``--config``.
+    ``overrides`` are passed as ``--override key=value``, except secrets (password-type
+    settings: keys, passwords, JAAS configs), which go in a private properties file given with
+    ``--config`` (with ``config_file``'s text first); listeners and log.dirs are filled in
+    unless given.
     """
 
     name = "odradek"
@@ -264,11 +276,30 @@ class BrokerProcess(_Process):
             "--log-level",
             os.environ.get("ODRADEK_TEST_LOG_LEVEL", "INFO"),
         ]
-        if self.config_file:
-            cmd += ["--config", str(self.config_file)]
+        config_file = self._secrets_file() or self.config_file
+        if config_file:
+            cmd += ["--config", str(config_file)]
         for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
+            if not _is_secret(k):
+                cmd += ["--override", f"{k}={v}"]
         return cmd
+
+    def _secrets_file(self) -> Path | None:
+        """The settings that are secrets (passwords, keys, JAAS configs) go in a properties file
+        only this user reads, never on the command line (which the log and `ps` show); with
+        `config_file`, its text first."""
+        secrets = {k: str(v) for k, v in self.overrides.items() if _is_secret(k)}
+        if not secrets:
+            return None
+        lines = [Path(self.config_file).read_text()] if self.config_file else []
+        for k, v in secrets.items():
+            # a multi-line value (PEM) as continuation lines: the broker joins them, as Java's Properties
+            lines.append(f"{k}=" + "\\\n".join(v.strip().splitlines()))
+        path = self.workdir / f"{self.name}-secrets.properties"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -5,11 +5,13 @@ Unknown or invalid settings stop startup with a message naming them.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from odradek.broker.settings import BY_NAME, MECHANISM_SCOPED, PER_LISTENER, SETTINGS, ConfigError
+from odradek.broker.settings.ssl import RECONFIGURABLE
 
 LISTENER_PREFIX = "listener.name."
 
@@ -28,6 +30,21 @@ def listener_scoped(key: str) -> tuple[str, str | None, str] | None:
     if dot and mechanism and name in MECHANISM_SCOPED:
         return listener.lower(), mechanism.lower(), name
     return None
+
+
+def dynamic_listener_settings(layer: Mapping[str, str]) -> dict[tuple[str, str | None, str], Any]:
+    """The listener-scoped names of a dynamic layer that are dynamic (the TLS stores), parsed;
+    others, and values that do not parse, skipped (another broker's version may know them)."""
+    out: dict[tuple[str, str | None, str], Any] = {}
+    for key, raw in layer.items():
+        where = listener_scoped(key)
+        if where is None or where[1] is not None or where[2] not in RECONFIGURABLE:
+            continue
+        try:
+            out[where] = BY_NAME[where[2]].parse(raw)
+        except ConfigError:
+            continue
+    return out
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -76,6 +93,9 @@ class BrokerConfig:
         self._static_sources: dict[str, str] = dict(self.sources)
         self.dynamic_default: dict[str, Any] = {}
         self.dynamic_own: dict[str, Any] = {}
+        # This broker's own dynamic listener-scoped settings (the TLS stores, KIP-226), over the static ones.
+        self._static_listener_scoped = dict(self.listener_scoped)
+        self.dynamic_listener: dict[tuple[str, str | None, str], Any] = {}
 
     def _derive(self, raw: dict[str, str]) -> None:
         v = self._values
@@ -156,7 +176,21 @@ class BrokerConfig:
                 changed.append(name)
             self._values[name], self.sources[name] = value, source
         self.dynamic_default, self.dynamic_own = new_default, new_own
+        new_listener = dynamic_listener_settings(own)
+        for where in set(self.dynamic_listener) | set(new_listener):
+            if self.dynamic_listener.get(where) != new_listener.get(where):
+                changed.append(f"{LISTENER_PREFIX}{where[0]}.{where[2]}")
+        self.dynamic_listener = new_listener
+        self.listener_scoped = {**self._static_listener_scoped, **new_listener}
         return sorted(changed)
+
+    def with_own_layer(self, own: Mapping[str, str]) -> BrokerConfig:
+        """A copy whose listener-scoped settings are as `own` (this broker's dynamic settings)
+        would make them: what a dynamic TLS store update is validated with."""
+        out = copy.copy(self)
+        out.dynamic_listener = dynamic_listener_settings(own)
+        out.listener_scoped = {**self._static_listener_scoped, **out.dynamic_listener}
+        return out
 
     def layers(self, name: str) -> list[tuple[Any, str]]:
         """The values a setting has in each layer that holds one, most specific first: this

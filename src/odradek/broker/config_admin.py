@@ -17,8 +17,11 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from odradek.broker.config import BrokerConfig
+from odradek.broker.config import BrokerConfig, listener_scoped
+from odradek.broker.security.tls import ListenerTls
+from odradek.broker.security.tls_reload import TlsListeners, TlsUpdateRefused
 from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
+from odradek.broker.settings.ssl import RECONFIGURABLE, SSL_NAMES
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY
 from odradek.cluster.store import MetadataError, MetadataTimeout, UnknownTopicError
 from odradek.protocol.errors import ErrorCode
@@ -113,12 +116,15 @@ class ConfigAdmin:
         topic_configs: TopicConfigs,
         metadata: MetadataStore,
         topics: TopicAdmin,
+        tls: TlsListeners | None = None,
     ) -> None:
+        """`tls`: the TLS listeners' contexts, checked and reloaded by a dynamic keystore update."""
         self.node_id = node_id
         self.config = config
         self.topic_configs = topic_configs
         self.metadata = metadata
         self.topics = topics
+        self.tls = tls
 
     # --- validation (CreateTopics, AlterConfigs)
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> str | None:
@@ -164,6 +170,17 @@ class ConfigAdmin:
             setting = BY_NAME[name]
             value, source, layers = _broker_layers(self.config, setting)
             out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
+        config = self.config
+        for (listener, mechanism, base), value in config.listener_scoped.items():
+            # listener.name.<l>.[<mechanism>.]<setting>: this broker's dynamic one, or the static one
+            name = f"listener.name.{listener}.{mechanism + '.' if mechanism else ''}{base}"
+            source = (
+                SOURCE_DYNAMIC_BROKER
+                if (listener, mechanism, base) in config.dynamic_listener
+                else SOURCE_STATIC_BROKER
+            )
+            rendered = _render(value)
+            out.append(ConfigEntry(name, rendered, source, BY_NAME[base], ((name, rendered, source),)))
         return sorted(out)
 
     # --- AlterConfigs (33) and IncrementalAlterConfigs (44): apply a new set of topic
@@ -176,9 +193,17 @@ class ConfigAdmin:
             return 0, None, dict(info.configs)
         if resource_type == RESOURCE_BROKER:
             if name not in ("", str(self.node_id)):
-                return ErrorCode.invalid_request, f"unexpected broker id {name}", {}
+                return (
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id, expected {self.node_id}, but received {name}",
+                    {},
+                )
             layer = self.config.dynamic_default if name == "" else self.config.dynamic_own
-            return 0, None, {k: _render(v) for k, v in layer.items()}
+            out = {k: _render(v) for k, v in layer.items()}
+            if name != "":  # this broker's own listener-scoped ones (the TLS stores)
+                scoped = self.config.dynamic_listener.items()
+                out.update({f"listener.name.{where[0]}.{where[2]}": _render(v) for where, v in scoped})
+            return 0, None, out
         if resource_type == RESOURCE_BROKER_LOGGER:
             return 0, None, {}
         return ErrorCode.invalid_request, f"unsupported resource type {resource_type}", {}
@@ -210,7 +235,12 @@ class ConfigAdmin:
                 await self.topics.set_topic_configs(name, new)
             return 0, None
         if resource_type == RESOURCE_BROKER:
+            tls_check = self._check_tls_update(name, new)
+            if not isinstance(tls_check, TlsUpdate):
+                return tls_check
             for key, value in new.items():
+                if key in tls_check.keys:
+                    continue  # checked above
                 setting = BY_NAME.get(key)
                 if setting is None:  # Kafka stores any name; odradek keeps none it would not use
                     return ErrorCode.invalid_config, f"Unknown broker setting: {key}"
@@ -223,6 +253,57 @@ class ConfigAdmin:
             if not validate_only:
                 # Kept in the metadata (ZooKeeper's /config/brokers/<entity>, or the single node's
                 # metadata file): every broker applies it from there (broker/dynamic_config.py).
+                for listener, built in tls_check.reload_now.items():
+                    self.tls.install(listener, built)  # type: ignore[union-attr]  # only with self.tls  # the same settings again: the files reloaded
                 await self.topics.set_broker_configs(DEFAULT_BROKER_ENTITY if name == "" else name, new)
             return 0, None
         return 0, None  # logger levels: accepted, nothing to keep
+
+    def _check_tls_update(self, name: str, new: Mapping[str, str]) -> TlsUpdate | tuple[int, str]:
+        """The TLS store settings of a broker resource's new dynamic layer, checked as Kafka's
+        DynamicBrokerConfig and SslFactory check them (broker/security/tls_reload.py): the
+        listeners whose context is to be built again now (their settings unchanged: the files
+        reloaded), or Kafka 3.9's answer (INVALID_REQUEST and its message)."""
+
+        def scala_set(names: list[str]) -> str:
+            return f"{'Set' if len(names) <= 4 else 'HashSet'}({', '.join(names)})"
+
+        unprefixed = sorted(k for k in new if k in RECONFIGURABLE)
+        if unprefixed:
+            return ErrorCode.invalid_request, (
+                "These security configs can be dynamically updated only per-listener using the listener prefix: "
+                f"HashSet({', '.join(unprefixed)})"
+            )
+        keys = {k: w for k in new if (w := listener_scoped(k)) is not None and w[1] is None and w[2] in RECONFIGURABLE}
+        if keys and name == "":
+            why = "Cannot update these configs at default cluster level, broker id must be specified"
+            return ErrorCode.invalid_request, f"{why}: {scala_set(sorted(keys))}"
+        touched = {w[0] for w in keys.values()} | {w[0] for w in self.config.dynamic_listener}
+        if name == "" or not touched:
+            return TlsUpdate(frozenset(keys), {})
+        after = self.config.with_own_layer(new)
+        reload_now: dict[str, ListenerTls] = {}
+        for lower in sorted(touched):
+            listener = self.tls.by_lower_name(lower) if self.tls is not None else None
+            if listener is None or self.tls is None:
+                bad = sorted(k for k, w in keys.items() if w[0] == lower)  # Kafka keeps them, unused
+                return ErrorCode.invalid_config, f"{', '.join(bad)}: broker {self.node_id} has no TLS listener {lower}"
+            try:
+                built = self.tls.check(after, listener)
+            except TlsUpdateRefused as e:
+                return ErrorCode.invalid_request, f"Invalid value {e} for configuration Invalid dynamic configuration"
+            if all(self.config.for_listener(listener, n) == after.for_listener(listener, n) for n in SSL_NAMES):
+                reload_now[listener] = built
+        secrets = sorted(k for k, w in keys.items() if BY_NAME[w[2]].type == "password")
+        if secrets:  # kept in clear by nobody: Kafka encrypts them with password.encoder.secret
+            resource = f"ConfigResource(type=BROKER, name='{name}')"  # Kafka 3.9's ZkAdminManager words
+            return (
+                ErrorCode.invalid_config,
+                f"Invalid config value for resource {resource}: Password encoder secret not configured",
+            )
+        return TlsUpdate(frozenset(keys), reload_now)
+
+
+class TlsUpdate(NamedTuple):
+    keys: frozenset[str]  # the listener-scoped TLS store names of the new layer (checked)
+    reload_now: dict[str, ListenerTls]  # listener -> its context built again, to use at once

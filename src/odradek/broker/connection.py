@@ -3,7 +3,7 @@
 The protocol itself (frames, request headers, decoding, the KIP-511 ApiVersions fallback,
 the authentication gate, response framing) is `odradek.protocol.connection.ServerConnection`;
 the bytes go through the transport it is given (broker/transport.py: plaintext with
-sendfile, built per socket by server.py's accept loop; TLS would plug in there; the simulator
+sendfile, or TLS, built per socket by server.py's accept loop; the simulator
 gives its own, odradek/testing/sim/net.py). What is left here is the driving: socket readiness, backpressure, in-order
 processing, idle tracking, and handing each request to its handler.
 
@@ -26,11 +26,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from odradek.broker.connection_state import ConnectionState
+from odradek.broker.connection_state import ANONYMOUS, ConnectionState
 from odradek.broker.quotas.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas, user_of
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
 from odradek.broker.security.sasl import SASL_PROTOCOLS, AuthenticationFailed, State
-from odradek.broker.transport import INLINE_REGION_BYTES, CloseConnection, Transport
+from odradek.broker.transport import INLINE_REGION_BYTES, CloseConnection, TlsTransport, Transport
 from odradek.protocol.connection import (
     NEED_DATA,
     ImmediateResponse,
@@ -100,18 +100,31 @@ def _with_throttle(response: object, throttle_ms: int) -> object:
 class Connection:
     _next_id = 0
 
-    def __init__(self, services: BrokerServices, transport: Transport, peer: str, listener_name: str) -> None:
+    def __init__(
+        self,
+        services: BrokerServices,
+        transport: Transport,
+        peer: str,
+        listener_name: str,
+        security_protocol: str,
+        *,
+        principal: str = ANONYMOUS,
+    ) -> None:
+        """`security_protocol`: the listener's (listener.security.protocol.map); `principal`: who
+        the transport says the client is (SSL: its certificate's), replaced on a SASL listener by
+        the one authentication gives."""
         Connection._next_id += 1
         self.id = Connection._next_id
         self.services = services
         self.loop = asyncio.get_running_loop()
         self.transport = transport
         cfg = services.config
-        self.state = state = ConnectionState(self.id, peer, listener_name, cfg.security_protocol(listener_name))
+        self.state = state = ConnectionState(self.id, peer, listener_name, security_protocol, principal)
         pre_auth_max = None
-        if state.security_protocol in SASL_PROTOCOLS and services.sasl is not None:  # the authentication gate
+        if security_protocol in SASL_PROTOCOLS and services.sasl is not None:  # the authentication gate
             state.sasl = services.sasl.session(listener_name, peer)
             state.authenticated = False
+            state.principal = ANONYMOUS  # until SASL says who
             pre_auth_max = state.sasl.listener.max_receive_size
         self.proto = ServerConnection(
             served_apis(),
@@ -127,6 +140,8 @@ class Connection:
         self.in_flight = False
         self.last_active = time.monotonic()
         self.metrics = services.metrics
+        if isinstance(transport, TlsTransport):
+            transport.readable_again = self._on_readable  # decrypted bytes left over: read again
 
     @property
     def peer(self) -> str:
@@ -135,6 +150,8 @@ class Connection:
     # ------------------------------------------------------------------ tasks
     async def run(self) -> None:
         self._start_reading()
+        if isinstance(self.transport, TlsTransport) and self.transport.buffered():
+            self.loop.call_soon(self._on_readable)  # the first request came with the handshake's last message
         try:
             await self._process_loop()
         finally:
@@ -234,7 +251,8 @@ class Connection:
             try:
                 await self._handle(event)
             except CloseConnection as e:
-                log.warning("closing connection %s from %s: %s", self.id, self.state.peer, e)
+                level = logging.DEBUG if e.logged else logging.WARNING
+                log.log(level, "closing connection %s from %s: %s", self.id, self.state.peer, e)
                 return
             except OSError as e:
                 log.debug("connection %s from %s lost while writing: %s", self.id, self.state.peer, e)
@@ -307,7 +325,7 @@ class Connection:
         body, size = handler.encode_response(version, response)
         await self.transport.write(proto.send_chunks(event, body, size))
         if self.state.close_after_response:
-            raise CloseConnection(self.state.close_after_response)
+            raise CloseConnection(self.state.close_after_response, logged=True)  # the handler's failure logged it
         if throttle_ms:
             await self._mute(throttle_ms)
         if debug:
@@ -352,7 +370,7 @@ class Connection:
         try:
             response = sasl.authenticate(token)
         except AuthenticationFailed as e:
-            raise CloseConnection(f"SASL authentication failed: {e}") from None
+            raise CloseConnection(f"SASL authentication failed: {e}", logged=True) from None
         if sasl.state is State.COMPLETE:
             self.state.principal, self.state.authenticated = sasl.principal, True
             self.proto.mark_authenticated()

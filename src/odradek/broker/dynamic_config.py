@@ -5,7 +5,9 @@ the metadata (in a cluster ZooKeeper's /config/brokers/<default> and /config/bro
 Kafka keeps them; on a single node its metadata file), so they survive restarts and reach
 every broker. This listener lays them over the static configuration whenever they change
 (this broker's own over every broker's over the file) and passes the effect on: the log
-manager's settings (the cleaner's), topic defaults for every log that does not override them.
+manager's settings (the cleaner's), topic defaults for every log that does not override them,
+and a TLS listener's keystore and truststore (this broker's own listener.name.<l>.ssl.*,
+broker/security/tls_reload.py).
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from odradek.broker.config import LISTENER_PREFIX
 from odradek.cluster.metadata import DEFAULT_BROKER_ENTITY, MetadataDelta, TopicInfo
 from odradek.storage.config import LogManagerConfig
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
+    from odradek.broker.security.tls_reload import TlsListeners
     from odradek.broker.topic_configs import TopicConfigs
     from odradek.storage import LogManager
 
@@ -33,9 +37,12 @@ class DynamicConfigListener:
         topic_configs: TopicConfigs,
         log_manager: LogManager,
         reconfigure_topics: Callable[[Iterable[TopicInfo]], None],
+        tls: TlsListeners | None = None,
     ) -> None:
         """`reconfigure_topics`: every hosted log of these topics takes its effective config again
-        (`ReplicaManager.reconfigure_all`)."""
+        (`ReplicaManager.reconfigure_all`); `tls`: the TLS listeners, whose contexts are built again
+        when their dynamic keystore or truststore settings change."""
+        self.tls = tls
         self.node_id = node_id
         self.config = config
         self.topic_configs = topic_configs
@@ -51,7 +58,15 @@ class DynamicConfigListener:
         changed = config.apply_dynamic(after.get(DEFAULT_BROKER_ENTITY, {}), after.get(me, {}))
         if not changed:
             return
-        log.info("dynamic broker settings now in effect: %s", ", ".join(f"{n}={config[n]}" for n in changed))
+        log.info(
+            "dynamic broker settings now in effect: %s",
+            ", ".join(n if n.startswith(LISTENER_PREFIX) else f"{n}={config[n]}" for n in changed),
+        )
+        listeners = {n[len(LISTENER_PREFIX) :].partition(".")[0] for n in changed if n.startswith(LISTENER_PREFIX)}
+        if listeners and self.tls is not None:
+            self.tls.reload(config, [x for name in listeners if (x := self.tls.by_lower_name(name))])
+            if len(listeners) == len(changed):
+                return
         self.log_manager.reconfigure(LogManagerConfig.from_broker(config))  # read on its next pass
         self.topic_configs.refresh()  # topic defaults: every topic without an override takes the new value
         self.reconfigure_topics(delta.after.topics.values())

@@ -71,6 +71,7 @@ from odradek.broker.security.authorizer import Authorizer, parse_super_users
 from odradek.broker.security.sasl import SaslServer
 from odradek.broker.security.scram_users import scram_credential
 from odradek.broker.security.tls import TLS_PROTOCOLS, ListenerTls, NoMatchingRule, TlsConfigError, client_context
+from odradek.broker.security.tls_reload import TlsListeners
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.topic_configs import TopicConfigs
@@ -200,7 +201,7 @@ class Broker:
         self.controller: Controller | None = None
         self.fence: CoordinatorFence | None = None  # coordinators stop while the ZooKeeper session may be lost
         self.channels: NodeChannels | None = None
-        self.tls: dict[str, ListenerTls] = {}  # the TLS listeners' contexts, by listener name
+        self.tls = TlsListeners()  # the TLS listeners' contexts (replaced by a dynamic keystore update)
         self.inter_broker_tls: ssl.SSLContext | None = None  # to the others' inter-broker listener, if TLS
         self.inter_broker_sasl: InterBrokerLogin | None = None  # this broker's login there, if SASL
         self._handshakes: set[asyncio.Task] = set()  # TLS connections not yet handed to a Connection
@@ -229,7 +230,7 @@ class Broker:
         services = self.services = self._build_services(store, next_block, topic_configs, lm)
         rm = services.replica_manager
         # The dynamic settings first (a partition's log is opened with the configs in effect).
-        store.add_listener(DynamicConfigListener(self.node_id, config, topic_configs, lm, rm.reconfigure_all))
+        store.add_listener(DynamicConfigListener(self.node_id, config, topic_configs, lm, rm.reconfigure_all, self.tls))
         store.add_listener(rm)
         await services.group_coordinator.start()
         await services.txn_coordinator.start()
@@ -352,7 +353,7 @@ class Broker:
             cluster_id=self.cluster_id,
             metadata=store,
             topics=topics,
-            config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics),
+            config_admin=ConfigAdmin(self.node_id, config, topic_configs, store, topics, self.tls),
             replica_manager=rm,
             group_coordinator=groups,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
@@ -427,7 +428,7 @@ class Broker:
                 )
             if protocol in TLS_PROTOCOLS:
                 try:
-                    self.tls[name] = ListenerTls.of(config, name)
+                    self.tls.build(config, name)
                 except TlsConfigError as e:
                     raise ConfigError(str(e)) from None
         SaslServer.check_config(config)
@@ -516,7 +517,6 @@ class Broker:
         rcv = self.config["socket.receive.buffer.bytes"]
         snd = self.config["socket.send.buffer.bytes"]
         protocol = self.config.security_protocol(listener_name)
-        tls = self.tls.get(listener_name)
         while not self._stopping:
             try:
                 sock, addr = await loop.sock_accept(server)
@@ -535,8 +535,9 @@ class Broker:
             if services.metrics is not None:
                 services.metrics.connection_accepted()
             peer = f"{addr[0]}:{addr[1]}"
+            tls = self.tls.get(listener_name)  # taken per connection: a dynamic keystore update replaces it
             if tls is None:
-                self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name))
+                self._serve(Connection(services, PlaintextTransport(sock, loop), peer, listener_name, protocol))
             else:
                 task = asyncio.ensure_future(self._serve_tls(tls, sock, peer, listener_name, protocol, services))
                 self._handshakes.add(task)
@@ -575,14 +576,7 @@ class Broker:
         if self._stopping:
             transport.close()
             return
-        conn = Connection(services, transport, peer, listener_name)
-        conn.state.security_protocol = protocol
-        if conn.state.authenticated:  # SSL; on SASL_SSL the principal is the one SASL gives
-            conn.state.principal = principal
-        transport.readable_again = conn._on_readable  # decrypted bytes left over: read again
-        self._serve(conn)
-        if transport.buffered():  # the first request came with the handshake's last message
-            asyncio.get_running_loop().call_soon(conn._on_readable)
+        self._serve(Connection(services, transport, peer, listener_name, protocol, principal=principal))
 
     def _connection_done(self, conn: Connection) -> Callable[[asyncio.Task], None]:
         def done(task: asyncio.Task) -> None:

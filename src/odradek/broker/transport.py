@@ -33,7 +33,13 @@ from typing import Any, Protocol
 
 
 class CloseConnection(Exception):
-    """Raised while handling or answering a request when the only right answer is to hang up."""
+    """Raised while handling or answering a request when the only right answer is to hang up.
+    `logged`: the reason was logged already (a failed authentication: its own line), so the
+    close itself is logged at DEBUG only."""
+
+    def __init__(self, reason: str, *, logged: bool = False) -> None:
+        super().__init__(reason)
+        self.logged = logged
 
 
 # File regions of a response totalling at most this many bytes are read into memory and sent

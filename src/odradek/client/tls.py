@@ -18,7 +18,9 @@ password, never written in clear). A JKS store is refused with how to convert it
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import secrets
 import shutil
 import ssl
@@ -39,12 +41,7 @@ class TlsConfigError(ValueError):
 
 def ssl_context(settings: Mapping[str, Any], *, server: bool) -> ssl.SSLContext:
     """A context for a TLS server (a broker's listener) or client (a connection to a broker)."""
-
-    def get(name: str, default: Any = "") -> Any:
-        value = settings.get(name)
-        if name in _LISTS and isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        return default if value in (None, "", []) else value
+    get = _getter(settings)
 
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
     _versions(ctx, get("ssl.enabled.protocols", ["TLSv1.2", "TLSv1.3"]), get("ssl.protocol", "TLSv1.3"))
@@ -118,6 +115,45 @@ def _openssl_names() -> dict[str, str]:
 # --------------------------------------------------------------------------- stores
 
 
+def _getter(settings: Mapping[str, Any]) -> Any:
+    def get(name: str, default: Any = "") -> Any:
+        value = settings.get(name)
+        if name in _LISTS and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        return default if value in (None, "", []) else value
+
+    return get
+
+
+def keystore_certificate(settings: Mapping[str, Any]) -> bytes | None:
+    """The keystore's own certificate (the chain's first) in DER, None without a keystore: what a
+    dynamic keystore update compares with the one in use (broker/security/tls_reload.py)."""
+    get = _getter(settings)
+    location, inline_chain = get("ssl.keystore.location"), get("ssl.keystore.certificate.chain")
+    if inline_chain:
+        text = inline_chain
+    elif not location:
+        return None
+    elif get("ssl.keystore.type", "JKS") == "PEM":
+        try:
+            with open(location, encoding="ascii", errors="replace") as f:
+                text = f.read()
+        except OSError as e:
+            raise TlsConfigError(f"ssl.keystore.location: cannot read {location}: {e.strerror}") from None
+    else:
+        _refuse_jks(location, "ssl.keystore.location")
+        text = _run_openssl(
+            ["pkcs12", "-in", location, "-nokeys", "-clcerts", "-passin", "env:ODRADEK_STORE_PASSWORD"],
+            {"ODRADEK_STORE_PASSWORD": get("ssl.keystore.password")},
+            "ssl.keystore.location",
+            legacy_retry=True,
+        ).decode()
+    for m in _PEM_BLOCK.finditer(text):
+        if m.group(1) == "CERTIFICATE":
+            return base64.b64decode("".join(m.group(2).split()))
+    raise TlsConfigError("the keystore holds no certificate")
+
+
 def _load_keystore(ctx: ssl.SSLContext, get: Any, *, required: bool) -> None:
     kind = get("ssl.keystore.type", "JKS")
     location, key_password = get("ssl.keystore.location"), get("ssl.key.password")
@@ -128,7 +164,7 @@ def _load_keystore(ctx: ssl.SSLContext, get: Any, *, required: bool) -> None:
                 "ssl.keystore.key and ssl.keystore.certificate.chain go together, with ssl.keystore.type=PEM "
                 "and no ssl.keystore.location"
             )
-        with _private_file(inline_key.strip() + "\n" + inline_chain.strip() + "\n") as path:
+        with _private_file(pem_text(inline_key) + pem_text(inline_chain)) as path:
             _load_chain(ctx, path, key_password, "ssl.keystore.key")
         return
     if not location:
@@ -162,7 +198,7 @@ def _load_truststore(ctx: ssl.SSLContext, get: Any, purpose: ssl.Purpose) -> Non
                 raise TlsConfigError(
                     "ssl.truststore.certificates goes with ssl.truststore.type=PEM and no ssl.truststore.location"
                 )
-            ctx.load_verify_locations(cadata=inline)
+            ctx.load_verify_locations(cadata=pem_text(inline))
         elif not location:
             ctx.load_default_certs(purpose)
         elif kind == "PEM":
@@ -178,6 +214,25 @@ def _load_truststore(ctx: ssl.SSLContext, get: Any, purpose: ssl.Purpose) -> Non
             ctx.load_verify_locations(cadata=pem.decode())
     except (ssl.SSLError, OSError) as e:
         raise TlsConfigError(f"cannot load the truststore ({location or 'inline'}): {e}") from None
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def pem_text(value: str) -> str:
+    """Inline PEM as OpenSSL reads it: each block's base64 on lines of 64. Kafka's PEM parser
+    ignores the whitespace between the markers, so a value written in a properties file with
+    continuation lines (which joins them, newlines gone) or on one line is read as well.
+    Text that holds no block is returned as it is (OpenSSL then says what is wrong)."""
+    blocks = []
+    for m in _PEM_BLOCK.finditer(value):
+        if ":" in m.group(2):  # RFC 1421 headers (a traditional encrypted key): left as written
+            blocks.append(m.group(0) + "\n")
+            continue
+        body = "".join(m.group(2).split())
+        lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+        blocks.append("\n".join([f"-----BEGIN {m.group(1)}-----", *lines, f"-----END {m.group(1)}-----"]) + "\n")
+    return "".join(blocks) if blocks else value.strip() + "\n"
 
 
 def _load_chain(ctx: ssl.SSLContext, path: str, password: str, setting: str) -> None:

@@ -12,7 +12,14 @@ write, then a change notification; every broker watches both notification paths 
 ChildrenWatch) and reads again the resources named by notifications it has not seen, so an ACL
 made through one broker is applied by the others within a watch's round trip. The resource
 type in a notification is Kafka's enum name (TOPIC), in paths its camel-case name (Topic).
-kazoo calls block: they run in worker threads, and watch callbacks hop to the event loop.
+Notifications older than 15 minutes (by their znode's creation time) are deleted whenever a
+broker processes notifications, as Kafka's ZkNodeChangeNotificationListener purges them, so the
+change paths do not grow for ever.
+
+kazoo calls block: they run in worker threads. The watch callbacks, on kazoo's own thread, make
+no ZooKeeper call: as zk_cache.py's, they only record what they were given (the children of a
+change path) and tell the event loop, whose one task at a time reads the new notifications and
+the resources they name in a worker thread.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
@@ -36,6 +44,7 @@ PREFIXED_ROOT = "/kafka-acl-extended/prefixed"
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs
 
 # camel-case path names <-> Kafka's ResourceType enum names in notifications
 _ENUM_NAMES = {
@@ -77,14 +86,19 @@ def decode_change(root: str, data: bytes) -> AclResource | None:
 
 
 class ZooKeeperAclStore:
-    def __init__(self, zk: KazooClient) -> None:
+    def __init__(self, zk: KazooClient, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: wall-clock seconds, compared with the notifications' creation times."""
         self.zk = zk
+        self.clock = clock
         self._lock = threading.Lock()
         self._view: dict[AclResource, frozenset[AclEntry]] = {}
         self._seen: dict[str, int] = {LITERAL_CHANGES: -1, EXTENDED_CHANGES: -1}
         self._callbacks: list[Callable[[], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
+        # the children of each change path a watch reported, not processed yet (under _lock)
+        self._pending: dict[str, list[str]] = {}
+        self._processing: asyncio.Task[None] | None = None
 
     def view(self) -> AclView:
         with self._lock:
@@ -129,6 +143,7 @@ class ZooKeeperAclStore:
         for root in (LITERAL_CHANGES, EXTENDED_CHANGES):
             children = self.zk.get_children(root)
             self._seen[root] = max((_seq(c) for c in children), default=-1)
+            self._purge(root, children)
             self.zk.ChildrenWatch(root, self._watcher(root))
 
     def _read(self, resource: AclResource) -> tuple[frozenset[AclEntry], int]:
@@ -173,30 +188,72 @@ class ZooKeeperAclStore:
             else:
                 self._view.pop(resource, None)
 
+    def _process(self, root: str, children: list[str]) -> bool:
+        """Read the notifications among `children` not seen yet and the resources they name;
+        purge the expired ones. Whether the view may have changed."""
+        now_ms = self.clock() * 1000
+        fresh = sorted((_seq(c), c) for c in children if _seq(c) > self._seen[root])
+        for seq, child in fresh:
+            try:
+                data, _ = self.zk.get(f"{root}/{child}")
+            except NoNodeError:
+                continue
+            resource = decode_change(root, data)
+            if resource is not None:
+                self._set_view(resource, self._read(resource)[0])
+            self._seen[root] = max(self._seen[root], seq)
+        self._purge(root, children, now_ms)
+        return bool(fresh)
+
+    def _purge(self, root: str, children: list[str], now_ms: float | None = None) -> None:
+        """Delete the notifications created more than CHANGE_EXPIRATION_MS ago (Kafka's
+        purgeObsoleteNotifications; every broker does it, the first one deletes)."""
+        now_ms = self.clock() * 1000 if now_ms is None else now_ms
+        for child in sorted(children):
+            path = f"{root}/{child}"
+            try:
+                _data, stat = self.zk.get(path)
+                if now_ms - stat.ctime > CHANGE_EXPIRATION_MS:
+                    log.debug("purging ACL change notification %s", path)
+                    self.zk.delete(path)
+            except NoNodeError:
+                continue
+
+    # -- kazoo's thread: record and tell the event loop, no ZooKeeper call ------------------
     def _watcher(self, root: str) -> Callable[[list[str]], bool | None]:
         def changed(children: list[str]) -> bool | None:
             if self._stopped:
                 return False
-            fresh = sorted((_seq(c), c) for c in children if _seq(c) > self._seen[root])
-            if not fresh:
-                return None
-            for seq, child in fresh:
-                try:
-                    data, _ = self.zk.get(f"{root}/{child}")
-                except NoNodeError:
-                    continue
-                resource = decode_change(root, data)
-                if resource is not None:
-                    self._set_view(resource, self._read(resource)[0])
-                self._seen[root] = max(self._seen[root], seq)
+            with self._lock:
+                self._pending[root] = list(children)
             loop = self._loop
             if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(self._changed)
+                loop.call_soon_threadsafe(self._process_pending)
             return None
 
         return changed
 
     # -- the event loop -------------------------------------------------------------------
+    def _process_pending(self) -> None:
+        if self._stopped or (self._processing is not None and not self._processing.done()):
+            return  # the task running takes what is pending when it is done with what it has
+        self._processing = asyncio.get_running_loop().create_task(self._process_all())
+
+    async def _process_all(self) -> None:
+        while not self._stopped:
+            with self._lock:
+                pending, self._pending = self._pending, {}
+            if not pending:
+                return
+            changed = False
+            for root, children in pending.items():
+                try:
+                    changed |= await asyncio.to_thread(self._process, root, children)
+                except KazooException as e:  # the next notification (or a restart) reads them again
+                    log.warning("reading ACL change notifications under %s failed: %s", root, e)
+            if changed:
+                self._changed()
+
     def _changed(self) -> None:
         for callback in list(self._callbacks):
             callback()

@@ -352,3 +352,29 @@ def test_a_thousand_wrong_passwords_leave_nothing_behind(tmp_path):
     log = text.getvalue()
     assert log.count("failed authentication with /127.0.0.1") == 1100
     assert "guess-" not in log and "alice-Secret-1" not in log
+
+
+def test_one_failed_authentication_logs_one_warning(tmp_path, caplog):
+    """A wrong password (SaslAuthenticate, and a bare token after SaslHandshake v0) and an unknown
+    mechanism: one WARNING each, the failed authentication's (the close after it is not another)."""
+    caplog.set_level(logging.DEBUG)
+
+    def client(b, sasl, _plain):
+        caplog.clear()
+        with RawConnection(sasl) as c:
+            c.call(17, 1, mechanism="PLAIN")
+            assert c.call(36, 2, auth_bytes=plain("alice", "Wrong-1")).error_code == 58
+            assert closed(c)
+        with RawConnection(sasl) as c:
+            c.call(17, 0, mechanism="PLAIN")
+            token = plain("alice", "Wrong-2")
+            c.sock.sendall(struct.pack(">i", len(token)) + token)
+            assert closed(c)
+        with RawConnection(sasl) as c:
+            assert c.call(17, 1, mechanism="OTHER").error_code == 33
+            assert closed(c)
+
+    run(tmp_path, client)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 3, warnings
+    assert all(w.startswith("failed authentication with /127.0.0.1") for w in warnings), warnings

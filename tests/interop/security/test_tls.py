@@ -237,3 +237,14 @@ def test_subject_names_as_java_prints_them(pki, tmp_path):
     out = subprocess.run(["java", str(java), *map(str, certs)], capture_output=True, text=True, check=True).stdout
     ours = [rfc2253_subject(ssl.PEM_cert_to_DER_cert(c.read_text())) for c in certs]
     assert ours == out.splitlines()
+
+
+def test_no_secret_on_the_command_line_or_in_the_log(tls_broker, identities):
+    """The inline key, the PKCS12 password: in the broker's private properties file, not on its
+    command line (the test log and `ps` show it), and nowhere in the broker's own log."""
+    key = identities["broker"].key.read_text().splitlines()[1]  # a line of the key's base64
+    command = " ".join(tls_broker.command())
+    assert "ssl.keystore.key" not in command and key not in command and PASSWORD not in command
+    log_text = tls_broker.log_path.read_text()
+    assert "started" in log_text
+    assert key not in log_text and PASSWORD not in log_text

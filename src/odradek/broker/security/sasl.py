@@ -145,7 +145,8 @@ class SaslServer:
         return SaslSession(self, self.listeners[listener], peer)
 
     def failed(self, session: SaslSession, reason: str) -> None:
-        log.info(
+        """The one line a failed authentication logs (the connection's close after it does not)."""
+        log.warning(
             "failed authentication with /%s (listener %s, %s): %s",
             session.peer,
             session.listener.name,

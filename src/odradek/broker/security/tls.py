@@ -15,6 +15,7 @@ other attribute as its OID and `#` + the hex of its DER value), mapped by
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import ssl
 from collections.abc import Callable
@@ -23,9 +24,18 @@ from typing import Any
 
 from odradek.broker.connection_state import ANONYMOUS
 from odradek.broker.settings.ssl import SSL_NAMES
-from odradek.client.tls import TlsConfigError, ssl_context
+from odradek.client.tls import TlsConfigError, keystore_certificate, ssl_context
 
-__all__ = ["ListenerTls", "NoMatchingRule", "PrincipalMapper", "TlsConfigError", "client_context", "rfc2253_subject"]
+__all__ = [
+    "ListenerTls",
+    "NoMatchingRule",
+    "PrincipalMapper",
+    "TlsConfigError",
+    "client_context",
+    "rfc2253_subject",
+    "java_alt_names",
+    "subject_alt_names",
+]
 
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 
@@ -40,6 +50,8 @@ class ListenerTls:
 
     context: ssl.SSLContext
     mapper: PrincipalMapper
+    certificate: bytes | None = None  # the keystore's own certificate (DER): a dynamic update compares it
+    has_truststore: bool = False
 
     @classmethod
     def of(cls, config: Any, listener: str) -> ListenerTls:
@@ -47,9 +59,11 @@ class ListenerTls:
         try:
             context = ssl_context(settings, server=True)
             mapper = PrincipalMapper(settings["ssl.principal.mapping.rules"])
+            certificate = keystore_certificate(settings)
         except (TlsConfigError, ValueError) as e:
             raise TlsConfigError(f"listener {listener}: {e}") from None
-        return cls(context, mapper)
+        truststore = bool(settings["ssl.truststore.location"] or settings["ssl.truststore.certificates"])
+        return cls(context, mapper, certificate, truststore)
 
     def principal(self, peer_der: bytes | None) -> str:
         """The principal of a connection whose client sent certificate `peer_der` (None: none).
@@ -195,14 +209,52 @@ def _oid(data: bytes) -> str:
     return ".".join(map(str, parts))
 
 
-def rfc2253_subject(cert_der: bytes) -> str:
-    """The subject of a DER certificate as Java's X500Principal.getName() (RFC 2253) gives it."""
-    _t, cs, ce = _tlv(cert_der, 0)  # Certificate
+def _tbs_fields(cert_der: bytes) -> list[tuple[int, int, int, int]]:
+    """The TBSCertificate's fields after the version: serialNumber, signature, issuer, validity,
+    subject, subjectPublicKeyInfo, then the optional [1], [2] and [3] extensions."""
+    _t, cs, _ce = _tlv(cert_der, 0)  # Certificate
     _t, ts, te = _tlv(cert_der, cs)  # TBSCertificate
     fields = _children(cert_der, ts, te)
-    if fields and fields[0][0] == 0xA0:  # [0] version
-        fields = fields[1:]
-    # serialNumber, signature, issuer, validity, subject
+    return fields[1:] if fields and fields[0][0] == 0xA0 else fields  # [0] version
+
+
+_SUBJECT_ALT_NAME = "2.5.29.17"
+
+
+def subject_alt_names(cert_der: bytes) -> frozenset[tuple[int, str]]:
+    """The subject alternative names of a DER certificate as Java's getSubjectAlternativeNames
+    gives them: (kind, value), kind 1 rfc822Name, 2 dNSName, 6 URI, 7 iPAddress (its text
+    form); other kinds with their DER value in hex."""
+    out: set[tuple[int, str]] = set()
+    for tag, es, ee, _s in _tbs_fields(cert_der)[6:]:
+        if tag != 0xA3:  # [3] extensions
+            continue
+        (_t, ss, se, _x), *_ = _children(cert_der, es, ee)
+        for _tag, xs, xe, _x in _children(cert_der, ss, se):  # each Extension
+            parts = _children(cert_der, xs, xe)
+            if _oid(cert_der[parts[0][1] : parts[0][2]]) != _SUBJECT_ALT_NAME:
+                continue
+            _ot, vs, ve, _x = parts[-1]  # the OCTET STRING holding GeneralNames
+            _gt, gs, ge = _tlv(cert_der, vs)
+            for ntag, ns, ne, start in _children(cert_der, gs, ge):
+                kind, value = ntag & 0x1F, cert_der[ns:ne]
+                if kind in (1, 2, 6):
+                    out.add((kind, value.decode("latin-1")))
+                elif kind == 7 and len(value) in (4, 16):
+                    out.add((kind, str(ipaddress.ip_address(value))))
+                else:
+                    out.add((kind, cert_der[start:ne].hex()))
+    return frozenset(out)
+
+
+def java_alt_names(names: frozenset[tuple[int, str]]) -> str:
+    """Subject alternative names as Kafka's messages print them: [[2, localhost], [7, 127.0.0.1]]."""
+    return "[" + ", ".join(f"[{k}, {v}]" for k, v in sorted(names)) + "]"
+
+
+def rfc2253_subject(cert_der: bytes) -> str:
+    """The subject of a DER certificate as Java's X500Principal.getName() (RFC 2253) gives it."""
+    fields = _tbs_fields(cert_der)
     _tag, ns, ne, _s = fields[4]
     rdns = []
     for _tag, ss, se, _s in _children(cert_der, ns, ne):  # each RDN: a SET of AttributeTypeAndValue

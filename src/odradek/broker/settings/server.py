@@ -211,6 +211,14 @@ INTERBROKER: tuple[Setting, ...] = (
 
 # operations
 OPERATIONS: tuple[Setting, ...] = (
+    S(
+        "password.encoder.secret",
+        "password",
+        "",
+        "The secret that encrypts dynamic password settings kept in ZooKeeper (a keystore password set with "
+        "AlterConfigs).",
+        planned="encrypting dynamic passwords as Kafka's PasswordEncoder (until then such an update is refused)",
+    ),
     S("metrics.listener", "string", "", "host:port for Prometheus metrics over HTTP; empty disables them."),
     S("controlled.shutdown.enable", "bool", True, "Move leadership away before shutting down (cluster mode)."),
     S(

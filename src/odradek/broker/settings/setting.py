@@ -70,14 +70,15 @@ class Setting:
         """The value of an explicitly given setting; a planned one is refused (ConfigError)."""
         if self.planned:
             raise ConfigError(f"setting {self.name} is not implemented yet (it waits for {self.planned})")
+        shown = "[hidden]" if self.type == "password" else repr(raw)  # a secret is never in a message
         try:
             value = TYPES[self.type](raw)
         except ValueError as e:
-            raise ConfigError(f"invalid value {raw!r} for setting {self.name}: {e}") from None
+            raise ConfigError(f"invalid value {shown} for setting {self.name}: {e}") from None
         if self.validate is not None:
             problem = self.validate(value)
             if problem:
-                raise ConfigError(f"invalid value {raw!r} for setting {self.name}: {problem}")
+                raise ConfigError(f"invalid value {shown} for setting {self.name}: {problem}")
         return value
 
 

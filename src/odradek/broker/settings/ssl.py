@@ -107,6 +107,18 @@ SSL: tuple[Setting, ...] = (
         validate=one_of("https", ""),
     ),
     S(
+        "ssl.allow.dn.changes",
+        "bool",
+        False,
+        "Whether a dynamic keystore update may change the certificate's distinguished name.",
+    ),
+    S(
+        "ssl.allow.san.changes",
+        "bool",
+        False,
+        "Whether a dynamic keystore update may drop subject alternative names of the certificate in use.",
+    ),
+    S(
         "ssl.principal.mapping.rules",
         "string",
         "DEFAULT",
@@ -117,3 +129,21 @@ SSL: tuple[Setting, ...] = (
 )
 
 SSL_NAMES = frozenset(s.name for s in SSL)
+
+# The stores a TLS listener takes again without a restart (Kafka's SslConfigs.RECONFIGURABLE_CONFIGS),
+# as this broker's own dynamic settings, listener.name.<l>.<name> only (KIP-226;
+# broker/security/tls_reload.py).
+RECONFIGURABLE: frozenset[str] = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)

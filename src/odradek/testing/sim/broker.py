@@ -131,7 +131,8 @@ class SimBroker(Broker):
                 ep = await listener.accept()
             except OSError:
                 return
-            conn = Connection(services, SimTransport(self.net, ep), ep.peer_name, listener_name)
+            protocol = services.config.security_protocol(listener_name)
+            conn = Connection(services, SimTransport(self.net, ep), ep.peer_name, listener_name, protocol)
             self.connections.add(conn)
             task = asyncio.ensure_future(conn.run())
             self._conn_tasks.add(task)
