@@ -84,7 +84,11 @@ def test_without_re_authentication_the_server_closes_the_connection(tmp_path):
             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
             | {"sasl.username": "broker", "sasl.password": "b-Secret-1"}
         )
-        conn = await Connection("127.0.0.1", port, authenticate=auth).connect()
+
+        async def once(c: Connection) -> None:
+            await auth(c)  # the session lifetime it returns is dropped: the client never re-authenticates
+
+        conn = await Connection("127.0.0.1", port, authenticate=once).connect()
         try:
             with pytest.raises(Exception):  # noqa: B017,PT011 - the connection's error, whichever it is
                 await keep_asking(conn, 3.2)
