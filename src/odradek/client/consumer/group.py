@@ -33,8 +33,10 @@ REJOIN_CODES = {22, 25, 27}  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_
 COORDINATOR_CODES = {14, 15, 16}  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
 
 
-async def _call(listener, name: str, tps) -> None:
+async def _call(listener, name: str, tps, fallback: str | None = None) -> None:
     fn = getattr(listener, name, None) if listener is not None else None
+    if fn is None and fallback is not None:  # Java's default onPartitionsLost calls onPartitionsRevoked
+        fn = getattr(listener, fallback, None) if listener is not None else None
     if fn is None:
         return
     try:
@@ -67,6 +69,9 @@ class GroupCoordinator:
         self.protocol: str | None = None
         self.leader = False
         self.need_rejoin = True
+        # Java's MemberState.STABLE: joined and assigned; from a JoinGroup until its SyncGroup
+        # completes the member is rebalancing, and commits (generationIfStable) are refused
+        self.stable = False
         self.joined = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._running = False
@@ -112,6 +117,7 @@ class GroupCoordinator:
                 log.debug("LeaveGroup failed: %r", e)
         self.member_id = ""
         self.generation = -1
+        self.stable = False
 
     def positions(self) -> dict:
         return {
@@ -187,6 +193,13 @@ class GroupCoordinator:
             await self.cluster.refresh()
         topics = self._subscribed_topics()
         owned = sorted(subs.assignment)
+        if owned and self.generation < 0:
+            # Java's onJoinPrepare: the group dropped this member (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            # its partitions may already be another member's; they are lost, not revoked (nothing
+            # committed for them), and the member joins owning none
+            await _call(subs.listener, "on_partitions_lost", owned, fallback="on_partitions_revoked")
+            subs.assign_from_subscription([])
+            owned = []
         if not self.cooperative and owned:
             # eager: give everything up before joining
             if self.auto_commit:
@@ -214,6 +227,7 @@ class GroupCoordinator:
                 },
             )
             protocols.append({"name": a.name, "metadata": meta})
+        self.stable = False
         join = {
             "group_id": self.group_id,
             "session_timeout": self.session_timeout_ms,
@@ -271,6 +285,7 @@ class GroupCoordinator:
             t: len(self.cluster.metadata.topics[t].partitions) for t in topics if t in self.cluster.metadata.topics
         }
         self.need_rejoin = False
+        self.stable = True
         await self._apply_assignment(assigned)
 
     def _assign(self, members) -> list[dict]:
@@ -399,6 +414,13 @@ class GroupCoordinator:
             # empty group and take the group's offsets back (the simulator's commit-backwards).
             self.need_rejoin = True
             raise E.CommitFailedError("commit failed: this consumer is not part of an active group; it rejoins at poll")
+        if self.subs.subscribed and not self.stable:
+            # Java's generationIfStable: mid-rebalance the generation just joined is not this
+            # member's assignment yet; its old positions committed under it could undo the
+            # commits of a partition's new owner
+            raise E.RebalanceInProgressError(
+                "commit failed: the consumer is in the middle of a rebalance; commit again after it completes (poll)"
+            )
         gen = self.generation if self.subs.subscribed else -1
         member = self.member_id if self.subs.subscribed else ""
 
@@ -427,6 +449,10 @@ class GroupCoordinator:
                         self.coordinator = None
                     if code in REJOIN_CODES:
                         self.need_rejoin = True
+                        if code != 27 and self.generation == gen:
+                            # Java's resetGenerationOnResponseError: out of the group, the partitions
+                            # are lost at the next join (their positions are not committed later)
+                            self.generation = -1
                         raise E.CommitFailedError(f"commit failed: the group rebalanced ({E.error_class(code).name})")
                     if code:
                         raise E.error_class(code)(f"OffsetCommit {t.name}-{p.partition_index}")
