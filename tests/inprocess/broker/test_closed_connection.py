@@ -19,7 +19,7 @@ import struct
 
 from support.batches import batch
 from support.inprocess import InProcessBroker
-from support.raw import fetch_from_start, fetched_values
+from support.raw import fetch_from_start, fetched_values, request
 
 from odradek.protocol import messages
 from odradek.protocol.headers import encode_request_header
@@ -45,30 +45,8 @@ def _create(name: str, correlation: int) -> bytes:
 
 def _long_poll(topic: str, correlation: int, wait_ms: int) -> bytes:
     """A Fetch of an empty partition that waits `wait_ms` for data (v12, by topic name)."""
-    fp = _nested(
-        1,
-        12,
-        "FetchPartition",
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    request = messages.request_class(1, 12)(
-        replica_id=-1,
-        max_wait=wait_ms * MS,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=(_nested(1, 12, "FetchTopic", topic=topic, partitions=(fp,)),),
-        forgotten_topics_data=(),
-        rack_id="",
-    )
-    return _frame(1, 12, correlation, request)
+    fields = {**fetch_from_start(topic, range(1)), "max_wait": wait_ms * MS, "max_bytes": 1 << 20}
+    return _frame(1, 12, correlation, request(1, 12, **fields))
 
 
 def _produce(topic: str, acks: int, correlation: int, value: bytes) -> bytes:
