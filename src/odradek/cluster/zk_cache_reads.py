@@ -25,7 +25,13 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, NoNodeError, OperationTimeoutError
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import KazooState, WatchedEvent
 from kazoo.retry import KazooRetry
 
@@ -52,8 +58,13 @@ class _Watch:
         self.delivered = 0  # the number of the newest read given to the function
 
     def watcher(self, event: WatchedEvent) -> None:
-        """The node changed (kazoo's callback thread): read it again, as DataWatch does."""
-        self.owner.read([self])
+        """The node changed (kazoo's callback thread): read it again, as DataWatch does. A
+        client closed (the broker stopping) or a session expired ends the read quietly, as
+        DataWatch's `_ignore_closed`: the CONNECTED of a new session reads every node again."""
+        try:
+            self.owner.read([self])
+        except (ConnectionClosedError, SessionExpiredError) as e:
+            log.debug("watch of %s: read again not made: %r", self.path, e)
 
     def next_read(self) -> int:
         with self.lock:
