@@ -48,6 +48,40 @@ def _credentials(config: dict[str, Any]) -> tuple[str, str]:
     return str(user), str(password)
 
 
+async def exchange(
+    request: Callable[..., Awaitable[Any]], conn: Connection, mechanism: str, user: str, password: str
+) -> int:
+    """One SASL exchange on `conn`, each request sent by `request` (`conn.request`, or a path
+    past what holds requests during a re-authentication): SaslHandshake v1, then
+    SaslAuthenticate until it completes (SCRAM: the server's signature checked). Returns the
+    session lifetime SaslAuthenticate v1+ gave, in ms (0: none); raises the server's error."""
+    r = await request(SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
+    if int(r.error_code):
+        raise error_class(int(r.error_code))(
+            f"{conn.host}:{conn.port}: SASL mechanism {mechanism} refused; enabled: {', '.join(r.mechanisms)}"
+        )
+    version = min(2, conn.version(SASL_AUTHENTICATE))
+    lifetime_ms = 0
+
+    async def step(token: bytes) -> bytes:
+        nonlocal lifetime_ms
+        resp = await request(SASL_AUTHENTICATE, {"auth_bytes": token}, version=version)
+        if int(resp.error_code):
+            raise error_class(int(resp.error_code))(f"{conn.host}:{conn.port}: {resp.error_message}")
+        lifetime_ms = max(0, ms(getattr(resp, "session_lifetime", 0)))  # v1+ (KIP-368)
+        return bytes(resp.auth_bytes)
+
+    if mechanism == PLAIN:
+        await step(plain(user, password))
+        return lifetime_ms
+    scram = ScramClient(mechanism, user, password)
+    try:
+        scram.verify(await step(scram.final(await step(scram.first()))))
+    except ScramError as e:
+        raise error_class(SASL_AUTHENTICATION_FAILED)(f"{conn.host}:{conn.port}: {e}") from None
+    return lifetime_ms
+
+
 def authenticator(config: dict[str, Any]) -> Authenticate | None:
     """What a new connection runs to authenticate, or None (PLAINTEXT). ValueError for what is
     not served."""
@@ -62,30 +96,6 @@ def authenticator(config: dict[str, Any]) -> Authenticate | None:
     user, password = _credentials(config)
 
     async def authenticate(conn: Connection) -> int:
-        r = await conn.request(SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
-        if int(r.error_code):
-            raise error_class(int(r.error_code))(
-                f"{conn.host}:{conn.port}: SASL mechanism {mechanism} refused; enabled: {', '.join(r.mechanisms)}"
-            )
-        version = min(2, conn.version(SASL_AUTHENTICATE))
-        lifetime_ms = 0
-
-        async def step(token: bytes) -> bytes:
-            nonlocal lifetime_ms
-            resp = await conn.request(SASL_AUTHENTICATE, {"auth_bytes": token}, version=version)
-            if int(resp.error_code):
-                raise error_class(int(resp.error_code))(f"{conn.host}:{conn.port}: {resp.error_message}")
-            lifetime_ms = max(0, ms(getattr(resp, "session_lifetime", 0)))  # v1+ (KIP-368)
-            return bytes(resp.auth_bytes)
-
-        if mechanism == PLAIN:
-            await step(plain(user, password))
-            return lifetime_ms
-        scram = ScramClient(mechanism, user, password)
-        try:
-            scram.verify(await step(scram.final(await step(scram.first()))))
-        except ScramError as e:
-            raise error_class(SASL_AUTHENTICATION_FAILED)(f"{conn.host}:{conn.port}: {e}") from None
-        return lifetime_ms
+        return await exchange(conn.request, conn, mechanism, user, password)
 
     return authenticate

@@ -38,7 +38,6 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from odradek.broker.config import BrokerConfig, ConfigError
@@ -46,16 +45,13 @@ from odradek.broker.security.jaas import JaasError, parse_jaas
 from odradek.broker.security.sasl import SASL_PROTOCOLS
 from odradek.client.conn import Connection
 from odradek.client.errors import KafkaConnectionError
-from odradek.protocol.errors import error_class
-from odradek.protocol.sasl import PLAIN, SCRAM_MECHANISMS, SERVED_MECHANISMS, plain
-from odradek.protocol.scram import ScramClient, ScramError
+from odradek.client.sasl import exchange
+from odradek.protocol.sasl import SERVED_MECHANISMS
 
 __all__ = ["InterBrokerLogin", "SaslConnection", "inter_broker_login"]
 
 log = logging.getLogger("odradek.broker.interbroker")
 
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-SASL_AUTHENTICATION_FAILED = 58
 REAUTH_WINDOW = (0.85, 0.95)  # of the session lifetime: the Java client's re-authentication point
 
 Request = Callable[..., Awaitable[Any]]
@@ -107,37 +103,9 @@ def inter_broker_login(config: BrokerConfig) -> InterBrokerLogin | None:
 
 
 async def authenticate(request: Request, conn: Connection, login: InterBrokerLogin) -> int:
-    """One SASL exchange on `conn` (`request`: how to send on it); the session lifetime the
-    server gives, in ms (0: none). Raises the server's error (SaslAuthenticationError,
-    UnsupportedSaslMechanismError)."""
-    mechanism = login.mechanism
-    r = await request(SASL_HANDSHAKE, {"mechanism": mechanism}, version=1)
-    if int(r.error_code):
-        raise error_class(int(r.error_code))(
-            f"{conn.host}:{conn.port}: SASL mechanism {mechanism} refused; enabled: {', '.join(r.mechanisms)}"
-        )
-    version = min(2, conn.version(SASL_AUTHENTICATE))
-    lifetime = 0
-
-    async def step(token: bytes) -> bytes:
-        nonlocal lifetime
-        resp = await request(SASL_AUTHENTICATE, {"auth_bytes": token}, version=version)
-        if int(resp.error_code):
-            raise error_class(int(resp.error_code))(f"{conn.host}:{conn.port}: {resp.error_message}")
-        given = getattr(resp, "session_lifetime", None)  # v1+: session_lifetime_ms, decoded as a timedelta
-        lifetime = int(given.total_seconds() * 1000) if isinstance(given, timedelta) else int(given or 0)
-        return bytes(resp.auth_bytes)
-
-    if mechanism == PLAIN:
-        await step(plain(login.username, login.password))
-        return lifetime
-    assert mechanism in SCRAM_MECHANISMS
-    scram = ScramClient(mechanism, login.username, login.password)
-    try:
-        scram.verify(await step(scram.final(await step(scram.first()))))
-    except ScramError as e:
-        raise error_class(SASL_AUTHENTICATION_FAILED)(f"{conn.host}:{conn.port}: {e}") from None
-    return lifetime
+    """One SASL exchange on `conn` (`request`: how to send on it): the client's
+    (client/sasl.py `exchange`); the session lifetime the server gives, in ms (0: none)."""
+    return await exchange(request, conn, login.mechanism, login.username, login.password)
 
 
 class SaslConnection(Connection):
