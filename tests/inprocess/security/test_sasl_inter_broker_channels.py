@@ -12,7 +12,7 @@ import pytest
 from support.inprocess import InProcessBroker
 
 from odradek.broker.interbroker.channels import ChannelPolicy, NodeChannels, NodeUnavailable
-from odradek.broker.interbroker.sasl_login import InterBrokerLogin, SaslConnection
+from odradek.broker.interbroker.sasl_login import InterBrokerLogin
 from odradek.client.conn import Connection
 from odradek.client.sasl import authenticator
 from odradek.cluster.metadata import BrokerInfo
@@ -63,8 +63,7 @@ def test_the_channel_logs_in_and_re_authenticates_within_the_session_lifetime(tm
         )
         try:
             conn = await channels.connection(2, "forwarding")
-            assert isinstance(conn, SaslConnection)
-            # the session lasts 2 s: re-authenticated at 85 % of it (rand 0), 1.7 s, 3.4 s
+            # the session lasts 2 s: re-authenticated at 85-95 % of it, by 1.9 s and 3.8 s
             answered = await keep_asking(conn, 4.2)
             assert conn.connected and answered > 30
             assert conn.reauthentications >= 2

@@ -71,7 +71,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from odradek.broker.interbroker.sasl_login import InterBrokerLogin, SaslConnection
+from odradek.broker.interbroker.sasl_login import InterBrokerLogin, login_authenticator
 from odradek.client.conn import Connection
 from odradek.cluster.metadata import BrokerInfo
 from odradek.protocol.errors import KafkaError
@@ -251,11 +251,8 @@ class NodeChannels:
             ssl_context=self.policy.ssl_context,
         )
         login = self.policy.sasl
-        conn = (
-            Connection(host, port, **options)
-            if login is None
-            else SaslConnection(host, port, login=login, rand=self._rand, **options)
-        )
+        authenticate = None if login is None else login_authenticator(login)
+        conn = Connection(host, port, authenticate=authenticate, **options)
         try:
             await conn.connect()
         except (KafkaError, OSError) as e:
