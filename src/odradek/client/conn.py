@@ -97,7 +97,7 @@ class Connection:
         connect_timeout_ms: int = 10000,
         max_frame_size: int = 256 * 1024 * 1024,
         ssl_context: ssl.SSLContext | None = None,
-        authenticate: Callable[[Connection], Awaitable[None]] | None = None,
+        authenticate: Callable[[Connection], Awaitable[int | None]] | None = None,
     ) -> None:
         self.host = host
         self.ssl_context = ssl_context  # TLS (security.protocol SSL): client/tls.py
