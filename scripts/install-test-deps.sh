@@ -80,7 +80,10 @@ import sys
 import tomllib
 from pathlib import Path
 
-from packaging.requirements import Requirement
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # a new venv: pip is needed anyway
+    sys.exit(1)
 
 root = Path(sys.argv[1])
 project = tomllib.loads((root / "pyproject.toml").read_text())["project"]

@@ -267,7 +267,10 @@ def test_librdkafka_fails_only_the_keyless_records(pair):
         with t.raw() as c:
             create_topic(c, name, 1, configs={"cleanup.policy": "compact"})
         reports: list = [None] * 4
-        p = ck.Producer({"bootstrap.servers": t.bootstrap, "linger.ms": 200, "enable.idempotence": False})
+        # A linger far longer than the loop: the four records go in one batch even when this
+        # process is descheduled between two produce() calls; flush() sends it at once
+        # (librdkafka's flush overrides linger.ms since 1.8).
+        p = ck.Producer({"bootstrap.servers": t.bootstrap, "linger.ms": 60000, "enable.idempotence": False})
         for i, key in enumerate([b"a", None, b"c", None]):
 
             def done(err, msg, i=i):
