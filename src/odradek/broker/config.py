@@ -237,12 +237,18 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener(self) -> str:
-        """inter.broker.listener.name; else, when security.inter.broker.protocol is set, the
-        listener of that name (Kafka's older setting); else the first listener."""
+        """inter.broker.listener.name; else the listener named by security.inter.broker.protocol
+        (Kafka's older setting, default PLAINTEXT: with `listeners=SSL://...,PLAINTEXT://...`
+        brokers talk over PLAINTEXT, as Kafka's do). When that was set explicitly and names no
+        listener, the start is refused. Where Kafka refuses a start whose listeners include no
+        PLAINTEXT listener and name no inter-broker listener, odradek takes the first listener."""
         if self._values["inter.broker.listener.name"]:
             return str(self._values["inter.broker.listener.name"])
-        if self.sources["security.inter.broker.protocol"] != "default":
-            return str(self._values["security.inter.broker.protocol"])
+        by_protocol = str(self._values["security.inter.broker.protocol"])
+        if self.sources["security.inter.broker.protocol"] != "default" or any(
+            name == by_protocol for name, _h, _p in self.listeners
+        ):
+            return by_protocol
         return self.listeners[0][0]
 
     @property

@@ -48,7 +48,8 @@ BASICS: tuple[Setting, ...] = (
         "string",
         "",
         "The listener brokers reach each other on (replication, the controller); empty: the listener named "
-        "by security.inter.broker.protocol when that is set, else the first listener.",
+        "by security.inter.broker.protocol (PLAINTEXT unless set), as in Kafka; when that is not set and no "
+        "listener is named PLAINTEXT, the first listener (Kafka refuses to start).",
     ),
     S(
         "security.inter.broker.protocol",

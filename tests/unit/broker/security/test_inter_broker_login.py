@@ -81,3 +81,10 @@ def test_security_inter_broker_protocol_names_the_inter_broker_listener():
     assert BrokerConfig({"listeners": "PLAINTEXT://:0,SASL_SSL://:0"}).inter_broker_listener == "PLAINTEXT"
     with pytest.raises(ConfigError, match="must be one of"):
         BrokerConfig({"security.inter.broker.protocol": "TLS"})
+
+
+def test_the_listener_named_plaintext_is_the_inter_broker_one_wherever_it_is_listed():
+    """Kafka's default (security.inter.broker.protocol=PLAINTEXT names the listener): a PLAINTEXT
+    listener listed second is still the one brokers talk over; without one, the first listener."""
+    assert BrokerConfig({"listeners": "SSL://:0,PLAINTEXT://:0"}).inter_broker_listener == "PLAINTEXT"
+    assert BrokerConfig({"listeners": "EXTERNAL://:0,INTERNAL://:0"}).inter_broker_listener == "EXTERNAL"
