@@ -257,6 +257,9 @@ def test_describe_broker_configs(pair):
             return {
                 "some": describe_configs(c, BROKER, "1", keys=keys),
                 "other": describe_configs(c, BROKER, "7", keys=["num.partitions"]),
+                "not_a_number": describe_configs(c, BROKER, "one", keys=["num.partitions"]),
+                # the cluster-wide dynamic defaults: none set on either broker
+                "default": describe_configs(c, BROKER, "", keys=["num.partitions"]),
             }
 
     # each broker's own data directory

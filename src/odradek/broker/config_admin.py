@@ -183,6 +183,18 @@ class ConfigAdmin:
             out.append(ConfigEntry(name, rendered, source, BY_NAME[base], ((name, rendered, source),)))
         return sorted(out)
 
+    def default_entries(self) -> list[ConfigEntry]:
+        """The cluster-wide dynamic defaults (resource name ""), as Kafka lists them: only the
+        settings that have one, each with its synonyms but not a broker's own dynamic value."""
+        out = []
+        for name in self.config.dynamic_default:
+            setting = BY_NAME[name]
+            _value, _source, layers = _broker_layers(self.config, setting)
+            layers = [layer for layer in layers if layer[2] != SOURCE_DYNAMIC_BROKER]
+            value, source = (layers[0][1], layers[0][2]) if layers else (None, SOURCE_DEFAULT)
+            out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
+        return sorted(out)
+
     # --- AlterConfigs (33) and IncrementalAlterConfigs (44): apply a new set of topic
     # overrides or dynamic broker settings, or only validate them.
     def current_overrides(self, resource_type: int, name: str) -> tuple[int, str | None, dict[str, str]]:

@@ -185,12 +185,49 @@ def _alter_broker(b, entity: str, **settings: str):
     return b.call(44, 1, resources=(res,), validate_only=False)
 
 
-async def _describe_broker(b, name: str):
+async def _describe_broker(b, name: str | None, resource_name: str = "1"):
+    """The one entry of `name` (all entries when None) of a broker resource, or its result when in error."""
     mod = messages.module_of(messages.request_class(32, 4))
-    res = mod.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=(name,))
+    keys = None if name is None else (name,)
+    res = mod.DescribeConfigsResource(resource_type=4, resource_name=resource_name, configuration_keys=keys)
     r = await b.call(32, 4, resources=(res,), include_synonyms=True, include_documentation=False)
-    (entry,) = r.results[0].configs
+    result = r.results[0]
+    if result.error_code or name is None:
+        return result
+    (entry,) = result.configs
     return entry
+
+
+def test_the_default_broker_resource_lists_the_cluster_wide_dynamic_defaults_only(inprocess):
+    """DescribeConfigs of broker "" as Kafka's ConfigHelper: only the settings with a
+    cluster-wide dynamic default, without a broker's own dynamic value among the synonyms;
+    another broker's id and a name that is not a number: INVALID_REQUEST with Kafka's message."""
+
+    async def main():
+        async with inprocess(**{"node.id": "1"}) as b:
+            assert (await _describe_broker(b, None, "")).configs == ()
+            assert (await _alter_broker(b, "", **{"log.cleaner.backoff.ms": "500"})).responses[0].error_code == 0
+            assert (await _alter_broker(b, "1", **{"log.cleaner.backoff.ms": "777"})).responses[0].error_code == 0
+            (e,) = (await _describe_broker(b, None, "")).configs
+            assert (e.name, e.value, e.config_source) == ("log.cleaner.backoff.ms", "500", 3)
+            assert [(s.value, s.source) for s in e.synonyms] == [("500", 3), ("15000", 5)]
+            assert (await _describe_broker(b, "log.cleaner.backoff.ms")).value == "777"
+            other = await _describe_broker(b, None, "7")
+            assert other.error_code == ErrorCode.invalid_request
+            assert other.error_message == "Unexpected broker id, expected 1 or empty string, but received 7"
+            bad = await _describe_broker(b, None, "one")
+            assert bad.error_code == ErrorCode.invalid_request
+            assert bad.error_message == "Broker id must be an integer, but it is: one"
+            mod = messages.module_of(messages.request_class(32, 4))
+            loggers = [mod.DescribeConfigsResource(resource_type=8, resource_name=n) for n in ("", "7", "1")]
+            r = await b.call(32, 4, resources=tuple(loggers), include_synonyms=False, include_documentation=False)
+            assert [(x.error_code, x.error_message) for x in r.results] == [
+                (ErrorCode.invalid_request, "Broker id must not be empty"),
+                (ErrorCode.invalid_request, "Unexpected broker id, expected 1 but received 7"),
+                (0, None),
+            ]
+
+    asyncio.run(main())
 
 
 def test_dynamic_broker_settings_are_kept_across_restarts(inprocess):

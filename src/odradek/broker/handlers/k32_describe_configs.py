@@ -5,9 +5,10 @@ with its source (TOPIC_CONFIG, STATIC_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG,
 DEFAULT_CONFIG), optionally only the named keys; synonyms when asked, as Kafka lists
 them: the topic override, then each layer of the broker setting that holds a value
 (dynamic or static, default; none for a setting whose Kafka default is null and that
-is not set); v3+ types and documentation. Broker resources: every broker
-setting. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION; another broker's id or an
-unsupported resource type: INVALID_REQUEST.
+is not set); v3+ types and documentation. Broker resources: this broker's id, every
+broker setting; the empty name, the cluster-wide dynamic defaults only (as Kafka). Unknown
+topics: UNKNOWN_TOPIC_OR_PARTITION; another broker's id, a name that is not a number or an
+unsupported resource type: INVALID_REQUEST with Kafka's message.
 Without DESCRIBE_CONFIGS on the topic (a broker's or its loggers': on the cluster):
 TOPIC_ / CLUSTER_AUTHORIZATION_FAILED for that resource.
 """
@@ -20,6 +21,8 @@ from odradek.broker.config_admin import (
     RESOURCE_TOPIC,
     SENSITIVE_TYPES,
     TYPE_IDS,
+    ConfigAdmin,
+    ConfigEntry,
 )
 from odradek.broker.handlers._config_resources import config_authorization_error
 from odradek.broker.registry import RequestContext, handles
@@ -43,15 +46,9 @@ async def handle(ctx: RequestContext, req) -> object:
             else:
                 entries = s.config_admin.topic_entries(info.configs)
         elif res.resource_type == RESOURCE_BROKER:
-            if res.resource_name not in ("", str(s.node_id)):
-                code, message = (
-                    ErrorCode.invalid_request,
-                    f"unexpected broker id {res.resource_name}, this is broker {s.node_id}",
-                )
-            else:
-                entries = s.config_admin.broker_entries()
-        elif res.resource_type == RESOURCE_BROKER_LOGGER:
-            entries = []
+            code, message, entries = _broker_resource(s.config_admin, s.node_id, res.resource_name)
+        elif res.resource_type == RESOURCE_BROKER_LOGGER:  # no loggers listed: an empty list
+            code, message = _broker_logger_resource(s.node_id, res.resource_name)
         else:
             code, message = ErrorCode.invalid_request, f"unsupported resource type {res.resource_type}"
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
@@ -89,3 +86,33 @@ async def handle(ctx: RequestContext, req) -> object:
             )
         )
     return ctx.respond(throttle_time=0, results=tuple(results))
+
+
+def _broker_resource(admin: ConfigAdmin, node_id: int, name: str) -> tuple[int, str | None, list[ConfigEntry]]:
+    """A broker resource's entries, or Kafka's error for a name that is not this broker."""
+    if name == "":
+        return 0, None, admin.default_entries()
+    if not _is_int(name):
+        return ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}", []
+    if int(name) != node_id:
+        message = f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+        return ErrorCode.invalid_request, message, []
+    return 0, None, admin.broker_entries()
+
+
+def _broker_logger_resource(node_id: int, name: str) -> tuple[int, str | None]:
+    if name == "":
+        return ErrorCode.invalid_request, "Broker id must not be empty"
+    if not _is_int(name):
+        return ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+    if int(name) != node_id:
+        return ErrorCode.invalid_request, f"Unexpected broker id, expected {node_id} but received {name}"
+    return 0, None
+
+
+def _is_int(name: str) -> bool:
+    try:
+        int(name)
+    except ValueError:
+        return False
+    return True
