@@ -315,6 +315,8 @@ class ZkCache:
             if "clients" in children and path not in self._watched_clients:
                 self._watched_clients.add(path)
                 self.zk.ChildrenWatch(path, self._clients_watcher(path, L.entity_of_znode(user_znode)))
+            elif "clients" not in children:  # gone (kazoo ended its watch): watched again if it comes back
+                self._watched_clients.discard(path)
             return self._keep()
 
         return changed
@@ -372,8 +374,9 @@ class ZkCache:
                 else:
                     self._v.user_configs.pop(user, None)
             self._changed()
-            if data is None:  # deleted: watched again if it comes back
+            if data is None:  # deleted, its clients child first: both watched again if they come back
                 self._watched_users.discard(znode)
+                self._watched_clients.discard(f"{path}/clients")
                 return False
             return self._keep()
 
