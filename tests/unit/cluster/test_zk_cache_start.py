@@ -12,17 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from kazoo.exceptions import ConnectionLoss
-from kazoo.retry import KazooRetry
+from support.fake_zk import FakeZk
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.zk_cache import ZkCache
 
 
-class DroppingClient:
+class DroppingClient(FakeZk):
     """ensure_path and get fail once each with ConnectionLoss, then answer."""
 
     def __init__(self) -> None:
-        self.retry = KazooRetry(max_tries=-1, delay=0.001, max_delay=0.001, sleep_func=lambda _s: None)
+        super().__init__()
         self.paths: list[str] = []
         self.dropped: set[str] = set()
 
@@ -38,19 +38,7 @@ class DroppingClient:
     def get(self, path: str, watch: Any = None) -> tuple[bytes, Any]:
         self._drop_once(f"get {path}")
         assert path == L.CLUSTER_ID
-        return b'{"version":"1","id":"cluster-a"}', None
-
-    class handler:  # noqa: N801 - kazoo's
-        sleep_func = staticmethod(lambda _s: None)
-
-    def add_listener(self, listener: Any) -> None:
-        pass
-
-    def DataWatch(self, path: str, func: Any) -> None:  # noqa: N802 - kazoo's name
-        pass
-
-    def ChildrenWatch(self, path: str, func: Any) -> None:  # noqa: N802 - kazoo's name
-        pass
+        return super().get(path, watch)
 
 
 def test_the_cache_starts_through_connections_lost_under_its_first_calls():
