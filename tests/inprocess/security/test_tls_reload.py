@@ -12,7 +12,6 @@ import asyncio
 import shutil
 import ssl
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -268,17 +267,6 @@ def test_a_new_truststore_decides_which_clients_get_in(tmp_path, pki, certs, tmp
     asyncio.run(main())
 
 
-def _p12(pki: Pki, name: str, password: str) -> Path:
-    """`name`'s key and certificate (made by `pki.identity`) as PKCS12 under another password."""
-    out = pki.dir / f"{name}.{password}.p12"
-    subprocess.run(
-        ["openssl", "pkcs12", "-export", "-in", f"{name}.crt", "-inkey", f"{name}.key", "-certfile", "ca.pem",
-         "-passout", f"pass:{password}", "-out", str(out)],
-        cwd=pki.dir, check=True, capture_output=True,
-    )  # fmt: skip
-    return out
-
-
 def _kept(b: InProcessBroker) -> dict[str, str]:
     return dict(b.services.metadata.snapshot.broker_configs.get("1", {}))
 
@@ -290,7 +278,7 @@ def test_a_pkcs12_keystore_replaced_with_its_new_password_kept_encrypted(tmp_pat
     secret decodes it once the secret changed; a wrong secret leaves it unused, saying which
     setting and not its value."""
     secret = {"password.encoder.secret": "enc-s3cret"}
-    second, third = _p12(pki, "second", "s3cond-pass"), _p12(pki, "third", "th1rd-pass")
+    second, third = pki.pkcs12("second", "s3cond-pass"), pki.pkcs12("third", "th1rd-pass")
     keystore = {"listener.name.ssl.ssl.keystore.type": "PKCS12"}
 
     async def main() -> None:
