@@ -19,8 +19,7 @@ import uuid
 import pytest
 from support.apache_kafka import tool_command, unavailable_reason
 from support.broker import free_port
-from support.clients import CLIENTS, Rec, SaslLogin, make_client
-from support.clients import unavailable_reason as client_unavailable
+from support.clients import SaslLogin, every_client_produces_and_consumes, make_client
 from support.odradek_cluster import OdradekCluster
 from support.tls import Pki
 
@@ -157,24 +156,10 @@ def test_rf3_produce_and_consume_with_a_sasl_ssl_inter_broker_listener(cluster):
 
 def test_six_clients_over_sasl_ssl(cluster):
     topic = f"sasl-six-{uuid.uuid4().hex[:8]}"
-    names = [n for n in CLIENTS if client_unavailable(n) is None]
     first = make_client("confluent", cluster.secure_bootstrap, tls=cluster.pki.client_files(), sasl=ALICE)
     first.create_topic(topic, 3, replication_factor=3)
     cluster.wait(all_in_sync(topic), 30, "every partition with 3 in-sync replicas")
-    produced: list[bytes] = []
-    failures: dict[str, str] = {}
-    for name in names:
-        client = make_client(name, cluster.secure_bootstrap, tls=cluster.pki.client_files(), sasl=ALICE)
-        values = [f"{name}-{i}".encode() for i in range(6)]
-        try:
-            client.produce(topic, [Rec(key=v, value=v) for v in values])
-            produced += values
-            got = client.consume(topic, expected=len(produced), timeout=60, group=f"g-{name}-{uuid.uuid4().hex[:6]}")
-            assert sorted(r.value for r in got) == sorted(produced), name
-        except Exception as e:  # noqa: BLE001 - every client is tried; the failures are listed together
-            failures[name] = f"{type(e).__name__}: {e}"[:500]
-    assert not failures, failures
-    assert len(names) == 6, f"clients that cannot run here: {set(CLIENTS) - set(names)}"
+    every_client_produces_and_consumes(cluster.secure_bootstrap, topic, tls=cluster.pki.client_files(), sasl=ALICE)
 
 
 def test_a_restarted_broker_rejoins_the_isr_over_sasl_ssl(cluster):

@@ -71,6 +71,16 @@ class Pki:
         )  # fmt: skip
         return Identity(d / f"{name}.key", cert, keystore, d / f"{name}.p12", subject)
 
+    def pkcs12(self, name: str, password: str) -> Path:
+        """Identity `name`'s key and certificate chain (made by `identity`) as a PKCS12 file with
+        another password than PASSWORD."""
+        out = self.dir / f"{name}.{password}.p12"
+        _openssl(
+            "pkcs12", "-export", "-in", f"{name}.crt", "-inkey", f"{name}.key", "-certfile", "ca.pem",
+            "-passout", f"pass:{password}", "-out", str(out), cwd=self.dir,
+        )  # fmt: skip
+        return out
+
     def broker_settings(self, broker: Identity, listener: str = "SSL", client_auth: str = "none") -> dict[str, str]:
         """The overrides of a broker with one PEM-keystore TLS listener `listener`."""
         prefix = f"listener.name.{listener.lower()}."

@@ -6,14 +6,17 @@ Unknown or invalid settings stop startup with a message naming them.
 from __future__ import annotations
 
 import copy
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from odradek.broker.password_encoder import PasswordDecodeError, PasswordEncoder, check_settings
 from odradek.broker.settings import BY_NAME, MECHANISM_SCOPED, PER_LISTENER, SETTINGS, ConfigError
 from odradek.broker.settings.ssl import RECONFIGURABLE
 
 LISTENER_PREFIX = "listener.name."
+log = logging.getLogger("odradek.broker.config")
 
 
 def listener_scoped(key: str) -> tuple[str, str | None, str] | None:
@@ -32,16 +35,25 @@ def listener_scoped(key: str) -> tuple[str, str | None, str] | None:
     return None
 
 
-def dynamic_listener_settings(layer: Mapping[str, str]) -> dict[tuple[str, str | None, str], Any]:
+def dynamic_listener_settings(
+    layer: Mapping[str, str], decode: Callable[[str, str], str | None] | None = None
+) -> dict[tuple[str, str | None, str], Any]:
     """The listener-scoped names of a dynamic layer that are dynamic (the TLS stores), parsed;
-    others, and values that do not parse, skipped (another broker's version may know them)."""
+    others, and values that do not parse, skipped (another broker's version may know them).
+    `decode`: password-type values are kept encoded in the metadata: (name, encoded) -> the
+    password, or None to skip it (`BrokerConfig.decode_password`); without it they are in clear
+    (AlterConfigs' new values, before they are kept)."""
     out: dict[tuple[str, str | None, str], Any] = {}
     for key, raw in layer.items():
         where = listener_scoped(key)
         if where is None or where[1] is not None or where[2] not in RECONFIGURABLE:
             continue
+        setting = BY_NAME[where[2]]
+        value: str | None = raw if decode is None or setting.type != "password" else decode(key, raw)
+        if value is None:
+            continue
         try:
-            out[where] = BY_NAME[where[2]].parse(raw)
+            out[where] = setting.parse(value)
         except ConfigError:
             continue
     return out
@@ -96,6 +108,11 @@ class BrokerConfig:
         # This broker's own dynamic listener-scoped settings (the TLS stores, KIP-226), over the static ones.
         self._static_listener_scoped = dict(self.listener_scoped)
         self.dynamic_listener: dict[tuple[str, str | None, str], Any] = {}
+        problem = check_settings(self._values)
+        if problem:
+            raise ConfigError(problem)
+        # Dynamic password settings are kept encrypted with it (None: password.encoder.secret unset)
+        self.password_encoder = PasswordEncoder.of(self._values)
 
     def _derive(self, raw: dict[str, str]) -> None:
         v = self._values
@@ -145,6 +162,25 @@ class BrokerConfig:
     def items(self):
         return self._values.items()
 
+    def decode_password(self, name: str, encoded: str) -> str | None:
+        """A dynamic password setting as kept in the metadata, decoded; None (with an error
+        naming the setting, never its value) when it cannot be, and Kafka ignores it too."""
+        if self.password_encoder is None:
+            log.error("Dynamic password config %s could not be decoded: password.encoder.secret is not set", name)
+            return None
+        try:
+            return self.password_encoder.decode(encoded)
+        except PasswordDecodeError as e:
+            log.error("Dynamic password config %s could not be decoded, ignoring: %s", name, e)
+            return None
+
+    def encode_password(self, password: str) -> str:
+        """A dynamic password setting's value as it is kept in the metadata (ValueError without
+        password.encoder.secret)."""
+        if self.password_encoder is None:
+            raise ValueError("Password encoder secret not configured")
+        return self.password_encoder.encode(password)
+
     def apply_dynamic(self, default: Mapping[str, str], own: Mapping[str, str]) -> list[str]:
         """Lay the dynamic settings kept in the metadata over the static ones: this broker's own
         (source "dynamic"), else every broker's (source "dynamic-default"), else the static
@@ -157,8 +193,11 @@ class BrokerConfig:
                 setting = BY_NAME.get(name)
                 if setting is None or not setting.dynamic:
                     continue
+                value = self.decode_password(name, raw) if setting.type == "password" else raw
+                if value is None:
+                    continue
                 try:
-                    out[name] = setting.parse(raw)
+                    out[name] = setting.parse(value)
                 except ConfigError:
                     continue
             return out
@@ -176,7 +215,7 @@ class BrokerConfig:
                 changed.append(name)
             self._values[name], self.sources[name] = value, source
         self.dynamic_default, self.dynamic_own = new_default, new_own
-        new_listener = dynamic_listener_settings(own)
+        new_listener = dynamic_listener_settings(own, self.decode_password)
         for where in set(self.dynamic_listener) | set(new_listener):
             if self.dynamic_listener.get(where) != new_listener.get(where):
                 changed.append(f"{LISTENER_PREFIX}{where[0]}.{where[2]}")

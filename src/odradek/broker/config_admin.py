@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from odradek.broker.config import BrokerConfig, listener_scoped
+from odradek.broker.password_encoder import PasswordDecodeError
 from odradek.broker.security.tls import ListenerTls
 from odradek.broker.security.tls_reload import TlsListeners, TlsUpdateRefused
 from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME, SETTINGS, ConfigError, Setting
@@ -195,6 +196,37 @@ class ConfigAdmin:
             out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
         return sorted(out)
 
+    async def reencode_passwords(self) -> None:
+        """With `password.encoder.old.secret`: this broker's dynamic passwords that the old secret
+        encrypted, encrypted again with `password.encoder.secret` and kept, as Kafka's
+        DynamicBrokerConfig does when the broker starts (then the old secret can go)."""
+        encoder = self.config.password_encoder
+        if encoder is None or not encoder.old_secret:
+            return
+        entity = str(self.node_id)
+        kept = dict(self.metadata.snapshot.broker_configs.get(entity, {}))
+        changed = []
+        for key, value in kept.items():
+            where = listener_scoped(key)
+            setting = BY_NAME.get(where[2] if where is not None else key)
+            if setting is None or setting.type != "password":
+                continue
+            try:
+                again = encoder.reencoded(value)
+            except PasswordDecodeError as e:
+                log.error("Dynamic password config %s could not be decoded, ignoring: %s", key, e)
+                continue
+            if again is not None:
+                kept[key] = again
+                changed.append(key)
+        if changed:
+            try:
+                await self.topics.set_broker_configs(entity, kept)
+            except MetadataError as e:
+                log.warning("dynamic passwords not encrypted again with the new secret: %s", e)
+                return
+            log.info("dynamic password configs encrypted again with the new secret: %s", ", ".join(sorted(changed)))
+
     # --- AlterConfigs (33) and IncrementalAlterConfigs (44): apply a new set of topic
     # overrides or dynamic broker settings, or only validate them.
     def current_overrides(self, resource_type: int, name: str) -> tuple[int, str | None, dict[str, str]]:
@@ -264,10 +296,12 @@ class ConfigAdmin:
                     return ErrorCode.invalid_request, str(e)
             if not validate_only:
                 # Kept in the metadata (ZooKeeper's /config/brokers/<entity>, or the single node's
-                # metadata file): every broker applies it from there (broker/dynamic_config.py).
+                # metadata file), passwords encrypted as Kafka keeps them: every broker applies it
+                # from there (broker/dynamic_config.py).
+                kept = {k: self.config.encode_password(v) if k in tls_check.secrets else v for k, v in new.items()}
                 for listener, built in tls_check.reload_now.items():
                     self.tls.install(listener, built)  # type: ignore[union-attr]  # only with self.tls  # the same settings again: the files reloaded
-                await self.topics.set_broker_configs(DEFAULT_BROKER_ENTITY if name == "" else name, new)
+                await self.topics.set_broker_configs(DEFAULT_BROKER_ENTITY if name == "" else name, kept)
             return 0, None
         return 0, None  # logger levels: accepted, nothing to keep
 
@@ -306,16 +340,17 @@ class ConfigAdmin:
                 return ErrorCode.invalid_request, f"Invalid value {e} for configuration Invalid dynamic configuration"
             if all(self.config.for_listener(listener, n) == after.for_listener(listener, n) for n in SSL_NAMES):
                 reload_now[listener] = built
-        secrets = sorted(k for k, w in keys.items() if BY_NAME[w[2]].type == "password")
-        if secrets:  # kept in clear by nobody: Kafka encrypts them with password.encoder.secret
+        secrets = frozenset(k for k, w in keys.items() if BY_NAME[w[2]].type == "password")
+        if secrets and self.config.password_encoder is None:  # kept in clear by nobody, as in Kafka
             resource = f"ConfigResource(type=BROKER, name='{name}')"  # Kafka 3.9's ZkAdminManager words
             return (
                 ErrorCode.invalid_config,
                 f"Invalid config value for resource {resource}: Password encoder secret not configured",
             )
-        return TlsUpdate(frozenset(keys), reload_now)
+        return TlsUpdate(frozenset(keys), reload_now, secrets)
 
 
 class TlsUpdate(NamedTuple):
     keys: frozenset[str]  # the listener-scoped TLS store names of the new layer (checked)
     reload_now: dict[str, ListenerTls]  # listener -> its context built again, to use at once
+    secrets: frozenset[str] = frozenset()  # those of password type: kept encrypted

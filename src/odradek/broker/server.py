@@ -236,6 +236,7 @@ class Broker:
         await services.txn_coordinator.start()
         await rm.start()
         await store.start()  # every hosted partition opened and led, every offsets shard loading
+        await services.config_admin.reencode_passwords()  # with password.encoder.old.secret
         if services.acls is not None:
             await services.acls.start()  # before the listeners accept: no request is decided without ACLs
         if isinstance(store, ZooKeeperMetadataStore) and cluster is not None:

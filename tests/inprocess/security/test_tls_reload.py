@@ -19,6 +19,8 @@ from support.inprocess import InProcessBroker
 from support.raw import nested
 from support.tls import Pki
 
+from odradek.broker.password_encoder import PasswordEncoder
+
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 7, -1)
 LOCATION = "listener.name.ssl.ssl.keystore.location"
 
@@ -261,5 +263,56 @@ def test_a_new_truststore_decides_which_clients_get_in(tmp_path, pki, certs, tmp
             assert await gets_in(b, old_client) and not await gets_in(b, new_client)
             assert await _alter(b, {truststore: str(other_ca.ca)}) == (0, None)
             assert await gets_in(b, new_client) and not await gets_in(b, old_client)
+
+    asyncio.run(main())
+
+
+def _kept(b: InProcessBroker) -> dict[str, str]:
+    return dict(b.services.metadata.snapshot.broker_configs.get("1", {}))
+
+
+def test_a_pkcs12_keystore_replaced_with_its_new_password_kept_encrypted(tmp_path, pki, certs, caplog):
+    """With password.encoder.secret, a PKCS12 keystore and its password are replaced at runtime;
+    the password is kept encrypted as Kafka's PasswordEncoder keeps it (never in clear in the
+    metadata, never in DescribeConfigs or the log), decoded again after a restart; the old
+    secret decodes it once the secret changed; a wrong secret leaves it unused, saying which
+    setting and not its value."""
+    secret = {"password.encoder.secret": "enc-s3cret"}
+    second, third = pki.pkcs12("second", "s3cond-pass"), pki.pkcs12("third", "th1rd-pass")
+    keystore = {"listener.name.ssl.ssl.keystore.type": "PKCS12"}
+
+    async def main() -> None:
+        async with _broker(tmp_path, pki, certs["first"], **secret) as b:
+            tls = _Tls(b, pki.ca)
+            assert await _alter(b, {LOCATION: str(second), **keystore, PKCS12_PASSWORD: "s3cond-pass"}) == (0, None)
+            assert await tls.certificate() == _der(certs["second"])
+            kept = _kept(b)[PKCS12_PASSWORD]
+            assert "s3cond-pass" not in kept and PasswordEncoder("enc-s3cret").decode(kept) == "s3cond-pass"
+            assert (await _described(b))[PKCS12_PASSWORD] == (None, 2, True)
+            # a wrong password for the new store is refused and changes nothing
+            got = await _alter(b, {LOCATION: str(third), **keystore, PKCS12_PASSWORD: "wrong-pass"})
+            assert got[0] == 42 and "wrong-pass" not in got[1], got
+            assert await tls.certificate() == _der(certs["second"])
+            # the next renewal comes with another password
+            assert await _alter(b, {LOCATION: str(third), **keystore, PKCS12_PASSWORD: "th1rd-pass"}) == (0, None)
+            assert await tls.certificate() == _der(certs["third"])
+            # an incremental change of another setting keeps the password (decoded, encrypted again)
+            assert await _alter(b, {"compression.zstd.level": "5"}) == (0, None)
+            assert PasswordEncoder("enc-s3cret").decode(_kept(b)[PKCS12_PASSWORD]) == "th1rd-pass"
+        async with _broker(tmp_path, pki, certs["first"], **secret) as b:
+            assert await _Tls(b, pki.ca).certificate() == _der(certs["third"])
+        rotated = {"password.encoder.secret": "n3w-secret", "password.encoder.old.secret": "enc-s3cret"}
+        async with _broker(tmp_path, pki, certs["first"], **rotated) as b:
+            assert await _Tls(b, pki.ca).certificate() == _der(certs["third"])
+            # encrypted again with the new secret when the broker started, as Kafka does
+            assert PasswordEncoder("n3w-secret").decode(_kept(b)[PKCS12_PASSWORD]) == "th1rd-pass"
+        async with _broker(tmp_path, pki, certs["first"], **{"password.encoder.secret": "n3w-secret"}) as b:
+            assert await _Tls(b, pki.ca).certificate() == _der(certs["third"])
+        caplog.clear()
+        async with _broker(tmp_path, pki, certs["first"], **{"password.encoder.secret": "wrong"}) as b:
+            assert f"Dynamic password config {PKCS12_PASSWORD} could not be decoded" in caplog.text
+            assert await _Tls(b, pki.ca).certificate() != _der(certs["third"])
+        for text in ("enc-s3cret", "n3w-secret", "s3cond-pass", "th1rd-pass", "wrong-pass"):
+            assert text not in caplog.text
 
     asyncio.run(main())

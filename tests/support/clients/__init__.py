@@ -85,6 +85,7 @@ __all__ = [
     "SaslLogin",
     "TlsFiles",
     "Unsupported",
+    "every_client_produces_and_consumes",
     "java_partition",
     "keyed_records",
     "make_client",
@@ -110,3 +111,29 @@ def make_client(name: str, bootstrap: str, **kw) -> Client:
 
 def unavailable_reason(name: str) -> str | None:
     return CLIENTS[name].unavailable_reason()
+
+
+def every_client_produces_and_consumes(
+    bootstrap: str, topic: str, *, tls: TlsFiles | None = None, sasl: SaslLogin | None = None, records: int = 6
+) -> None:
+    """Each of the six clients in turn produces `records` records of its own to `topic` (which
+    exists) and reads everything produced so far back as a member of a new consumer group (its
+    FindCoordinator, JoinGroup and SyncGroup over the same connection settings). Every client is
+    tried; the failures are asserted together, then that all six could run here."""
+    import uuid
+
+    names = [n for n in CLIENTS if unavailable_reason(n) is None]
+    produced: list[bytes] = []
+    failures: dict[str, str] = {}
+    for name in names:
+        client = make_client(name, bootstrap, tls=tls, sasl=sasl)
+        values = [f"{name}-{i}".encode() for i in range(records)]
+        try:
+            client.produce(topic, [Rec(key=v, value=v) for v in values])
+            produced += values
+            got = client.consume(topic, expected=len(produced), timeout=60, group=f"g-{name}-{uuid.uuid4().hex[:6]}")
+            assert sorted(r.value for r in got) == sorted(produced), name
+        except Exception as e:  # noqa: BLE001 - every client is tried; the failures are listed together
+            failures[name] = f"{type(e).__name__}: {e}"[:500]
+    assert not failures, failures
+    assert len(names) == 6, f"clients that cannot run here: {set(CLIENTS) - set(names)}"

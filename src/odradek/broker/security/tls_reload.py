@@ -14,8 +14,8 @@ the files (a keystore rewritten in place), as Kafka's `reloadUpdatedFilesWithout
 
 The unprefixed names, and the listener-scoped ones for every broker at once (the default entity),
 are refused as Kafka refuses them. Password-type values (store and key passwords, KIP-651's inline
-PEM) would be kept encrypted with `password.encoder.secret`, which odradek does not do yet: they are
-refused with Kafka's answer when that secret is not set.
+PEM) are kept encrypted with `password.encoder.secret` (broker/password_encoder.py, Kafka's format)
+and refused with Kafka's answer when that secret is not set.
 """
 
 from __future__ import annotations

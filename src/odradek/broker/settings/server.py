@@ -216,9 +216,42 @@ OPERATIONS: tuple[Setting, ...] = (
         "password.encoder.secret",
         "password",
         "",
-        "The secret that encrypts dynamic password settings kept in ZooKeeper (a keystore password set with "
-        "AlterConfigs).",
-        planned="encrypting dynamic passwords as Kafka's PasswordEncoder (until then such an update is refused)",
+        "The secret that encrypts dynamic password settings kept in the metadata (a listener's keystore "
+        "password set with AlterConfigs), as Kafka's PasswordEncoder; without it such an update is refused.",
+    ),
+    S(
+        "password.encoder.old.secret",
+        "password",
+        "",
+        "The secret dynamic passwords were encrypted with before password.encoder.secret: they are decoded "
+        "with it and encrypted again with the new secret when the broker starts.",
+    ),
+    S(
+        "password.encoder.keyfactory.algorithm",
+        "string",
+        "",
+        "The key derivation of password encoding (empty: PBKDF2WithHmacSHA512); PBKDF2WithHmacSHA1/224/256/384/512.",
+    ),
+    S(
+        "password.encoder.cipher.algorithm",
+        "string",
+        "AES/CBC/PKCS5Padding",
+        "The cipher of password encoding: AES/CBC/PKCS5Padding or AES/GCM/NoPadding.",
+        validate=one_of("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding"),
+    ),
+    S(
+        "password.encoder.key.length",
+        "int",
+        128,
+        "The key length, in bits, of password encoding (an AES key: 128, 192 or 256).",
+        validate=at_least(8),
+    ),
+    S(
+        "password.encoder.iterations",
+        "int",
+        4096,
+        "The PBKDF2 iteration count of password encoding.",
+        validate=at_least(1024),
     ),
     S("metrics.listener", "string", "", "host:port for Prometheus metrics over HTTP; empty disables them."),
     S("controlled.shutdown.enable", "bool", True, "Move leadership away before shutting down (cluster mode)."),
