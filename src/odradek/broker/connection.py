@@ -293,7 +293,7 @@ class Connection:
         quotas = self.services.client_quotas()
         # the request quota charges processing time: read the thread's CPU clock (a system call,
         # ~0.7 us) only when a request_percentage quota is set somewhere
-        cpu_started = time.thread_time() if quotas is not None and quotas.request.enabled else None
+        self.state.request_cpu = time.thread_time() if quotas is not None and quotas.request.enabled else None
         if debug:
             log.debug("conn %d %s: %s v%d corr %d", self.id, event.client_id, handler.name, version, correlation_id)
         try:
@@ -315,7 +315,7 @@ class Connection:
                 proto.raw_sasl_tokens = True
         if not proto.authenticated and self.state.authenticated:  # SASL completed in this request
             proto.mark_authenticated()
-        throttle_ms = self._throttle_ms(event, quotas, cpu_started, response is not NO_RESPONSE)
+        throttle_ms = self._throttle_ms(event, quotas, response is not NO_RESPONSE)
         if response is NO_RESPONSE:
             if throttle_ms:
                 await self._mute(throttle_ms)
@@ -335,23 +335,21 @@ class Connection:
         if self.metrics:
             self.metrics.request_done(handler.name, time.perf_counter() - started)
 
-    def _throttle_ms(
-        self, event: RequestReceived, quotas: ClientQuotas | None, cpu_started: float | None, answered: bool
-    ) -> int:
+    def _throttle_ms(self, event: RequestReceived, quotas: ClientQuotas | None, answered: bool) -> int:
         """The larger of what the handler's quota gave (Produce, Fetch, controller mutations) and
         the request quota's for this request's processing time (KIP-124; not charged for a
-        request without an answer, Produce acks=0, as Kafka)."""
+        request without an answer, Produce acks=0, as Kafka; nor here when the handler charged
+        it, Fetch)."""
         state = self.state
         ms, state.throttle_ms = state.throttle_ms, 0
-        if quotas is None or cpu_started is None or not answered or event.api_key in REQUEST_QUOTA_EXEMPT:
+        if quotas is None or state.request_cpu is None or not answered or event.api_key in REQUEST_QUOTA_EXEMPT:
+            state.request_cpu = None
             return ms
-        if quotas.request.enabled:
-            cpu_seconds = time.thread_time() - cpu_started
-            request_ms = quotas.request_throttle(state.principal, event.client_id or "", cpu_seconds)
-            if request_ms:
-                quotas.request.throttled(user_of(state.principal), event.client_id or "", request_ms)
-            ms = max(ms, request_ms)
-        return ms
+        client_id = event.client_id or ""
+        request_ms = quotas.charge_request(state, client_id)
+        if request_ms:
+            quotas.request.throttled(user_of(state.principal), client_id, request_ms)
+        return max(ms, request_ms)
 
     async def _mute(self, throttle_ms: int) -> None:
         """KIP-219: the response went out at once; the channel reads nothing more for the

@@ -35,6 +35,11 @@ class ConnectionState:
     # Set by a handler whose client exceeded a quota (broker/quotas/): the connection sends the
     # response at once, then reads nothing from this client for that many ms (KIP-219's muting).
     throttle_ms: int = 0
+    # The thread's CPU clock when the request being handled began, while a request_percentage
+    # quota is set (else None): the connection charges the CPU time since to the request quota
+    # after the handler, unless the handler charged it itself (Fetch, as Kafka's KafkaApis) or
+    # exempted it (a follower's Fetch), leaving None.
+    request_cpu: float | None = None
 
     @property
     def client_host(self) -> str:

@@ -211,6 +211,17 @@ class ClientQuotas:
         of one thread over the window, Kafka's nanosToPercentage); the throttle it gives."""
         return self.request.record(user_of(principal), client_id, cpu_seconds * 100.0)
 
+    def charge_request(self, state: Any, client_id: str, waited_cpu: float = 0.0) -> int:
+        """Charge the request being handled on a connection (its ConnectionState) with the
+        thread's CPU time since `state.request_cpu`, less `waited_cpu` (spent on other requests
+        while this one waited in a purgatory: Kafka counts only its own handler's time), once:
+        `request_cpu` is then None. The throttle it gives, not yet counted (`request.throttled`)."""
+        started, state.request_cpu = state.request_cpu, None
+        if started is None or not self.request.enabled:
+            return 0
+        cpu_seconds = max(0.0, time.thread_time() - started - waited_cpu)
+        return self.request_throttle(state.principal, client_id, cpu_seconds)
+
     @property
     def managers(self) -> tuple[ClientQuotaManager, ...]:
         return (self.produce, self.fetch, self.request)
