@@ -181,16 +181,12 @@ async def handle(ctx: RequestContext, req) -> object:
         return out, total, errors
 
     results, total, errors = read_all()
-    waited_cpu = 0.0  # the thread's CPU time in the purgatory: other requests', not charged to this one
     wait_ms = ms(req.max_wait)
     if total < min_bytes and wait_ms > 0 and not errors and targets:
         keys = [(name, part) for _k, name, part, _cp in targets if name is not None]
         purgatory = rm.follower_fetch_purgatory if replica_id >= 0 else rm.fetch_purgatory
         op = purgatory.watch(keys, wait_ms / 1000.0, target=min_bytes - total)
-        cpu_before = time.thread_time() if ctx.connection.request_cpu is not None else None
         await op.wait()
-        if cpu_before is not None:
-            waited_cpu = time.thread_time() - cpu_before
         now_ms = int(time.time() * 1000)
         # as Kafka's DelayedFetch: the follower's position was recorded by the first read
         results, total, errors = read_all(update_fetch_state=False)
@@ -200,7 +196,7 @@ async def handle(ctx: RequestContext, req) -> object:
         # consumer_byte_rate with what this answer returns; throttled by either, the answer is
         # empty and the bytes are taken back (unrecordQuotaSensor, getThrottledResponse), the
         # larger throttle counted by its own quota's sensor
-        request_ms = quotas.charge_request(ctx.connection, client_id, waited_cpu)
+        request_ms = quotas.charge_request(ctx.connection, client_id)
         bandwidth_ms = quotas.fetch.record(user, client_id, total) if quotas.fetch.enabled else 0
         throttle = max(request_ms, bandwidth_ms)
         if throttle:
