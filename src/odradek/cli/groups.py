@@ -20,6 +20,7 @@ and refuses (exit 1) while the group has members; new offsets are clamped to the
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import click
 
@@ -53,7 +54,7 @@ class _Session:
 
     def __init__(self, bootstrap: str, command_config: str | None = None):
         self.bootstrap = bootstrap
-        self._consumer = None
+        self._consumer: Any = None
         settings = load_client_config(command_config)
         settings.update({"bootstrap.servers": bootstrap, "client.id": "odradek-cli"})
         self.settings = settings

@@ -45,11 +45,12 @@ def parse_kv(items: tuple[str, ...], what: str = "--config") -> dict[str, str]:
 def human_bytes(n: int | None) -> str:
     if n is None or n < 0:
         return "-"
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 def run(coro):
