@@ -21,6 +21,7 @@ from support import apache_kafka
 from support.broker import BrokerProcess
 from support.diff import Pair, Target, unique
 from support.proto import (
+    alter_configs,
     batch,
     create_topic,
     create_topics,
@@ -211,6 +212,9 @@ def test_authorization_matrix(acl_pair):
             out["alter_configs"] = {
                 n: int(incremental_alter(c, TOPIC, t[n], [("retention.ms", 0, "100000")], True).error_code)
                 for n in ALL_TOPICS
+            }
+            out["alter_configs_v2"] = {
+                n: int(alter_configs(c, TOPIC, t[n], {"retention.ms": "100000"}, True).error_code) for n in ALL_TOPICS
             }
             out["delete_records"] = {n: delete_records(c, t[n], [(0, 0)]) for n in ALL_TOPICS}
             created = create_topics(

@@ -12,8 +12,11 @@ topics and these ACLs (over SASL, as a super user):
 - group `u-g`: ALLOW User:alice ALL, DENY User:bob ALL; transactional id `u-tx`: ALLOW User:alice ALL.
 
 Then alice, bob and admin each log in and ask the same questions: Metadata (with authorized
-operations), Produce, Fetch, ListOffsets, DescribeConfigs, CreateTopics (validate only), the
-group calls, InitProducerId, DescribeAcls (needs DESCRIBE on the cluster)."""
+operations), Produce, Fetch, ListOffsets, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs (validate only; topics, and the brokers' default resource: ALTER_CONFIGS
+on the cluster), DeleteRecords, CreateTopics (validate only), the group calls (OffsetCommit of
+every topic included), InitProducerId, DescribeAcls (needs DESCRIBE on the cluster). Last,
+DeleteTopics: bob, then alice, then admin, each of every topic still there (and of the absent one)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,20 @@ import pytest
 from support import apache_kafka
 from support.broker import BrokerProcess, free_port
 from support.diff import Pair, Target, unique
-from support.proto import batch, create_topic, create_topics, describe_configs, fetch, list_offsets, metadata, produce
+from support.proto import (
+    BROKER,
+    alter_configs,
+    batch,
+    create_topic,
+    create_topics,
+    delete_records,
+    describe_configs,
+    fetch,
+    incremental_alter,
+    list_offsets,
+    metadata,
+    produce,
+)
 from support.raw import RawConnection, nested
 
 from odradek.protocol.records import Record
@@ -48,6 +64,7 @@ TOPIC, GROUP, TXN = 2, 3, 5
 LITERAL, PREFIXED = 3, 4
 ALL, READ = 2, 3
 DENY, ALLOW = 2, 3
+USERS = ("alice", "bob", "admin")
 TOPICS = ("t", "pre-x", "none")
 ALL_TOPICS = (*TOPICS, "absent")
 
@@ -161,7 +178,7 @@ def described(c: RawConnection, u: str) -> list:
     ]
 
 
-def questions(c: RawConnection, u: str) -> dict:
+def questions(c: RawConnection, u: str, user: str) -> dict:
     t = {n: f"{u}-{n}" for n in ALL_TOPICS}
     out: dict = {}
     out["metadata"] = metadata(c, [t[n] for n in ALL_TOPICS], topic_ops=True).topics
@@ -172,6 +189,20 @@ def questions(c: RawConnection, u: str) -> dict:
     }
     out["list_offsets"] = {n: list_offsets(c, t[n], [(0, -1)]) for n in ALL_TOPICS}
     out["describe_configs"] = {n: int(describe_configs(c, TOPIC, t[n]).error_code) for n in ALL_TOPICS}
+    out["alter_configs"] = {
+        n: _config_answer(alter_configs(c, TOPIC, t[n], {"retention.ms": "100000"}, True)) for n in ALL_TOPICS
+    }
+    out["incremental_alter_configs"] = {
+        n: _config_answer(incremental_alter(c, TOPIC, t[n], [("retention.ms", 0, "100000")], True)) for n in ALL_TOPICS
+    }
+    out["alter_broker_configs"] = [
+        _config_answer(incremental_alter(c, BROKER, "", [("message.max.bytes", 0, "1048600")], True)),
+    ]
+    if user != "admin":  # (allowed, the whole set replaced: Kafka 4's KRaft refuses to drop min.insync.replicas)
+        out["alter_broker_configs"].append(
+            _config_answer(alter_configs(c, BROKER, "", {"message.max.bytes": "1048600"}, True))
+        )
+    out["delete_records"] = {n: delete_records(c, t[n], [(0, 0)]).partitions for n in ALL_TOPICS}
     created = create_topics(c, *({"name": f"{u}-{n}"} for n in ("pre-new", "fresh")), validate_only=True)
     # (Kafka answers the topics in its own order: by name here)
     out["create_topics"] = sorted((x.name, int(x.error_code)) for x in created.topics)
@@ -179,6 +210,15 @@ def questions(c: RawConnection, u: str) -> dict:
     out["find_coordinator"] = [
         int(x.error_code) for x in c.call(10, 4, key_type=0, coordinator_keys=(group,)).coordinators
     ]
+    out["offset_commit"] = c.call(
+        8,
+        9,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=tuple(_commit_topic(t[n]) for n in ALL_TOPICS),
+    ).topics
     out["offset_fetch"] = c.call(
         9, 8, groups=(nested(9, 8, "OffsetFetchRequestGroup", group_id=group, topics=None),), require_stable=False
     ).groups
@@ -196,6 +236,23 @@ def questions(c: RawConnection, u: str) -> dict:
     return out
 
 
+def _config_answer(r) -> tuple:
+    return int(r.error_code), r.error_message
+
+
+def _commit_topic(name: str):
+    part = nested(8, 9, "OffsetCommitRequestPartition", partition_index=0, committed_offset=0,
+                  committed_leader_epoch=-1, committed_metadata="")  # fmt: skip
+    return nested(8, 9, "OffsetCommitRequestTopic", name=name, partitions=(part,))
+
+
+def delete_topics(c: RawConnection, names: list[str]) -> list[tuple]:
+    """DeleteTopics v6 by name: (name, error code, message) per topic, by name (ids differ)."""
+    topics = tuple(nested(20, 6, "DeleteTopicState", name=n, topic_id=None) for n in names)
+    r = c.call(20, 6, topics=topics, timeout=30000)
+    return sorted((x.name, int(x.error_code), x.error_message) for x in r.responses)
+
+
 def init_producer_id(c: RawConnection, txn_id: str) -> int:
     """InitProducerId's error code, retried while the transaction coordinator is still loading
     (COORDINATOR_LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR: Kafka's takes a moment after
@@ -209,24 +266,50 @@ def init_producer_id(c: RawConnection, txn_id: str) -> int:
 
 
 def test_authorization_matrix_with_sasl_principals(principal_pair):
+    # Error messages as Kafka 4's: TOPIC_AUTHORIZATION_FAILED of AlterConfigs,
+    # IncrementalAlterConfigs and DeleteTopics says "Topic authorization failed." (its controller
+    # answers them; Kafka 3.9's ZooKeeper-mode broker leaves the message null)
     u = unique("aclp")
 
     def scenario(target: SaslTarget) -> dict:
         set_up(target, u)
         out = {}
-        for user in ("alice", "bob", "admin"):
+        for user in USERS:
             with target.login(user) as c:
-                out[user] = questions(c, u)
+                out[user] = questions(c, u, user)
+        names = [f"{u}-{n}" for n in ALL_TOPICS]
+        out["delete_topics"] = {}
+        for user, asked in (("bob", names), ("alice", names), ("admin", [f"{u}-{n}" for n in ("none", "absent")])):
+            with target.login(user) as c:
+                out["delete_topics"][user] = delete_topics(c, asked)
         return out
 
     kafka, odradek = principal_pair.run(scenario)
     got = principal_pair.compare(kafka, odradek)
     # the matrix means what it says
-    produced = {user: {n: got[user]["produce"][n]["error_code"] for n in ALL_TOPICS} for user in got}
+    produced = {user: {n: got[user]["produce"][n]["error_code"] for n in ALL_TOPICS} for user in USERS}
     assert produced["alice"] == {"t": 0, "pre-x": 29, "none": 29, "absent": 29}
     assert produced["bob"] == {"t": 29, "pre-x": 29, "none": 29, "absent": 29}
     assert produced["admin"] == {"t": 0, "pre-x": 0, "none": 0, "absent": 3}
-    assert {user: got[user]["fetch"]["pre-x"] for user in got} == {"alice": [0], "bob": [29], "admin": [0]}
-    assert {user: got[user]["init_producer_id"] for user in got} == {"alice": 0, "bob": 53, "admin": 0}
-    assert {user: got[user]["describe_acls"][0] for user in got} == {"alice": 31, "bob": 31, "admin": 0}
-    assert {user: got[user]["describe_group"][0][0] for user in got} == {"alice": 0, "bob": 30, "admin": 0}
+    assert {user: got[user]["fetch"]["pre-x"] for user in USERS} == {"alice": [0], "bob": [29], "admin": [0]}
+    assert {user: got[user]["init_producer_id"] for user in USERS} == {"alice": 0, "bob": 53, "admin": 0}
+    assert {user: got[user]["describe_acls"][0] for user in USERS} == {"alice": 31, "bob": 31, "admin": 0}
+    assert {user: got[user]["describe_group"][0][0] for user in USERS} == {"alice": 0, "bob": 30, "admin": 0}
+    committed = {
+        user: {x["name"].removeprefix(f"{u}-"): x["partitions"][0]["error_code"] for x in got[user]["offset_commit"]}
+        for user in USERS
+    }
+    assert committed["alice"] == {"t": 0, "pre-x": 0, "none": 29, "absent": 29}
+    assert set(committed["bob"].values()) == {30}  # the group is denied to bob
+    assert committed["admin"] == {"t": 0, "pre-x": 0, "none": 0, "absent": 3}
+    assert {user: got[user]["alter_configs"]["t"][0] for user in USERS} == {"alice": 0, "bob": 29, "admin": 0}
+    assert {user: got[user]["alter_configs"]["pre-x"][0] for user in USERS} == {"alice": 29, "bob": 29, "admin": 0}
+    assert {user: [x[0] for x in got[user]["alter_broker_configs"]] for user in USERS} == {
+        "alice": [31, 31],
+        "bob": [31, 31],
+        "admin": [0],
+    }
+    deleted = {user: {n.removeprefix(f"{u}-"): code for n, code, _m in got["delete_topics"][user]} for user in USERS}
+    assert deleted["bob"] == {"t": 29, "pre-x": 29, "none": 29, "absent": 29}
+    assert deleted["alice"] == {"t": 0, "pre-x": 29, "none": 29, "absent": 29}
+    assert deleted["admin"] == {"none": 0, "absent": 3}

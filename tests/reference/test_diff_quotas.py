@@ -5,8 +5,11 @@ a refused filter), validate_only changing nothing, removals; v0 and v1."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from support.diff import Pair, Target
+from support.proto import V_PRODUCE, batch, create_topic, fetch, produce_ok
 from support.raw import nested
 
 QUOTAS = [
@@ -92,3 +95,34 @@ def test_alter_and_describe_client_quotas_as_kafka_3_9(pair39):
     got = pair39.same(scenario)
     assert got["refused"] and all(code == 42 for _e, code, _m in got["refused"])
     assert len(got["all"]) == len(QUOTAS) and got["strict_none"] == []
+
+
+def test_a_request_quota_throttle_is_in_produce_and_fetch_answers_as_kafka_3_9(pair39):
+    """request_percentage (0.001 % of a thread: far less than any request costs) for this client
+    id: Produce answers carry the request throttle in throttle_time_ms and so do Fetch answers,
+    which come back empty (Kafka's getThrottledResponse: the bytes are not sent, whichever quota
+    throttled)."""
+
+    def scenario(t: Target):
+        with t.raw() as c:
+            create_topic(c, "rq")
+            produce_ok(c, "rq", [batch((b"k", b"v" * 100))])
+            alter(c, 1, [({"client-id": "raw-test"}, {"request_percentage": 0.001})])
+            deadline = time.monotonic() + 15
+            while True:  # Kafka applies the quota from its change notification
+                part = nested(0, V_PRODUCE, "PartitionProduceData", index=0, records=batch((b"k", b"v")))
+                topic = nested(0, V_PRODUCE, "TopicProduceData", name="rq", partition_data=(part,))
+                r = c.call(0, V_PRODUCE, transactional_id=None, acks=1, timeout=10000, topic_data=(topic,))
+                if r.throttle_time.total_seconds() > 0 or time.monotonic() > deadline:
+                    break
+            produced = (int(r.responses[0].partition_responses[0].error_code), r.throttle_time.total_seconds() > 0)
+            f = fetch(c, [("rq", 0, 0, 1 << 20)])
+            fetched = (
+                int(f.error_code),
+                0 < f.throttle_time.total_seconds() <= 1,  # capped at one quota window (1 s)
+                [(x.topic, [(int(p.error_code), len(p.records or b"")) for p in x.partitions]) for x in f.responses],
+            )
+            return {"produce": produced, "fetch": fetched}
+
+    got = pair39.same(scenario)
+    assert got == {"produce": [0, True], "fetch": [0, True, []]}

@@ -233,7 +233,7 @@ class ConfigAdmin:
         if resource_type == RESOURCE_TOPIC:
             info = self.metadata.snapshot.topics.get(name)
             if info is None:
-                return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist", {}
+                return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.", {}
             return 0, None, dict(info.configs)
         if resource_type == RESOURCE_BROKER:
             if name not in ("", str(self.node_id)):

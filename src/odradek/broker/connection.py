@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.connection_state import ANONYMOUS, ConnectionState
-from odradek.broker.quotas.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas, user_of
+from odradek.broker.quotas.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas, charging, user_of
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
 from odradek.broker.security.sasl import SASL_PROTOCOLS, AuthenticationFailed, State
 from odradek.broker.transport import INLINE_REGION_BYTES, CloseConnection, TlsTransport, Transport
@@ -291,13 +291,15 @@ class Connection:
         started = time.perf_counter()
         debug = log.isEnabledFor(logging.DEBUG)  # asked once per request
         quotas = self.services.client_quotas()
-        # the request quota charges processing time: read the thread's CPU clock (a system call,
-        # ~0.7 us) only when a request_percentage quota is set somewhere
-        cpu_started = time.thread_time() if quotas is not None and quotas.request.enabled else None
+        # the request quota charges the handler's processing time: the thread's CPU clock (a system
+        # call, ~0.7 us) read around each of its steps only when a request_percentage quota is set
+        charged = quotas is not None and quotas.request.enabled
+        self.state.request_cpu, self.state.request_step = (0.0 if charged else None), None
         if debug:
             log.debug("conn %d %s: %s v%d corr %d", self.id, event.client_id, handler.name, version, correlation_id)
         try:
-            response = await handler.fn(ctx, event.request)
+            running = handler.fn(ctx, event.request)
+            response = await (charging(running, self.state) if charged else running)
         except CloseConnection:
             raise
         except Exception:
@@ -315,7 +317,7 @@ class Connection:
                 proto.raw_sasl_tokens = True
         if not proto.authenticated and self.state.authenticated:  # SASL completed in this request
             proto.mark_authenticated()
-        throttle_ms = self._throttle_ms(event, quotas, cpu_started, response is not NO_RESPONSE)
+        throttle_ms = self._throttle_ms(event, quotas, response is not NO_RESPONSE)
         if response is NO_RESPONSE:
             if throttle_ms:
                 await self._mute(throttle_ms)
@@ -335,23 +337,21 @@ class Connection:
         if self.metrics:
             self.metrics.request_done(handler.name, time.perf_counter() - started)
 
-    def _throttle_ms(
-        self, event: RequestReceived, quotas: ClientQuotas | None, cpu_started: float | None, answered: bool
-    ) -> int:
+    def _throttle_ms(self, event: RequestReceived, quotas: ClientQuotas | None, answered: bool) -> int:
         """The larger of what the handler's quota gave (Produce, Fetch, controller mutations) and
         the request quota's for this request's processing time (KIP-124; not charged for a
-        request without an answer, Produce acks=0, as Kafka)."""
+        request without an answer, Produce acks=0, as Kafka; nor here when the handler charged
+        it, Fetch)."""
         state = self.state
         ms, state.throttle_ms = state.throttle_ms, 0
-        if quotas is None or cpu_started is None or not answered or event.api_key in REQUEST_QUOTA_EXEMPT:
+        if quotas is None or state.request_cpu is None or not answered or event.api_key in REQUEST_QUOTA_EXEMPT:
+            state.request_cpu = None
             return ms
-        if quotas.request.enabled:
-            cpu_seconds = time.thread_time() - cpu_started
-            request_ms = quotas.request_throttle(state.principal, event.client_id or "", cpu_seconds)
-            if request_ms:
-                quotas.request.throttled(user_of(state.principal), event.client_id or "", request_ms)
-            ms = max(ms, request_ms)
-        return ms
+        client_id = event.client_id or ""
+        request_ms = quotas.charge_request(state, client_id)
+        if request_ms:
+            quotas.request.throttled(user_of(state.principal), client_id, request_ms)
+        return max(ms, request_ms)
 
     async def _mute(self, throttle_ms: int) -> None:
         """KIP-219: the response went out at once; the channel reads nothing more for the

@@ -35,6 +35,14 @@ class ConnectionState:
     # Set by a handler whose client exceeded a quota (broker/quotas/): the connection sends the
     # response at once, then reads nothing from this client for that many ms (KIP-219's muting).
     throttle_ms: int = 0
+    # While a request_percentage quota is set, the CPU seconds the request being handled has
+    # taken so far (its handler's steps on the event loop, not what ran while it waited: see
+    # quotas.manager.charging), else None; `request_step`: the thread's CPU clock when its
+    # current step began. The connection charges it to the request quota after the handler,
+    # unless the handler charged it itself (Fetch, as Kafka's KafkaApis) or exempted it (a
+    # follower's Fetch), leaving None.
+    request_cpu: float | None = None
+    request_step: float | None = None
 
     @property
     def client_host(self) -> str:

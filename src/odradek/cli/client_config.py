@@ -19,6 +19,19 @@ command_config_option = click.option(
 )
 
 
+def config_file_option(kafka_name: str):
+    """`--command-config` under the name Kafka's console tool gives it too (`--producer.config`,
+    `--consumer.config`)."""
+    return click.option(
+        kafka_name,
+        "--command-config",
+        "command_config",
+        type=click.Path(exists=True, dir_okay=False),
+        envvar="ODRADEK_COMMAND_CONFIG",
+        help="A .properties file of client settings (security.protocol, sasl.*, ssl.*) for a secured listener.",
+    )
+
+
 def load_client_config(path: str | None) -> dict[str, Any]:
     if path is None:
         return {}

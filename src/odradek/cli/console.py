@@ -4,6 +4,9 @@
 Producer input, one record a line from stdin:
     [HEADERS<TAB>][KEY<SEP>]VALUE
 where HEADERS (with --parse-headers) is ``k1:v1,k2:v2`` and SEP is --key-separator.
+
+For a secured listener, the client settings file (security.protocol, sasl.*, ssl.*) is
+`--producer.config` / `--consumer.config` as Kafka's console tools name it, or `--command-config`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 
 import click
 
+from odradek.cli.client_config import config_file_option, load_client_config
 from odradek.cli.topics import bootstrap_option, run  # noqa: F401  (shared option)
 
 COMPRESSIONS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -51,6 +55,7 @@ def parse_line(line: bytes, key_sep: bytes | None, parse_headers: bool, headers_
 
 @click.command("produce")
 @bootstrap_option
+@config_file_option("--producer.config")
 @click.argument("topic")
 @click.option("--key-separator", default=None, help="Split each line into KEY<SEP>VALUE at the first SEP.")
 @click.option("--headers", "static_headers", default=None, metavar="K:V,K:V", help="Headers added to every record.")
@@ -64,6 +69,7 @@ def parse_line(line: bytes, key_sep: bytes | None, parse_headers: bool, headers_
 @click.option("--input", "input_file", type=click.File("rb"), default="-", help="Read from a file instead of stdin.")
 def produce_cmd(
     bootstrap,
+    command_config,
     topic,
     key_separator,
     static_headers,
@@ -91,6 +97,7 @@ def produce_cmd(
 
     try:
         p = Producer(
+            config=load_client_config(command_config),
             bootstrap_servers=bootstrap,
             acks=-1 if acks == "all" else int(acks),
             compression_type=compression,
@@ -176,6 +183,7 @@ def format_record(
 
 @click.command("consume")
 @bootstrap_option
+@config_file_option("--consumer.config")
 @click.argument("topic")
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset when there is no committed one.")
 @click.option("--group", "-g", default=None, help="Consumer group (subscribe; commits offsets).")
@@ -193,6 +201,7 @@ def format_record(
 @click.option("--null-literal", default="null", show_default=True)
 def consume_cmd(
     bootstrap,
+    command_config,
     topic,
     from_beginning,
     group,
@@ -226,7 +235,7 @@ def consume_cmd(
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else click.get_binary_stream("stdout")
     n = 0
     try:
-        c = Consumer(**cfg)
+        c = Consumer(config=load_client_config(command_config), **cfg)
     except (E.KafkaError, OSError, ValueError) as e:
         raise click.ClickException(f"cannot connect to {bootstrap}: {e}") from None
     try:

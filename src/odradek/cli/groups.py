@@ -6,8 +6,10 @@
                                        | --to-offset N | --shift-by N) [--execute]
     odradek groups delete GROUP
 
-All take ``--bootstrap-server host:port`` (default 127.0.0.1:9092). They use the odradek
-client (`odradek.client.Admin` for the group APIs, a group-less `Consumer` for ListOffsets).
+All take ``--bootstrap-server host:port`` (default 127.0.0.1:9092) and, for a secured listener,
+``--command-config FILE`` (client settings as kafka-consumer-groups takes them: security.protocol,
+sasl.*, ssl.*; cli/client_config.py). They use the odradek client (`odradek.client.Admin` for
+the group APIs, a group-less `Consumer` for ListOffsets).
 
 As in Kafka, reset-offsets prints the plan and changes nothing unless ``--execute`` is given,
 and refuses (exit 1) while the group has members; new offsets are clamped to the partition's
@@ -18,8 +20,11 @@ and refuses (exit 1) while the group has members; new offsets are clamped to the
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import click
+
+from odradek.cli.client_config import command_config_option, load_client_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 INACTIVE = ("Empty", "Dead")
@@ -47,13 +52,16 @@ def _fail(msg: str) -> None:
 class _Session:
     """An admin client and (lazily) a group-less consumer for offsets."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, command_config: str | None = None):
         self.bootstrap = bootstrap
-        self._consumer = None
+        self._consumer: Any = None
+        settings = load_client_config(command_config)
+        settings.update({"bootstrap.servers": bootstrap, "client.id": "odradek-cli"})
+        self.settings = settings
         from odradek.client import Admin
 
         try:
-            self.admin = Admin(bootstrap_servers=bootstrap, client_id="odradek-cli")
+            self.admin = Admin(config=dict(settings))
         except Exception as e:  # noqa: BLE001
             _fail(f"cannot connect to {bootstrap}: {e}")
 
@@ -62,9 +70,7 @@ class _Session:
         if self._consumer is None:
             from odradek.client import Consumer
 
-            self._consumer = Consumer(
-                bootstrap_servers=self.bootstrap, client_id="odradek-cli", enable_auto_commit=False
-            )
+            self._consumer = Consumer(config={**self.settings, "enable.auto.commit": False})
         return self._consumer
 
     def partitions(self, topic: str) -> list[int]:
@@ -114,12 +120,13 @@ def groups() -> None:
 
 @groups.command("list")
 @_bootstrap_opt
-def list_cmd(bootstrap: str) -> None:
+@command_config_option
+def list_cmd(bootstrap: str, command_config: str | None) -> None:
     """List the groups and their state."""
     from rich.table import Table
 
     def go():
-        with _Session(bootstrap) as s:
+        with _Session(bootstrap, command_config) as s:
             rows = sorted(s.admin.list_groups())
         t = Table(title=f"groups on {bootstrap}")
         for col in ("GROUP", "PROTOCOL TYPE", "STATE"):
@@ -134,12 +141,13 @@ def list_cmd(bootstrap: str) -> None:
 @groups.command("describe")
 @click.argument("group")
 @_bootstrap_opt
-def describe_cmd(group: str, bootstrap: str) -> None:
+@command_config_option
+def describe_cmd(group: str, bootstrap: str, command_config: str | None) -> None:
     """Members with their partitions; per partition the committed offset, log end offset and lag."""
     from rich.table import Table
 
     def go():
-        with _Session(bootstrap) as s:
+        with _Session(bootstrap, command_config) as s:
             d = s.describe(group)
             if d.state == "Dead":
                 _fail(f"group {group!r} does not exist")
@@ -215,7 +223,10 @@ def _parse_datetime(s: str) -> int:
 @click.option("--shift-by", type=int, metavar="N", help="Move the committed offsets by N (may be negative).")
 @click.option("--execute", is_flag=True, help="Apply the plan (without it: dry run).")
 @_bootstrap_opt
-def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shift_by, execute, bootstrap) -> None:
+@command_config_option
+def reset_cmd(
+    group, topic, to_earliest, to_latest, to_datetime, to_offset, shift_by, execute, bootstrap, command_config
+) -> None:
     """Plan (and with --execute, commit) new offsets for an inactive group."""
     from rich.table import Table
 
@@ -236,7 +247,7 @@ def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shif
     def go():
         from odradek.client import TopicPartition
 
-        with _Session(bootstrap) as s:
+        with _Session(bootstrap, command_config) as s:
             d = s.describe(group)
             if d.state not in INACTIVE:
                 _fail(
@@ -285,11 +296,12 @@ def reset_cmd(group, topic, to_earliest, to_latest, to_datetime, to_offset, shif
 @groups.command("delete")
 @click.argument("group")
 @_bootstrap_opt
-def delete_cmd(group: str, bootstrap: str) -> None:
+@command_config_option
+def delete_cmd(group: str, bootstrap: str, command_config: str | None) -> None:
     """Delete a group (it must have no members) and its committed offsets."""
 
     def go():
-        with _Session(bootstrap) as s:
+        with _Session(bootstrap, command_config) as s:
             s.admin.delete_groups([group])
         _console().print(f"Deletion of group {group!r} succeeded.")
 

@@ -13,20 +13,8 @@ from __future__ import annotations
 
 import click
 
+from odradek.cli.client_config import command_config_option, load_client_config
 from odradek.cli.topics import bootstrap_option, parse_kv, run
-
-
-def _command_config(path: str | None) -> dict[str, str]:
-    """Client settings from a properties file (kafka-configs' --command-config)."""
-    out: dict[str, str] = {}
-    if path:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith(("#", "!")) and "=" in line:
-                    k, _, v = line.partition("=")
-                    out[k.strip()] = v.strip()
-    return out
 
 
 def _entity(user: str | None, user_default: bool, client: str | None, client_default: bool) -> dict:
@@ -65,7 +53,7 @@ entity_options = [
     click.option("--user-default", is_flag=True, help="The default user (<default>)."),
     click.option("--client-id", "client", default=None, help="A client id."),
     click.option("--client-default", is_flag=True, help="The default client id (<default>)."),
-    click.option("--command-config", default=None, help="Client settings file (security.protocol, sasl.*, ssl.*)."),
+    command_config_option,
     bootstrap_option,
 ]
 
@@ -90,7 +78,7 @@ def describe_cmd(user, user_default, client, client_default, command_config, boo
     wanted = _entity(user, user_default, client, client_default)
 
     async def go():
-        async with AIOAdmin({"bootstrap.servers": bootstrap, **_command_config(command_config)}) as admin:
+        async with AIOAdmin({"bootstrap.servers": bootstrap, **load_client_config(command_config)}) as admin:
             return await admin.describe_client_quotas(wanted, strict=bool(wanted))
 
     for entity, values in sorted(run(go()).items(), key=lambda kv: str(kv[0])):
@@ -121,7 +109,7 @@ def alter_cmd(user, user_default, client, client_default, command_config, bootst
         raise click.UsageError("nothing to change: give --add-config and/or --delete-config")
 
     async def go():
-        async with AIOAdmin({"bootstrap.servers": bootstrap, **_command_config(command_config)}) as admin:
+        async with AIOAdmin({"bootstrap.servers": bootstrap, **load_client_config(command_config)}) as admin:
             await admin.alter_client_quotas([(entity, ops)])
 
     run(go())

@@ -3,6 +3,8 @@ topic half of kafka-configs.sh), over `odradek.client.aio`.
 
 Works against any Kafka-compatible broker; parts a broker does not implement (DescribeConfigs,
 DescribeLogDirs, ListOffsets) are shown as "-" rather than failing the whole command.
+`--command-config FILE` gives the client settings of a secured listener (as kafka-topics takes
+them: security.protocol, sasl.*, ssl.*; cli/client_config.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 import json
 
 import click
+
+from odradek.cli.client_config import admin_client, command_config_option, load_client_config
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DESCRIBE_LOG_DIRS = 35
@@ -41,11 +45,12 @@ def parse_kv(items: tuple[str, ...], what: str = "--config") -> dict[str, str]:
 def human_bytes(n: int | None) -> str:
     if n is None or n < 0:
         return "-"
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 def run(coro):
@@ -60,10 +65,8 @@ def run(coro):
         raise click.ClickException(str(e)) from None
 
 
-def _admin(bootstrap: str, timeout_ms: int = 30000):
-    from odradek.client.aio import AIOAdmin
-
-    return AIOAdmin(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms, default_api_timeout_ms=timeout_ms)
+def _admin(bootstrap: str, command_config: str | None = None, timeout_ms: int = 30000):
+    return admin_client(bootstrap, command_config, timeout_ms)
 
 
 def _console():
@@ -80,6 +83,7 @@ def topics() -> None:
 # ----------------------------------------------------------------------------- create
 @topics.command("create")
 @bootstrap_option
+@command_config_option
 @click.argument("names", nargs=-1, required=True)
 @click.option(
     "--partitions", "-p", type=int, default=-1, help="Partition count (default: the broker's num.partitions)."
@@ -88,7 +92,7 @@ def topics() -> None:
 @click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable).")
 @click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
 @click.option("--validate-only", is_flag=True, help="Ask the broker to validate without creating.")
-def create_cmd(bootstrap, names, partitions, replication_factor, configs, if_not_exists, validate_only):
+def create_cmd(bootstrap, command_config, names, partitions, replication_factor, configs, if_not_exists, validate_only):
     """Create topics NAMES..."""
     from odradek.client import NewTopic
     from odradek.client import errors as E
@@ -96,7 +100,7 @@ def create_cmd(bootstrap, names, partitions, replication_factor, configs, if_not
     cfg = parse_kv(configs)
 
     async def go():
-        async with _admin(bootstrap) as a:
+        async with _admin(bootstrap, command_config) as a:
             for name in names:
                 try:
                     await a.create_topics(
@@ -115,12 +119,13 @@ def create_cmd(bootstrap, names, partitions, replication_factor, configs, if_not
 # ----------------------------------------------------------------------------- list
 @topics.command("list")
 @bootstrap_option
+@command_config_option
 @click.option("--internal", is_flag=True, help="Include internal topics (__consumer_offsets ...).")
-def list_cmd(bootstrap, internal):
+def list_cmd(bootstrap, command_config, internal):
     """List topic names, one a line."""
 
     async def go():
-        async with _admin(bootstrap) as a:
+        async with _admin(bootstrap, command_config) as a:
             return await a.list_topics(internal=internal)
 
     for name in sorted(run(go())):
@@ -134,13 +139,16 @@ async def gather_description(
     internal: bool = False,
     with_offsets: bool = True,
     with_configs: bool = True,
+    *,
+    command_config: str | None = None,
 ) -> list[dict]:
-    """Everything `describe` shows, as plain data: one dict per topic."""
+    """Everything `describe` shows, as plain data: one dict per topic. `command_config`: a client
+    settings file (--command-config)."""
     from odradek.client import TopicPartition
     from odradek.client import errors as E
     from odradek.client.aio import AIOConsumer
 
-    async with _admin(bootstrap) as a:
+    async with _admin(bootstrap, command_config) as a:
         infos = await a.describe_topics(names or None)
         if names is None:
             infos = {n: t for n, t in infos.items() if internal or not t.is_internal}
@@ -192,7 +200,9 @@ async def gather_description(
                             sizes[key] = sizes.get(key, 0) + int(pp.partition_size)
     if with_offsets and topics_out:
         tps = [TopicPartition(t["name"], p["partition"]) for t in topics_out for p in t["partitions"]]
-        c = AIOConsumer(bootstrap_servers=bootstrap, request_timeout_ms=15000, default_api_timeout_ms=15000)
+        settings = load_client_config(command_config)
+        settings.update({"bootstrap.servers": bootstrap, "request.timeout.ms": 15000, "default.api.timeout.ms": 15000})
+        c = AIOConsumer(config=settings)
         await c.start()
         try:
             try:
@@ -219,13 +229,15 @@ def _fmt(v) -> str:
 
 @topics.command("describe")
 @bootstrap_option
+@command_config_option
 @click.argument("names", nargs=-1)
 @click.option("--internal", is_flag=True, help="With no NAMES: include internal topics.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.option("--no-offsets", is_flag=True, help="Skip the ListOffsets round trips.")
-def describe_cmd(bootstrap, names, internal, as_json, no_offsets):
+def describe_cmd(bootstrap, command_config, names, internal, as_json, no_offsets):
     """Partitions (leader, replicas, ISR, log start/end offsets, size) and configs of NAMES (default: all)."""
-    data = run(gather_description(bootstrap, list(names) or None, internal, not no_offsets))
+    names_or_all = list(names) or None
+    data = run(gather_description(bootstrap, names_or_all, internal, not no_offsets, command_config=command_config))
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -270,6 +282,7 @@ def describe_cmd(bootstrap, names, internal, as_json, no_offsets):
 # ----------------------------------------------------------------------------- alter
 @topics.command("alter")
 @bootstrap_option
+@command_config_option
 @click.argument("name")
 @click.option("--partitions", "-p", type=int, help="Grow the topic to this many partitions.")
 @click.option(
@@ -283,7 +296,7 @@ def describe_cmd(bootstrap, names, internal, as_json, no_offsets):
     help="Remove a topic config override (repeatable).",
 )
 @click.option("--validate-only", is_flag=True)
-def alter_cmd(bootstrap, name, partitions, set_configs, delete_configs, validate_only):
+def alter_cmd(bootstrap, command_config, name, partitions, set_configs, delete_configs, validate_only):
     """Add partitions to NAME and/or change its configs (IncrementalAlterConfigs)."""
     changes: dict[str, str | None] = dict(parse_kv(set_configs))
     for k in delete_configs:
@@ -292,7 +305,7 @@ def alter_cmd(bootstrap, name, partitions, set_configs, delete_configs, validate
         raise click.UsageError("nothing to alter: give --partitions, --config or --delete-config")
 
     async def go():
-        async with _admin(bootstrap) as a:
+        async with _admin(bootstrap, command_config) as a:
             if partitions is not None:
                 await a.create_partitions({name: partitions}, validate_only=validate_only)
                 click.echo(f"Topic {name} now has {partitions} partitions.")
@@ -307,14 +320,15 @@ def alter_cmd(bootstrap, name, partitions, set_configs, delete_configs, validate
 # ----------------------------------------------------------------------------- delete
 @topics.command("delete")
 @bootstrap_option
+@command_config_option
 @click.argument("names", nargs=-1, required=True)
 @click.option("--if-exists", is_flag=True, help="Succeed when a topic does not exist.")
-def delete_cmd(bootstrap, names, if_exists):
+def delete_cmd(bootstrap, command_config, names, if_exists):
     """Delete topics NAMES..."""
     from odradek.client import errors as E
 
     async def go():
-        async with _admin(bootstrap) as a:
+        async with _admin(bootstrap, command_config) as a:
             for name in names:
                 try:
                     await a.delete_topics([name])

@@ -7,8 +7,9 @@
     odradek transactions abort --topic T --partition P --producer-id N --producer-epoch E --coordinator-epoch C
 
 All take ``--bootstrap-server/-b host:port`` (default 127.0.0.1:9092, or
-$ODRADEK_BOOTSTRAP_SERVER) and use
-`odradek.client.Admin`. `abort` ends a hanging transaction on one partition by writing an
+$ODRADEK_BOOTSTRAP_SERVER), ``--command-config FILE`` for a secured listener (client settings:
+security.protocol, sasl.*, ssl.*; cli/client_config.py), and use `odradek.client.Admin`. `abort`
+ends a hanging transaction on one partition by writing an
 ABORT marker there (WriteTxnMarkers to the partition's leader): with ``--start-offset`` it
 finds, as Kafka's tool does, the producer whose open transaction on that partition starts at
 that offset (DescribeProducers) and takes its producer id, epoch and coordinator epoch.
@@ -20,15 +21,18 @@ import time
 
 import click
 
+from .client_config import command_config_option, load_client_config
 from .groups import _console, _fail, _run
 from .topics import bootstrap_option as _bootstrap_opt
 
 
-def _admin(bootstrap: str):
+def _admin(bootstrap: str, command_config: str | None = None):
     from odradek.client import Admin
 
+    settings = load_client_config(command_config)
+    settings.update({"bootstrap.servers": bootstrap, "client.id": "odradek-cli"})
     try:
-        return Admin(bootstrap_servers=bootstrap, client_id="odradek-cli")
+        return Admin(config=settings)
     except Exception as e:  # noqa: BLE001
         _fail(f"cannot connect to {bootstrap}: {e}")
 
@@ -43,12 +47,13 @@ def transactions() -> None:
 @click.option("--producer-id", "producer_ids", multiple=True, type=int, metavar="N", help="Only this producer id.")
 @click.option("--duration-filter", type=int, default=-1, metavar="MS", help="Only transactions open at least MS ms.")
 @_bootstrap_opt
-def list_cmd(states, producer_ids, duration_filter: int, bootstrap: str) -> None:
+@command_config_option
+def list_cmd(states, producer_ids, duration_filter: int, bootstrap: str, command_config: str | None) -> None:
     """Every transactional id the brokers coordinate, with its producer id and state."""
     from rich.table import Table
 
     def go():
-        with _admin(bootstrap) as a:
+        with _admin(bootstrap, command_config) as a:
             rows = a.list_transactions(list(states), list(producer_ids), duration_filter)
         t = Table(title=f"transactions on {bootstrap}")
         for col in ("TRANSACTIONAL ID", "COORDINATOR", "PRODUCER ID", "STATE"):
@@ -63,12 +68,13 @@ def list_cmd(states, producer_ids, duration_filter: int, bootstrap: str) -> None
 @transactions.command("describe")
 @click.option("--transactional-id", required=True, help="The transactional id to describe.")
 @_bootstrap_opt
-def describe_cmd(transactional_id: str, bootstrap: str) -> None:
+@command_config_option
+def describe_cmd(transactional_id: str, bootstrap: str, command_config: str | None) -> None:
     """The coordinator's view of one transactional id: producer, state, open transaction."""
     from rich.table import Table
 
     def go():
-        with _admin(bootstrap) as a:
+        with _admin(bootstrap, command_config) as a:
             d = a.describe_transactions([transactional_id])[transactional_id]
         now = int(time.time() * 1000)
         start = d.transaction_start_time_ms
@@ -95,12 +101,13 @@ def describe_cmd(transactional_id: str, bootstrap: str) -> None:
 @click.option("--topic", required=True)
 @click.option("--partition", required=True, type=int)
 @_bootstrap_opt
-def describe_producers_cmd(topic: str, partition: int, bootstrap: str) -> None:
+@command_config_option
+def describe_producers_cmd(topic: str, partition: int, bootstrap: str, command_config: str | None) -> None:
     """The producers a partition's leader keeps state of, with their open transaction's first offset."""
     from rich.table import Table
 
     def go():
-        with _admin(bootstrap) as a:
+        with _admin(bootstrap, command_config) as a:
             states = next(iter(a.describe_producers([(topic, partition)]).values()))
         t = Table(title=f"producers of {topic}-{partition}")
         for col in (
@@ -135,7 +142,10 @@ def describe_producers_cmd(topic: str, partition: int, bootstrap: str) -> None:
 @click.option("--producer-epoch", type=int, metavar="E")
 @click.option("--coordinator-epoch", type=int, metavar="C")
 @_bootstrap_opt
-def abort_cmd(topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch, bootstrap) -> None:
+@command_config_option
+def abort_cmd(
+    topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch, bootstrap, command_config
+) -> None:
     """Abort a hanging transaction on one partition (writes an ABORT marker there)."""
     explicit = (producer_id, producer_epoch, coordinator_epoch)
     if start_offset is not None and any(v is not None for v in explicit):
@@ -148,7 +158,7 @@ def abort_cmd(topic, partition, start_offset, producer_id, producer_epoch, coord
         from odradek.client.aio.admin_txn import AbortTransactionSpec
 
         tp = TopicPartition(topic, partition)
-        with _admin(bootstrap) as a:
+        with _admin(bootstrap, command_config) as a:
             if start_offset is not None:
                 states = a.describe_producers([tp]).get(tp, [])
                 found = [s for s in states if s.current_transaction_start_offset == start_offset]

@@ -5,8 +5,10 @@ and the broker throttling a producer over its producer_byte_rate (its quota sens
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+from support.batches import batch
 from support.inprocess import InProcessBroker
 
 from odradek.client import errors
@@ -87,5 +89,73 @@ def test_request_percentage_throttles_every_api(tmp_path):
             sensor = b.services.quotas.request.sensors[("", "greedy")]
             assert sensor.throttled > 0
             assert sensor.throttle_ms_total <= sensor.throttled * 1000  # capped at one window each, as Kafka
+
+    asyncio.run(main())
+
+
+def test_a_fetch_throttled_by_the_request_quota_is_answered_empty(tmp_path):
+    """As Kafka's KafkaApis: a Fetch is charged to the request quota in its handler, and throttled
+    by it (not only by consumer_byte_rate) its answer carries no records; a Produce's carries the
+    request throttle too. A follower's Fetch is exempt from the request quota."""
+
+    async def main():
+        async with InProcessBroker(tmp_path / "data") as b:
+            conf = {"bootstrap.servers": f"127.0.0.1:{b.broker.bound[0][1]}"}
+            async with AIOAdmin(conf) as admin:
+                await admin.create_topics(["t"])
+                await admin.alter_client_quotas([({"client-id": "greedy"}, {"request_percentage": 0.001})])
+            async with AIOAdmin({**conf, "client.id": "greedy"}) as greedy:
+                node = next(iter(greedy.cluster.metadata.brokers))
+                for _ in range(3):
+                    r = await greedy.cluster.send(node, 0, {
+                        "transactional_id": None, "acks": 1, "timeout": 5000,
+                        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch(1)}]}],
+                    })  # fmt: skip
+                    assert int(r.responses[0].partition_responses[0].error_code) == 0
+                assert r.throttle_time.total_seconds() > 0
+                fetch = {
+                    "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                    "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                "partition_max_bytes": 1 << 20}]}],
+                }  # fmt: skip
+                f = await greedy.cluster.send(node, 1, fetch)
+                assert 0 < f.throttle_time_ms <= 1000 and f.responses == []
+                # a follower's fetch (replica id 1: not a replica here, answered with an error) is not
+                # charged: this client, far over its quota, would be throttled by any charge
+                f = await greedy.cluster.send(node, 1, {**fetch, "replica_id": 1})
+                assert f.throttle_time_ms == 0 and f.responses
+
+    asyncio.run(main())
+
+
+def test_a_request_is_not_charged_for_what_ran_while_it_waited(tmp_path):
+    """A Fetch waiting in the purgatory while the broker's thread works for others (here the test
+    itself, on the same event loop) is charged its own steps only: 1 % of a thread is far more
+    than a Fetch takes, far less than the half second burnt beside it."""
+
+    async def main():
+        async with InProcessBroker(tmp_path / "data") as b:
+            conf = {"bootstrap.servers": f"127.0.0.1:{b.broker.bound[0][1]}"}
+            async with AIOAdmin(conf) as admin:
+                await admin.create_topics(["t"])
+                await admin.alter_client_quotas([({"client-id": "patient"}, {"request_percentage": 1})])
+            async with AIOAdmin({**conf, "client.id": "patient"}) as patient:
+                node = next(iter(patient.cluster.metadata.brokers))
+                fetch = {
+                    "replica_id": -1, "max_wait": 1000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                    "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                "partition_max_bytes": 1 << 20}]}],
+                }  # fmt: skip
+                waiting = asyncio.ensure_future(patient.cluster.send(node, 1, fetch))
+                await asyncio.sleep(0.2)  # the Fetch is in the purgatory
+                end = time.thread_time() + 0.5
+                while time.thread_time() < end:  # the thread busy with other work
+                    pass
+                f = await waiting
+                assert f.throttle_time_ms == 0 and f.responses
+            sensor = b.services.quotas.request.sensors[("", "patient")]
+            assert sensor.throttled == 0
 
     asyncio.run(main())

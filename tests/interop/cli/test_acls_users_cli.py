@@ -7,6 +7,7 @@ setting in the file is refused."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -137,3 +138,44 @@ def test_acls_add_refuses_an_unknown_operation_and_a_missing_principal(broker):
     assert p.returncode == 2 and "unknown operation 'Frob'" in p.stderr
     p = cli(broker.bootstrap, "acls", "add", "--operation", "Read", "--topic", "t", ok=False)
     assert p.returncode == 2 and "name a principal" in p.stderr
+
+
+def test_topics_console_groups_and_transactions_over_sasl_ssl_with_a_command_config(broker, tmp_path):
+    """The other commands that talk to a broker take the same file: `topics` (the describe's
+    offsets through a consumer too), `produce` / `consume` (as --producer.config / --consumer.config,
+    Kafka's console tools' names), `groups`, `transactions` and `quotas`; the principal is the file's."""
+    cli(broker.bootstrap, "users", "add", "admin", "--password", "admin-pw")
+    cli(broker.bootstrap, "users", "add", "carl", "--password", "carl-pw")
+    admin = properties(tmp_path / "admin.properties", "admin", "admin-pw")
+    sasl = broker.sasl_ssl_bootstrap
+
+    assert cli(sasl, "topics", "create", "cc-t", "-p", "2", config=admin).stdout.strip() == "Created topic cc-t."
+    assert "cc-t" in cli(sasl, "topics", "list", config=admin).stdout.split()
+    lines = tmp_path / "lines.txt"
+    lines.write_text("k1:one\nk2:two\nk3:three\n")
+    env = dict(os.environ, NO_COLOR="1", TERM="dumb")
+    produce = [sys.executable, "-m", "odradek", "produce", "cc-t", "--key-separator", ":", "--input", str(lines),
+               "--bootstrap-server", sasl, "--producer.config", admin]  # fmt: skip
+    p = subprocess.run(produce, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    described = json.loads(cli(sasl, "topics", "describe", "cc-t", "--json", config=admin).stdout)
+    assert sum(part["log_end_offset"] for part in described[0]["partitions"]) == 3
+    consume = [sys.executable, "-m", "odradek", "consume", "cc-t", "--from-beginning", "--group", "cc-g", "-n", "3",
+               "--timeout-ms", "20000", "--bootstrap-server", sasl, "--consumer.config", admin]  # fmt: skip
+    p = subprocess.run(consume, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and sorted(p.stdout.split()) == ["one", "three", "two"], p.stdout + p.stderr
+    assert "cc-g" in cli(sasl, "groups", "list", config=admin).stdout
+    assert "cc-t" in cli(sasl, "groups", "describe", "cc-g", config=admin).stdout
+    cli(sasl, "transactions", "list", config=admin)
+    cli(sasl, "quotas", "alter", "--client-id", "cc", "--add-config", "producer_byte_rate=1024", config=admin)
+    out = cli(sasl, "quotas", "describe", "--client-id", "cc", config=admin).stdout
+    assert "Quota configs for client-id 'cc' are producer_byte_rate=1024.0" in out, out
+    cli(sasl, "topics", "alter", "cc-t", "--partitions", "3", config=admin)
+    assert len(json.loads(cli(sasl, "topics", "describe", "cc-t", "--json", config=admin).stdout)[0]["partitions"]) == 3
+
+    # carl authenticates from his file and is no super user, with no ACL: refused
+    carl = properties(tmp_path / "carl.properties", "carl", "carl-pw")
+    refused = cli(sasl, "topics", "delete", "cc-t", config=carl, ok=False)
+    assert refused.returncode == 1 and "AuthorizationFailed" in refused.stderr, refused.stderr
+    cli(sasl, "topics", "delete", "cc-t", config=admin)
+    assert "cc-t" not in cli(sasl, "topics", "list", config=admin).stdout.split()

@@ -6,16 +6,14 @@ broker is never throttled; a consumer limited by consumer_byte_rate likewise."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from support.apache_kafka import SHORT_JVM, tool_command, unavailable_reason
-from support.quota_load import MB, VALUE, Produced, produce_until
+from support.quota_load import MB, Produced, consume_for, fill, produce_until
 
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
@@ -91,42 +89,13 @@ def test_a_consumer_limited_by_consumer_byte_rate(broker_factory, tools):
     b = broker_factory(WINDOWS)
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.create_topics([NewTopic("data", 1, 1)])["data"].result(30)
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20})
-    for _ in range(40_000):  # ~40 MB: more than the 10 MB credit and 25 s at 1 MB/s
-        while True:
-            try:
-                p.produce("data", VALUE)
-                break
-            except BufferError:
-                p.poll(0.05)
-    p.flush(60)
+    fill(b.bootstrap, "data", 40_000)  # ~40 MB: more than the quota lets through in 25 s; 16 KB batches
     kafka_configs(b.bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "slow",
                   "--add-config", f"consumer_byte_rate={MB}")  # fmt: skip
-    throttle = [0]
-
-    def stats(text: str) -> None:
-        for broker in json.loads(text).get("brokers", {}).values():
-            throttle[0] = max(throttle[0], broker.get("throttle", {}).get("max", 0))
-
-    c = Consumer({
-        "bootstrap.servers": b.bootstrap, "group.id": "g", "client.id": "slow", "auto.offset.reset": "earliest",
-        "statistics.interval.ms": 500, "stats_cb": stats,
-        # small fetches: a throttled Fetch is answered empty (Kafka's rule), so 1 MB fetches against
-        # 1 MB/s lose a third of the quota in empty answers (a unit test simulates it)
-        "fetch.max.bytes": 32768, "max.partition.fetch.bytes": 32768, "message.max.bytes": 32768,
-    })  # fmt: skip
-    c.subscribe(["data"])
-    start = time.monotonic()
-    got: list[tuple[float, int]] = []
-    while time.monotonic() < start + 25:
-        m = c.poll(0.2)
-        if m is not None and m.error() is None:
-            got.append((time.monotonic(), len(m.value())))
-    c.close()
-    warm = start + 5  # past the first burst the samples allow, as for the producer
-    rate = sum(n for t, n in got if t >= warm) / (start + 25 - warm)
-    # Never above the quota. Below it, the band is wide: this consumer got 0.708 MB/s in two runs
-    # (1 MB and 32 KB fetches alike), where the ±10 % the producer keeps is not met; whether Kafka
-    # 3.9's consumer gets the same under the same quota is not measured yet (issue 27's note)
-    assert 0.6 * MB <= rate <= 1.1 * MB, f"limited consumer: {rate / MB:.3f} MB/s"
-    assert throttle[0] > 0
+    # 32 KB fetches: a throttled Fetch is answered empty and its bytes taken back (Kafka's rule),
+    # so 1 MB fetches against 1 MB/s lose a quarter of the quota to empty answers, with Kafka 3.9
+    # as with odradek (0.732 MB/s from both, tests/reference/test_quota_consumer_rate_reference.py);
+    # 32 KB fetches got 0.913 MB/s from Kafka 3.9 and 0.893 from odradek in the same run
+    rate, throttle = consume_for(b.bootstrap, "slow", "data", 25, 5, fetch_bytes=32768)
+    assert 0.8 * MB <= rate <= 1.05 * MB, f"limited consumer: {rate / MB:.3f} MB/s"
+    assert throttle > 0

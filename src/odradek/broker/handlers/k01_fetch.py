@@ -117,15 +117,19 @@ async def handle(ctx: RequestContext, req) -> object:
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes if max_bytes > 0 else 0x7FFFFFFF, s.config["fetch.max.bytes"])
     min_bytes = req.min_bytes
-    quotas = s.client_quotas() if replica_id < 0 else None  # a follower's fetch has no client quota
+    # a follower's fetch has no client quota, nor is it charged to the request quota (Kafka
+    # answers it exempt from throttling); a consumer's is charged here, below
+    quotas = s.client_quotas() if replica_id < 0 else None
+    if quotas is None:
+        ctx.connection.request_cpu = None
+    elif not (quotas.fetch.enabled or quotas.request.enabled):
+        quotas = None
+    user, client_id = user_of(ctx.connection.principal), ctx.client_id or ""
     if quotas is not None and quotas.fetch.enabled:
-        user, client_id = user_of(ctx.connection.principal), ctx.client_id or ""
         window_max = quotas.fetch.max_value_in_window(user, client_id)  # Kafka's getMaxValueInQuotaWindow
         if window_max is not None:
             max_bytes = min(max_bytes, int(window_max))
             min_bytes = min(min_bytes, max_bytes)
-    else:
-        quotas = None
     rm = s.replica_manager
     now_ms = int(time.time() * 1000)
 
@@ -188,12 +192,17 @@ async def handle(ctx: RequestContext, req) -> object:
         results, total, errors = read_all(update_fetch_state=False)
 
     if quotas is not None:
-        # consumer_byte_rate, charged with what this answer returns; throttled, the answer is
-        # empty and the bytes are taken back (Kafka's unrecordQuotaSensor, getThrottledResponse)
-        throttle = quotas.fetch.record(user, client_id, total)
+        # as Kafka's KafkaApis: the request quota charged with this fetch's processing time and
+        # consumer_byte_rate with what this answer returns; throttled by either, the answer is
+        # empty and the bytes are taken back (unrecordQuotaSensor, getThrottledResponse), the
+        # larger throttle counted by its own quota's sensor
+        request_ms = quotas.charge_request(ctx.connection, client_id)
+        bandwidth_ms = quotas.fetch.record(user, client_id, total) if quotas.fetch.enabled else 0
+        throttle = max(request_ms, bandwidth_ms)
         if throttle:
-            quotas.fetch.unrecord(user, client_id, total)
-            quotas.fetch.throttled(user, client_id, throttle)
+            if quotas.fetch.enabled:
+                quotas.fetch.unrecord(user, client_id, total)
+            (quotas.fetch if bandwidth_ms > request_ms else quotas.request).throttled(user, client_id, throttle)
             ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
             return FetchResponse(session_id=session.id if session is not None and incremental else 0)
 

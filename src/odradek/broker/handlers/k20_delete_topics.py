@@ -10,7 +10,8 @@ timeout of 0 only starts it, as in Kafka). Partition directories are renamed to 
 and removed in the background by storage. Authorization as Kafka's controller: DELETE on the
 cluster allows every topic; otherwise, by name, a topic
 the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists or not, one it may
-describe but not DELETE too; by id, TOPIC_AUTHORIZATION_FAILED with the name only when describable.
+describe but not DELETE too; by id, TOPIC_AUTHORIZATION_FAILED with the name only when describable;
+each with Kafka 4's message, "Topic authorization failed.".
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import logging
 
 from odradek.broker.quotas.manager import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.security.acl import AclOperation, ResourceType
+from odradek.broker.security.acl import TOPIC_AUTHORIZATION_FAILED_MESSAGE, AclOperation, ResourceType
 from odradek.cluster.store import MetadataTimeout, UnknownTopicError
 from odradek.protocol.constants import ZERO_UUID
 from odradek.protocol.errors import ErrorCode
@@ -56,17 +57,17 @@ async def handle(ctx: RequestContext, req) -> object:
             elif not may(AclOperation.DELETE, info.name):
                 # named in the answer only to who may describe it
                 described = may(AclOperation.DESCRIBE, info.name)
-                results.append([info.name if described else None, topic_id, denied, None])
+                results.append([info.name if described else None, topic_id, denied, TOPIC_AUTHORIZATION_FAILED_MESSAGE])
                 continue
         elif name is not None and not may(AclOperation.DESCRIBE, name):
-            results.append([name, None, denied, None])  # nothing said about its existence
+            results.append([name, None, denied, TOPIC_AUTHORIZATION_FAILED_MESSAGE])  # nothing said about its existence
             continue
         else:
             info = snap.topics.get(name)
             if info is None:
                 code, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
             elif not may(AclOperation.DELETE, name):
-                results.append([name, None, denied, None])
+                results.append([name, None, denied, TOPIC_AUTHORIZATION_FAILED_MESSAGE])
                 continue
         if info is not None:
             name, topic_id = info.name, info.topic_id

@@ -6,15 +6,15 @@ in one resource is INVALID_REQUEST. Broker resources: dynamic settings only
 know, which Kafka would store).
 
 Without ALTER_CONFIGS on the topic (a broker's or its loggers': on the cluster):
-TOPIC_ / CLUSTER_AUTHORIZATION_FAILED.
+TOPIC_ / CLUSTER_AUTHORIZATION_FAILED (a topic's with Kafka 4's message, "Topic authorization
+failed.").
 """
 
 from __future__ import annotations
 
 from odradek.broker.config_admin import RESOURCE_TOPIC
-from odradek.broker.handlers._config_resources import config_authorization_error
+from odradek.broker.handlers._config_resources import alter_authorization_error
 from odradek.broker.registry import RequestContext, handles
-from odradek.broker.security.acl import AclOperation
 from odradek.broker.settings import BY_NAME, BY_TOPIC_NAME
 from odradek.protocol.errors import ErrorCode
 
@@ -26,9 +26,9 @@ async def handle(ctx: RequestContext, req) -> object:
     out = []
     for res in req.resources:
         code, message, new = ctx.services.config_admin.current_overrides(res.resource_type, res.resource_name)
-        denied = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        denied, why = alter_authorization_error(ctx, res.resource_type, res.resource_name)
         if denied:
-            code, message = denied, None
+            code, message = denied, why
         names = [c.name for c in res.configs]
         if not code and len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})

@@ -16,9 +16,10 @@ the throttle time given, `odradek_quota_rate` and `odradek_quota_throttle_time_m
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+import types
+from collections.abc import Awaitable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -211,6 +212,18 @@ class ClientQuotas:
         of one thread over the window, Kafka's nanosToPercentage); the throttle it gives."""
         return self.request.record(user_of(principal), client_id, cpu_seconds * 100.0)
 
+    def charge_request(self, state: Any, client_id: str) -> int:
+        """Charge the request being handled on a connection (its ConnectionState) with the CPU
+        time its handler has taken (`state.request_cpu`, its current step's so far included),
+        once: `request_cpu` is then None. The throttle it gives, not yet counted
+        (`request.throttled`)."""
+        cpu_seconds, state.request_cpu = state.request_cpu, None
+        if cpu_seconds is None or not self.request.enabled:
+            return 0
+        if state.request_step is not None:
+            cpu_seconds += time.thread_time() - state.request_step
+        return self.request_throttle(state.principal, client_id, max(0.0, cpu_seconds))
+
     @property
     def managers(self) -> tuple[ClientQuotaManager, ...]:
         return (self.produce, self.fetch, self.request)
@@ -254,6 +267,38 @@ class ClientQuotas:
             throttle.add_metric([cm.quota_type, user, client], ms)
         yield rate
         yield throttle
+
+
+T = TypeVar("T")
+
+
+@types.coroutine
+def charging(handler: Awaitable[T], state: Any) -> Generator[Any, Any, T]:
+    """Await `handler` (a request's handler coroutine), adding the thread's CPU time of each of
+    its steps on the event loop to `state.request_cpu` (while not None): what other connections'
+    requests take while this one waits (a Fetch in the purgatory, a JoinGroup for the rebalance,
+    a Produce for its replicas) is not its own, as Kafka's request quota counts only the time of
+    its own request handler thread (requestThreadTimeNanos)."""
+    steps = handler.__await__()
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        state.request_step = time.thread_time()
+        try:
+            waiting_on = steps.throw(thrown) if thrown is not None else steps.send(sent)
+        except StopIteration as done:
+            return done.value
+        finally:
+            if state.request_cpu is not None:
+                state.request_cpu += time.thread_time() - state.request_step
+            state.request_step = None
+        try:
+            sent, thrown = (yield waiting_on), None
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as e:  # noqa: BLE001 - a cancellation or exception into the handler
+            sent, thrown = None, e
 
 
 def user_of(principal: str) -> str:

@@ -21,6 +21,9 @@ from odradek.protocol.acl import from_camel as from_camel
 WILDCARD = "*"  # a literal resource name matching every name; a host matching every host
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"  # the one name of the CLUSTER resource
+# TOPIC_AUTHORIZATION_FAILED's message where Kafka 4's controller answers it (AlterConfigs and
+# IncrementalAlterConfigs of a topic, DeleteTopics: ApiError's default, Errors.message())
+TOPIC_AUTHORIZATION_FAILED_MESSAGE = "Topic authorization failed."
 
 
 # The names Kafka's AclAuthorizer writes in ZooKeeper: resource types in paths

@@ -3,11 +3,15 @@ arithmetic, DescribeClientQuotas' filter and AlterClientQuotas' checks (broker/q
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
+from odradek.broker.connection_state import ConnectionState
 from odradek.broker.quotas import entities as E
 from odradek.broker.quotas.entities import QuotaEntity as QE
-from odradek.broker.quotas.manager import PRODUCE, REQUEST, ClientQuotaManager, ClientQuotas
+from odradek.broker.quotas.manager import PRODUCE, REQUEST, ClientQuotaManager, ClientQuotas, charging
 from odradek.broker.quotas.rate import Rate, throttle_time_ms
 
 # the eight entities, most specific first, each with a distinct bound
@@ -223,3 +227,51 @@ def test_a_greedy_consumer_loses_quota_to_empty_throttled_answers_with_large_fet
 
     assert 0.6 < rate(1_000_000) < 0.75
     assert rate(32768) > 0.93
+
+
+def _burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_request_is_charged_its_own_steps_not_what_ran_while_it_waited() -> None:
+    """quotas.manager.charging: the CPU of the handler's own steps is added up; another task's,
+    run while the handler awaits, is not (Kafka's request quota counts only its request's own
+    handler thread time). Its result, exceptions and cancellation pass through."""
+    state = ConnectionState(1, "127.0.0.1:1")
+
+    async def handler(wake: asyncio.Event) -> str:
+        _burn(0.05)
+        await wake.wait()
+        _burn(0.05)
+        return "answer"
+
+    async def main() -> None:
+        wake = asyncio.Event()
+        state.request_cpu = 0.0
+        running = asyncio.ensure_future(charging(handler(wake), state))
+        await asyncio.sleep(0)
+        _burn(0.3)  # another connection's work while the handler waits
+        wake.set()
+        assert await running == "answer"
+        assert state.request_cpu is not None and 0.09 <= state.request_cpu < 0.2
+        assert state.request_step is None
+
+        async def failing() -> None:
+            await asyncio.sleep(0)
+            raise ValueError("bad request")
+
+        with pytest.raises(ValueError, match="bad request"):
+            await charging(failing(), state)
+        cancelled = asyncio.ensure_future(charging(asyncio.sleep(10), state))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        # exempted (None): nothing added
+        state.request_cpu = None
+        await charging(handler(wake), state)
+        assert state.request_cpu is None
+
+    asyncio.run(main())
