@@ -451,8 +451,8 @@ class Partition:
         self, offset: int, max_bytes: int, min_one: bool, isolation: Isolation, last_fetched_epoch: int
     ) -> LogReadInfo:
         log = self.log
-        start, leo = log.log_start_offset, log.log_end_offset
-        info = LogReadInfo(0, log.high_watermark, log.last_stable_offset, start, log_end_offset=leo)
+        start, leo, hw, lso = log.log_start_offset, log.log_end_offset, log.high_watermark, log.last_stable_offset
+        info = LogReadInfo(0, hw, lso, start, log_end_offset=leo)
         if last_fetched_epoch >= 0:  # KIP-320: does the follower's log still agree with this one?
             epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < 0 or end < 0:
@@ -469,8 +469,9 @@ class Partition:
                 ErrorCode.offset_out_of_range,
                 f"offset {offset} is outside {self.topic}-{self.partition}'s log [{start}, {leo}]",
             )
-        limit = self.read_limit(isolation)
         committed = isolation is Isolation.TXN_COMMITTED
+        # read_limit(isolation), from the offsets just read
+        limit = leo if isolation is Isolation.LOG_END else lso if committed else hw
         if offset >= limit:  # nothing visible to this reader yet
             info.regions = []
             if committed:

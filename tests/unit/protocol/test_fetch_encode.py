@@ -67,7 +67,8 @@ def test_byte_identical_to_kio(version, tops, throttle, session, err):
         for t in tops:
             for p in t.partitions:
                 p.current_leader = p.diverging_epoch = None
-    assert_kio_writes_the_same(version, body_of(version, tops, throttle_ms=throttle, error_code=err, session_id=session))
+    body = body_of(version, tops, throttle_ms=throttle, error_code=err, session_id=session)
+    assert_kio_writes_the_same(version, body)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.fetch_session import FINAL_EPOCH, CachedPartition
@@ -178,7 +179,8 @@ async def handle(ctx: RequestContext, req) -> object:
         return out, total, errors
 
     results, total, errors = read_all()
-    wait_ms = ms(req.max_wait)
+    max_wait = req.max_wait  # kio's timedelta (ms() converts, in a call this path can spare)
+    wait_ms = round(max_wait.total_seconds() * 1000) if type(max_wait) is timedelta else ms(max_wait)
     if total < min_bytes and wait_ms > 0 and not errors and targets:
         keys = [(name, part) for _k, name, part, _cp in targets if name is not None]
         purgatory = rm.follower_fetch_purgatory if replica_id >= 0 else rm.fetch_purgatory
