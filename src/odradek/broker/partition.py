@@ -514,7 +514,8 @@ class Partition:
         st.log_end_offset = fetch_offset
         st.last_fetch_ms = now_ms
         st.last_fetch_leader_leo = leader_leo
-        self.maybe_expand_isr(st.replica_id)
+        if st.replica_id not in self.isr:  # (a member's fetch, the common one, has nothing to propose)
+            self.maybe_expand_isr(st.replica_id)
         self._maybe_advance_high_watermark()
 
     def _forget_leaving(self, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
@@ -733,12 +734,16 @@ class Partition:
     def _maybe_advance_high_watermark(self) -> None:
         if self.role is not Role.LEADER:
             return
-        target = self.log.log_end_offset
-        for r in self.maximal_isr:
-            if r != self.node_id:
-                st = self.followers.get(r)
-                target = min(target, st.log_end_offset if st is not None else -1)
-        if target <= self.log.high_watermark:
+        log = self.log
+        target = log.log_end_offset
+        followers, node_id = self.followers, self.node_id
+        for r in self.isr if self.pending is None else self.maximal_isr:
+            if r != node_id:
+                st = followers.get(r)
+                leo = st.log_end_offset if st is not None else -1
+                if leo < target:
+                    target = leo
+        if target <= log.high_watermark:
             return
         committed = self._committed_bytes
         pending = self._uncommitted
