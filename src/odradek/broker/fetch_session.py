@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -36,6 +37,9 @@ class CachedPartition:
     # metadata snapshot it did so in: resolved again only when the metadata changed
     name: str | None = None
     named_in: object = None
+    # v13+: the topic's id (the session keys such a partition by the id's integer, whose hash
+    # is computed in C, not by uuid.UUID.__hash__ several times per request)
+    topic_id: uuid.UUID | None = None
 
     def must_respond(self, hw: int, lso: int, start: int, *, records: bool, error: bool, diverging: bool) -> bool:
         """Whether an incremental response names this partition (Kafka's CachedPartition.

@@ -451,8 +451,8 @@ class Partition:
         self, offset: int, max_bytes: int, min_one: bool, isolation: Isolation, last_fetched_epoch: int
     ) -> LogReadInfo:
         log = self.log
-        start, leo = log.log_start_offset, log.log_end_offset
-        info = LogReadInfo(0, log.high_watermark, log.last_stable_offset, start, log_end_offset=leo)
+        start, leo, hw, lso = log.log_start_offset, log.log_end_offset, log.high_watermark, log.last_stable_offset
+        info = LogReadInfo(0, hw, lso, start, log_end_offset=leo)
         if last_fetched_epoch >= 0:  # KIP-320: does the follower's log still agree with this one?
             epoch, end = log.end_offset_for_epoch(last_fetched_epoch)
             if epoch < 0 or end < 0:
@@ -469,8 +469,9 @@ class Partition:
                 ErrorCode.offset_out_of_range,
                 f"offset {offset} is outside {self.topic}-{self.partition}'s log [{start}, {leo}]",
             )
-        limit = self.read_limit(isolation)
         committed = isolation is Isolation.TXN_COMMITTED
+        # read_limit(isolation), from the offsets just read
+        limit = leo if isolation is Isolation.LOG_END else lso if committed else hw
         if offset >= limit:  # nothing visible to this reader yet
             info.regions = []
             if committed:
@@ -513,7 +514,8 @@ class Partition:
         st.log_end_offset = fetch_offset
         st.last_fetch_ms = now_ms
         st.last_fetch_leader_leo = leader_leo
-        self.maybe_expand_isr(st.replica_id)
+        if st.replica_id not in self.isr:  # (a member's fetch, the common one, has nothing to propose)
+            self.maybe_expand_isr(st.replica_id)
         self._maybe_advance_high_watermark()
 
     def _forget_leaving(self, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
@@ -732,12 +734,16 @@ class Partition:
     def _maybe_advance_high_watermark(self) -> None:
         if self.role is not Role.LEADER:
             return
-        target = self.log.log_end_offset
-        for r in self.maximal_isr:
-            if r != self.node_id:
-                st = self.followers.get(r)
-                target = min(target, st.log_end_offset if st is not None else -1)
-        if target <= self.log.high_watermark:
+        log = self.log
+        target = log.log_end_offset
+        followers, node_id = self.followers, self.node_id
+        for r in self.isr if self.pending is None else self.maximal_isr:
+            if r != node_id:
+                st = followers.get(r)
+                leo = st.log_end_offset if st is not None else -1
+                if leo < target:
+                    target = leo
+        if target <= log.high_watermark:
             return
         committed = self._committed_bytes
         pending = self._uncommitted

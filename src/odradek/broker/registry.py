@@ -18,7 +18,7 @@ import datetime
 import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
@@ -62,10 +62,11 @@ class Handler:
     advertised_min: int
     # version -> codec, for the versions kio does not serve (or not fast enough)
     codecs: Mapping[int, VersionCodec]
+    # the API's name (metrics, logs), looked up once here rather than on every request
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return messages.api_name(self.api_key)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", messages.api_name(self.api_key))
 
     @property
     def kio_versions(self) -> range:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.protocol.varint import SMALL_UVARINTS as _UV
 from odradek.protocol.varint import VarintError
 from odradek.protocol.varint import read_uvarint as _uvarint
 from odradek.protocol.varint import write_uvarint as uvarint
@@ -84,7 +85,8 @@ def encode_fetch_response(
     buf = bytearray(_i32(throttle_ms))
     if version >= 7:
         buf += _i16(error_code) + _i32(session_id)
-    buf += uvarint(len(topics) + 1) if flexible else _i32(len(topics))
+    n = len(topics) + 1
+    buf += (_UV[n] if n < 0x80 else uvarint(n)) if flexible else _i32(n - 1)
     size = 0
     for topic in topics:
         if version >= 13:
@@ -93,7 +95,8 @@ def encode_fetch_response(
             name = topic.name.encode()
             buf += (uvarint(len(name) + 1) if flexible else _i16(len(name))) + name
         parts = topic.partitions
-        buf += uvarint(len(parts) + 1) if flexible else _i32(len(parts))
+        n = len(parts) + 1
+        buf += (_UV[n] if n < 0x80 else uvarint(n)) if flexible else _i32(n - 1)
         for p in parts:
             buf += _part_fixed(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
             if version >= 5:
@@ -109,12 +112,17 @@ def encode_fetch_response(
                 buf += b"".join([pack(producer_id, first_offset) for producer_id, first_offset in aborted])
             if version >= 11:
                 buf += _i32(p.preferred_read_replica)
-            rsize = p.records_size
+            records = p.records
+            if not records:
+                rsize = 0
+            elif len(records) == 1 and type(records[0]) is bytes:  # (records_size, without its calls)
+                rsize = len(records[0])
+            else:
+                rsize = p.records_size
             if flexible:
-                buf += uvarint(rsize + 1)
+                buf += _UV[rsize + 1] if rsize < 0x7F else uvarint(rsize + 1)
             else:
                 buf += _i32(rsize)
-            records = p.records
             if rsize and len(records) == 1 and type(records[0]) is bytes:
                 buf += records[0]  # bytes in memory (a recent append): the body stays one piece
             elif rsize:
@@ -131,7 +139,7 @@ def encode_fetch_response(
                 if p.current_leader is not None:  # tag 1: LeaderIdAndEpoch
                     leader_id, leader_epoch = p.current_leader
                     tags.append(uvarint(1) + uvarint(9) + _i32(leader_id) + _i32(leader_epoch) + b"\x00")
-                buf += uvarint(len(tags)) + b"".join(tags)
+                buf += _UV[len(tags)] + b"".join(tags) if tags else b"\x00"
         if flexible:
             buf += b"\x00"
     if flexible:

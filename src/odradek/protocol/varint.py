@@ -9,7 +9,7 @@ reader, kept lean for the record codec's hot loop, raises IndexError at the end 
 
 from __future__ import annotations
 
-__all__ = ["VarintError", "read_uvarint", "write_uvarint", "read_varint", "write_varint"]
+__all__ = ["SMALL_UVARINTS", "VarintError", "read_uvarint", "write_uvarint", "read_varint", "write_varint"]
 
 
 class VarintError(ValueError):
@@ -32,6 +32,11 @@ def read_uvarint(buf, pos: int, end: int | None = None) -> tuple[int, int]:
         if shift > 28:
             raise VarintError("unsigned varint longer than 5 bytes")
     raise VarintError("truncated varint")
+
+
+# the varints of 0-127, one byte each: encoders on the hot path index this for a count or a
+# length that is usually small instead of calling write_uvarint
+SMALL_UVARINTS: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(0x80))
 
 
 def write_uvarint(n: int) -> bytes:

@@ -67,6 +67,8 @@ def _encode_legacy(version: int, r: ProduceAnswer) -> tuple[list[Any], int]:
 def _charge_quota(ctx: RequestContext, req) -> None:
     """producer_byte_rate (Kafka's quotas.produce, charged when the request arrives, whatever
     becomes of it): the request's record bytes; a throttle is left for the connection to apply."""
+    if ctx.services.quotas is None:
+        return
     quotas = ctx.services.client_quotas()
     if quotas is None or not quotas.produce.enabled:
         return

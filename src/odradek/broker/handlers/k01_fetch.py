@@ -30,8 +30,8 @@ wait for appends (their own purgatory), not for the high watermark their fetches
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from odradek.broker.fetch_session import FINAL_EPOCH, CachedPartition
@@ -68,22 +68,19 @@ async def handle(ctx: RequestContext, req) -> object:
     replica_epoch = replica_state.replica_epoch if replica_state is not None else -1  # v15+: a broker epoch
     isolation = Isolation.TXN_COMMITTED if getattr(req, "isolation_level", 0) == 1 else Isolation.HIGH_WATERMARK
 
-    def topic_name(key) -> str | None:
-        """v13+ name topics by id; older versions by name (unknown names fail in the read)."""
-        if v >= 13:
-            info = snap.topic_by_id(key)
-            return info.name if info else None
-        return key
-
+    # a partition's key: v13+ name topics by id (keyed by the id's integer, see CachedPartition),
+    # older versions by name (unknown names fail in the read)
     requested: list[tuple[object, int, CachedPartition]] = []  # (topic key, partition, cached state)
     for t in req.topics:
-        key = t.topic_id if v >= 13 else t.topic
+        topic_id = t.topic_id if v >= 13 else None
+        key = topic_id.int if topic_id is not None else t.topic
         for p in t.partitions:
             epoch = getattr(p, "current_leader_epoch", -1)
             cp = CachedPartition(p.fetch_offset, p.partition_max_bytes, epoch, getattr(p, "last_fetched_epoch", -1))
+            cp.topic_id = topic_id
             requested.append((key, p.partition, cp))
     forgotten = [
-        (ft.topic_id if v >= 13 else ft.topic, part)
+        (ft.topic_id.int if v >= 13 else ft.topic, part)
         for ft in getattr(req, "forgotten_topics_data", ()) or ()
         for part in ft.partitions
     ]
@@ -99,7 +96,12 @@ async def handle(ctx: RequestContext, req) -> object:
     pairs = session.partitions.items() if session is not None else (((k, p), cp) for k, p, cp in requested)
 
     def named(key, cp: CachedPartition) -> str | None:
-        cp.name, cp.named_in = topic_name(key), snap
+        if cp.topic_id is not None:
+            info = snap.topic_by_id(cp.topic_id)
+            cp.name = info.name if info else None
+        else:
+            cp.name = key
+        cp.named_in = snap
         return cp.name
 
     # in a session each partition's topic name is looked up once per metadata snapshot
@@ -181,7 +183,8 @@ async def handle(ctx: RequestContext, req) -> object:
         return out, total, errors
 
     results, total, errors = read_all()
-    wait_ms = ms(req.max_wait)
+    max_wait = req.max_wait  # kio's timedelta (ms() converts, in a call this path can spare)
+    wait_ms = round(max_wait.total_seconds() * 1000) if type(max_wait) is timedelta else ms(max_wait)
     if total < min_bytes and wait_ms > 0 and not errors and targets:
         keys = [(name, part) for _k, name, part, _cp in targets if name is not None]
         purgatory = rm.follower_fetch_purgatory if replica_id >= 0 else rm.fetch_purgatory
@@ -224,7 +227,7 @@ async def handle(ctx: RequestContext, req) -> object:
             session.partitions.move_to_end((key, pr.partition))
         tr = by_topic.get(key)
         if tr is None:
-            tr = by_topic[key] = TopicResult(name or "", key if isinstance(key, uuid.UUID) else ZERO_UUID, [])
+            tr = by_topic[key] = TopicResult(name or "", cp.topic_id if cp.topic_id is not None else ZERO_UUID, [])
         tr.partitions.append(pr)
     if s.metrics is not None and total:
         # records out from offsets: no batch is decoded (docs/metrics.md)
