@@ -24,7 +24,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.topic_configs import TopicConfigs
 from odradek.cluster.assignment import assign_replicas_rack_aware
 from odradek.cluster.metadata import TopicInfo
-from odradek.cluster.store import MetadataStore
+from odradek.cluster.store import MetadataStore, TopicExistsError
 from odradek.protocol.errors import PolicyViolationError
 from odradek.storage.file_cache import FileCache
 
@@ -112,8 +112,9 @@ class TopicAdmin:
 
     async def ensure_internal_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
-    ) -> TopicInfo:
-        """Create an internal topic unless it exists (concurrent callers create it once).
+    ) -> TopicInfo | None:
+        """Create an internal topic unless it exists (concurrent callers create it once; another
+        broker of a cluster may create it first: then None until this broker's metadata has it).
         The replication factor is capped at the live brokers (documented for
         `offsets.topic.replication.factor`), so the default of 3 works on a single node."""
         async with self._internal_lock:
@@ -121,4 +122,8 @@ class TopicAdmin:
             if info is not None:
                 return info
             rf = min(replication_factor, max(len(self.live_brokers), 1))
-            return await self.create_topic(name, self.assignment(partitions, rf), configs)
+            try:
+                return await self.create_topic(name, self.assignment(partitions, rf), configs)
+            except TopicExistsError:  # as Kafka's auto-creation, not an error
+                log.debug("%s was created by another broker first", name)
+                return self.store.snapshot.topics.get(name)
