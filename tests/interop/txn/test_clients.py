@@ -57,7 +57,9 @@ def txn_client(request) -> str:
 @pytest.fixture(params=BROKERS)
 def bootstrap(request) -> str:
     if request.param == "kafka4":
-        return request.getfixturevalue("kafka4").bootstrap
+        k = request.getfixturevalue("kafka4").bootstrap
+        wait_coordinators(k)
+        return k
     return request.getfixturevalue("broker_factory")().bootstrap
 
 
@@ -69,7 +71,7 @@ def kafka4_fast_abort(tmp_path_factory):
         pytest.skip(reason)
     k = apache_kafka.ApacheKafka(tmp_path_factory.mktemp("kafka4fastabort"), line="4", overrides=FAST_ABORT)
     k.start()
-    wait_group_coordinator(k.bootstrap)
+    wait_coordinators(k.bootstrap)
     yield k
     k.stop()
 
@@ -79,6 +81,24 @@ def fast_abort_bootstrap(request) -> str:
     if request.param == "kafka4":
         return request.getfixturevalue("kafka4_fast_abort").bootstrap
     return request.getfixturevalue("broker_factory")(overrides=FAST_ABORT).bootstrap
+
+
+_warm: set[str] = set()  # the Kafka brokers whose coordinators answered already
+
+
+def wait_coordinators(bootstrap: str, timeout: float = 60) -> None:
+    """Until both coordinators answer on a fresh Kafka (once per broker): it creates
+    __consumer_offsets and __transaction_state (50 partitions each) on their first
+    FindCoordinator, which on a loaded machine outlasts kafkajs's retries ("Failed to find group
+    coordinator" from init in one CI run)."""
+    if bootstrap in _warm:
+        return
+    from confluent_kafka import Producer
+
+    wait_group_coordinator(bootstrap, timeout)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"odradek-warm-up-{uuid.uuid4().hex[:8]}"})
+    p.init_transactions(timeout)
+    _warm.add(bootstrap)
 
 
 def wait_group_coordinator(bootstrap: str, timeout: float = 30) -> None:
