@@ -4,8 +4,11 @@ Without a transactional id (idempotent producers): a new producer id (epoch 0), 
 the client passes its current id and epoch (v3+, KIP-360), the same id with the epoch
 bumped. Ids come from a block persisted in the metadata (producer_ids.py) so they are
 never reused across restarts. A block the metadata cannot give (ZooKeeper's session expired
-or its connection lost under the claim) is UNKNOWN_SERVER_ERROR, Kafka's answer in ZooKeeper
-mode (its ProducerIdManager's failure, `Errors.forException`), not the connection's end.
+or its connection lost under the claim) is COORDINATOR_LOAD_IN_PROGRESS, which clients retry:
+Kafka 4's answer while its broker waits for a block from the controller (RPCProducerIdManager).
+Kafka 3.9 in ZooKeeper mode answers UNKNOWN_SERVER_ERROR to a claim whose session expired,
+which the Java producer takes as fatal: an idempotent writer to a broker back from a pause
+past its session died of it (tests/cluster/test_faults.py).
 
 With a transactional id: the transaction coordinator of the id (coordinator/txn) answers:
 a new producer id the first time, the epoch bumped after (an open transaction of the
@@ -59,8 +62,8 @@ async def handle(ctx: RequestContext, req) -> object:
     try:
         pid = await s.producer_ids.next_id()
     except MetadataError as e:
-        log.warning("cannot allocate a producer id: %s", e)
+        log.warning("cannot allocate a producer id (the client retries): %s", e)
         return ctx.respond(
-            throttle_time=0, error_code=ErrorCode.unknown_server_error, producer_id=-1, producer_epoch=-1
+            throttle_time=0, error_code=ErrorCode.coordinator_load_in_progress, producer_id=-1, producer_epoch=-1
         )
     return ctx.respond(throttle_time=0, error_code=0, producer_id=pid, producer_epoch=0)
