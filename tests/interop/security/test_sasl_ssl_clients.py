@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
 )
 from confluent_kafka.admin import UserScramCredentialUpsertion as Upsert
 from support.broker import BrokerProcess, free_port
-from support.clients import CLIENTS, Rec, SaslLogin, make_client, unavailable_reason
+from support.clients import SaslLogin, every_client_produces_and_consumes
 from support.tls import Pki
 
 pytestmark = pytest.mark.interop
@@ -76,19 +76,6 @@ def test_six_clients_produce_consume_and_join_a_group_over_sasl_ssl(broker, mech
     topic = f"sasl-ssl-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    names = [n for n in CLIENTS if unavailable_reason(n) is None]
-    assert {"java", "confluent", "kafka_python", "aiokafka"} <= set(names), names
-    produced: list[bytes] = []
-    failures: dict[str, str] = {}
-    for name in names:
-        client = make_client(name, broker.secure_bootstrap, tls=broker.tls, sasl=LOGINS[mechanism])
-        values = [f"{name}-{i}".encode() for i in range(3)]
-        try:
-            client.produce(topic, [Rec(key=v, value=v) for v in values])
-            produced += values
-            got = client.consume(topic, expected=len(produced), timeout=60, group=f"g-{name}-{uuid.uuid4().hex[:6]}")
-            assert sorted(r.value for r in got) == sorted(produced), name
-        except Exception as e:  # noqa: BLE001 - every client is tried; the failures are listed together
-            failures[name] = f"{type(e).__name__}: {e}"[:500]
-    assert not failures, failures
-    assert len(names) == 6, f"clients that cannot run here: {set(CLIENTS) - set(names)}"
+    every_client_produces_and_consumes(
+        broker.secure_bootstrap, topic, tls=broker.tls, sasl=LOGINS[mechanism], records=3
+    )
