@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial.errors import BufferUnderflow, NegativeByteLength
+from support.fetch_strategies import partition_results
 
 from odradek.protocol import messages
 from odradek.protocol.fetch_codec import (
@@ -22,18 +23,7 @@ from odradek.protocol.fetch_codec import (
 
 VERSIONS = range(MIN_VERSION, DECODE_MAX_VERSION + 1)
 
-partitions = st.builds(
-    PartitionResult,
-    partition=st.integers(0, 2**31 - 1),
-    error_code=st.sampled_from([0, 1, 6, 74]),
-    high_watermark=st.integers(-1, 2**62),
-    last_stable_offset=st.integers(-1, 2**62),
-    log_start_offset=st.integers(-1, 2**62),
-    aborted=st.none() | st.lists(st.tuples(st.integers(-1, 2**62), st.integers(0, 2**62)), max_size=3),
-    preferred_read_replica=st.integers(-1, 5),
-    records=st.lists(st.binary(min_size=1, max_size=200), max_size=3),
-    current_leader=st.none() | st.tuples(st.integers(0, 9), st.integers(0, 99)),
-)
+partitions = partition_results(st.lists(st.binary(min_size=1, max_size=200), max_size=3))
 topics = st.lists(
     st.builds(
         TopicResult,

@@ -10,6 +10,7 @@ import uuid
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fetch_strategies import partition_results
 
 from odradek.protocol import messages
 from odradek.protocol.fetch_codec import MAX_VERSION, MIN_VERSION, PartitionResult, TopicResult, encode_fetch_response
@@ -19,18 +20,8 @@ VERSIONS = range(MIN_VERSION, MAX_VERSION + 1)
 SIZES = st.sampled_from([1, 100, 125, 126, 127, 128, 129, 300, 20000])
 records = st.lists(SIZES.map(lambda n: b"r" * n), max_size=3)
 
-partitions = st.builds(
-    PartitionResult,
-    partition=st.integers(0, 2**31 - 1),
-    error_code=st.sampled_from([0, 1, 6, 74]),
-    high_watermark=st.integers(-1, 2**62),
-    last_stable_offset=st.integers(-1, 2**62),
-    log_start_offset=st.integers(-1, 2**62),
-    aborted=st.none() | st.lists(st.tuples(st.integers(-1, 2**62), st.integers(0, 2**62)), max_size=3),
-    preferred_read_replica=st.integers(-1, 5),
-    records=records,
-    current_leader=st.none() | st.tuples(st.integers(0, 9), st.integers(0, 99)),
-    diverging_epoch=st.none() | st.tuples(st.integers(0, 99), st.integers(0, 2**40)),
+partitions = partition_results(
+    records, diverging_epoch=st.none() | st.tuples(st.integers(0, 99), st.integers(0, 2**40))
 )
 topics = st.lists(
     st.builds(
