@@ -120,6 +120,17 @@ class History:
                 self.acked[partition][offset] = v
             self.ack_times.append((time.monotonic(), partition))
 
+    def writers_missing(self, producers: set[str], partitions: int) -> dict[str, list[int]]:
+        """For each of `producers` with no acknowledged write in some partition, those partitions."""
+        with self._lock:
+            by_partition: dict[int, set[str]] = defaultdict(set)
+            for p, acks in self.acked.items():
+                by_partition[p] |= {x[0] for x in map(parse, acks.values()) if x is not None}
+            for p, vs in self.acked_unplaced.items():
+                by_partition[p] |= {x[0] for x in map(parse, vs) if x is not None}
+        missing = {name: [p for p in range(partitions) if name not in by_partition[p]] for name in sorted(producers)}
+        return {name: ps for name, ps in missing.items() if ps}
+
     def read(self, partition: int, offset: int, v: bytes) -> None:
         with self._lock:
             self.reads[partition].append((offset, v))

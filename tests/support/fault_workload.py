@@ -147,6 +147,7 @@ class JavaWriter(threading.Thread):
     def __init__(self, bootstrap: str, history: History, name: str, topic: str, partitions: int) -> None:
         super().__init__(daemon=True, name=f"writer-{name}")
         self.history = history
+        self.name_ = name
         self.errors: list[str] = []
         self.done = False
         self.acks = 0
@@ -394,7 +395,34 @@ class Workload:
     def __enter__(self) -> Workload:
         for t in self._threads():
             t.start()
+        try:
+            self._wait_writing_everywhere()
+        except BaseException:
+            self.abort()
+            raise
         return self
+
+    def _wait_writing_everywhere(self, timeout: float = 120) -> None:
+        """Wait until every writer has a write acknowledged in every partition: each producer
+        then has state on every leader and its in-sync followers before a test's first fault.
+        (A Java producer whose first batches of a partition are in flight to a leader that
+        fails sends its later ones to the new leader, which knows nothing of the producer and
+        so takes any sequence, as Kafka's ProducerAppendInfo does: a record written before
+        one sent before it, by Kafka as by odradek. A JVM starting slowly under load reached
+        a fault so in CI.)"""
+        names = {w.name_ for w in self.writers}
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = self.history.writers_missing(names, self.partitions)
+            if not missing:
+                return
+            dead = [w for w in self.writers if not w.is_alive()]
+            assert not dead and time.monotonic() < deadline, (
+                f"writers with no acknowledged write in some partition after {timeout:.0f} s: {missing}; "
+                f"errors {self.writer_errors[-5:]}; "
+                + "; ".join(w.state() for w in self.writers if isinstance(w, JavaWriter) and w.name_ in missing)
+            )
+            time.sleep(0.1)
 
     def __exit__(self, exc_type, exc, tb) -> None:  # noqa: ANN001
         if exc_type is not None:
@@ -471,11 +499,30 @@ class Workload:
                 report.duplicated[p] = rest
             else:
                 del report.duplicated[p]
+        for p, pairs in report.reordered.items():
+            self._trace_reordered(p, pairs)
         for w in self.writers:
             if isinstance(w, Writer) and w.epoch_bumps:
                 print(f"librdkafka writer {w.name_}, its producer epoch bumps (eos log):", *w.epoch_bumps, sep="\n  ")
         assert report.ok, f"{report}\n{logs}"
         return report
+
+    def _trace_reordered(self, p: int, pairs: Sequence[tuple[str, int, int]]) -> None:
+        """Print where each reordered pair of values sits: offset, (producer id, epoch, sequence)
+        of its batch, the offset it was acknowledged at and the writer's errors for it."""
+        with self.history._lock:
+            offsets = {v: off for off, v in self.history.reads.get(p, [])}
+            acked = {v: off for off, v in self.history.acked.get(p, {}).items()}
+        values = [value(producer, s) for producer, a, b in pairs[:5] for s in (a, b)]
+        origins = batch_origins(self.bootstrap, self.topic, p, sorted({offsets[v] for v in values if v in offsets}))
+        errors = [e for w in self.writers for e in getattr(w, "errors", ())]
+        for v in values:
+            off = offsets.get(v)
+            told = [e for e in errors if e.startswith(v.decode() + ":")]
+            print(
+                f"reordered {v!r} in partition {p}: read at {off}, batch (producer id, epoch, sequence)"
+                f" {origins.get(off) if off is not None else None}, acknowledged at {acked.get(v)}, errors {told}"
+            )
 
 
 def epoch_bumped(copies: Sequence[tuple[int, int, int] | None]) -> bool:
