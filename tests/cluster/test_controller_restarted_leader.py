@@ -32,14 +32,17 @@ pytestmark = pytest.mark.cluster
 
 TOPIC = "acked"
 SPREAD = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]  # partition p led by broker p+1, its preferred leader
-# ZooKeeper's longest session here (20 ticks of 250 ms). A session ends between 2/3 of it and
-# all of it (plus a tick) after the broker was last heard (kazoo pings every third of it): the
-# killed broker's registration would go 3.3-5.25 s after its kill; the controller, stopped
-# for PAUSE_S from its SIGSTOP to its SIGCONT, keeps its own session (which lasts 3.3 s at
-# least). Nothing slow runs while it is stopped: the test reads one znode then, over a
-# connection made before (a snapshot reads every znode: under load, with another cluster
-# beside it, that kept the controller stopped past its session).
-SESSION_MS = 5000
+# ZooKeeper's longest session with ticks of 500 ms (20 ticks). A session ends between 2/3 of
+# it and all of it (plus a tick) after the broker was last heard (kazoo pings every third of
+# it): the killed broker's registration would go 6.7-10.5 s after its kill, time enough for a
+# broker process to start again under load (a 5 s session was past before a restarted broker
+# reached ZooKeeper on a loaded machine: not the scenario); the controller, stopped for PAUSE_S
+# from its SIGSTOP to its SIGCONT, keeps its own session (which lasts 6.7 s at least). Nothing
+# slow runs while it is stopped: the test reads one znode then, over a connection made before
+# (a snapshot reads every znode: under load, with another cluster beside it, that kept the
+# controller stopped past its session).
+SESSION_MS = 10000
+TICK_MS = 500
 PAUSE_S = 3.0
 ENDED = "ended the registration of broker {}'s previous run"
 
@@ -74,7 +77,7 @@ def _whole_again_and_writes_go_on(c, w, p: int, b: int, epoch: int) -> None:  # 
 
 
 def test_a_leader_back_from_a_power_cut_within_its_session_does_not_lead_its_empty_log(make_cluster):
-    c = make_cluster(overrides={"zookeeper.session.timeout.ms": SESSION_MS})
+    c = make_cluster(overrides={"zookeeper.session.timeout.ms": SESSION_MS}, zookeeper_tick_ms=TICK_MS)
     create_topic(c, TOPIC, SPREAD)
     with Workload(c.bootstrap, TOPIC, 3) as w:
         time.sleep(4)  # acknowledged records in every partition
@@ -116,7 +119,7 @@ def test_a_leader_back_from_a_power_cut_within_its_session_does_not_lead_its_emp
 
 
 def test_a_follower_back_from_a_power_cut_within_its_session_leaves_the_isr_until_it_caught_up(make_cluster):
-    c = make_cluster(overrides={"zookeeper.session.timeout.ms": SESSION_MS})
+    c = make_cluster(overrides={"zookeeper.session.timeout.ms": SESSION_MS}, zookeeper_tick_ms=TICK_MS)
     create_topic(c, TOPIC, SPREAD)
     with Workload(c.bootstrap, TOPIC, 3) as w:
         time.sleep(4)

@@ -216,9 +216,11 @@ class OdradekCluster(_ZooKeeperView):
         zookeeper_proxies: bool = False,
         broker_env: dict[int, dict[str, str]] | None = None,
         broker_overrides: dict[int, dict] | None = None,
+        zookeeper_tick_ms: int = 250,
     ) -> None:
         self.directory = Path(directory)
-        self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=250)
+        # sessions of 2 to 20 ticks (ZooKeeper's bounds)
+        self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_ms=zookeeper_tick_ms)
         #: settings of one broker only (e.g. its broker.rack), over `overrides`
         self.broker_overrides = broker_overrides or {}
         self.overrides = {
