@@ -20,6 +20,7 @@ import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from odradek.cluster.kafka_dir import discover_topics
 from odradek.cluster.metadata import (
@@ -46,16 +47,17 @@ class LocalMetadataStore:
         self._listeners: list[MetadataListener] = []
         topics: dict[str, TopicInfo] = {}
         broker_configs: dict[str, dict[str, str]] = {}
-        user_configs: dict[str, dict[str, str]] = {}
-        client_configs: dict[str, dict[str, str]] = {}
-        user_client_configs: dict[tuple[str, str], dict[str, str]] = {}
+        user_configs: dict[str | None, dict[str, str]] = {}
+        client_configs: dict[str | None, dict[str, str]] = {}
+        user_client_configs: dict[tuple[str | None, str | None], dict[str, str]] = {}
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             broker_configs = {str(k): dict(v) for k, v in doc.get("broker_configs", {}).items()}
-            user_configs = {str(k): dict(v) for k, v in doc.get("user_configs", {}).items()}
-            client_configs = {str(k): dict(v) for k, v in doc.get("client_configs", {}).items()}
-            user_client_configs = {(str(u), str(c)): dict(v) for u, c, v in doc.get("user_client_configs", [])}
+            name = _entity if doc.get("version", 1) >= 2 else _legacy_entity
+            user_configs = _load_entities(doc.get("user_configs", []), name)
+            client_configs = _load_entities(doc.get("client_configs", []), name)
+            user_client_configs = {(name(u), name(c)): dict(v) for u, c, v in doc.get("user_client_configs", [])}
             for t in doc.get("topics", []):
                 parts = tuple(self._partition(p, t.get("leader_epoch", 0)) for p in range(t["partitions"]))
                 topics[t["name"]] = TopicInfo(t["name"], uuid.UUID(t["id"]), parts, dict(t.get("configs", {})))
@@ -141,19 +143,21 @@ class LocalMetadataStore:
             del merged[entity]
         await self._replace(replace(self._snapshot, broker_configs=merged), save=True)
 
-    async def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+    async def set_user_configs(self, user: str | None, configs: Mapping[str, str]) -> None:
         merged = {**self._snapshot.user_configs, user: dict(configs)}
         if not configs:
             del merged[user]
         await self._replace(replace(self._snapshot, user_configs=merged), save=True)
 
-    async def set_client_configs(self, client_id: str, configs: Mapping[str, str]) -> None:
+    async def set_client_configs(self, client_id: str | None, configs: Mapping[str, str]) -> None:
         merged = {**self._snapshot.client_configs, client_id: dict(configs)}
         if not configs:
             del merged[client_id]
         await self._replace(replace(self._snapshot, client_configs=merged), save=True)
 
-    async def set_user_client_configs(self, user: str, client_id: str, configs: Mapping[str, str]) -> None:
+    async def set_user_client_configs(
+        self, user: str | None, client_id: str | None, configs: Mapping[str, str]
+    ) -> None:
         merged = {**self._snapshot.user_client_configs, (user, client_id): dict(configs)}
         if not configs:
             del merged[(user, client_id)]
@@ -187,11 +191,16 @@ class LocalMetadataStore:
 
     def _save(self, snapshot: ClusterSnapshot) -> None:
         doc = {
-            "version": 1,
+            "version": 2,
             "broker_configs": snapshot.broker_configs,
-            "user_configs": snapshot.user_configs,
-            "client_configs": snapshot.client_configs,
-            "user_client_configs": [[u, c, v] for (u, c), v in sorted(snapshot.user_client_configs.items())],
+            "user_configs": [[u, v] for u, v in sorted(snapshot.user_configs.items(), key=lambda i: _order(i[0]))],
+            "client_configs": [[c, v] for c, v in sorted(snapshot.client_configs.items(), key=lambda i: _order(i[0]))],
+            "user_client_configs": [
+                [u, c, v]
+                for (u, c), v in sorted(
+                    snapshot.user_client_configs.items(), key=lambda i: (_order(i[0][0]), _order(i[0][1]))
+                )
+            ],
             "topics": [
                 {
                     "name": t.name,
@@ -218,3 +227,26 @@ class LocalMetadataStore:
                 failure = failure or e
         if failure is not None:
             raise failure
+
+
+# Users' and client ids' settings are kept as [name, config] pairs, null naming the default
+# entity (version 2). Version 1 kept a map with "<default>" for it, which a user or client id of
+# that name shared: read as the default.
+def _entity(name: object) -> str | None:
+    return None if name is None else str(name)
+
+
+def _legacy_entity(name: object) -> str | None:
+    return None if name is None or name == "<default>" else str(name)
+
+
+def _load_entities(
+    stored: dict[str, dict[str, str]] | list[list[Any]], name: Callable[[object], str | None]
+) -> dict[str | None, dict[str, str]]:
+    pairs = stored.items() if isinstance(stored, dict) else stored
+    return {name(k): dict(v) for k, v in pairs}
+
+
+def _order(name: str | None) -> tuple[bool, str]:
+    """The default entity first, then names in order."""
+    return (name is not None, name or "")

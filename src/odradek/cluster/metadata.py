@@ -122,12 +122,13 @@ class ClusterSnapshot:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # per user (the name as given, not sanitized): SCRAM credentials by mechanism, as Kafka keeps
     # them in /config/users/<user> ("SCRAM-SHA-256" -> "salt=...,stored_key=...,...")
-    user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    user_configs: dict[str | None, dict[str, str]] = field(default_factory=dict)
     # client quotas (broker/quotas/entities.py) besides the users' ones above: per client id
     # (/config/clients/<client>) and per user and client id (/config/users/<user>/clients/<client>);
-    # "<default>" names a default entity, in these maps and in `user_configs`
-    client_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    user_client_configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # None names a default entity, in these maps and in `user_configs` (`<default>` in ZooKeeper,
+    # where a user or client id of that name is sanitized, %3Cdefault%3E, as Kafka keeps them apart)
+    client_configs: dict[str | None, dict[str, str]] = field(default_factory=dict)
+    user_client_configs: dict[tuple[str | None, str | None], dict[str, str]] = field(default_factory=dict)
     _by_id: dict[uuid.UUID, TopicInfo] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

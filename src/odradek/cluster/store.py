@@ -98,15 +98,18 @@ class MetadataStore(Protocol):
         kept across restarts; the snapshot's `broker_configs` carries them to every broker."""
         ...
 
-    async def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
-        """Replace the settings of one user (its SCRAM credentials; empty removes the user), kept
-        across restarts; the snapshot's `user_configs` carries them to every broker."""
+    async def set_user_configs(self, user: str | None, configs: Mapping[str, str]) -> None:
+        """Replace the settings of one user (its SCRAM credentials and quotas; empty removes the
+        user; None: the default user's quotas), kept across restarts; the snapshot's
+        `user_configs` carries them to every broker."""
         ...
 
-    async def set_client_configs(self, client_id: str, configs: Mapping[str, str]) -> None:
-        """Replace the settings (quotas) of one client id ("<default>": the default entity)."""
+    async def set_client_configs(self, client_id: str | None, configs: Mapping[str, str]) -> None:
+        """Replace the settings (quotas) of one client id (None: the default entity)."""
         ...
 
-    async def set_user_client_configs(self, user: str, client_id: str, configs: Mapping[str, str]) -> None:
-        """Replace the settings (quotas) of one user's client id ("<default>" for either name)."""
+    async def set_user_client_configs(
+        self, user: str | None, client_id: str | None, configs: Mapping[str, str]
+    ) -> None:
+        """Replace the settings (quotas) of one user's client id (None for either: the default)."""
         ...

@@ -34,6 +34,7 @@ from odradek.cluster import zk_layout as L
 from odradek.cluster.metadata import BrokerInfo
 from odradek.cluster.zk_cache_reads import DEFAULT_MAX_IN_FLIGHT, DataWatches
 
+NO_USER = False  # a client id's quotas of no user (/config/clients), beside None: the default user's
 log = logging.getLogger("odradek.cluster.zk")
 
 
@@ -69,9 +70,11 @@ class CacheView:
     reassigning: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     topic_versions: dict[str, int] = field(default_factory=dict)  # znode version of each assignment
     deletions: dict[str, DeletionRequest] = field(default_factory=dict)  # each of `deleting`, once read
-    user_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # user (desanitized) -> config
-    client_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # client id -> config (quotas)
-    user_client_configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # user (desanitized; None the default user) -> config
+    user_configs: dict[str | None, dict[str, str]] = field(default_factory=dict)
+    # client id (None the default) -> config (quotas)
+    client_configs: dict[str | None, dict[str, str]] = field(default_factory=dict)
+    user_client_configs: dict[tuple[str | None, str | None], dict[str, str]] = field(default_factory=dict)
 
 
 class ZkCache:
@@ -119,7 +122,7 @@ class ZkCache:
         for entity in (L.DEFAULT_BROKER, str(self.node_id)):
             self.zk.DataWatch(L.broker_config_path(entity), self._broker_config_watcher(entity))
         self.zk.ChildrenWatch(L.CONFIG_USERS, self._users_changed)
-        self.zk.ChildrenWatch(L.CONFIG_CLIENTS, self._clients_watcher(L.CONFIG_CLIENTS, None))
+        self.zk.ChildrenWatch(L.CONFIG_CLIENTS, self._clients_watcher(L.CONFIG_CLIENTS, NO_USER))
 
     def stop(self) -> None:
         self._stopped = True
@@ -321,7 +324,9 @@ class ZkCache:
 
         return changed
 
-    def _clients_watcher(self, parent: str, user: str | None) -> Callable[[list[str]], bool | None]:
+    def _clients_watcher(self, parent: str, user: str | None | bool) -> Callable[[list[str]], bool | None]:
+        """`user`: the clients of a user (None: the default user's), or NO_USER (/config/clients)."""
+
         def changed(children: list[str]) -> bool | None:
             for znode in children:
                 path = f"{parent}/{znode}"
@@ -333,7 +338,7 @@ class ZkCache:
         return changed
 
     def _client_config_watcher(
-        self, path: str, user: str | None, client: str
+        self, path: str, user: str | None | bool, client: str | None
     ) -> Callable[[bytes | None, Any], bool | None]:
         def changed(data: bytes | None, stat: Any) -> bool | None:
             try:
@@ -342,7 +347,7 @@ class ZkCache:
                 log.warning("ignoring client config: %s", e)
                 config = {}
             with self._lock:
-                if user is None:
+                if user is NO_USER:
                     target: dict[Any, dict[str, str]] = self._v.client_configs
                     key: Any = client
                 else:

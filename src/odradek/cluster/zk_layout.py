@@ -120,26 +120,28 @@ def desanitize(name: str) -> str:
     return urllib.parse.unquote(name)
 
 
-def user_config_path(user: str) -> str:
-    """`user` as given; its znode name is sanitized (Kafka's layout), `<default>` kept as is."""
+def user_config_path(user: str | None) -> str:
+    """/config/users/<user>: `user` as given (None: the default user), its znode name sanitized."""
     return f"{CONFIG_USERS}/{entity_znode(user)}"
 
 
-def entity_znode(name: str) -> str:
-    """A user's or client id's znode name: sanitized, the default entity's `<default>`."""
-    return DEFAULT_ENTITY if name == DEFAULT_ENTITY else sanitize(name)
+def entity_znode(name: str | None) -> str:
+    """A user's or client id's znode name, sanitized (Kafka's Sanitizer: a user named `<default>`
+    is `%3Cdefault%3E`); the default entity's (None) is `<default>`."""
+    return DEFAULT_ENTITY if name is None else sanitize(name)
 
 
-def entity_of_znode(znode: str) -> str:
-    return DEFAULT_ENTITY if znode == DEFAULT_ENTITY else desanitize(znode)
+def entity_of_znode(znode: str) -> str | None:
+    """The name a znode holds; None for the default entity."""
+    return None if znode == DEFAULT_ENTITY else desanitize(znode)
 
 
-def client_config_path(client_id: str) -> str:
+def client_config_path(client_id: str | None) -> str:
     """/config/clients/<client id>: its quotas."""
     return f"{CONFIG_CLIENTS}/{entity_znode(client_id)}"
 
 
-def user_client_config_path(user: str, client_id: str) -> str:
+def user_client_config_path(user: str | None, client_id: str | None) -> str:
     """/config/users/<user>/clients/<client id>: the quotas of one user's client id."""
     return f"{user_config_path(user)}/clients/{entity_znode(client_id)}"
 

@@ -621,13 +621,13 @@ class ZooKeeperMetadataStore:
                 lambda s: s.broker_configs.get(entity, {}) == wanted, f"the new dynamic settings of {entity}"
             )
 
-    async def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+    async def set_user_configs(self, user: str | None, configs: Mapping[str, str]) -> None:
         wanted = dict(configs)
         path = L.user_config_path(user)
         await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])
         await self.wait_for(lambda s: s.user_configs.get(user, {}) == wanted, f"the new settings of user {user}")
 
-    async def set_client_configs(self, client_id: str, configs: Mapping[str, str]) -> None:
+    async def set_client_configs(self, client_id: str | None, configs: Mapping[str, str]) -> None:
         wanted = dict(configs)
         path = L.client_config_path(client_id)
         await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])
@@ -635,7 +635,9 @@ class ZooKeeperMetadataStore:
             lambda s: s.client_configs.get(client_id, {}) == wanted, f"the new settings of client {client_id}"
         )
 
-    async def set_user_client_configs(self, user: str, client_id: str, configs: Mapping[str, str]) -> None:
+    async def set_user_client_configs(
+        self, user: str | None, client_id: str | None, configs: Mapping[str, str]
+    ) -> None:
         wanted = dict(configs)
         path = L.user_client_config_path(user, client_id)
         await self._admin_write(self._write_config, path, wanted, path[len("/config/") :])

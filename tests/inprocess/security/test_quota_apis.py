@@ -84,6 +84,28 @@ def test_quotas_are_set_described_and_kept_across_a_restart(tmp_path):
     asyncio.run(main())
 
 
+def test_a_user_named_default_is_not_the_default_user(tmp_path):
+    """Kafka keeps the two apart (the name sanitized, %3Cdefault%3E; the default `<default>`)."""
+
+    async def main():
+        async with InProcessBroker(tmp_path) as b:
+            await alter(b, _entry({"user": None}, {"producer_byte_rate": 1000.0}))
+            await alter(b, _entry({"user": "<default>"}, {"producer_byte_rate": 7.0}))
+            named = await describe(b, ("user", 0, "<default>"), strict=True)
+            default = await describe(b, ("user", 1, None), strict=True)
+            assert [v for _e, v in named] == [{"producer_byte_rate": 7.0}]
+            assert [v for _e, v in default] == [{"producer_byte_rate": 1000.0}]
+        async with InProcessBroker(tmp_path) as b:  # the metadata file kept them apart
+            assert [v for _e, v in await describe(b, ("user", 0, "<default>"), strict=True)] == [
+                {"producer_byte_rate": 7.0}
+            ]
+            assert [v for _e, v in await describe(b, ("user", 1, None), strict=True)] == [
+                {"producer_byte_rate": 1000.0}
+            ]
+
+    asyncio.run(main())
+
+
 def test_kafkas_errors_per_entry_and_per_request(tmp_path):
     async def main():
         async with InProcessBroker(tmp_path) as b:

@@ -258,8 +258,9 @@ def test_describe_and_alter_user_scram_credentials(tmp_path):
             ]
             assert set(b.services.snapshot.user_configs["bob"]) == {"SCRAM-SHA-256"}
         doc = json.loads((tmp_path / "data" / "odradek-metadata.json").read_text())
-        assert set(doc["user_configs"]) == {"bob", "a,b=c"}
-        assert doc["user_configs"]["bob"]["SCRAM-SHA-256"].endswith(",iterations=4096")
+        stored = dict(doc["user_configs"])  # [user, config] pairs
+        assert set(stored) == {"bob", "a,b=c"}
+        assert stored["bob"]["SCRAM-SHA-256"].endswith(",iterations=4096")
         async with InProcessBroker(tmp_path / "data", SETTINGS) as b:  # kept across a restart
             r = await b.call(50, 0, users=None)
             assert [x.user for x in r.results] == ["a,b=c", "bob"]

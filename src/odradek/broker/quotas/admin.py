@@ -43,21 +43,20 @@ class AlterResult:
 
 def _current(snapshot: ClusterSnapshot, entity: E.QuotaEntity) -> dict[str, str]:
     if entity.has_user and entity.has_client:
-        key = (E.store_name(entity.user), E.store_name(entity.client_id))  # type: ignore[arg-type]
-        return dict(snapshot.user_client_configs.get(key, {}))
+        key = (entity.user, entity.client_id)
+        return dict(snapshot.user_client_configs.get(key, {}))  # type: ignore[arg-type]
     if entity.has_user:
-        return dict(snapshot.user_configs.get(E.store_name(entity.user), {}))  # type: ignore[arg-type]
-    return dict(snapshot.client_configs.get(E.store_name(entity.client_id), {}))  # type: ignore[arg-type]
+        return dict(snapshot.user_configs.get(entity.user, {}))  # type: ignore[arg-type]
+    return dict(snapshot.client_configs.get(entity.client_id, {}))  # type: ignore[arg-type]
 
 
 async def _write(store: MetadataStore, entity: E.QuotaEntity, config: dict[str, str]) -> None:
     if entity.has_user and entity.has_client:
-        user, client = E.store_name(entity.user), E.store_name(entity.client_id)  # type: ignore[arg-type]
-        await store.set_user_client_configs(user, client, config)
+        await store.set_user_client_configs(entity.user, entity.client_id, config)  # type: ignore[arg-type]
     elif entity.has_user:
-        await store.set_user_configs(E.store_name(entity.user), config)  # type: ignore[arg-type]
+        await store.set_user_configs(entity.user, config)  # type: ignore[arg-type]
     else:
-        await store.set_client_configs(E.store_name(entity.client_id), config)  # type: ignore[arg-type]
+        await store.set_client_configs(entity.client_id, config)  # type: ignore[arg-type]
 
 
 async def alter(store: MetadataStore, alterations: Sequence[Alteration], validate_only: bool) -> list[AlterResult]:

@@ -18,7 +18,8 @@ the match gives share one quota: (user, client-id) for 1, 2, 4, 5; (user, "") fo
 Where they are kept: the metadata snapshot's `user_configs` (the same map as the SCRAM
 credentials, /config/users/<user>: the two coexist in one node's config), `client_configs`
 (/config/clients/<client>) and `user_client_configs` (/config/users/<user>/clients/<client>),
-with `<default>` as the name of a default entity.
+with None naming a default entity (`<default>` in ZooKeeper, where a user or client id of that
+name is sanitized, `%3Cdefault%3E`, as Kafka keeps the two apart).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ QUOTA_KEYS: dict[str, str] = {
 USER = "user"
 CLIENT_ID = "client-id"
 IP = "ip"
-DEFAULT = "<default>"  # ZooKeeper's name of a default entity (ZooKeeperInternals.DEFAULT_STRING)
 LONG_MAX = 2**63 - 1
 
 
@@ -82,15 +82,6 @@ class QuotaEntity:
         return ", ".join(f"{t}={'<default>' if n is None else n}" for t, n in self.components())
 
 
-def store_name(name: str | None) -> str:
-    """A name as the snapshot's maps key it: `<default>` for the default entity."""
-    return DEFAULT if name is None else name
-
-
-def entity_name(stored: str) -> str | None:
-    return None if stored == DEFAULT else stored
-
-
 def quota_values(config: Mapping[str, str]) -> dict[str, float]:
     """The quota keys of one stored config (a user's also holds SCRAM credentials), as numbers."""
     out: dict[str, float] = {}
@@ -105,21 +96,21 @@ def quota_values(config: Mapping[str, str]) -> dict[str, float]:
 
 
 def all_quotas(
-    user_configs: Mapping[str, Mapping[str, str]],
-    client_configs: Mapping[str, Mapping[str, str]],
-    user_client_configs: Mapping[tuple[str, str], Mapping[str, str]],
+    user_configs: Mapping[str | None, Mapping[str, str]],
+    client_configs: Mapping[str | None, Mapping[str, str]],
+    user_client_configs: Mapping[tuple[str | None, str | None], Mapping[str, str]],
 ) -> dict[QuotaEntity, dict[str, float]]:
     """Every entity with at least one quota, and its quotas."""
     out: dict[QuotaEntity, dict[str, float]] = {}
     for u, config in user_configs.items():
         if values := quota_values(config):
-            out[QuotaEntity(user=entity_name(u))] = values
+            out[QuotaEntity(user=u)] = values
     for c, config in client_configs.items():
         if values := quota_values(config):
-            out[QuotaEntity(client_id=entity_name(c))] = values
+            out[QuotaEntity(client_id=c)] = values
     for (u, c), config in user_client_configs.items():
         if values := quota_values(config):
-            out[QuotaEntity(user=entity_name(u), client_id=entity_name(c))] = values
+            out[QuotaEntity(user=u, client_id=c)] = values
     return out
 
 

@@ -230,9 +230,9 @@ class ClientQuotas:
 
     def update(
         self,
-        user_configs: Mapping[str, Mapping[str, str]],
-        client_configs: Mapping[str, Mapping[str, str]],
-        user_client_configs: Mapping[tuple[str, str], Mapping[str, str]],
+        user_configs: Mapping[str | None, Mapping[str, str]],
+        client_configs: Mapping[str | None, Mapping[str, str]],
+        user_client_configs: Mapping[tuple[str | None, str | None], Mapping[str, str]],
     ) -> None:
         """Take the bounds from the snapshot's maps (cheap when they did not change)."""
         s = self._source

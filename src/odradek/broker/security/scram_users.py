@@ -58,7 +58,7 @@ def describe(snapshot: ClusterSnapshot, users: Sequence[str] | None) -> list[Use
     configs = snapshot.user_configs
     if not users:
         out = []
-        for user in sorted(configs):
+        for user in sorted(u for u in configs if u is not None):  # None: the default user's quotas
             infos = _infos(configs[user])
             if infos:
                 out.append(UserResult(user, credentials=infos))

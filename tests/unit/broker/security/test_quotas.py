@@ -89,9 +89,9 @@ def test_update_reads_quotas_beside_scram_credentials() -> None:
     q = ClientQuotas(11, 1, 11, 1)
     users = {
         "alice": {"SCRAM-SHA-256": "salt=..", "producer_byte_rate": "1024"},
-        "<default>": {"request_percentage": "50.0"},
+        None: {"request_percentage": "50.0"},
     }
-    q.update(users, {"<default>": {"consumer_byte_rate": "2048"}}, {("alice", "app"): {"producer_byte_rate": "10"}})
+    q.update(users, {None: {"consumer_byte_rate": "2048"}}, {("alice", "app"): {"producer_byte_rate": "10"}})
     assert q.produce.table.quotas == {QE(user="alice"): 1024.0, QE("alice", "app"): 10.0}
     assert q.fetch.table.quotas == {QE(client_id=None): 2048.0}
     assert q.request.table.quotas == {QE(user=None): 50.0}
