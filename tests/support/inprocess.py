@@ -23,6 +23,7 @@ from odradek.broker.registry import NO_RESPONSE, RequestContext, load_handlers, 
 from odradek.broker.server import Broker
 from odradek.broker.services import BrokerServices
 from odradek.protocol import messages
+from odradek.protocol.headers import encode_request_header
 from odradek.storage import FileSystem
 
 NO_ANSWER = NO_RESPONSE
@@ -75,7 +76,10 @@ class InProcessBroker:
         (NO_ANSWER when none is sent)."""
         handler = load_handlers()[api_key]
         request = make(messages.request_class(api_key, version), **fields)
-        ctx = RequestContext(self.services, connection or self.connection(), api_key, version, 1, client_id)
+        # the bytes a client would send (the produce quota charges them), as a frame holds them
+        flexible = messages.is_flexible(api_key, version)
+        size = len(encode_request_header(api_key, version, 1, client_id, flexible)) + len(messages.encode(request))
+        ctx = RequestContext(self.services, connection or self.connection(), api_key, version, 1, client_id, size)
         response = await handler.fn(ctx, request)
         if response is NO_RESPONSE:
             return NO_ANSWER

@@ -264,7 +264,13 @@ class Connection:
     def _context(self, event: RequestReceived) -> RequestContext:
         """What the handler of `event` gets besides the request."""
         return RequestContext(
-            self.services, self.state, event.api_key, event.api_version, event.correlation_id, event.client_id
+            self.services,
+            self.state,
+            event.api_key,
+            event.api_version,
+            event.correlation_id,
+            event.client_id,
+            event.size,
         )
 
     async def _handle(self, event: RequestReceived | ImmediateResponse | SaslTokenReceived) -> None:
@@ -288,7 +294,7 @@ class Connection:
         handler = REGISTRY[event.api_key]
         version, correlation_id = event.api_version, event.correlation_id
         services = self.services
-        ctx = RequestContext(services, self.state, event.api_key, version, correlation_id, event.client_id)
+        ctx = RequestContext(services, self.state, event.api_key, version, correlation_id, event.client_id, event.size)
         started = time.perf_counter()
         debug = log.isEnabledFor(logging.DEBUG)  # asked once per request
         quotas = services.client_quotas() if services.quotas is not None else None

@@ -165,6 +165,7 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+    request_size: int = 0  # the request's header and body bytes, as received (the produce quota's charge)
 
     @property
     def response_class(self) -> type:

@@ -104,6 +104,7 @@ class RequestReceived:
     header_size: int  # the body starts here in the frame
     flexible: bool  # request header v2 (tagged fields); responses then use header v1, except ApiVersions
     request: Any  # the decoded request entity
+    size: int = 0  # the frame's bytes, header and body (Kafka's RequestChannel.Request.sizeInBytes)
 
 
 @dataclass(slots=True)
@@ -237,7 +238,7 @@ class ServerConnection:
             raise ProtocolError(
                 f"malformed {messages.api_name(api_key)} v{version} request: {type(e).__name__}: {e}"
             ) from None
-        return RequestReceived(api_key, version, correlation_id, client_id, header_size, flexible, request)
+        return RequestReceived(api_key, version, correlation_id, client_id, header_size, flexible, request, len(frame))
 
     # ------------------------------------------------------------------ sending
     def send_token(self, token: bytes) -> bytes:

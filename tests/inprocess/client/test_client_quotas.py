@@ -8,12 +8,16 @@ import asyncio
 import time
 
 import pytest
+from support import proto
 from support.batches import batch
 from support.inprocess import InProcessBroker
+from support.raw import RawConnection, nested, request
 
 from odradek.client import errors
 from odradek.client.aio import AIOAdmin, AIOProducer
 from odradek.client.sync import Admin
+from odradek.protocol import messages
+from odradek.protocol.headers import encode_request_header
 
 
 def test_alter_and_describe_client_quotas(tmp_path):
@@ -157,5 +161,36 @@ def test_a_request_is_not_charged_for_what_ran_while_it_waited(tmp_path):
                 assert f.throttle_time_ms == 0 and f.responses
             sensor = b.services.quotas.request.sensors[("", "patient")]
             assert sensor.throttled == 0
+
+    asyncio.run(main())
+
+
+def test_the_produce_quota_charges_the_whole_request(tmp_path):
+    """Kafka's KafkaApis charges producer_byte_rate with `request.sizeInBytes` (header and body),
+    not the record bytes: a request of one small record costs half as much again as its batch. odradek
+    charged the batch bytes alone, which let small-request producers past their quota."""
+
+    async def main():
+        async with InProcessBroker(tmp_path / "data") as b:
+            addr = f"127.0.0.1:{b.broker.bound[0][1]}"
+            async with AIOAdmin({"bootstrap.servers": addr}) as admin:
+                await admin.create_topics(["t"])
+                await admin.alter_client_quotas([({"client-id": "raw-test"}, {"producer_byte_rate": 1_000_000})])
+            records = proto.batch((None, b"v"))
+            pd = nested(0, proto.V_PRODUCE, "PartitionProduceData", index=0, records=records)
+            td = nested(0, proto.V_PRODUCE, "TopicProduceData", name="t", partition_data=(pd,))
+            req = request(0, proto.V_PRODUCE, transactional_id=None, acks=1, timeout=10000, topic_data=(td,))
+            flexible = messages.is_flexible(0, proto.V_PRODUCE)
+            frame = len(encode_request_header(0, proto.V_PRODUCE, 1, "raw-test", flexible) + messages.encode(req))
+
+            def send() -> None:
+                with RawConnection(addr) as c:
+                    c.send(0, proto.V_PRODUCE, req)
+                    c.recv(0, proto.V_PRODUCE)
+
+            await asyncio.to_thread(send)
+            rate = b.services.quotas.produce.sensors[("", "raw-test")].rate
+            charged = sum(s.value for s in rate._samples)
+            assert charged == frame > len(records) + 30
 
     asyncio.run(main())

@@ -64,17 +64,17 @@ def _encode_legacy(version: int, r: ProduceAnswer) -> tuple[list[Any], int]:
     return [body], len(body)
 
 
-def _charge_quota(ctx: RequestContext, req) -> None:
+def _charge_quota(ctx: RequestContext) -> None:
     """producer_byte_rate (Kafka's quotas.produce, charged when the request arrives, whatever
-    becomes of it): the request's record bytes; a throttle is left for the connection to apply."""
+    becomes of it): the whole request's bytes, header and body, as Kafka's KafkaApis charges
+    `request.sizeInBytes`; a throttle is left for the connection to apply."""
     if ctx.services.quotas is None:
         return
     quotas = ctx.services.client_quotas()
     if quotas is None or not quotas.produce.enabled:
         return
-    nbytes = sum(len(pd.records) for td in req.topic_data for pd in td.partition_data if pd.records)
     user, client_id = user_of(ctx.connection.principal), ctx.client_id or ""
-    throttle = quotas.produce.record(user, client_id, nbytes)
+    throttle = quotas.produce.record(user, client_id, ctx.request_size)
     if throttle:
         quotas.produce.throttled(user, client_id, throttle)
         ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
@@ -101,7 +101,7 @@ async def handle(ctx: RequestContext, req) -> object:
                 for td in req.topic_data
             ]
         )
-    _charge_quota(ctx, req)
+    _charge_quota(ctx)
     if req.transactional_id is not None and not ctx.authorized(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
     ):
