@@ -138,6 +138,9 @@ class _ZooKeeperView:
     def zookeeper_connect(self) -> str:
         raise NotImplementedError
 
+    def logs(self, lines: int = 30) -> str:
+        raise NotImplementedError
+
     @property
     def client_bootstraps(self) -> list[str]:
         """Each broker's own address for clients (to ask a broker directly)."""
@@ -179,7 +182,9 @@ class _ZooKeeperView:
             if condition(snap):
                 return snap
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}: {snap}")
+                raise AssertionError(
+                    f"timed out after {timeout} s waiting for {what or condition}: {snap}\n{self.logs(40)}"
+                )
             time.sleep(0.05)
 
     def pause(self, broker_id: int) -> None:
