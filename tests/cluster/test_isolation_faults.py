@@ -51,7 +51,7 @@ def writes_go_on(w: Workload, what: str, timeout: float = 20, at_least: int = 20
     since = time.monotonic()
     while w.history.acks_since(since) < at_least:
         assert time.monotonic() < since + timeout, (
-            f"no acks=all write acknowledged {what}; the writers' last errors: {w.writer_errors()[-3:]}"
+            f"no acks=all write acknowledged {what}; the writers' last errors: {w.writer_errors[-3:]}"
         )
         time.sleep(0.1)
 
