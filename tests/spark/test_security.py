@@ -81,3 +81,125 @@ def test_a_wrong_password_fails_the_query(spark, secure_broker, topic_name):
         spark.read.format("odradek").options(**opts).load().count()
     assert "SaslAuthenticationFailed" in str(e.value) or "Authentication failed" in str(e.value), str(e.value)[:2000]
     assert "not-the-password" not in str(e.value)
+
+
+# ---------------------------------------------------------------------- streaming over SASL_SSL
+def _committed(spark, broker, topic: str) -> list[bytes]:
+    """Every committed value of `topic`, read back over SASL_SSL with read_committed."""
+    df = (
+        spark.read.format("odradek")
+        .options(**secure_options(broker), subscribe=topic)
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+    )
+    return sorted(bytes(r.value) for r in df.select("value").collect())
+
+
+def test_streaming_read_over_sasl_ssl(spark, secure_broker, topic_name, tmp_path):
+    make_topic(secure_broker.bootstrap, topic_name, 2)
+    sent = produce(secure_broker.bootstrap, topic_name, 300, partitions=2)
+    q = (
+        spark.readStream.format("odradek")
+        .options(**secure_options(secure_broker), subscribe=topic_name)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "100")
+        .load()
+        .selectExpr("key", "value")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(240)
+    assert q.exception() is None
+    assert len(q.recentProgress) >= 3  # maxOffsetsPerTrigger split the 300 records into batches
+    got = sorted((bytes(r.key), bytes(r.value)) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert got == sorted((k, v) for k, v, _p in sent)
+
+
+def test_exactly_once_sink_over_sasl_ssl(spark, secure_broker, topic_name, tmp_path):
+    """The exactly-once sink's transactions, its commit record and the read back all go over
+    the SASL_SSL listener; a replayed batch is found committed over it too."""
+    src, dst = topic_name, topic_name + "-eos"
+    make_topic(secure_broker.bootstrap, src, 2)
+    make_topic(secure_broker.bootstrap, dst, 2)
+    sent = produce(secure_broker.bootstrap, src, 200, partitions=2)
+    ckpt = tmp_path / "ckpt"
+
+    def copy() -> None:
+        q = (
+            spark.readStream.format("odradek")
+            .options(**secure_options(secure_broker), subscribe=src)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "80")
+            .load()
+            .selectExpr("key", "value")
+            .writeStream.format("odradek")
+            .options(**secure_options(secure_broker), topic=dst, exactlyOnce="true")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(240)
+        assert q.exception() is None
+
+    copy()
+    want = sorted(v for _k, v, _p in sent)
+    assert _committed(spark, secure_broker, dst) == want
+    # a crash after the sink committed the last batch, before Spark logged it: Spark replays it
+    last = max(int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit())
+    (ckpt / "commits" / str(last)).unlink()
+    for crc in (ckpt / "commits").glob(f".{last}.crc"):
+        crc.unlink()
+    copy()
+    assert _committed(spark, secure_broker, dst) == want
+
+
+def _assert_auth_failure(e: BaseException, password: str) -> None:
+    text = str(e)
+    assert "SaslAuthenticationFailed" in text or "Authentication failed" in text, text[:2000]
+    assert password not in text
+
+
+def test_a_wrong_password_fails_a_stream_without_the_secret(spark, secure_broker, topic_name, tmp_path):
+    make_topic(secure_broker.bootstrap, topic_name, 1)
+    produce(secure_broker.bootstrap, topic_name, 10, partitions=1)
+    with pytest.raises(Exception) as e:
+        q = (
+            spark.readStream.format("odradek")
+            .options(**secure_options(secure_broker, "wrong-stream-pw"), subscribe=topic_name)
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("memory")
+            .queryName("wrong_pw_" + topic_name.replace("-", "_"))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+        if q.exception() is not None:
+            raise q.exception()
+    _assert_auth_failure(e.value, "wrong-stream-pw")
+
+
+def test_a_wrong_password_fails_the_exactly_once_sink_without_the_secret(spark, secure_broker, topic_name, tmp_path):
+    make_topic(secure_broker.bootstrap, topic_name, 1)
+    produce(secure_broker.bootstrap, topic_name, 10, partitions=1)
+    with pytest.raises(Exception) as e:
+        q = (
+            spark.readStream.format("odradek")
+            .options(**secure_options(secure_broker), subscribe=topic_name)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("key", "value")
+            .writeStream.format("odradek")
+            .options(**secure_options(secure_broker, "wrong-sink-pw"), topic=topic_name + "-out", exactlyOnce="true")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+        if q.exception() is not None:
+            raise q.exception()
+    _assert_auth_failure(e.value, "wrong-sink-pw")

@@ -91,19 +91,41 @@ class ConfigEntry(NamedTuple):
     synonyms: tuple[tuple[str, str | None, int], ...]
 
 
+#: the settings a broker setting's value may come from, most specific first (Kafka's
+#: DynamicBrokerConfig.brokerConfigSynonyms; log.roll.jitter.hours is not served)
+_TIME_SYNONYMS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms",),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+BROKER_SYNONYMS = {
+    name: group for group in _TIME_SYNONYMS for name in group if name != "log.flush.scheduler.interval.ms"
+}
+_LAYER_ORDER = {SOURCE_DYNAMIC_BROKER: 0, SOURCE_DYNAMIC_DEFAULT_BROKER: 1, SOURCE_STATIC_BROKER: 2, SOURCE_DEFAULT: 3}
+
+
 def _broker_layers(config: BrokerConfig, setting: Setting) -> tuple[str | None, int, list]:
-    """A broker setting's value, source and synonyms: every layer that holds a value, most
-    specific first (this broker's dynamic setting, every broker's, the static one, the
-    default), as Kafka lists them."""
+    """A broker setting's value, source and synonyms, as Kafka's ConfigHelper lists them: every
+    layer of the setting and of its synonyms (`BROKER_SYNONYMS`: log.retention.ms's are
+    .minutes and .hours) that holds a value, by layer (this broker's dynamic setting, every
+    broker's, the static one, the default), within a layer in the synonyms' order; what comes
+    before the setting's own first layer is left out (a dynamic log.retention.ms lists the default
+    log.retention.hours after it; log.retention.hours does not list log.retention.ms)."""
     source = _source(config.sources.get(setting.name, "default"))
     if source == SOURCE_DEFAULT and setting.name in NULL_DEFAULTS:
         return None, source, []
     value = _render(config[setting.name])
-    layers = [
-        (setting.name, _render(v), _source(src))
-        for v, src in config.layers(setting.name)
-        if not (src == "default" and setting.name in NULL_DEFAULTS)
+    names = BROKER_SYNONYMS.get(setting.name, (setting.name,))
+    found = [
+        (_LAYER_ORDER[_source(src)], i, (name, _render(v), _source(src)))
+        for i, name in enumerate(names)
+        for v, src in config.layers(name)
+        if not (src == "default" and name in NULL_DEFAULTS)
     ]
+    layers = [layer for _order, _i, layer in sorted(found, key=lambda f: (f[0], f[1]))]
+    while layers and layers[0][0] != setting.name:
+        layers.pop(0)
     if source != SOURCE_DEFAULT and layers and layers[0][2] == SOURCE_DEFAULT:
         layers.insert(0, (setting.name, value, source))  # a value derived from another setting
     return value, source, layers
@@ -186,12 +208,13 @@ class ConfigAdmin:
 
     def default_entries(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults (resource name ""), as Kafka lists them: only the
-        settings that have one, each with its synonyms but not a broker's own dynamic value."""
+        settings that have one, each with its cluster-wide synonyms only (not a broker's own
+        dynamic value, nor the static or default ones under it)."""
         out = []
         for name in self.config.dynamic_default:
             setting = BY_NAME[name]
             _value, _source, layers = _broker_layers(self.config, setting)
-            layers = [layer for layer in layers if layer[2] != SOURCE_DYNAMIC_BROKER]
+            layers = [layer for layer in layers if layer[2] == SOURCE_DYNAMIC_DEFAULT_BROKER]
             value, source = (layers[0][1], layers[0][2]) if layers else (None, SOURCE_DEFAULT)
             out.append(ConfigEntry(name, value, source, setting, tuple(layers)))
         return sorted(out)

@@ -5,6 +5,8 @@ know is refused (the client's config check), not ignored."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,20 @@ def config_file_option(kafka_name: str):
         envvar="ODRADEK_COMMAND_CONFIG",
         help="A .properties file of client settings (security.protocol, sasl.*, ssl.*) for a secured listener.",
     )
+
+
+@contextmanager
+def client_errors() -> Iterator[None]:
+    """A client error (a refused login, an unknown setting in the file) as a click error: one line
+    naming it, exit code 1, no traceback."""
+    from odradek.client import errors as E
+
+    try:
+        yield
+    except E.KafkaError as e:
+        raise click.ClickException(f"{type(e).__name__}: {e}") from None
+    except (OSError, ValueError) as e:
+        raise click.ClickException(f"{type(e).__name__}: {e}") from None
 
 
 def load_client_config(path: str | None) -> dict[str, Any]:

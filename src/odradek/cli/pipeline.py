@@ -1,4 +1,8 @@
-"""`odradek pipeline ...`: the activity-stream pipeline (generate, load, stream, report)."""
+"""`odradek pipeline ...`: the activity-stream pipeline (generate, load, stream, sessionize, report).
+
+Every command that talks to a broker takes ``--command-config FILE`` (client settings for a
+secured listener, as Kafka's tools take them: security.protocol, sasl.*, ssl.*); the Spark
+commands pass them to the odradek data source as its ``kafka.*`` options."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from datetime import UTC, datetime
 
 import click
 
+from odradek.cli.client_config import client_errors, command_config_option, load_client_config
 from odradek.pipeline import ACTIVITY_TOPIC, STATS_TOPIC
 
 
@@ -35,24 +40,36 @@ master_opt = click.option("--master", default="local[*]", show_default=True, hel
 
 @pipeline.command()
 @bootstrap_opt
+@command_config_option
 @topic_opt
 @click.option("--count", type=int, help="Number of events.")
 @click.option("--rate", type=float, help="Events per second (default: as fast as possible).")
 @click.option("--duration", type=float, help="Seconds to run.")
 @click.option("--partitions", type=int, default=4, show_default=True, help="Partitions if the topic is created.")
 @click.option("--seed", type=int, default=7, show_default=True)
-def generate(bootstrap, topic, count, rate, duration, partitions, seed):
+def generate(bootstrap, command_config, topic, count, rate, duration, partitions, seed):
     """Produce page views, searches and clicks (keyed by user id), with a few crawlers."""
     from odradek.pipeline.events import generate as gen
 
     if count is None and duration is None:
         raise click.UsageError("give --count or --duration")
-    n = gen(bootstrap, topic, count=count, rate=rate, duration=duration, seed=seed, partitions=partitions)
+    with client_errors():
+        n = gen(
+            bootstrap,
+            topic,
+            count=count,
+            rate=rate,
+            duration=duration,
+            seed=seed,
+            partitions=partitions,
+            settings=load_client_config(command_config),
+        )
     click.echo(f"produced {n} events to {topic}")
 
 
 @pipeline.command()
 @bootstrap_opt
+@command_config_option
 @topic_opt
 @master_opt
 @click.option("--warehouse", required=True, type=click.Path(file_okay=False), help="Warehouse directory.")
@@ -60,7 +77,7 @@ def generate(bootstrap, topic, count, rate, duration, partitions, seed):
 @click.option("--ending-offsets", default=None, help='latest or JSON {"activity":{"0":1000}}')
 @click.option("--from", "from_", default=None, help="Start time (ISO-8601 UTC or epoch ms).")
 @click.option("--to", default=None, help="End time (ISO-8601 UTC or epoch ms), exclusive.")
-def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, from_, to):
+def load(bootstrap, command_config, topic, master, warehouse, starting_offsets, ending_offsets, from_, to):
     """Load a range of the topic into the Parquet warehouse, exactly once."""
     from odradek.pipeline.load import load as do_load
     from odradek.pipeline.session import get_spark
@@ -82,6 +99,7 @@ def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, 
             from_ms=_ms(from_),
             to_ms=_ms(to),
             progress=True,
+            settings=load_client_config(command_config),
         )
     finally:
         spark.stop()
@@ -93,6 +111,7 @@ def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, 
 
 @pipeline.command()
 @bootstrap_opt
+@command_config_option
 @topic_opt
 @master_opt
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Parquet output directory.")
@@ -103,7 +122,17 @@ def load(bootstrap, topic, master, warehouse, starting_offsets, ending_offsets, 
 @click.option("--available-now", is_flag=True, help="Process what is there, then stop.")
 @click.option("--max-offsets-per-trigger", type=int, default=None)
 def stream(
-    bootstrap, topic, master, out, checkpoint, stats_topic, threshold, trigger, available_now, max_offsets_per_trigger
+    bootstrap,
+    command_config,
+    topic,
+    master,
+    out,
+    checkpoint,
+    stats_topic,
+    threshold,
+    trigger,
+    available_now,
+    max_offsets_per_trigger,
 ):
     """Per-minute views per URL, unique users, top referrers and crawlers (restart-safe)."""
     from rich.console import Console
@@ -124,6 +153,7 @@ def stream(
         trigger=trigger,
         available_now=available_now,
         max_offsets=max_offsets_per_trigger,
+        settings=load_client_config(command_config),
     )
     try:
         with console.status("streaming") as status:
@@ -145,6 +175,7 @@ def stream(
 
 @pipeline.command()
 @bootstrap_opt
+@command_config_option
 @topic_opt
 @click.option("--output", default="sessions", show_default=True, help="Topic of the session summaries.")
 @click.option("--group", default="sessionize", show_default=True, help="Consumer group (also names the state topic).")
@@ -157,7 +188,7 @@ def stream(
     default=None,
     help="Stop after this many seconds without input, once the input is read to its end.",
 )
-def sessionize(bootstrap, topic, output, group, gap_ms, lateness_ms, max_records, idle_exit):
+def sessionize(bootstrap, command_config, topic, output, group, gap_ms, lateness_ms, max_records, idle_exit):
     """Per-user session summaries, exactly once (transactions; see docs/pipeline.md)."""
     import logging
 
@@ -180,8 +211,10 @@ def sessionize(bootstrap, topic, output, group, gap_ms, lateness_ms, max_records
         gap_ms=gap_ms,
         lateness_ms=lateness_ms,
         max_records=max_records,
+        settings=load_client_config(command_config),
     )
-    run_until_idle(args, idle_exit, on_commit=progress)
+    with client_errors():
+        run_until_idle(args, idle_exit, on_commit=progress)
     click.echo("sessionize: idle, stopped")
 
 

@@ -137,15 +137,17 @@ def generate(
     partitions: int = 4,
     start_ms: int | None = None,
     spacing_ms: float | None = None,
+    settings: dict | None = None,
 ) -> int:
     """Produce events; `rate` events/s (None: as fast as possible); stops at `count` or `duration` s.
-    With `start_ms`/`spacing_ms`, event times are synthetic (start_ms + i * spacing_ms)."""
+    With `start_ms`/`spacing_ms`, event times are synthetic (start_ms + i * spacing_ms).
+    `settings`: client settings for a secured listener (security.protocol, sasl.*, ssl.*)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from odradek.client import Admin, Producer
     from odradek.client import errors as E
 
-    with Admin(bootstrap_servers=bootstrap) as a:
+    with Admin(settings, bootstrap_servers=bootstrap) as a:
         try:
             a.create_topic(topic, partitions)
         except E.TopicAlreadyExistsError:
@@ -156,7 +158,7 @@ def generate(
     t0 = time.monotonic()
     n = 0
     with (
-        Producer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024) as p,
+        Producer(settings, bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024) as p,
         Progress(
             TextColumn("generate"),
             BarColumn(),

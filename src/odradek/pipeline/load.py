@@ -27,6 +27,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import kafka_options
 from .events import EVENT_DDL
 
 MANIFEST = "_manifest.json"
@@ -135,12 +136,13 @@ def resolve_range(
     end: dict | str | None = None,
     from_ms: int | None = None,
     to_ms: int | None = None,
+    settings: dict | None = None,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """Concrete [start, end) offsets per partition, like the connector would plan them."""
     from odradek.spark.options import parse_source_options
     from odradek.spark.planner import Planner
 
-    opts = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    opts = {**kafka_options(settings), "kafka.bootstrap.servers": bootstrap, "subscribe": topic}
     if from_ms is not None:
         opts["startingTimestamp"] = str(from_ms)
         opts["startingOffsetsByTimestampStrategy"] = "latest"
@@ -177,15 +179,17 @@ def load(
     from_ms: int | None = None,
     to_ms: int | None = None,
     progress: bool = False,
+    settings: dict | None = None,
 ) -> dict:
-    """Load a range of `topic` into the warehouse; returns the manifest entry committed."""
+    """Load a range of `topic` into the warehouse; returns the manifest entry committed.
+    `settings`: client settings for a secured listener (security.protocol, sasl.*, ssl.*)."""
     from pyspark.sql import functions as F
 
     table = table_dir(warehouse, topic)
     with table_lock(table):
         manifest = read_manifest(table)
         _cleanup(table, manifest)
-        requested = resolve_range(bootstrap, topic, start, end, from_ms, to_ms)
+        requested = resolve_range(bootstrap, topic, start, end, from_ms, to_ms, settings)
         ranges, replaced = widen(requested, manifest["loads"])
         load_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         staging = table / "_staging" / load_id
@@ -195,6 +199,7 @@ def load(
         total = sum(e - s for s, e in ranges.values())
         df = (
             spark.read.format("odradek")
+            .options(**kafka_options(settings))
             .option("kafka.bootstrap.servers", bootstrap)
             .option("assign", assign)
             .option("startingOffsets", so)

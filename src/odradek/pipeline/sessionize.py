@@ -182,8 +182,10 @@ class Sessionizer:
         gap_ms: int = 30 * 60 * 1000,
         lateness_ms: int = 0,
         max_records: int = 500,
+        settings: dict | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.settings = dict(settings or {})  # client settings for a secured listener (--command-config)
         self.input_topic = input_topic
         self.output_topic = output_topic
         self.group = group
@@ -200,7 +202,7 @@ class Sessionizer:
         from odradek.client import Admin
         from odradek.client import errors as E
 
-        with Admin(bootstrap_servers=self.bootstrap) as a:
+        with Admin(self.settings, bootstrap_servers=self.bootstrap) as a:
             md = a.describe_topics([self.input_topic])
             ti = md.get(self.input_topic)
             if ti is None or ti.error:
@@ -222,6 +224,7 @@ class Sessionizer:
         state = {p: PartitionSessions(self.gap_ms, self.lateness_ms) for p in parts}
         tps = [TopicPartition(self.state_topic, p) for p in parts]
         with Consumer(
+            config=self.settings,
             bootstrap_servers=self.bootstrap,
             isolation_level="read_committed",
             enable_auto_commit=False,
@@ -249,13 +252,18 @@ class Sessionizer:
 
         parts = self._topics()
         producer = Producer(
-            bootstrap_servers=self.bootstrap, transactional_id=self.transactional_id, linger_ms=5, acks="all"
+            self.settings,
+            bootstrap_servers=self.bootstrap,
+            transactional_id=self.transactional_id,
+            linger_ms=5,
+            acks="all",
         )
         consumer = None
         try:
             producer.init_transactions()  # fences an earlier instance; its open transaction is aborted
             state = self._restore(parts)
             consumer = Consumer(
+                config=self.settings,
                 bootstrap_servers=self.bootstrap,
                 group_id=self.group,
                 isolation_level="read_committed",
@@ -335,11 +343,16 @@ def run_until_idle(
     sessionizer_args: dict, idle_exit_s: float | None, retry_s: float = 1.0, on_commit=None, max_failures: int = 60
 ) -> None:
     """Run, and after an error start again from the committed state (new clients, the state read
-    back, the input from the committed offsets). Being fenced, a missing input topic, or
-    `max_failures` runs in a row that commit nothing, end it with the error."""
+    back, the input from the committed offsets). Being fenced, a missing input topic, a failed
+    authentication, or `max_failures` runs in a row that commit nothing, end it with the error."""
     from odradek.client import errors as E
 
-    names = ("ProducerFencedError", "TransactionalIdAuthorizationFailedError", "UnknownTopicOrPartitionError")
+    names = (
+        "ProducerFencedError",
+        "TransactionalIdAuthorizationFailedError",
+        "UnknownTopicOrPartitionError",
+        "SaslAuthenticationFailedError",  # a wrong password stays wrong
+    )
     fatal = tuple(c for c in (getattr(E, n, None) for n in names) if c is not None)
     failures = 0
     while True:

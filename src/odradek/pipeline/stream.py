@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from . import ACTIVITY_TOPIC, STATS_TOPIC
+from . import ACTIVITY_TOPIC, STATS_TOPIC, kafka_options
 from .events import EVENT_DDL
 
 
@@ -75,12 +75,14 @@ def start_stream(
     available_now: bool = False,
     max_offsets: int | None = None,
     starting: str = "earliest",
+    settings: dict | None = None,
 ):
     from pyspark.sql import functions as F
 
     out = Path(out)
     r = (
         spark.readStream.format("odradek")
+        .options(**kafka_options(settings))
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", starting)
@@ -119,6 +121,7 @@ def start_stream(
                 (
                     msgs.write.format("odradek")
                     .mode("append")
+                    .options(**kafka_options(settings))
                     .option("kafka.bootstrap.servers", bootstrap)
                     .option("topic", stats_topic)
                     .save()

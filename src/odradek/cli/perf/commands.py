@@ -8,12 +8,14 @@ import os
 
 import click
 
+from odradek.cli.client_config import command_config_option, load_client_config
 from odradek.cli.perf.drivers import DRIVERS, driver
 from odradek.cli.perf.engine import (
     ConsumeSpec,
     E2ESpec,
     PerfError,
     ProduceSpec,
+    check_settings,
     ensure_topic,
     run_consume,
     run_e2e,
@@ -55,6 +57,16 @@ def _print_result(res: dict, as_json: bool) -> None:
 
 def _fail(e: BaseException):
     raise click.ClickException(f"{type(e).__name__}: {e}") from None
+
+
+def _settings(command_config: str | None, driver_name: str) -> dict:
+    """--command-config's client settings, refused up front for a driver that cannot take them."""
+    settings = load_client_config(command_config)
+    try:
+        check_settings(driver(driver_name), settings)
+    except PerfError as e:
+        _fail(click.BadParameter(str(e)))
+    return settings
 
 
 driver_option = click.option(
@@ -101,10 +113,12 @@ def perf() -> None:
     metavar="KEY=VALUE",
     help="confluent driver: a librdkafka setting (repeatable), e.g. -X sticky.partitioning.linger.ms=0.",
 )
+@command_config_option
 @driver_option
 @json_option
 def perf_produce(
     bootstrap,
+    command_config,
     topic,
     num_records,
     record_size,
@@ -126,7 +140,8 @@ def perf_produce(
     bad = [c for c in client_config if "=" not in c]
     if bad:
         raise click.BadParameter(f"-X wants KEY=VALUE, got {bad[0]!r}")
-    ensure_topic(bootstrap, topic, partitions, _note)
+    settings = _settings(command_config, driver_name)
+    ensure_topic(bootstrap, topic, partitions, _note, settings)
     spec = ProduceSpec(
         bootstrap,
         topic,
@@ -141,6 +156,7 @@ def perf_produce(
         idempotence=idempotence,
         native_batch=native_batch,
         client_config=dict(c.split("=", 1) for c in client_config),
+        settings=settings,
     )
     try:
         res = run_produce(driver(driver_name), spec, record_size, progress=not as_json)
@@ -162,11 +178,15 @@ def perf_produce(
 @click.option(
     "--timeout", "timeout_s", type=float, default=30, show_default=True, help="Stop after this long without a record."
 )
+@command_config_option
 @driver_option
 @json_option
-def perf_consume(bootstrap, topic, num_records, group, fetch_max_wait_ms, timeout_s, driver_name, as_json):
+def perf_consume(
+    bootstrap, command_config, topic, num_records, group, fetch_max_wait_ms, timeout_s, driver_name, as_json
+):
     """Consumer throughput from the earliest offsets."""
-    spec = ConsumeSpec(bootstrap, topic, num_records, group, fetch_max_wait_ms, timeout_s)
+    settings = _settings(command_config, driver_name)
+    spec = ConsumeSpec(bootstrap, topic, num_records, group, fetch_max_wait_ms, timeout_s, settings)
     try:
         res = run_consume(driver(driver_name), spec, progress=not as_json)
     except PerfError as e:  # reported as before the split: a ClickException naming BadParameter
@@ -193,10 +213,12 @@ def perf_consume(bootstrap, topic, num_records, group, fetch_max_wait_ms, timeou
 @click.option(
     "--partitions", type=int, default=1, show_default=True, help="Create the topic with this many partitions first."
 )
+@command_config_option
 @driver_option
 @json_option
 def perf_e2e(
     bootstrap,
+    command_config,
     topic,
     rate,
     duration_s,
@@ -210,8 +232,11 @@ def perf_e2e(
     as_json,
 ):
     """End-to-end latency (send -> consumed) at a fixed rate."""
-    ensure_topic(bootstrap, topic, partitions, _note)
-    spec = E2ESpec(bootstrap, topic, acks=acks, linger_ms=linger_ms, fetch_max_wait_ms=fetch_max_wait_ms)
+    settings = _settings(command_config, driver_name)
+    ensure_topic(bootstrap, topic, partitions, _note, settings)
+    spec = E2ESpec(
+        bootstrap, topic, acks=acks, linger_ms=linger_ms, fetch_max_wait_ms=fetch_max_wait_ms, settings=settings
+    )
     try:
         res = run_e2e(driver(driver_name), spec, rate, duration_s, record_size, warmup_s)
     except PerfError as e:  # reported as before the split: a ClickException naming BadParameter

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 STAMP = struct.Struct(">q")  # e2e: the sender's perf_counter_ns at the head of each value
 
@@ -42,6 +42,7 @@ class ProduceSpec:
     idempotence: bool = False
     native_batch: int = 0  # confluent: records per produce_batch() call (0: one produce() each)
     client_config: dict[str, str] = field(default_factory=dict)  # confluent: more librdkafka settings
+    settings: dict[str, Any] = field(default_factory=dict)  # odradek: --command-config's client settings
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class ConsumeSpec:
     group: str | None = None
     fetch_max_wait_ms: int = 100
     timeout_s: float = 30
+    settings: dict[str, Any] = field(default_factory=dict)  # odradek: --command-config's client settings
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class E2ESpec:
     acks: str = "1"
     linger_ms: int = 0
     fetch_max_wait_ms: int = 500
+    settings: dict[str, Any] = field(default_factory=dict)  # odradek: --command-config's client settings
 
 
 @dataclass
@@ -107,6 +110,7 @@ class E2EClient(Protocol):
 class Driver(Protocol):
     name: str
     native_batch: bool  # whether ProduceSpec.native_batch / client_config mean anything to it
+    takes_settings: bool  # whether the specs' settings (--command-config, Java client names) do
 
     def produce(self, spec: ProduceSpec, payload: bytes, acks: Acks, progress: Progress) -> float:
         """Send spec.num_records copies of `payload` (acknowledgement callbacks for every
@@ -207,9 +211,23 @@ class Progress:
             self.bar.stop()
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int | None, note: Callable[[str], None]) -> None:
+def check_settings(driver: Driver, settings: dict[str, Any]) -> None:
+    """--command-config's settings are the Java client's names, which odradek's client takes;
+    refused (not ignored) for a driver that does not."""
+    if settings and not driver.takes_settings:
+        raise PerfError(f"--command-config needs --driver odradek (the {driver.name} driver takes its own settings)")
+
+
+def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int | None,
+    note: Callable[[str], None],
+    settings: dict[str, Any] | None = None,
+) -> None:
     """Create `topic` with `partitions` if it does not exist (best effort: brokers without
-    CreateTopics auto-create on first use); what went wrong is passed to `note`."""
+    CreateTopics auto-create on first use); what went wrong is passed to `note`. `settings`:
+    client settings for a secured listener (--command-config)."""
     if not partitions:
         return
     import asyncio
@@ -218,7 +236,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int | None, note: Calla
     from odradek.client.aio import AIOAdmin
 
     async def go():
-        async with AIOAdmin(bootstrap_servers=bootstrap, default_api_timeout_ms=15000) as a:
+        async with AIOAdmin(settings, bootstrap_servers=bootstrap, default_api_timeout_ms=15000) as a:
             try:
                 await a.create_topics([NewTopic(topic, partitions, -1)])
             except Exception as e:  # noqa: BLE001 - exists already, or not supported
@@ -237,6 +255,7 @@ def run_produce(driver: Driver, spec: ProduceSpec, record_size: int, progress: b
         raise PerfError("--native-batch needs --driver confluent")
     if spec.client_config and not driver.native_batch:
         raise PerfError("-X needs --driver confluent")
+    check_settings(driver, spec.settings)
     payload = make_payload(record_size)
     acks = Acks()
     bar = Progress(spec.num_records, f"produce {spec.topic}", progress)
@@ -267,6 +286,7 @@ def run_produce(driver: Driver, spec: ProduceSpec, record_size: int, progress: b
 def run_consume(driver: Driver, spec: ConsumeSpec, progress: bool = False) -> dict:
     """Read `num_records` from the earliest offsets of every partition of the topic (or stop after
     `timeout_s` without a record)."""
+    check_settings(driver, spec.settings)
     bar = Progress(spec.num_records, f"consume {spec.topic}", progress)
     cpu0 = cpu_seconds_self()
     got = driver.consume(spec, bar)
@@ -291,6 +311,7 @@ def run_e2e(
 ) -> dict:
     """Produce at `rate` records/s for `duration_s` while a consumer in this process reads them;
     latency = consumed - sent (same monotonic clock). Records sent during `warmup_s` are not counted."""
+    check_settings(driver, spec.settings)
     n = int(rate * duration_s)
     pad = make_payload(max(0, record_size - STAMP.size))
     lat: list[int] = []

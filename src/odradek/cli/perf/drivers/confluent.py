@@ -16,6 +16,7 @@ QUEUED_MAX = 1_000_000  # queue.buffering.max.messages
 class ConfluentDriver:
     name = "confluent"
     native_batch = True
+    takes_settings = False  # librdkafka's names differ from the Java client's: -X instead
 
     def produce(self, spec: ProduceSpec, payload: bytes, acks: Acks, progress: Progress) -> float:
         from confluent_kafka import Producer

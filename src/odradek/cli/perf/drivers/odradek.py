@@ -12,11 +12,13 @@ from odradek.cli.perf.engine import Acks, Consumed, ConsumeSpec, E2ESpec, Pacer,
 class OdradekDriver:
     name = "odradek"
     native_batch = False
+    takes_settings = True  # the specs' settings (--command-config) go to every client
 
     def produce(self, spec: ProduceSpec, payload: bytes, acks: Acks, progress: Progress) -> float:
         from odradek.client import Producer
 
         p = Producer(
+            spec.settings,
             bootstrap_servers=spec.bootstrap,
             acks=acks_value(spec.acks),
             compression_type=spec.compression,
@@ -67,7 +69,7 @@ class OdradekDriver:
         )
         if spec.group:
             cfg["group_id"] = spec.group
-        c = Consumer(**cfg)
+        c = Consumer(config=spec.settings, **cfg)
         if spec.group:
             c.subscribe([spec.topic])
         else:
@@ -106,6 +108,7 @@ class _E2E:
 
         self.spec = spec
         self.producer = Producer(
+            spec.settings,
             bootstrap_servers=spec.bootstrap,
             acks=acks_value(spec.acks),
             linger_ms=spec.linger_ms,
@@ -118,7 +121,10 @@ class _E2E:
 
         spec, perf = self.spec, time.perf_counter_ns
         c = Consumer(
-            bootstrap_servers=spec.bootstrap, auto_offset_reset="latest", fetch_max_wait_ms=spec.fetch_max_wait_ms
+            config=spec.settings,
+            bootstrap_servers=spec.bootstrap,
+            auto_offset_reset="latest",
+            fetch_max_wait_ms=spec.fetch_max_wait_ms,
         )
         tp = TopicPartition(spec.topic, spec.partition)
         c.assign([tp])
