@@ -217,8 +217,11 @@ class Cluster:
             self.request_update()
 
     async def any_connection(self) -> Connection:
-        """A connection to some broker: the least loaded open one, else a new one."""
-        open_conns = [c for c in self._conns.values() if c.connected]
+        """A connection to some broker of the current metadata (Java's leastLoadedNode): the least
+        loaded open one, else a new one. A broker the metadata no longer lists (fenced, or cut
+        from ZooKeeper) is not asked: its answers come from a stale view of the cluster."""
+        brokers = self.metadata.brokers
+        open_conns = [c for node, c in self._conns.items() if c.connected and (not brokers or node in brokers)]
         if open_conns:
             return min(open_conns, key=lambda c: c.in_flight)
         nodes = list(self.metadata.brokers)
@@ -397,7 +400,10 @@ class Cluster:
             resp = await conn.request(FIND_COORDINATOR, {"key": key, "key_type": key_type})
             code = int(resp.error_code)
             if code:
-                raise E.error_class(code)(getattr(resp, "error_message", None) or f"FindCoordinator {key!r}")
+                error = E.error_class(code)(getattr(resp, "error_message", None) or f"FindCoordinator {key!r}")
+                if error.retriable:  # asked again after new metadata, as Java's ensureCoordinatorReady
+                    self.request_update()
+                raise error
             node = int(resp.node_id)
             if node not in self.metadata.brokers:
                 self.metadata.brokers[node] = BrokerInfo(node, resp.host, int(resp.port))
