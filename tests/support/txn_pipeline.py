@@ -183,8 +183,15 @@ class Pipeline:
         new = [NewTopic(t, PARTITIONS, rf, config=configs) for t in (self.input, self.output)]
         for f in admin.create_topics(new, operation_timeout=15).values():
             f.result(20)
-        # until every leader serves its partitions (Kafka's metadata can name one a moment early)
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "ctp-served"})
+
+        # until every leader serves its partitions (Kafka's metadata can name one a moment early).
+        # A new consumer after each failure: librdkafka keeps a topic it was told is unknown (by
+        # a broker whose metadata had not yet seen the creation) as unknown from its cache
+        # ("Local: Unknown partition" for 20 s in a full run).
+        def consumer() -> Consumer:
+            return Consumer({"bootstrap.servers": self.bootstrap, "group.id": "ctp-served"})
+
+        c = consumer()
         deadline = time.monotonic() + 20
         try:
             for t in (self.input, self.output):
@@ -196,6 +203,8 @@ class Pipeline:
                         except Exception:  # noqa: BLE001 - not yet
                             if time.monotonic() > deadline:
                                 raise
+                            c.close()
+                            c = consumer()
                             time.sleep(0.1)
         finally:
             c.close()
