@@ -5,39 +5,18 @@ listener is the only one the query is given; a wrong password fails the query.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from support.broker import BrokerProcess, free_port
+from support.sasl_ssl_broker import CERTS, SCRAM_JAAS, sasl_ssl_broker
 from support.spark_data import make_topic, produce
 
-from odradek.client import Admin, Consumer, UserScramCredentialUpsertion
+from odradek.client import Consumer
 
 pytestmark = pytest.mark.spark
-
-CERTS = Path(__file__).resolve().parents[1] / "support" / "tls_certs"
-SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required"
 
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory):
-    plain_port, sasl_ssl_port = free_port(), free_port()
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("spark-sasl-ssl"),
-        {
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS + ";",
-            "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
-            "listener.name.sasl_ssl.ssl.keystore.location": str(CERTS / "broker.keystore.pem"),
-        },
-        port=plain_port,
-    )
-    b.sasl_ssl_bootstrap = f"127.0.0.1:{sasl_ssl_port}"
-    with b.start():
-        with Admin(bootstrap_servers=b.bootstrap) as a:
-            a.alter_user_scram_credentials([UserScramCredentialUpsertion("spark", "SCRAM-SHA-512", "spark-pw")])
+    with sasl_ssl_broker(tmp_path_factory.mktemp("spark-sasl-ssl"), {"spark": "spark-pw"}) as b:
         yield b
 
 
