@@ -14,6 +14,13 @@ changes, until its function returns False; read again whenever the client is CON
 (a new session set no watches). A node's reads are ordered: an answer older than one already
 given to the function is dropped.
 
+A watch that fires is not read on kazoo's callback thread, one blocking round trip per event
+(as `DataWatch` does): it is marked changed, and one reader (a thread of kazoo's handler) reads
+every node marked, pipelined the same way, until none is left. Watches that fire together (a
+broker killed: thousands of ISR changes written in a few transactions) are read together, as
+Kafka's controller and brokers get them (one UpdateMetadata, one LeaderAndIsr per broker), not
+one round trip after another while the next events wait behind each.
+
 Blocking (call from a worker thread or kazoo's callback thread, never the event loop).
 """
 
@@ -58,13 +65,9 @@ class _Watch:
         self.delivered = 0  # the number of the newest read given to the function
 
     def watcher(self, event: WatchedEvent) -> None:
-        """The node changed (kazoo's callback thread): read it again, as DataWatch does. A
-        client closed (the broker stopping) or a session expired ends the read quietly, as
-        DataWatch's `_ignore_closed`: the CONNECTED of a new session reads every node again."""
-        try:
-            self.owner.read([self])
-        except (ConnectionClosedError, SessionExpiredError) as e:
-            log.debug("watch of %s: read again not made: %r", self.path, e)
+        """The node changed (kazoo's callback thread): read it again, with every other node that
+        changed meanwhile (`DataWatches.changed`)."""
+        self.owner.changed(self)
 
     def next_read(self) -> int:
         with self.lock:
@@ -98,6 +101,11 @@ class DataWatches:
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
+        # Watches that fired and are not read yet, each with the number of its latest event; a
+        # reader is reading them while `_reading`.
+        self._changed: dict[str, tuple[_Watch, int]] = {}
+        self._events = 0
+        self._reading = False
         # A read lost with its connection is made again, one at a time, as DataWatch retries it.
         self._retry = KazooRetry(max_tries=None, sleep_func=zk.handler.sleep_func)
         zk.add_listener(self._state_changed)
@@ -126,6 +134,46 @@ class DataWatches:
         with self._lock:
             if self._watches.get(w.path) is w:
                 del self._watches[w.path]
+
+    def changed(self, w: _Watch) -> None:
+        """`w`'s node changed (its watch fired): read it again, with every node that changed
+        meanwhile, on a reader thread (started unless one is reading)."""
+        with self._lock:
+            self._events += 1
+            self._changed[w.path] = (w, self._events)
+            if self._reading:
+                return
+            self._reading = True
+        self.zk.handler.spawn(self._read_changed)
+
+    def _read_changed(self) -> None:
+        """Read the changed nodes, all of them at a time (`read`), until none is left. A watch
+        that fires again while its node is being read stays marked: read again next round. A
+        client closed (the broker stopping) or a session expired ends the reads quietly, as
+        DataWatch's `_ignore_closed`: the CONNECTED of a new session reads every node again."""
+        try:
+            while True:
+                with self._lock:
+                    marked = dict(self._changed)
+                    if not marked:
+                        self._reading = False
+                        return
+                self.read([w for w, _n in marked.values()])
+                with self._lock:
+                    for path, mark in marked.items():
+                        if self._changed.get(path) == mark:
+                            del self._changed[path]
+        except (ConnectionClosedError, SessionExpiredError) as e:
+            log.debug("watches fired: read again not made: %r", e)
+            with self._lock:
+                self._changed.clear()
+                self._reading = False
+        except BaseException:
+            # (the simulator's WouldBlock runs this again once it can go on; anything else is
+            # logged by kazoo's thread: the nodes stay marked, read with the next change)
+            with self._lock:
+                self._reading = False
+            raise
 
     def read(self, watches: list[_Watch]) -> None:
         """Read each node (setting its watch) with at most `max_in_flight` reads on their way,

@@ -25,6 +25,10 @@ class _Handler:
     def sleep_func(_seconds: float) -> None:
         return None
 
+    @staticmethod
+    def spawn(func, *args) -> None:  # the reader of the watches that fired, at once
+        func(*args)
+
 
 class _ClosedClient:
     handler = _Handler()
