@@ -19,7 +19,16 @@ A watch that fires is not read on kazoo's callback thread, one blocking round tr
 every node marked, pipelined the same way, until none is left. Watches that fire together (a
 broker killed: thousands of ISR changes written in a few transactions) are read together, as
 Kafka's controller and brokers get them (one UpdateMetadata, one LeaderAndIsr per broker), not
-one round trip after another while the next events wait behind each.
+one round trip after another while the next events wait behind each. A new session (CONNECTED)
+marks every node, read by the same reader.
+
+A mark goes only once its node has been read since: a read lost with its connection or its
+session is made again (kazoo fails every request queued for a session that expired, and the
+reader may get to such an answer only after it has read other nodes on the new session, whose
+changes are marked meanwhile: dropping the marks with that error left those nodes neither read
+nor watched again, tests/unit/cluster/test_zk_cache_reads_sessions.py). Only a closed client
+(the broker stopping, or kazoo's connection thread ended: `zk_client.start_again`) stops the
+reader, its marks kept for the CONNECTED of the next session.
 
 Blocking (call from a worker thread or kazoo's callback thread, never the event loop).
 """
@@ -44,8 +53,13 @@ from kazoo.retry import KazooRetry
 
 log = logging.getLogger("odradek.cluster.zk")
 
+# a read lost with its connection or its session (not ConnectionClosedError, a subclass of the
+# latter: the client closed): made again
+_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
 DataFunc = Callable[[bytes | None, Any], bool | None]
 DEFAULT_MAX_IN_FLIGHT = 10  # zookeeper.max.in.flight.requests, Kafka's default
+RETRY_MAX_DELAY_S = 1.0  # between attempts of a read lost with its connection or session
 
 
 class _Watch:
@@ -106,8 +120,9 @@ class DataWatches:
         self._changed: dict[str, tuple[_Watch, int]] = {}
         self._events = 0
         self._reading = False
-        # A read lost with its connection is made again, one at a time, as DataWatch retries it.
-        self._retry = KazooRetry(max_tries=None, sleep_func=zk.handler.sleep_func)
+        # A read lost with its connection or its session is made again, one at a time, as
+        # DataWatch retries it (a copy per retry: a KazooRetry counts its attempts).
+        self._retry = KazooRetry(max_tries=None, max_delay=RETRY_MAX_DELAY_S, sleep_func=zk.handler.sleep_func)
         zk.add_listener(self._state_changed)
 
     def watch(self, items: Iterable[tuple[str, DataFunc]]) -> None:
@@ -138,10 +153,14 @@ class DataWatches:
     def changed(self, w: _Watch) -> None:
         """`w`'s node changed (its watch fired): read it again, with every node that changed
         meanwhile, on a reader thread (started unless one is reading)."""
+        self._mark([w])
+
+    def _mark(self, watches: Iterable[_Watch]) -> None:
         with self._lock:
-            self._events += 1
-            self._changed[w.path] = (w, self._events)
-            if self._reading:
+            for w in watches:
+                self._events += 1
+                self._changed[w.path] = (w, self._events)
+            if self._reading or not self._changed:
                 return
             self._reading = True
         self.zk.handler.spawn(self._read_changed)
@@ -149,8 +168,8 @@ class DataWatches:
     def _read_changed(self) -> None:
         """Read the changed nodes, all of them at a time (`read`), until none is left. A watch
         that fires again while its node is being read stays marked: read again next round. A
-        client closed (the broker stopping) or a session expired ends the reads quietly, as
-        DataWatch's `_ignore_closed`: the CONNECTED of a new session reads every node again."""
+        closed client (the broker stopping) ends the reads quietly, as DataWatch's
+        `_ignore_closed`, the nodes still marked: the CONNECTED of a new session reads them."""
         try:
             while True:
                 with self._lock:
@@ -163,10 +182,9 @@ class DataWatches:
                     for path, mark in marked.items():
                         if self._changed.get(path) == mark:
                             del self._changed[path]
-        except (ConnectionClosedError, SessionExpiredError) as e:
+        except ConnectionClosedError as e:
             log.debug("watches fired: read again not made: %r", e)
             with self._lock:
-                self._changed.clear()
                 self._reading = False
         except BaseException:
             # (the simulator's WouldBlock runs this again once it can go on; anything else is
@@ -203,18 +221,21 @@ class DataWatches:
 
     def _pipelined(self, watches: list[_Watch], send: Callable[[_Watch], Any]) -> list[tuple[_Watch, int, Any]]:
         """(watch, read number, answer) for each watch: what `send` answered, or NoNodeError.
-        A read lost with its connection is made again; other errors (the session expired, the
-        client closed) are raised: the CONNECTED of a new session reads every node again."""
+        A read lost with its connection or its session is made again, under its number (an
+        answer to a later read of the node, given first, wins; any change since that read
+        fires the watch it set); ConnectionClosedError (the client closed) is raised."""
         out: list[tuple[_Watch, int, Any]] = []
         window: collections.deque[tuple[_Watch, int, Any]] = collections.deque()
 
         def receive() -> None:
             w, n, pending = window.popleft()
             try:
-                answer = pending.get()
+                answer = pending.get() if pending is not None else self._again(w, send)
             except NoNodeError as e:
                 answer = e
-            except (ConnectionLoss, OperationTimeoutError):
+            except ConnectionClosedError:
+                raise
+            except _LOST:
                 answer = self._again(w, send)
             out.append((w, n, answer))
 
@@ -224,28 +245,30 @@ class DataWatches:
             if len(window) >= self.max_in_flight:
                 receive()
             n = w.next_read()
-            window.append((w, n, send(w)))
+            try:
+                pending = send(w)
+            except ConnectionClosedError:
+                raise
+            except _LOST:  # (kazoo's answer carries these; the simulator's client raises them)
+                pending = None  # made again when received
+            window.append((w, n, pending))
         while window:
             receive()
         return out
 
     def _again(self, w: _Watch, send: Callable[[_Watch], Any]) -> Any:
+        """The read made again until answered (on a new session, once one is connected)."""
         try:
-            return self._retry(lambda: send(w).get())
+            return self._retry.copy()(lambda: send(w).get())
         except NoNodeError as e:
             return e
 
     # -------------------------------------------------------------- session
     def _state_changed(self, state: str) -> None:
-        """kazoo's listener: a new session has none of the watches; read every node again (on
-        kazoo's thread, not this listener's), as each DataWatch does when CONNECTED."""
+        """kazoo's listener: a new session has none of the watches (nor has a connection made
+        again: kazoo drops them all); every node is marked, read by the reader (on a thread of
+        kazoo's, not this listener's), as each DataWatch reads its node when CONNECTED."""
         if state == KazooState.CONNECTED:
-            self.zk.handler.spawn(self._read_all)
-
-    def _read_all(self) -> None:
-        with self._lock:
-            watches = list(self._watches.values())
-        try:
-            self.read(watches)
-        except ConnectionClosedError:
-            pass
+            with self._lock:
+                watches = list(self._watches.values())
+            self._mark(watches)
