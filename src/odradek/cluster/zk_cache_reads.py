@@ -14,6 +14,22 @@ changes, until its function returns False; read again whenever the client is CON
 (a new session set no watches). A node's reads are ordered: an answer older than one already
 given to the function is dropped.
 
+A watch that fires is not read on kazoo's callback thread, one blocking round trip per event
+(as `DataWatch` does): it is marked changed, and one reader (a thread of kazoo's handler) reads
+every node marked, pipelined the same way, until none is left. Watches that fire together (a
+broker killed: thousands of ISR changes written in a few transactions) are read together, as
+Kafka's controller and brokers get them (one UpdateMetadata, one LeaderAndIsr per broker), not
+one round trip after another while the next events wait behind each. A new session (CONNECTED)
+marks every node, read by the same reader.
+
+A mark goes only once its node has been read since: a read lost with its connection or its
+session is made again (kazoo fails every request queued for a session that expired, and the
+reader may get to such an answer only after it has read other nodes on the new session, whose
+changes are marked meanwhile: dropping the marks with that error left those nodes neither read
+nor watched again, tests/unit/cluster/test_zk_cache_reads_sessions.py). Only a closed client
+(the broker stopping, or kazoo's connection thread ended: `zk_client.start_again`) stops the
+reader, its marks kept for the CONNECTED of the next session.
+
 Blocking (call from a worker thread or kazoo's callback thread, never the event loop).
 """
 
@@ -37,8 +53,13 @@ from kazoo.retry import KazooRetry
 
 log = logging.getLogger("odradek.cluster.zk")
 
+# a read lost with its connection or its session (not ConnectionClosedError, a subclass of the
+# latter: the client closed): made again
+_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
 DataFunc = Callable[[bytes | None, Any], bool | None]
 DEFAULT_MAX_IN_FLIGHT = 10  # zookeeper.max.in.flight.requests, Kafka's default
+RETRY_MAX_DELAY_S = 1.0  # between attempts of a read lost with its connection or session
 
 
 class _Watch:
@@ -58,13 +79,9 @@ class _Watch:
         self.delivered = 0  # the number of the newest read given to the function
 
     def watcher(self, event: WatchedEvent) -> None:
-        """The node changed (kazoo's callback thread): read it again, as DataWatch does. A
-        client closed (the broker stopping) or a session expired ends the read quietly, as
-        DataWatch's `_ignore_closed`: the CONNECTED of a new session reads every node again."""
-        try:
-            self.owner.read([self])
-        except (ConnectionClosedError, SessionExpiredError) as e:
-            log.debug("watch of %s: read again not made: %r", self.path, e)
+        """The node changed (kazoo's callback thread): read it again, with every other node that
+        changed meanwhile (`DataWatches.changed`)."""
+        self.owner.changed(self)
 
     def next_read(self) -> int:
         with self.lock:
@@ -98,8 +115,14 @@ class DataWatches:
         self.max_in_flight = max_in_flight
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
-        # A read lost with its connection is made again, one at a time, as DataWatch retries it.
-        self._retry = KazooRetry(max_tries=None, sleep_func=zk.handler.sleep_func)
+        # Watches that fired and are not read yet, each with the number of its latest event; a
+        # reader is reading them while `_reading`.
+        self._changed: dict[str, tuple[_Watch, int]] = {}
+        self._events = 0
+        self._reading = False
+        # A read lost with its connection or its session is made again, one at a time, as
+        # DataWatch retries it (a copy per retry: a KazooRetry counts its attempts).
+        self._retry = KazooRetry(max_tries=None, max_delay=RETRY_MAX_DELAY_S, sleep_func=zk.handler.sleep_func)
         zk.add_listener(self._state_changed)
 
     def watch(self, items: Iterable[tuple[str, DataFunc]]) -> None:
@@ -126,6 +149,49 @@ class DataWatches:
         with self._lock:
             if self._watches.get(w.path) is w:
                 del self._watches[w.path]
+
+    def changed(self, w: _Watch) -> None:
+        """`w`'s node changed (its watch fired): read it again, with every node that changed
+        meanwhile, on a reader thread (started unless one is reading)."""
+        self._mark([w])
+
+    def _mark(self, watches: Iterable[_Watch]) -> None:
+        with self._lock:
+            for w in watches:
+                self._events += 1
+                self._changed[w.path] = (w, self._events)
+            if self._reading or not self._changed:
+                return
+            self._reading = True
+        self.zk.handler.spawn(self._read_changed)
+
+    def _read_changed(self) -> None:
+        """Read the changed nodes, all of them at a time (`read`), until none is left. A watch
+        that fires again while its node is being read stays marked: read again next round. A
+        closed client (the broker stopping) ends the reads quietly, as DataWatch's
+        `_ignore_closed`, the nodes still marked: the CONNECTED of a new session reads them."""
+        try:
+            while True:
+                with self._lock:
+                    marked = dict(self._changed)
+                    if not marked:
+                        self._reading = False
+                        return
+                self.read([w for w, _n in marked.values()])
+                with self._lock:
+                    for path, mark in marked.items():
+                        if self._changed.get(path) == mark:
+                            del self._changed[path]
+        except ConnectionClosedError as e:
+            log.debug("watches fired: read again not made: %r", e)
+            with self._lock:
+                self._reading = False
+        except BaseException:
+            # (the simulator's WouldBlock runs this again once it can go on; anything else is
+            # logged by kazoo's thread: the nodes stay marked, read with the next change)
+            with self._lock:
+                self._reading = False
+            raise
 
     def read(self, watches: list[_Watch]) -> None:
         """Read each node (setting its watch) with at most `max_in_flight` reads on their way,
@@ -155,18 +221,21 @@ class DataWatches:
 
     def _pipelined(self, watches: list[_Watch], send: Callable[[_Watch], Any]) -> list[tuple[_Watch, int, Any]]:
         """(watch, read number, answer) for each watch: what `send` answered, or NoNodeError.
-        A read lost with its connection is made again; other errors (the session expired, the
-        client closed) are raised: the CONNECTED of a new session reads every node again."""
+        A read lost with its connection or its session is made again, under its number (an
+        answer to a later read of the node, given first, wins; any change since that read
+        fires the watch it set); ConnectionClosedError (the client closed) is raised."""
         out: list[tuple[_Watch, int, Any]] = []
         window: collections.deque[tuple[_Watch, int, Any]] = collections.deque()
 
         def receive() -> None:
             w, n, pending = window.popleft()
             try:
-                answer = pending.get()
+                answer = pending.get() if pending is not None else self._again(w, send)
             except NoNodeError as e:
                 answer = e
-            except (ConnectionLoss, OperationTimeoutError):
+            except ConnectionClosedError:
+                raise
+            except _LOST:
                 answer = self._again(w, send)
             out.append((w, n, answer))
 
@@ -176,28 +245,30 @@ class DataWatches:
             if len(window) >= self.max_in_flight:
                 receive()
             n = w.next_read()
-            window.append((w, n, send(w)))
+            try:
+                pending = send(w)
+            except ConnectionClosedError:
+                raise
+            except _LOST:  # (kazoo's answer carries these; the simulator's client raises them)
+                pending = None  # made again when received
+            window.append((w, n, pending))
         while window:
             receive()
         return out
 
     def _again(self, w: _Watch, send: Callable[[_Watch], Any]) -> Any:
+        """The read made again until answered (on a new session, once one is connected)."""
         try:
-            return self._retry(lambda: send(w).get())
+            return self._retry.copy()(lambda: send(w).get())
         except NoNodeError as e:
             return e
 
     # -------------------------------------------------------------- session
     def _state_changed(self, state: str) -> None:
-        """kazoo's listener: a new session has none of the watches; read every node again (on
-        kazoo's thread, not this listener's), as each DataWatch does when CONNECTED."""
+        """kazoo's listener: a new session has none of the watches (nor has a connection made
+        again: kazoo drops them all); every node is marked, read by the reader (on a thread of
+        kazoo's, not this listener's), as each DataWatch reads its node when CONNECTED."""
         if state == KazooState.CONNECTED:
-            self.zk.handler.spawn(self._read_all)
-
-    def _read_all(self) -> None:
-        with self._lock:
-            watches = list(self._watches.values())
-        try:
-            self.read(watches)
-        except ConnectionClosedError:
-            pass
+            with self._lock:
+                watches = list(self._watches.values())
+            self._mark(watches)
