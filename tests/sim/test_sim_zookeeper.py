@@ -185,6 +185,55 @@ def test_a_one_way_cut_from_zookeeper_keeps_the_session_but_suspends_the_client(
     run(main)
 
 
+def test_a_connection_given_up_takes_its_watches_with_it_as_kazoo_does():
+    """kazoo 2.x on a lost connection (SUSPENDED): every watcher is called once with a NONE
+    event whose path is None, and none is set again on reconnect (no SetWatches), so a change
+    made during the cut fires nothing; kazoo's DataWatch reads again and sees it. A cut shorter
+    than the client's two thirds of its timeout loses nothing: the event arrives late."""
+
+    async def main(loop, net, zk):
+        node = Node("b1")
+        c = zk.client(node, 6000)
+        writer = zk.client(Node("b2"), 6000)
+        writer.create("/short", b"0")
+        writer.create("/long", b"0")
+        raw: list = []
+        recipe: list = []
+
+        def setup():
+            c.get("/short", watch=lambda e: raw.append((e.type, e.path)))
+            c.get("/long", watch=lambda e: raw.append((e.type, e.path)))
+            c.DataWatch("/long", lambda data, stat: recipe.append(data))
+
+        loop.call_soon_as(node, setup)
+        await asyncio.sleep(0.1)
+        assert recipe == [b"0"]
+        net.cut_link("b1", "zk")  # shorter than 4 s: the connection is kept
+        writer.set("/short", b"1")
+        await asyncio.sleep(1.5)
+        assert raw == []
+        net.heal()
+        await asyncio.sleep(2.5)  # the next ping gets through
+        assert raw == [("CHANGED", "/short")]
+        net.cut_link("b1", "zk")  # long enough for SUSPENDED, short of the session timeout
+        await asyncio.sleep(0.5)
+        writer.set("/long", b"1")
+        await asyncio.sleep(4.5)
+        assert c.state == KazooState.SUSPENDED
+        assert raw == [("CHANGED", "/short"), ("NONE", None)]  # /long's raw watch (the recipe's got one too)
+        assert zk.exists("/long", zk.sessions[c.client_id[0]], None) is not None
+        assert not any(s.client is c for s, _ in zk._data_watches.get("/long", []))
+        net.heal()
+        await asyncio.sleep(3)
+        assert c.state == KazooState.CONNECTED and c.client_id[0] in zk.sessions  # the same session
+        writer.set("/long", b"2")
+        await asyncio.sleep(0.1)
+        assert raw == [("CHANGED", "/short"), ("NONE", None)]  # the raw watch is gone
+        assert recipe == [b"0", b"1", b"2"]  # the recipe read again and watches again
+
+    run(main)
+
+
 def test_the_real_metadata_store_registers_again_after_its_session_expired():
     async def main(loop, net, zk):
         node = Node("b1")

@@ -33,7 +33,12 @@ Time and failures, as kazoo sees them:
   timeout, CONNECTED when it hears again; when it hears its session expired it goes LOST,
   opens a new session and goes CONNECTED (kazoo's states, to the listeners in order);
 - watch events reach the client in order, after the link's latency; those that would arrive
-  while it is cut wait for it to reconnect; a lost session's are dropped;
+  while it is cut wait for it to reconnect, as long as the client has not given the connection
+  up (TCP delivers them late); once it has (SUSPENDED, or LOST) they are gone with the
+  connection, as kazoo 2.x has it: the server drops the connection's watches, the client calls
+  every watcher it had registered with a `NONE` event whose path is None (`_reset_watchers`),
+  and it sets none of them again when it reconnects (kazoo sends no SetWatches): whatever
+  watched must read again (kazoo's `DataWatch` on that event and on CONNECTED);
 - an outage (`set_outage(True)`: the whole ensemble unreachable) is a cut of every client at
   once, during which no session expires; when it ends every session's timeout starts again
   (as a recovering ZooKeeper renews them), so clients that reconnect keep their sessions.
@@ -209,13 +214,7 @@ class SimZooKeeper:
             s.timer.cancel()
         self.sessions.pop(s.id, None)
         self.trace.add(f"{self.loop.elapsed:.6f} zk session 0x{s.id:x} of {s.client.node} {why}")
-        for watches in (self._data_watches, self._child_watches):
-            for path in list(watches):
-                kept = [(ws, w) for ws, w in watches[path] if ws is not s]
-                if kept:
-                    watches[path] = kept
-                else:
-                    del watches[path]
+        self.drop_watches(s)
         for path in sorted(s.ephemerals, reverse=True):
             if path in self.nodes:
                 self._delete(path, -1, None)
@@ -226,6 +225,18 @@ class SimZooKeeper:
         entries = table.setdefault(path, [])
         if not any(ws is s and ww == w for ws, ww in entries):
             entries.append((s, w))
+        s.client.registered.setdefault(path, set()).add(w)
+
+    def drop_watches(self, s: Session) -> None:
+        """The connection of session `s` is gone: its watches go with it (ZooKeeper keeps a
+        connection's watches, and a reconnected kazoo client sets none again)."""
+        for watches in (self._data_watches, self._child_watches):
+            for path in list(watches):
+                kept = [(ws, w) for ws, w in watches[path] if ws is not s]
+                if kept:
+                    watches[path] = kept
+                else:
+                    del watches[path]
 
     def _trigger(self, table: dict[str, list[tuple[Session, Watcher]]], path: str, kind: str) -> None:
         entries = table.pop(path, None)
@@ -499,6 +510,9 @@ class SimZkClient:
         self._inbox: collections.deque[tuple[float, Session, Watcher, WatchedEvent]] = collections.deque()
         self._inbox_timer: Any = None
         self._inbox_last = 0.0
+        # watchers set through this client, by path, until their event arrives (kazoo's
+        # `_data_watchers` and `_child_watchers` together)
+        self.registered: dict[str, set[Watcher]] = {}
         self._on_the_wire: list[SimAsyncResult] = []  # async reads sent, their round trip not yet charged
         self.reads_in_flight = 0  # async reads sent and not yet received (`max_reads_in_flight`: the most)
         self.max_reads_in_flight = 0
@@ -558,14 +572,31 @@ class SimZkClient:
             self._reconnected()
         elif self._state == KazooState.CONNECTED and now - self._last_contact >= self.timeout * 2 / 3:
             self._set_state(KazooState.SUSPENDED)
+            self.server.drop_watches(s)
+            self._reset_watchers(KeeperState.CONNECTING)
         self._ping = self.loop.call_later_as(self.node, self.timeout / 3, self._tick)
 
     def _session_lost(self) -> None:
         """The server says the session expired: LOST, then a new session, CONNECTED."""
         self._set_state(KazooState.LOST)
-        self._held.clear()
+        self._reset_watchers(KeeperState.EXPIRED_SESSION)
         self._session = self.server.open_session(self)
         self._set_state(KazooState.CONNECTED)
+
+    def _reset_watchers(self, keeper_state: str) -> None:
+        """The connection is given up: events on their way are lost with it, and every watcher
+        registered is called once with a `NONE` event (kazoo's `_reset_watchers`), after the
+        state listeners."""
+        self._held.clear()
+        self._inbox.clear()
+        if self._inbox_timer is not None:
+            self._inbox_timer.cancel()
+            self._inbox_timer = None
+        watchers = [w for ws in self.registered.values() for w in ws]
+        self.registered = {}
+        event = WatchedEvent(EventType.NONE, keeper_state, None)
+        for w in watchers:
+            self.loop.call_soon_as(self.node, self._run, functools.partial(w, event))
 
     def _reconnected(self) -> None:
         held, self._held = self._held, collections.deque()
@@ -647,6 +678,11 @@ class SimZkClient:
     def _deliver(self, s: Session, w: Watcher, event: WatchedEvent) -> None:
         if s is not self._session or s.expired or self._closed:
             return
+        ws = self.registered.get(event.path)
+        if ws is not None:
+            ws.discard(w)
+            if not ws:
+                del self.registered[event.path]
         self._run(functools.partial(w, event))
 
     # ----------------------------------------------------------- operations
