@@ -63,6 +63,7 @@ def until(what: str, condition, timeout: float) -> float:
     return time.monotonic() - start
 
 
+@pytest.mark.serial  # timed: every broker within a second (tests/README.md)
 def test_an_acl_made_through_one_broker_is_enforced_by_every_broker_within_a_second(cluster):
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("guarded", 3, 1)], operation_timeout=20)["guarded"].result(30)

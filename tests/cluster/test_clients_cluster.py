@@ -29,7 +29,8 @@ def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> N
     assert p.flush(30) == 0
 
 
-pytestmark = pytest.mark.cluster
+# one worker runs the module's tests (xdist --dist loadgroup): its cluster is module-scoped, started once
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("clients_cluster")]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from support.fault_workload import ClusterFactory, Workload, create_topic, partition_size, produce_one
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: a follower brought back into the ISR within bounds, as the other fault
+# modules (scripts/test.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 BIG = "big"
 TOPIC = "t"  # the names of the reproduction

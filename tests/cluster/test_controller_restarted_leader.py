@@ -28,7 +28,9 @@ from support.fault_workload import ClusterFactory, Workload, create_topic, elect
 
 from odradek.cluster import zk_layout as L
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: a broker back within its 10 s ZooKeeper session: a second cluster's load
+# could let it expire
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 TOPIC = "acked"
 SPREAD = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]  # partition p led by broker p+1, its preferred leader

@@ -180,6 +180,7 @@ def test_alter_partition_checks_broker_epochs_kip_903(zk_server):
     run(main())
 
 
+@pytest.mark.serial  # timed: answered within the 2 s session plus 1 s (tests/README.md)
 def test_with_zookeeper_gone_requests_get_error_codes_in_bounded_time(zk_server):
     """ZooKeeper stops under an active controller: an AlterPartition and a ControlledShutdown
     that must write are answered REQUEST_TIMED_OUT within the session timeout, never left

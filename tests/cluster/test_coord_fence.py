@@ -24,7 +24,9 @@ from odradek.client.consumer.subscription import TopicPartition
 from odradek.coordinator.codec import partition_for
 from odradek.protocol.errors import ErrorCode
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: a coordinator cut from ZooKeeper past its session, as the fault modules
+# (scripts/test.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 TOPIC = "fenced"
 OFFSETS = "__consumer_offsets"

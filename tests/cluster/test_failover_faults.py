@@ -36,7 +36,9 @@ from support.fault_workload import (
     rounds_of,
 )
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: failovers: a new leader, and acks resuming, within bounds a second
+# cluster beside it broke (scripts/test.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 TOPIC = "acked"
 

@@ -19,7 +19,9 @@ from support.clients import JavaClient
 from support.fault_workload import JavaWriter, Reader, Writer, read_all
 from support.odradek_cluster import SESSION_MS, OdradekCluster
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: kills, pauses and cuts: the cluster must recover (a new leader, the ISR
+# whole again) within bounds a second cluster beside it broke (scripts/test.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 TOPIC = "acked"
 PARTITIONS = 3

@@ -25,7 +25,9 @@ from confluent_kafka import Consumer, TopicPartition
 from support.fault_workload import ROUNDS, ClusterFactory, Workload, create_topic, produce_one, rounds_of
 from support.odradek_cluster import LIBFAKETIME, faketime_env
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: pauses and cuts past a session, clocks skewed: leaders, ISR and writes
+# within bounds a second cluster beside it broke (scripts/test.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 TOPIC = "acked"
 

@@ -48,6 +48,7 @@ def wait_everywhere(c: OdradekCluster, wanted: dict, since: float) -> float:
     return time.monotonic() - since
 
 
+@pytest.mark.serial  # timed: every broker within 1.5 s (tests/README.md)
 def test_quotas_altered_through_one_broker_apply_on_every_broker(tmp_path):
     if unavailable_reason("3.9"):
         pytest.skip(unavailable_reason("3.9"))

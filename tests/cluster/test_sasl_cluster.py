@@ -25,8 +25,10 @@ from support.tls import Pki
 
 from odradek.cluster.zk_client import connect
 
+# one worker runs the module's tests (xdist --dist loadgroup): its cluster is module-scoped, started once
 pytestmark = [
     pytest.mark.cluster,
+    pytest.mark.xdist_group("sasl_cluster"),
     pytest.mark.skipif(unavailable_reason("3.9") is not None, reason=f"kafka-configs: {unavailable_reason('3.9')}"),
 ]
 

@@ -32,7 +32,8 @@ from support.tls import Pki
 from odradek.broker.password_encoder import PasswordEncoder
 from odradek.cluster.zk_client import connect
 
-pytestmark = pytest.mark.cluster
+# one worker runs the module's tests (xdist --dist loadgroup): its cluster is module-scoped, started once
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("tls_cluster")]
 
 SECRET = "cluster-encoder-S3cret"
 

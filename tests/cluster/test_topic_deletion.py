@@ -35,7 +35,9 @@ from odradek.protocol.errors import ErrorCode
 from odradek.storage import OSFileSystem
 from odradek.storage.checkpoint import read_partition_metadata
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: timed: deletions within 10 s, a timeout of 1 s answered within 3, a
+# paused broker's session expiry
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 
 @pytest.fixture(scope="module")

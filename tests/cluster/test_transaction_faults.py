@@ -26,7 +26,9 @@ from support.txn_pipeline import (
     transaction_coordinator,
 )
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: a coordinator and leaders killed under a transactional loop, as the
+# other fault modules (scripts/test.sh)
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 RECORDS = int(os.environ.get("ODRADEK_TXN_FAULT_RECORDS", "1200"))
 

@@ -28,7 +28,9 @@ from odradek.cli.zookeeper_server import ZooKeeperServer
 from odradek.cluster.zk_cache_reads import DataWatches
 from odradek.cluster.zk_client import connect
 
-pytestmark = pytest.mark.cluster
+# serial, the whole module: cuts timed against a 2 s ZooKeeper session: a second cluster's load
+# would expire sessions the test means to keep
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 SESSION_MS = 2000
 NODES = 200

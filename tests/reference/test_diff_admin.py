@@ -454,6 +454,7 @@ def _read(s, n: int) -> bytes:
     return buf
 
 
+@pytest.mark.xdist_group("kafka39")  # kafka39 started on one worker (tests/reference/test_fixture.py _one_worker)
 def test_describe_topic_configs_against_kafka_39(pair39):
     """Against Kafka 3.9 (KRaft), whose bootstrap writes no cluster-wide min.insync.replicas:
     there its source is DEFAULT_CONFIG, as in odradek. Compared on the configs whose defaults did

@@ -35,6 +35,7 @@ def _errors(bootstrap: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.xdist_group("kafka39_zk")  # started on one worker (tests/reference/test_fixture.py _one_worker)
 def test_invalid_request_messages_as_kafka(kafka4, kafka39_zk, odradek_ref):
     ours = _errors(odradek_ref.bootstrap)
     assert _errors(kafka4.bootstrap) == ours

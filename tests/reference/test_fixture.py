@@ -18,8 +18,17 @@ from support.clients import Rec, java_partition, make_client, unavailable_reason
 
 pytestmark = pytest.mark.reference
 
-SINGLE = ["kafka39", "kafka4", "kafka39_zk"]
-CLUSTERS = ["kafka_cluster", "kafka39_zk_cluster"]
+
+def _one_worker(name: str):  # noqa: ANN202
+    """`name`'s tests on one xdist worker (--dist loadgroup): a session-scoped Kafka starts once per
+    worker that asks for it, 20 s (one broker) to 90 s (a cluster) of a loaded machine each. The
+    few tests of the tier that use kafka39, kafka39_zk or a cluster are grouped by it; kafka4,
+    which most use, starts on every worker anyway."""
+    return name if name == "kafka4" else pytest.param(name, marks=pytest.mark.xdist_group(name))
+
+
+SINGLE = [_one_worker(name) for name in ["kafka39", "kafka4", "kafka39_zk"]]
+CLUSTERS = [_one_worker(name) for name in ["kafka_cluster", "kafka39_zk_cluster"]]
 EXPECTED = {  # fixture -> (line, mode, brokers)
     "kafka39": ("3.9", "kraft", 1),
     "kafka4": ("4", "kraft", 1),
@@ -126,7 +135,7 @@ def test_cluster_places_replication_factor_3(request, name):
     assert all(sorted(p.isrs) == [1, 2, 3] for p in isr.values())
 
 
-@pytest.mark.parametrize("name", ["kafka39", "kafka4"])
+@pytest.mark.parametrize("name", [_one_worker("kafka39"), "kafka4"])
 def test_dump_log_segments_reads_what_was_written(request, name):
     """Kafka's DumpLogSegments (kafka.tools in 3.9, org.apache.kafka.tools in 4.x) from the same
     classpath reads the broker's own segment."""

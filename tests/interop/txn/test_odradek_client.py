@@ -22,7 +22,8 @@ from odradek.client.aio import AIOConsumer, AIOProducer
 from odradek.client.aio.admin_txn import AbortTransactionSpec
 
 
-@pytest.fixture(params=["kafka4", "odradek"])
+# Kafka's cases on the xdist worker of tests/interop/txn/test_clients.py's (one Kafka 4.4 start)
+@pytest.fixture(params=[pytest.param("kafka4", marks=pytest.mark.xdist_group("kafka4")), "odradek"])
 def txn_broker(request) -> str:
     """The bootstrap of a broker that serves transactions."""
     if request.param == "odradek":
