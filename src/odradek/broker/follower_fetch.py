@@ -30,7 +30,7 @@ import logging
 import struct
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
 from odradek.protocol.constants import ZERO_UUID
@@ -44,7 +44,9 @@ from odradek.protocol.fetch_codec import (
 )
 
 if TYPE_CHECKING:
-    from odradek.broker.connection import Connection
+    import asyncio
+
+    from odradek.broker.connection_state import ConnectionState
     from odradek.broker.fetch_session import FetchSession
     from odradek.broker.replica_manager import ReplicaManager
 
@@ -57,6 +59,23 @@ _UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
 
 # (session key, topic name or None, partition, its cached state)
 Target = tuple[object, "str | None", int, CachedPartition]
+# (session key, topic name, cached state, the partition's answer, its read when it returned records)
+Read = tuple[object, "str | None", CachedPartition, PartitionResult, Any]
+
+
+class Connection(Protocol):
+    """What this path uses of its connection (broker/connection.py's Connection)."""
+
+    services: Any  # the broker's services (BrokerServices, which only the connection driver sees)
+    state: ConnectionState
+    loop: asyncio.AbstractEventLoop
+    closed: bool
+
+    def fast_answer(self, correlation_id: int, chunks: list, size: int) -> None: ...
+
+    def fast_done(self) -> None: ...
+
+    def fast_failed(self, version: int) -> None: ...
 
 
 def accept(conn: Connection, frame: bytes) -> FollowerFetch | None:
@@ -96,7 +115,7 @@ class FollowerFetch:
 
     def __init__(self, conn: Connection, req: ReplicaFetchRequest, session: FetchSession) -> None:
         self.conn = conn
-        self.req = req
+        self.req: ReplicaFetchRequest | None = req
         self.version = req.version
         self.correlation_id = req.correlation_id
         self.replica_id = req.replica_id
@@ -160,13 +179,11 @@ class FollowerFetch:
         e = req.session_epoch
         session.epoch = e + 1 if e < 0x7FFFFFFF else 1
 
-    def _read_all(
-        self, rm: ReplicaManager, update_fetch_state: bool, by_id: bool
-    ) -> tuple[list[tuple[object, int, CachedPartition, PartitionResult, Any]], int, bool]:
+    def _read_all(self, rm: ReplicaManager, update_fetch_state: bool, by_id: bool) -> tuple[list[Read], int, bool]:
         """Each partition of the session read as the handler's read_all reads it: (key,
         partition, cached state, its result, its read when it returned records), the bytes
         returned, whether any partition failed or diverged."""
-        out = []
+        out: list[Read] = []
         total = 0
         errors = False
         max_bytes = self.max_bytes
@@ -225,7 +242,7 @@ class FollowerFetch:
         except Exception:
             conn.fast_failed(self.version)
 
-    def _answer(self, results: list, total: int) -> None:
+    def _answer(self, results: list[Read], total: int) -> None:
         """The handler's response for these reads (an incremental session's: the partitions
         with news), encoded and sent."""
         session = self.session
