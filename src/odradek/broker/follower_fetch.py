@@ -41,6 +41,7 @@ from odradek.protocol.fetch_codec import (
     TopicResult,
     decode_replica_fetch_request,
     encode_fetch_response,
+    encode_one_partition_response,
 )
 
 if TYPE_CHECKING:
@@ -249,6 +250,8 @@ class FollowerFetch:
         conn = self.conn
         by_topic: dict[object, TopicResult] = {}
         partitions = session.partitions
+        one: tuple[str | None, CachedPartition, PartitionResult] | None = None  # the only partition answered
+        count = 0
         for key, name, cp, pr, _r in results:
             news = cp.must_respond(
                 pr.high_watermark,
@@ -266,6 +269,8 @@ class FollowerFetch:
             if tr is None:
                 tr = by_topic[key] = TopicResult(name or "", cp.topic_id if cp.topic_id is not None else ZERO_UUID, [])
             tr.partitions.append(pr)
+            one = (name, cp, pr)
+            count += 1
         metrics = conn.services.metrics
         if metrics is not None and total:
             out: dict[str, list[int]] = {}
@@ -276,5 +281,28 @@ class FollowerFetch:
                     acc[1] += r.offsets_returned
             for name, (nbytes, nrecords) in out.items():
                 metrics.bytes_out(name, nbytes, nrecords)
-        chunks, size = encode_fetch_response(self.version, list(by_topic.values()), session_id=session.id)
+        version = self.version
+        if count == 1 and one is not None:
+            name, cp, pr = one
+            records = pr.records
+            if (
+                not pr.error_code
+                and pr.diverging_epoch is None
+                and pr.aborted is None
+                and (not records or (len(records) == 1 and type(records[0]) is bytes))
+            ):
+                topic: bytes | str = (cp.topic_id or ZERO_UUID).bytes if version >= 13 else (name or "")
+                body = encode_one_partition_response(
+                    version,
+                    session.id,
+                    topic,
+                    pr.partition,
+                    pr.high_watermark,
+                    pr.last_stable_offset,
+                    pr.log_start_offset,
+                    records[0] if records else None,
+                )
+                conn.fast_answer(self.correlation_id, [body], len(body))
+                return
+        chunks, size = encode_fetch_response(version, list(by_topic.values()), session_id=session.id)
         conn.fast_answer(self.correlation_id, chunks, size)
