@@ -23,9 +23,11 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+import struct
 import time
 from typing import TYPE_CHECKING
 
+from odradek.broker import follower_fetch
 from odradek.broker.connection_state import ANONYMOUS, ConnectionState
 from odradek.broker.quotas.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas, charging, user_of
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
@@ -40,6 +42,7 @@ from odradek.protocol.connection import (
     ServedApi,
     ServerConnection,
 )
+from odradek.protocol.headers import response_header
 
 if TYPE_CHECKING:
     from odradek.broker.services import BrokerServices
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["INLINE_REGION_BYTES", "CloseConnection", "Connection", "served_apis"]
 
 log = logging.getLogger("odradek.broker.connection")
+_I32 = struct.Struct(">i").pack
 
 
 _served: dict[int, ServedApi] | None = None
@@ -140,6 +144,12 @@ class Connection:
         self.in_flight = False
         self.last_active = time.monotonic()
         self.metrics = services.metrics
+        # followers' Fetch requests served from the readiness callback (broker/follower_fetch.py)
+        # where the transport sends at once and no SASL session is to be checked
+        self._fast = hasattr(transport, "send_now") and state.sasl is None
+        self._fast_busy = False  # a request taken by the fast path is not answered yet
+        self._fast_started = 0.0
+        self._fast_write: asyncio.Task | None = None
         if isinstance(transport, TlsTransport):
             transport.readable_again = self._on_readable  # decrypted bytes left over: read again
 
@@ -224,13 +234,100 @@ class Connection:
             return
         waiting = proto.frames_waiting
         if waiting:
+            if self._fast_busy:  # the processor waits for the fast path's answer first (in order)
+                if waiting >= self.max_queued:
+                    self._stop_reading()
+                return
+            if waiting == 1 and self._fast and self._waiter is not None and self._try_fast():
+                return
             self._wake()
             if waiting >= self.max_queued:
                 self._stop_reading()  # backpressure: resumed when the processor catches up
 
+    # ------------------------------------------------------------- fast path
+    # A follower's Fetch taken from the readiness callback while the processor is idle: no task
+    # wakes for it (broker/follower_fetch.py). The processor waits while it is unanswered, so
+    # requests are still answered in order.
+    def _try_fast(self) -> bool:
+        frame = self.proto.peek_frame()
+        if type(frame) is not bytes or self.state.throttle_ms or log.isEnabledFor(logging.DEBUG):
+            return False
+        fetch = follower_fetch.accept(self, frame)
+        if fetch is None:
+            return False
+        self.proto.drop_frame()
+        self._fast_busy = self.in_flight = True
+        self._fast_started = time.perf_counter()
+        try:
+            fetch.start()
+        except Exception:
+            self.fast_failed(fetch.version)
+        return True
+
+    def fast_answer(self, correlation_id: int, chunks: list, size: int) -> None:
+        """Send the fast path's answer (a flexible version's: response header v1)."""
+        head = response_header(correlation_id, True)
+        prefix = _I32(len(head) + size) + head
+        if len(chunks) == 1 and type(chunks[0]) is bytes:
+            data = prefix + chunks[0]
+            try:
+                n = self.transport.send_now(data)  # type: ignore[attr-defined]
+            except OSError as e:
+                log.debug("connection %s from %s lost while writing: %s", self.id, self.state.peer, e)
+                self._fast_close()
+                return
+            if n == len(data):
+                self._fast_answered()
+                return
+            rest: list = [memoryview(data)[n:]]
+        else:
+            rest = [prefix, *chunks]
+        self._fast_write = self.loop.create_task(self._fast_write_rest(rest))
+
+    async def _fast_write_rest(self, chunks: list) -> None:
+        try:
+            await self.transport.write(chunks)
+        except CloseConnection as e:
+            log.warning("closing connection %s from %s: %s", self.id, self.state.peer, e)
+            self._fast_close()
+            return
+        except OSError as e:
+            log.debug("connection %s from %s lost while writing: %s", self.id, self.state.peer, e)
+            self._fast_close()
+            return
+        finally:
+            self._fast_write = None
+        self._fast_answered()
+
+    def _fast_answered(self) -> None:
+        if self.metrics:
+            self.metrics.request_done("fetch", time.perf_counter() - self._fast_started)
+        self.fast_done()
+
+    def fast_done(self) -> None:
+        """The fast path's request is over: the processor takes what waits (or winds down)."""
+        self._fast_busy = self.in_flight = False
+        if self.proto.frames_waiting or self.eof or self.closed:
+            self._wake()
+
+    def fast_failed(self, version: int) -> None:
+        """The fast path raised: as a handler's failure, logged and the connection closed."""
+        log.exception("fetch v%d handler failed (connection %s, fast path)", version, self.id)
+        if self.metrics:
+            self.metrics.request_error("fetch")
+        self._fast_close()
+
+    def _fast_close(self) -> None:
+        self.closed = True
+        self.fast_done()
+
     async def _process_loop(self) -> None:
         proto = self.proto
         while not self.closed:
+            if self._fast_busy:  # a request the fast path took is not answered yet
+                self._waiter = self.loop.create_future()
+                await self._waiter
+                continue
             try:
                 event = proto.next_event()
             except ProtocolError as e:

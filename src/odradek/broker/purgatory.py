@@ -35,7 +35,11 @@ from odradek.protocol.errors import ErrorCode
 
 
 class DelayedOperation:
-    __slots__ = ("keys", "_check", "_future", "watched", "purgatory", "accumulated", "target")
+    """One wait: awaited (`wait()`, its future), or, given a `callback`, completed by calling
+    it with whether events satisfied it (the leader's fast path for followers' Fetch requests,
+    broker/follower_fetch.py: no task to wake)."""
+
+    __slots__ = ("keys", "_check", "_future", "_callback", "watched", "purgatory", "accumulated", "target")
 
     def __init__(
         self,
@@ -43,7 +47,8 @@ class DelayedOperation:
         keys: Iterable[Hashable],
         target: int,
         check: Callable[[DelayedOperation], bool] | None,
-        future: asyncio.Future[bool],
+        future: asyncio.Future[bool] | None,
+        callback: Callable[[bool], None] | None = None,
     ) -> None:
         self.purgatory = purgatory
         self.keys = tuple(keys)
@@ -51,11 +56,13 @@ class DelayedOperation:
         self.target = target
         self._check = check
         self._future = future
+        self._callback = callback
         self.watched = True  # in the purgatory: its keys watched, its deadline pending
 
     @property
     def done(self) -> bool:
-        return self._future.done()
+        future = self._future
+        return future.done() if future is not None else self._callback is None
 
     def try_complete(self, amount: int) -> bool:
         self.accumulated += amount
@@ -65,14 +72,21 @@ class DelayedOperation:
         return False
 
     def complete(self, satisfied: bool) -> None:
-        if not self._future.done():  # (a cancelled waiter's future is done, and it must leave too)
-            self._future.set_result(satisfied)
+        future = self._future
+        if future is not None:
+            if not future.done():  # (a cancelled waiter's future is done, and it must leave too)
+                future.set_result(satisfied)
         if self.watched:
             self.watched = False
             self.purgatory._remove(self)
+        callback = self._callback
+        if callback is not None:
+            self._callback = None
+            callback(satisfied)
 
     async def wait(self) -> bool:
         """True when completed by events, False on timeout."""
+        assert self._future is not None, "an operation with a callback is not awaited"
         try:
             return await self._future
         finally:
@@ -104,9 +118,13 @@ class Purgatory:
         *,
         target: int = 1,
         check: Callable[[DelayedOperation], bool] | None = None,
+        callback: Callable[[bool], None] | None = None,
     ) -> DelayedOperation:
+        """An operation waiting on `keys` for `timeout_s`: awaited with `wait()`, or, given
+        `callback`, completed by calling it (once, from `notify`, the timer or `cancel_all`,
+        after the operation left the purgatory) with whether events satisfied it."""
         loop = asyncio.get_running_loop()
-        op = DelayedOperation(self, keys, target, check, loop.create_future())
+        op = DelayedOperation(self, keys, target, check, None if callback else loop.create_future(), callback)
         for k in op.keys:
             self._watchers.setdefault(k, {})[op] = None
         self._count += 1

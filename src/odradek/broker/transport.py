@@ -58,6 +58,10 @@ class Transport(Protocol):
     def recv_into(self, buffer: memoryview, /) -> int:
         """Bytes received into `buffer`; 0 at end of stream. BlockingIOError when none are ready."""
 
+    # Optional (plaintext and the simulator's): `send_now(data) -> int`, the bytes of `data` sent
+    # at once, without waiting; a transport with it serves followers' Fetch requests on the
+    # fast path (broker/follower_fetch.py).
+
     async def write(self, chunks: list[Any]) -> None:
         """Send one response's chunks in order (bytes, and file regions). Raises OSError if the
         peer is gone, CloseConnection if the response cannot be completed."""
@@ -134,6 +138,14 @@ class PlaintextTransport(_SocketTransport):
     def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(sock, loop)
         self.recv_into = sock.recv_into  # the socket's own method: nothing in between when reading
+
+    def send_now(self, data: bytes) -> int:
+        """As much of `data` as the socket takes now (0 when it takes none); OSError when the
+        peer is gone. The rest goes with `write` (the follower-Fetch fast path's first try)."""
+        try:
+            return self.sock.send(data)
+        except BlockingIOError:
+            return 0
 
     async def write(self, chunks: list[Any]) -> None:
         data = chunks[0]

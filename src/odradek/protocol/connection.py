@@ -182,6 +182,24 @@ class ServerConnection:
         """Whole requests received and not yet taken by `next_event`."""
         return len(self._frames)
 
+    def peek_frame(self) -> bytes | memoryview | None:
+        """The next whole request frame, left in place (the broker's fast path looks before it
+        takes one, `drop_frame`), or None: none waiting, or none to dispatch (an error, the
+        authentication gate, bare SASL tokens)."""
+        if (
+            self._frames
+            and self._error is None
+            and self._reader.error is None
+            and self.authenticated
+            and not self.raw_sasl_tokens
+        ):
+            return self._frames[0]
+        return None
+
+    def drop_frame(self) -> None:
+        """Drop the next frame: the broker served it itself (after `peek_frame`)."""
+        self._frames.popleft()
+
     def discard_waiting(self) -> None:
         """Drop the requests received and not yet taken (the connection is shutting down)."""
         self._frames.clear()

@@ -19,7 +19,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from odradek.protocol.varint import SMALL_UVARINTS as _UV
 from odradek.protocol.varint import VarintError
@@ -160,6 +160,38 @@ def encode_fetch_response(
     chunks.append(bytes(buf))
     size += len(buf)
     return chunks, size
+
+
+_one_head = struct.Struct(">ihiB").pack  # throttle, error, session id, one topic
+_one_part = struct.Struct(">BihqqqBi").pack  # one partition: index, error, HW, LSO, log start, no aborted, -1
+_ONE_TAIL = b"\x00\x00\x00"  # the partition's, the topic's and the response's tagged fields: none
+
+
+def encode_one_partition_response(
+    version: int,
+    session_id: int,
+    topic: bytes | str,
+    partition: int,
+    high_watermark: int,
+    last_stable_offset: int,
+    log_start_offset: int,
+    records: bytes | None,
+) -> bytes:
+    """The body `encode_fetch_response` writes (flexible versions, v12+) for one partition of one
+    topic without error, aborted transactions, tagged fields or throttle, its records one bytes
+    object or none: a follower's usual answer, in two struct packs (the same bytes: held to it by
+    tests/unit/protocol/test_fetch_encode.py). `topic`: v13+ the topic id's 16 bytes, else its name."""
+    if version >= 13:
+        name = topic
+    else:
+        raw = topic.encode()  # type: ignore[union-attr]
+        name = (_UV[len(raw) + 1] if len(raw) < 0x7F else uvarint(len(raw) + 1)) + raw
+    part = _one_part(2, partition, 0, high_watermark, last_stable_offset, log_start_offset, 0, -1)
+    if not records:
+        return _one_head(0, 0, session_id, 2) + name + part + b"\x01" + _ONE_TAIL  # type: ignore[operator]
+    n = len(records) + 1
+    size = _UV[n] if n < 0x80 else uvarint(n)
+    return b"".join((_one_head(0, 0, session_id, 2), name, part, size, records, _ONE_TAIL))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- a replica's request
@@ -411,3 +443,137 @@ def _decode_fetch(version: int, mv: memoryview, pos: int) -> FetchedResponse:
     if flexible:
         pos = skip_tags(pos)
     return FetchedResponse(throttle, error_code, session_id, topics)
+
+
+# --------------------------------------------------------------------------- a replica's request, read
+_req_frame_head = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_req_body_v12 = struct.Struct(">iiiibii")  # replica id, max wait, min bytes, max bytes, isolation, session, epoch
+_req_body = struct.Struct(">iiibii")  # the same without the replica id (v15+)
+_req_part_read = struct.Struct(">iiqiqiB")  # as `_req_part`, and the partition's tagged-field count
+_req_state = struct.Struct(">BBBiqB")  # 1 tag, tag 1, size 13, replica id, broker epoch, no tags
+_REQ_STATE_SIZE = _req_state.size
+
+
+class ReplicaFetchRequest(NamedTuple):
+    """A follower's Fetch request as `decode_replica_fetch_request` reads it (the fields kio's
+    FetchRequest has for it; a v13+ topic is its id's 16 bytes, an older one its name)."""
+
+    version: int
+    correlation_id: int
+    client_id: str | None
+    replica_id: int
+    replica_epoch: int  # -1 before v15
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    # (topic id bytes or name, [(partition, current leader epoch, fetch offset, last fetched
+    # epoch, log start offset, partition max bytes)])
+    topics: list[tuple[bytes | str, list[tuple[int, int, int, int, int, int]]]]
+
+
+def decode_replica_fetch_request(frame: bytes) -> ReplicaFetchRequest | None:
+    """The whole frame (request header v2 and body) of a replica's Fetch request of v12-v16 in
+    the shape followers send (what `encode_replica_fetch_request` writes: no tagged field but
+    v15's replica_state, no forgotten topic, every count and length under 128), read with one
+    struct per part; None for any other frame: another API, version or shape, or a malformed
+    one (the generic decoder then reads it, or refuses it). What it returns is what kio reads
+    from the same bytes (tests/unit/protocol/test_replica_fetch_decode.py)."""
+    end = len(frame)
+    if end < 10:
+        return None
+    api_key, version, correlation_id, n = _req_frame_head.unpack_from(frame, 0)
+    if api_key != 1 or not REQUEST_MIN_VERSION <= version <= REQUEST_MAX_VERSION:
+        return None
+    pos = 10
+    client_id = None
+    if n >= 0:
+        if pos + n + 1 > end:
+            return None
+        try:
+            client_id = frame[pos : pos + n].decode()
+        except UnicodeDecodeError:
+            return None
+        pos += n
+    elif n != -1:
+        return None
+    if pos >= end or frame[pos]:  # the header's tagged fields: none
+        return None
+    pos += 1
+    try:
+        if version >= 15:
+            replica_id = -1
+            max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _req_body.unpack_from(frame, pos)
+            pos += _req_body.size
+        else:
+            replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, epoch = _req_body_v12.unpack_from(
+                frame, pos
+            )
+            pos += _req_body_v12.size
+        ntopics = frame[pos] - 1
+        pos += 1
+        if not 0 <= ntopics < 0x7F:
+            return None
+        topics: list[tuple[bytes | str, list[tuple[int, int, int, int, int, int]]]] = []
+        by_id = version >= 13
+        read_part = _req_part_read.unpack_from
+        for _ in range(ntopics):
+            if by_id:
+                topic: bytes | str = frame[pos : pos + 16]
+                pos += 16
+            else:
+                k = frame[pos] - 1
+                if not 0 <= k < 0x7F:
+                    return None
+                topic = frame[pos + 1 : pos + 1 + k].decode()
+                pos += 1 + k
+            nparts = frame[pos] - 1
+            pos += 1
+            if not 0 <= nparts < 0x7F:
+                return None
+            parts = []
+            for _ in range(nparts):
+                partition, leader_epoch, offset, last_epoch, start, part_max, tags = read_part(frame, pos)
+                if tags:
+                    return None
+                parts.append((partition, leader_epoch, offset, last_epoch, start, part_max))
+                pos += 33
+            if frame[pos]:  # the topic's tagged fields: none
+                return None
+            pos += 1
+            topics.append((topic, parts))
+        if frame[pos] != 1:  # no forgotten topic
+            return None
+        k = frame[pos + 1] - 1  # rack_id: a compact string, not null
+        if not 0 <= k < 0x7F:
+            return None
+        frame[pos + 2 : pos + 2 + k].decode()
+        pos += 2 + k
+        if version >= 15:
+            if end - pos != _REQ_STATE_SIZE:
+                return None
+            count, tag, size, replica_id, replica_epoch, state_tags = _req_state.unpack_from(frame, pos)
+            if (count, tag, size, state_tags) != (1, 1, 13, 0):
+                return None
+        else:
+            if end - pos != 1 or frame[pos]:
+                return None
+            replica_epoch = -1
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+    return ReplicaFetchRequest(
+        version,
+        correlation_id,
+        client_id,
+        replica_id,
+        replica_epoch,
+        max_wait,
+        min_bytes,
+        max_bytes,
+        isolation,
+        session_id,
+        epoch,
+        topics,
+    )

@@ -147,3 +147,29 @@ def test_one_loop_timer_for_every_deadline_and_timeouts_in_deadline_order():
             del loop.call_at
 
     asyncio.run(main())
+
+
+def test_an_operation_with_a_callback_is_called_once_after_it_left():
+    """The followers' fast path (broker/follower_fetch.py) waits with a callback, not a future:
+    called once, with whether events satisfied it, by notify, the timer or cancel_all, after the
+    operation left the purgatory (the callback may watch again at once)."""
+
+    async def main():
+        p = Purgatory("follower fetch")
+        calls: list[tuple[str, bool, int]] = []
+        by_event = p.watch([("t", 0)], 5.0, target=10, callback=lambda ok: calls.append(("event", ok, len(p))))
+        by_timer = p.watch([("t", 1)], 0.02, target=1, callback=lambda ok: calls.append(("timer", ok, len(p))))
+        by_cancel = p.watch([("t", 2)], 5.0, target=1, callback=lambda ok: calls.append(("cancel", ok, len(p))))
+        assert len(p) == 3 and not by_event.done
+        assert p.notify(("t", 0), 4) == 0 and not calls
+        assert p.notify(("t", 0), 6) == 1 and by_event.done
+        assert calls == [("event", True, 2)]
+        assert p.notify(("t", 0), 100) == 0  # it left: not called again
+        await asyncio.sleep(0.05)
+        assert calls[1:] == [("timer", False, 1)] and by_timer.done
+        p.cancel_all()
+        assert calls[2:] == [("cancel", False, 0)] and by_cancel.done
+        by_event.complete(False)  # completing again calls nothing
+        assert len(calls) == 3 and len(p) == 0 and not p._watchers
+
+    asyncio.run(main())

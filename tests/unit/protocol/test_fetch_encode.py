@@ -70,3 +70,28 @@ def test_a_follower_answer_of_one_record_batch_in_memory(version, size):
     part = PartitionResult(0, 0, 41, 41, 0, None, -1, [b"b" * size] if size else [])
     body = body_of(version, [TopicResult("t", uuid.UUID(int=7), [part])], session_id=12)
     assert_kio_writes_the_same(version, body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.sampled_from(range(12, MAX_VERSION + 1)),
+    name=st.text(min_size=1, max_size=200),
+    topic_id=st.uuids().filter(lambda u: u.int != 0),
+    partition=st.integers(0, 2**31 - 1),
+    offsets=st.tuples(*[st.integers(-1, 2**63 - 1)] * 3),
+    session=st.integers(-(2**31), 2**31 - 1),
+    size=st.sampled_from([0, 1, 125, 126, 127, 128, 129, 300, 16383, 16384, 20000]),
+)
+def test_one_partition_answer_is_what_the_general_encoder_writes(
+    version, name, topic_id, partition, offsets, session, size
+):
+    """encode_one_partition_response (the followers' fast path) against encode_fetch_response,
+    itself held to kio above."""
+    from odradek.protocol.fetch_codec import encode_one_partition_response
+
+    hw, lso, start = offsets
+    records = b"b" * size if size else None
+    part = PartitionResult(partition, 0, hw, lso, start, None, -1, [records] if records else [])
+    general = body_of(version, [TopicResult(name, topic_id, [part])], session_id=session)
+    topic = topic_id.bytes if version >= 13 else name
+    assert encode_one_partition_response(version, session, topic, partition, hw, lso, start, records) == general

@@ -582,6 +582,11 @@ class SimTransport:
                 parts.append(data)
         self.net.send(self.ep, b"".join(parts))
 
+    def send_now(self, data: bytes) -> int:
+        """All of `data`, at once (as `write`: the network takes every send whole)."""
+        self.net.send(self.ep, data)
+        return len(data)
+
     def shutdown(self) -> None:
         ep = self.ep
         ep.eof = True
