@@ -212,12 +212,7 @@ class FollowerFetch:
                     now_ms=now_ms,
                     update_fetch_state=update_fetch_state,
                 )
-                pr.error_code = r.error_code
-                pr.high_watermark = r.high_watermark
-                pr.last_stable_offset = r.last_stable_offset
-                pr.log_start_offset = r.log_start_offset
-                pr.diverging_epoch = r.diverging_epoch
-                pr.aborted = r.aborted_transactions
+                pr.take(r)
                 if r.error_code or r.diverging_epoch is not None:
                     errors = True
                 elif r.regions:

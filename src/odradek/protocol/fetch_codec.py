@@ -53,6 +53,16 @@ class PartitionResult:
     # instead of records when its last fetched epoch ends before its fetch offset here
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset)
 
+    def take(self, read: Any) -> None:
+        """Take a partition read's answer (broker/partition.py's `ReadResult`): its error, offsets,
+        diverging epoch and aborted transactions; the records stay the caller's (its budget)."""
+        self.error_code = read.error_code
+        self.high_watermark = read.high_watermark
+        self.last_stable_offset = read.last_stable_offset
+        self.log_start_offset = read.log_start_offset
+        self.diverging_epoch = read.diverging_epoch
+        self.aborted = read.aborted_transactions
+
     @property
     def records_size(self) -> int:
         records = self.records
