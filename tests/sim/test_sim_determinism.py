@@ -8,18 +8,11 @@ import re
 import subprocess
 import sys
 
-from odradek.testing.sim.faults import Fault
+from odradek.testing.sim.faults import busy_schedule
 from odradek.testing.sim.profiles import PROFILES
 from odradek.testing.sim.run import run_seed
 
-# faults that reorder much: kills, a pause past the session, cuts, resets, a reassignment
-BUSY = [
-    Fault(1.5, "leader-kill", partition=0, target="leader", duration=3.0),
-    Fault(2.5, "pause", (2,), duration=7.5),
-    Fault(4.0, "partition", (1, 3), duration=3.0),
-    Fault(6.0, "reset", (1, 2)),
-    Fault(7.0, "reassign", partition=1, arg="rotate"),
-]
+BUSY = busy_schedule()  # faults that reorder much
 
 
 def test_the_same_seed_twice_gives_the_same_trace():

@@ -107,6 +107,18 @@ class Fault:
         return " ".join(parts)
 
 
+def busy_schedule() -> list[Fault]:
+    """A fixed schedule that reorders much (a leader killed, a pause past the session, a cut, TCP
+    resets, a reassignment), for scripted runs that want many deliveries crossed by faults."""
+    return [
+        Fault(1.5, "leader-kill", partition=0, target="leader", duration=3.0),
+        Fault(2.5, "pause", (2,), duration=7.5),
+        Fault(4.0, "partition", (1, 3), duration=3.0),
+        Fault(6.0, "reset", (1, 2)),
+        Fault(7.0, "reassign", partition=1, arg="rotate"),
+    ]
+
+
 @dataclass(frozen=True)
 class FaultSpec:
     kinds: tuple[str, ...] = tuple(KINDS)
