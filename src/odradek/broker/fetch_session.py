@@ -16,9 +16,16 @@ import itertools
 import random
 import uuid
 from collections import OrderedDict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_codec import PartitionResult
+
+if TYPE_CHECKING:
+    from odradek.broker.partition import IdleFollower, Isolation
+    from odradek.broker.replica_manager import ReplicaManager
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
@@ -40,6 +47,8 @@ class CachedPartition:
     # v13+: the topic's id (the session keys such a partition by the id's integer, whose hash
     # is computed in C, not by uuid.UUID.__hash__ several times per request)
     topic_id: uuid.UUID | None = None
+    # a follower's last read here found nothing to send, in this state (see read_partitions)
+    idle: IdleFollower | None = None
 
     def must_respond(self, hw: int, lso: int, start: int, *, records: bool, error: bool, diverging: bool) -> bool:
         """Whether an incremental response names this partition (Kafka's CachedPartition.
@@ -53,6 +62,99 @@ class CachedPartition:
         if error:
             self.high_watermark = -1
         return news or records or error or diverging
+
+
+# (topic key, topic name or None when unknown, partition, its cached state)
+Target = tuple[object, "str | None", int, CachedPartition]
+# (topic key, topic name, cached state, the partition's answer, its read when it returned records)
+PartitionRead = tuple[object, "str | None", CachedPartition, PartitionResult, Any]
+_UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)
+_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
+_TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.topic_authorization_failed)
+
+
+def read_partitions(
+    rm: ReplicaManager,
+    targets: Iterable[Target],
+    max_bytes: int,
+    now_ms: int,
+    *,
+    by_id: bool,
+    isolation: Isolation,
+    replica_id: int,
+    replica_epoch: int,
+    update_fetch_state: bool,
+    incremental: bool,
+    denied: Collection[str] = (),
+) -> tuple[list[PartitionRead], int, bool]:
+    """Read each partition of a Fetch (the Fetch handler's and the followers' fast path's one
+    way): the partitions' answers in order, the record bytes returned (within `max_bytes`, each
+    partition within its own limit, the first one read whole even above them), and whether any
+    partition failed or diverged (such an answer goes out now, not after the wait).
+
+    In an `incremental` session, a follower's partition whose last read found it caught up with
+    nothing to send, the leader's state unchanged since (`IdleFollower.still_idle`, and the same
+    metadata), is not read again and not answered: the answer would leave it out, as it has no
+    news. Only the follower's fetch time moves, as the read would move it."""
+    out: list[PartitionRead] = []
+    total = 0
+    errors = False
+    read = rm.read
+    snapshot = rm.snapshot
+    for key, name, part, cp in targets:
+        idle = cp.idle
+        if idle is not None:
+            if (
+                incremental
+                and idle.snapshot is snapshot
+                and name is not None
+                and name not in denied
+                and idle.fetch == (cp.fetch_offset, cp.current_leader_epoch, cp.last_fetched_epoch, replica_epoch)
+                and idle.still_idle(
+                    cp.high_watermark,
+                    cp.last_stable_offset,
+                    cp.log_start_offset,
+                    now_ms,
+                    update_fetch_state,
+                )
+            ):
+                continue
+            cp.idle = None
+        pr = PartitionResult(part)
+        r = None
+        if name is None:
+            pr.error_code = _UNKNOWN_TOPIC_ID if by_id else _UNKNOWN_TOPIC_OR_PARTITION
+            errors = True
+        elif name in denied:
+            pr.error_code = _TOPIC_AUTHORIZATION_FAILED
+            errors = True
+        else:
+            budget = min(cp.max_bytes, max_bytes - total)
+            r = read(
+                name,
+                part,
+                cp.fetch_offset,
+                max(budget, 0),
+                min_one=total == 0,
+                isolation=isolation,
+                replica_id=replica_id,
+                replica_epoch=replica_epoch,
+                current_leader_epoch=cp.current_leader_epoch,
+                last_fetched_epoch=cp.last_fetched_epoch,
+                now_ms=now_ms,
+                update_fetch_state=update_fetch_state,
+            )
+            pr.take(r)
+            if r.idle_follower is not None:
+                r.idle_follower.snapshot = snapshot
+                cp.idle = r.idle_follower
+            if r.error_code or r.diverging_epoch is not None:
+                errors = True  # a diverging follower must truncate: answered now, not after the wait
+            elif r.regions:
+                pr.records = r.regions
+                total += r.size
+        out.append((key, name, cp, pr, r if pr.records else None))
+    return out, total, errors
 
 
 @dataclass(slots=True)

@@ -32,9 +32,16 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, CachedPartition
+from odradek.broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    CachedPartition,
+    PartitionRead,
+    Target,
+    read_partitions,
+)
+from odradek.broker.partition import Isolation
 from odradek.protocol.constants import ZERO_UUID
-from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_codec import (
     PartitionResult,
     ReplicaFetchRequest,
@@ -55,13 +62,6 @@ log = logging.getLogger("odradek.broker.connection")
 
 _I32 = struct.Struct(">i").pack
 _FETCH = "fetch"  # the handler's name, as metrics count it
-_UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)
-_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.unknown_topic_or_partition)
-
-# (session key, topic name or None, partition, its cached state)
-Target = tuple[object, "str | None", int, CachedPartition]
-# (session key, topic name, cached state, the partition's answer, its read when it returned records)
-Read = tuple[object, "str | None", CachedPartition, PartitionResult, Any]
 
 
 class Connection(Protocol):
@@ -180,46 +180,22 @@ class FollowerFetch:
         e = req.session_epoch
         session.epoch = e + 1 if e < 0x7FFFFFFF else 1
 
-    def _read_all(self, rm: ReplicaManager, update_fetch_state: bool, by_id: bool) -> tuple[list[Read], int, bool]:
-        """Each partition of the session read as the handler's read_all reads it: (key,
-        partition, cached state, its result, its read when it returned records), the bytes
-        returned, whether any partition failed or diverged."""
-        out: list[Read] = []
-        total = 0
-        errors = False
-        max_bytes = self.max_bytes
-        replica_id, replica_epoch = self.replica_id, self.replica_epoch
-        now_ms = int(time.time() * 1000)
-        read = rm.read
-        for key, name, part, cp in self.targets:
-            pr = PartitionResult(part)
-            r = None
-            if name is None:
-                pr.error_code = _UNKNOWN_TOPIC_ID if by_id else _UNKNOWN_TOPIC_OR_PARTITION
-                errors = True
-            else:
-                budget = min(cp.max_bytes, max_bytes - total)
-                r = read(
-                    name,
-                    part,
-                    cp.fetch_offset,
-                    max(budget, 0),
-                    min_one=total == 0,
-                    replica_id=replica_id,
-                    replica_epoch=replica_epoch,
-                    current_leader_epoch=cp.current_leader_epoch,
-                    last_fetched_epoch=cp.last_fetched_epoch,
-                    now_ms=now_ms,
-                    update_fetch_state=update_fetch_state,
-                )
-                pr.take(r)
-                if r.error_code or r.diverging_epoch is not None:
-                    errors = True
-                elif r.regions:
-                    pr.records = r.regions
-                    total += r.size
-            out.append((key, name, cp, pr, r if pr.records else None))
-        return out, total, errors
+    def _read_all(
+        self, rm: ReplicaManager, update_fetch_state: bool, by_id: bool
+    ) -> tuple[list[PartitionRead], int, bool]:
+        """Each partition of the session read as the handler reads it (`read_partitions`)."""
+        return read_partitions(
+            rm,
+            self.targets,
+            self.max_bytes,
+            int(time.time() * 1000),
+            by_id=by_id,
+            isolation=Isolation.HIGH_WATERMARK,  # a follower reads to the log end whatever it says
+            replica_id=self.replica_id,
+            replica_epoch=self.replica_epoch,
+            update_fetch_state=update_fetch_state,
+            incremental=True,  # the fast path serves only a session's incremental fetches
+        )
 
     def _woken(self, _satisfied: bool) -> None:
         """The purgatory's callback (an append, the timeout, a leadership change): the answer
@@ -238,7 +214,7 @@ class FollowerFetch:
         except Exception:
             conn.fast_failed(self.version)
 
-    def _answer(self, results: list[Read], total: int) -> None:
+    def _answer(self, results: list[PartitionRead], total: int) -> None:
         """The handler's response for these reads (an incremental session's: the partitions
         with news), encoded and sent."""
         session = self.session

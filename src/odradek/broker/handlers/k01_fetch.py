@@ -34,14 +34,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from odradek.broker.fetch_session import FINAL_EPOCH, CachedPartition
+from odradek.broker.fetch_session import FINAL_EPOCH, CachedPartition, PartitionRead, read_partitions
 from odradek.broker.partition import Isolation
 from odradek.broker.quotas.manager import user_of
 from odradek.broker.registry import RequestContext, VersionCodec, handles, ms
 from odradek.broker.security.acl import AclOperation, ResourceType
 from odradek.protocol.constants import ZERO_UUID
-from odradek.protocol.errors import ErrorCode
-from odradek.protocol.fetch_codec import PartitionResult, TopicResult, encode_fetch_response
+from odradek.protocol.fetch_codec import TopicResult, encode_fetch_response
 
 
 @dataclass(slots=True)
@@ -135,47 +134,20 @@ async def handle(ctx: RequestContext, req) -> object:
     rm = s.replica_manager
     now_ms = int(time.time() * 1000)
 
-    def read_all(
-        update_fetch_state: bool = True,
-    ) -> tuple[list[tuple[object, str | None, CachedPartition, PartitionResult, Any]], int, bool]:
-        out = []
-        total = 0
-        errors = False
-        for key, name, part, cp in targets:
-            pr = PartitionResult(part)
-            r = None
-            if name is None:
-                pr.error_code = ErrorCode.unknown_topic_id if v >= 13 else ErrorCode.unknown_topic_or_partition
-                errors = True
-            elif name in denied:
-                pr.error_code = ErrorCode.topic_authorization_failed
-                errors = True
-            else:
-                budget = min(cp.max_bytes, max_bytes - total)
-                r = rm.read(
-                    name,
-                    part,
-                    cp.fetch_offset,
-                    max(budget, 0),
-                    min_one=total == 0,
-                    isolation=isolation,
-                    replica_id=replica_id,
-                    replica_epoch=replica_epoch,
-                    current_leader_epoch=cp.current_leader_epoch,
-                    last_fetched_epoch=cp.last_fetched_epoch,
-                    now_ms=now_ms,
-                    update_fetch_state=update_fetch_state,
-                )
-                pr.take(r)
-                if r.error_code:
-                    errors = True
-                elif r.diverging_epoch is not None:
-                    errors = True  # the follower must truncate: answer now, not after max wait
-                elif r.regions:
-                    pr.records = r.regions
-                    total += r.size
-            out.append((key, name, cp, pr, r if pr.records else None))
-        return out, total, errors
+    def read_all(update_fetch_state: bool = True) -> tuple[list[PartitionRead], int, bool]:
+        return read_partitions(
+            rm,
+            targets,
+            max_bytes,
+            now_ms,
+            by_id=v >= 13,
+            isolation=isolation,
+            replica_id=replica_id,
+            replica_epoch=replica_epoch,
+            update_fetch_state=update_fetch_state,
+            incremental=incremental,
+            denied=denied,
+        )
 
     results, total, errors = read_all()
     max_wait = req.max_wait  # kio's timedelta (ms() converts, in a call this path can spare)
