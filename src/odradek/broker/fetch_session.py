@@ -24,7 +24,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_codec import PartitionResult
 
 if TYPE_CHECKING:
-    from odradek.broker.partition import IdleFollower, Isolation
+    from odradek.broker.follower_state import IdleFollower
+    from odradek.broker.partition import Isolation
     from odradek.broker.replica_manager import ReplicaManager
 
 FINAL_EPOCH = -1
@@ -49,6 +50,13 @@ class CachedPartition:
     topic_id: uuid.UUID | None = None
     # a follower's last read here found nothing to send, in this state (see read_partitions)
     idle: IdleFollower | None = None
+
+    def asked(self, fetch_offset: int, max_bytes: int, current_leader_epoch: int, last_fetched_epoch: int) -> None:
+        """The partition named again in an incremental request: what it asks now. Its idle
+        record goes with it (the next read is a read)."""
+        self.fetch_offset, self.max_bytes = fetch_offset, max_bytes
+        self.current_leader_epoch, self.last_fetched_epoch = current_leader_epoch, last_fetched_epoch
+        self.idle = None
 
     def must_respond(self, hw: int, lso: int, start: int, *, records: bool, error: bool, diverging: bool) -> bool:
         """Whether an incremental response names this partition (Kafka's CachedPartition.
@@ -109,8 +117,8 @@ def read_partitions(
                 and idle.snapshot is snapshot
                 and name is not None
                 and name not in denied
-                and idle.fetch == (cp.fetch_offset, cp.current_leader_epoch, cp.last_fetched_epoch, replica_epoch)
                 and idle.still_idle(
+                    replica_epoch,
                     cp.high_watermark,
                     cp.last_stable_offset,
                     cp.log_start_offset,
@@ -220,9 +228,7 @@ class FetchSessionCache:
                 if old is None:
                     session.partitions[(key, part)] = cp
                 else:
-                    old.fetch_offset, old.max_bytes = cp.fetch_offset, cp.max_bytes
-                    old.current_leader_epoch = cp.current_leader_epoch
-                    old.last_fetched_epoch = cp.last_fetched_epoch
+                    old.asked(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch, cp.last_fetched_epoch)
             for key, part in forgotten:
                 session.partitions.pop((key, part), None)
             session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1

@@ -174,9 +174,7 @@ class FollowerFetch:
                     cp.topic_id = uuid.UUID(bytes=topic) if by_id else None  # type: ignore[arg-type]
                     parts[(key, partition)] = cp
                 else:
-                    old.fetch_offset, old.max_bytes = offset, part_max
-                    old.current_leader_epoch = leader_epoch
-                    old.last_fetched_epoch = last_epoch
+                    old.asked(offset, part_max, leader_epoch, last_epoch)
         e = req.session_epoch
         session.epoch = e + 1 if e < 0x7FFFFFFF else 1
 

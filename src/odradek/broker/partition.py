@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.broker.follower_state import FollowerState, IdleFollower
 from odradek.cluster.metadata import PartitionInfo
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.log import AppendOrigin
@@ -75,78 +76,6 @@ class PartitionError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-@dataclass(slots=True)
-class FollowerState:
-    replica_id: int
-    log_end_offset: int = -1  # unknown until its first fetch
-    last_fetch_ms: int = 0
-    last_caught_up_ms: int = 0
-    # the leader's log end offset when this follower last fetched: a follower that fetches
-    # from at least there has caught up to where the leader was then (Kafka's rule)
-    last_fetch_leader_leo: int = -1
-    broker_epoch: int = -1  # the follower's broker epoch in its last fetch (Fetch v15+), -1 unknown
-
-    def forget_position(self) -> None:
-        """What it fetched no longer counts (it left the ISR, or restarted): unknown until it
-        fetches again. When it last caught up stays, for the ISR's lag rule."""
-        self.log_end_offset = self.last_fetch_leader_leo = -1
-        self.last_fetch_ms = 0
-
-
-@dataclass(slots=True, eq=False)
-class IdleFollower:
-    """A follower fetch that read nothing and found the follower caught up and in the ISR
-    (`Partition.fetch_records`), and the leader's state it read: while that state holds, the
-    same fetch in the same incremental session reads nothing again and has nothing to tell
-    (an incremental answer leaves the partition out), so `still_idle` answers it with the
-    position update alone. Kafka reads every partition of a session on each fetch; in Python
-    that read is ~15 us, and a follower of 700 idle partitions paid 10 ms per fetch for it
-    (bench/scale/cluster.py's produce spread, issue 28)."""
-
-    partition: Partition
-    follower: FollowerState
-    log: Log
-    leader_epoch: int
-    log_end_offset: int
-    # what the fetch asked: (fetch offset, current leader epoch, last fetched epoch, the
-    # follower's broker epoch); the same fetch is one that asks the same
-    fetch: tuple[int, int, int, int]
-    snapshot: object = None  # the metadata it was read in (set by the session's reader)
-
-    def still_idle(self, hw: int, lso: int, start: int, now_ms: int, update: bool) -> bool:
-        """Whether the same fetch (`fetch`), whose session last answered `hw`, `lso` and
-        `start`, reads nothing new: the same leader epoch, log, log end, high watermark, last
-        stable and start offsets, the follower still in the ISR at that position, its log
-        directory online. Then, unless `update` is False (a fetch woken from the purgatory), it
-        counts as the follower's fetch (Kafka's updateFollowerFetchState of a caught-up
-        follower: only its times move)."""
-        p = self.partition
-        log = self.log
-        st = self.follower
-        leo = self.log_end_offset
-        if (
-            p.log is not log
-            or p.role is not Role.LEADER
-            or p.leader_epoch != self.leader_epoch
-            or log.log_end_offset != leo
-            or st.log_end_offset != leo
-            or st.broker_epoch != self.fetch[3]
-            or st.replica_id not in p.isr
-            or p.followers.get(st.replica_id) is not st
-            or log.high_watermark != hw
-            or log.log_start_offset != start
-            or log.last_stable_offset != lso
-            or log.closed
-            or log.dir_state.offline
-        ):
-            return False
-        if update:
-            if now_ms > st.last_caught_up_ms:
-                st.last_caught_up_ms = now_ms
-            st.last_fetch_ms = now_ms
-        return True
 
 
 @dataclass(slots=True, eq=False)
@@ -485,14 +414,7 @@ class Partition:
             self._record_fetch(follower, offset, info.log_end_offset, replica_epoch, now_ms)
             info.high_watermark = self.log.high_watermark  # what this fetch let it reach
             if offset == info.log_end_offset and replica_id in self.isr and follower.broker_epoch == replica_epoch:
-                info.idle_follower = IdleFollower(
-                    self,
-                    follower,
-                    self.log,
-                    self.leader_epoch,
-                    offset,
-                    (offset, current_leader_epoch, last_fetched_epoch, replica_epoch),
-                )
+                info.idle_follower = IdleFollower(self, follower, self.log, self.leader_epoch, offset)
         return info
 
     def _follower_or_raise(self, replica_id: int, replica_epoch: int, current_leader_epoch: int) -> FollowerState:

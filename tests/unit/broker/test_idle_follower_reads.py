@@ -53,7 +53,7 @@ class Session:
 
         rm.read = counted  # type: ignore[method-assign]
 
-    def fetch(self, now_ms: int, *, update: bool = True) -> dict[int, tuple[int, int, bool]]:
+    def fetch(self, now_ms: int, *, update: bool = True, replica_epoch: int = -1) -> dict[int, tuple[int, int, bool]]:
         """One fetch: {partition answered: (error code, high watermark, records returned)}."""
         targets = [("t", "t", p, cp) for p, cp in enumerate(self.cps)]
         results, _total, _errors = read_partitions(
@@ -64,7 +64,7 @@ class Session:
             by_id=False,
             isolation=Isolation.HIGH_WATERMARK,
             replica_id=FOLLOWER,
-            replica_epoch=-1,
+            replica_epoch=replica_epoch,
             update_fetch_state=update,
             incremental=self.incremental,
         )
@@ -133,7 +133,7 @@ def test_an_append_a_high_watermark_and_a_log_start_offset_are_news(rm, now):
     assert s.fetch(now + 1) == {1: (0, 0, True)}  # records: read, answered
     # the follower takes them (its next fetch names the new offset), the other one too: the
     # high watermark moves, and the follower that had it is told
-    s.cps[1].fetch_offset = 3
+    s.cps[1].asked(3, 1 << 20, -1, -1)  # the follower's next request names it at its new offset
     reads = s.reads
     assert s.fetch(now + 2) == {} and s.reads == reads + 1  # read (a new position), nothing new to tell
     caught_up(rm, 3, 1, 3, now + 3)
@@ -150,12 +150,17 @@ def test_a_fetch_that_asks_something_else_is_read(rm, now):
     s = Session(rm, 2)
     s.fetch(now)
     reads = s.reads
-    s.cps[0].current_leader_epoch = 5  # a leader epoch this leader does not have yet
+    s.cps[0].asked(0, 1 << 20, 5, -1)  # a leader epoch this leader does not have yet
     assert s.fetch(now + 1) == {0: (ErrorCode.unknown_leader_epoch, -1, False)} and s.reads == reads + 1
-    s.cps[0].current_leader_epoch = 0
-    s.cps[1].fetch_offset = 7  # beyond the log end
+    s.cps[0].asked(0, 1 << 20, 0, -1)
+    s.cps[1].asked(7, 1 << 20, -1, -1)  # beyond the log end
     got = s.fetch(now + 2)
     assert got[1][0] == ErrorCode.offset_out_of_range and s.reads == reads + 3
+    s.cps[1].asked(0, 1 << 20, -1, -1)
+    s.fetch(now + 3)
+    reads = s.reads
+    s.fetch(now + 4, replica_epoch=7)  # the follower's broker restarted (KIP-903's broker epoch)
+    assert s.reads == reads + 2
 
 
 def test_new_metadata_a_new_leader_epoch_and_a_follower_out_of_the_isr_are_read(rm, now):
@@ -172,7 +177,7 @@ def test_new_metadata_a_new_leader_epoch_and_a_follower_out_of_the_isr_are_read(
     # a new leader epoch: the follower's fetch at the old one is fenced, read and answered
     asyncio.run(rm.on_metadata(MetadataDelta(rm.snapshot, snapshot(4, leader_epoch=1))))
     for cp in s.cps:
-        cp.current_leader_epoch = 0
+        cp.asked(0, 1 << 20, 0, -1)
     got = s.fetch(now + 3)
     assert got == {p: (ErrorCode.fenced_leader_epoch, -1, False) for p in range(2)}
 
