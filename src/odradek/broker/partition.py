@@ -252,6 +252,12 @@ class Partition:
         """The newest leader epoch in this replica's log (-1: none)."""
         return self.log.latest_epoch
 
+    def fetch_position(self) -> tuple[int, int, int]:
+        """What a follower's next Fetch asks from: (log end offset, latest epoch, log start
+        offset), in one call (a fetcher builds it for every partition it follows, each Fetch)."""
+        log = self.log
+        return log.log_end_offset, log.epoch_cache.latest_epoch, log.log_start_offset
+
     @property
     def pending_isr(self) -> tuple[int, ...] | None:
         return self.pending.isr if self.pending is not None else None

@@ -82,6 +82,8 @@ class ReplicaLog(Protocol):
     @property
     def latest_epoch(self) -> int: ...
 
+    def fetch_position(self) -> tuple[int, int, int]: ...  # (log end offset, latest epoch, log start offset)
+
     def last_offset_for_leader_epoch(self, epoch: int) -> tuple[int, int]: ...
 
 
@@ -237,9 +239,7 @@ class FetcherState:
             if replica is None or not st.ready(now_ms):
                 continue
             try:
-                st.fetch_offset = replica.log_end_offset
-                st.last_fetched_epoch = replica.latest_epoch
-                log_start = replica.log_start_offset
+                st.fetch_offset, st.last_fetched_epoch, log_start = replica.fetch_position()
             except Exception as e:  # its log directory went offline
                 self.on_exception(key, e, now_ms)
                 continue
