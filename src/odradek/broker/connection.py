@@ -27,7 +27,7 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from odradek.broker import follower_fetch
+from odradek.broker import fast_produce, follower_fetch
 from odradek.broker.connection_state import ANONYMOUS, ConnectionState
 from odradek.broker.quotas.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas, charging, user_of
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
@@ -144,11 +144,13 @@ class Connection:
         self.in_flight = False
         self.last_active = time.monotonic()
         self.metrics = services.metrics
-        # followers' Fetch requests served from the readiness callback (broker/follower_fetch.py)
-        # where the transport sends at once and no SASL session is to be checked
+        # followers' Fetch requests (broker/follower_fetch.py) and common Produce requests
+        # (broker/fast_produce.py) served from the readiness callback where the transport
+        # sends at once and no SASL session is to be checked
         self._fast = hasattr(transport, "send_now") and state.sasl is None
         self._fast_busy = False  # a request taken by the fast path is not answered yet
         self._fast_started = 0.0
+        self._fast_api = "fetch"  # the handler's name of the request it took, as metrics count it
         self._fast_write: asyncio.Task | None = None
         if isinstance(transport, TlsTransport):
             transport.readable_again = self._on_readable  # decrypted bytes left over: read again
@@ -245,28 +247,38 @@ class Connection:
                 self._stop_reading()  # backpressure: resumed when the processor catches up
 
     # ------------------------------------------------------------- fast path
-    # A follower's Fetch taken from the readiness callback while the processor is idle: no task
-    # wakes for it (broker/follower_fetch.py). The processor waits while it is unanswered, so
-    # requests are still answered in order.
+    # A follower's Fetch (broker/follower_fetch.py) or a common Produce (broker/fast_produce.py)
+    # taken from the readiness callback while the processor is idle: no task wakes for it. The
+    # processor waits while it is unanswered, so requests are still answered in order.
     def _try_fast(self) -> bool:
         frame = self.proto.peek_frame()
         if type(frame) is not bytes or self.state.throttle_ms or log.isEnabledFor(logging.DEBUG):
             return False
-        fetch = follower_fetch.accept(self, frame)
-        if fetch is None:
+        if len(frame) < 10 or frame[0]:  # API keys 0 and 1 only
+            return False
+        key = frame[1]
+        served: fast_produce.FastProduce | follower_fetch.FollowerFetch | None
+        if key == 0:
+            served, api = fast_produce.accept(self, frame), "produce"
+        elif key == 1:
+            served, api = follower_fetch.accept(self, frame), "fetch"
+        else:
+            return False
+        if served is None:
             return False
         self.proto.drop_frame()
         self._fast_busy = self.in_flight = True
         self._fast_started = time.perf_counter()
+        self._fast_api = api
         try:
-            fetch.start()
+            served.start()
         except Exception:
-            self.fast_failed(fetch.version)
+            self.fast_failed(served.version)
         return True
 
-    def fast_answer(self, correlation_id: int, chunks: list, size: int) -> None:
+    def fast_answer(self, correlation_id: int, chunks: list, size: int, flexible: bool = True) -> None:
         """Send the fast path's answer (a flexible version's: response header v1)."""
-        head = response_header(correlation_id, True)
+        head = response_header(correlation_id, flexible)
         prefix = _I32(len(head) + size) + head
         if len(chunks) == 1 and type(chunks[0]) is bytes:
             data = prefix + chunks[0]
@@ -301,7 +313,7 @@ class Connection:
 
     def _fast_answered(self) -> None:
         if self.metrics:
-            self.metrics.request_done("fetch", time.perf_counter() - self._fast_started)
+            self.metrics.request_done(self._fast_api, time.perf_counter() - self._fast_started)
         self.fast_done()
 
     def fast_done(self) -> None:
@@ -312,9 +324,9 @@ class Connection:
 
     def fast_failed(self, version: int) -> None:
         """The fast path raised: as a handler's failure, logged and the connection closed."""
-        log.exception("fetch v%d handler failed (connection %s, fast path)", version, self.id)
+        log.exception("%s v%d handler failed (connection %s, fast path)", self._fast_api, version, self.id)
         if self.metrics:
-            self.metrics.request_error("fetch")
+            self.metrics.request_error(self._fast_api)
         self._fast_close()
 
     def _fast_close(self) -> None:
