@@ -151,6 +151,7 @@ class Connection:
         self._fast_busy = False  # a request taken by the fast path is not answered yet
         self._fast_started = 0.0
         self._fast_api = "fetch"  # the handler's name of the request it took, as metrics count it
+        self._fast_starting = False  # in `_try_fast`, which takes the next request when one is answered at once
         self._fast_write: asyncio.Task | None = None
         if isinstance(transport, TlsTransport):
             transport.readable_again = self._on_readable  # decrypted bytes left over: read again
@@ -240,7 +241,9 @@ class Connection:
                 if waiting >= self.max_queued:
                     self._stop_reading()
                 return
-            if waiting == 1 and self._fast and self._waiter is not None and self._try_fast():
+            if self._fast and self._waiter is not None and self._try_fast():
+                if proto.frames_waiting >= self.max_queued:
+                    self._stop_reading()
                 return
             self._wake()
             if waiting >= self.max_queued:
@@ -251,30 +254,40 @@ class Connection:
     # taken from the readiness callback while the processor is idle: no task wakes for it. The
     # processor waits while it is unanswered, so requests are still answered in order.
     def _try_fast(self) -> bool:
-        frame = self.proto.peek_frame()
-        if type(frame) is not bytes or self.state.throttle_ms or log.isEnabledFor(logging.DEBUG):
-            return False
-        if len(frame) < 10 or frame[0]:  # API keys 0 and 1 only
-            return False
-        key = frame[1]
-        served: fast_produce.FastProduce | follower_fetch.FollowerFetch | None
-        if key == 0:
-            served, api = fast_produce.accept(self, frame), "produce"
-        elif key == 1:
-            served, api = follower_fetch.accept(self, frame), "fetch"
-        else:
-            return False
-        if served is None:
-            return False
-        self.proto.drop_frame()
-        self._fast_busy = self.in_flight = True
-        self._fast_started = time.perf_counter()
-        self._fast_api = api
-        try:
-            served.start()
-        except Exception:
-            self.fast_failed(served.version)
-        return True
+        """Take the requests waiting, in order, while the fast path serves them: True when it
+        took the first (the processor then waits until what it took is answered; it is woken
+        here for what is left when that was at once)."""
+        taken = False
+        proto = self.proto
+        while not self._fast_busy and not self.closed and not self.eof:
+            frame = proto.peek_frame()
+            if type(frame) is not bytes or self.state.throttle_ms or log.isEnabledFor(logging.DEBUG):
+                break
+            if len(frame) < 10 or frame[0]:  # API keys 0 and 1 only
+                break
+            key = frame[1]
+            served: fast_produce.FastProduce | follower_fetch.FollowerFetch | None
+            if key == 0:
+                served, api = fast_produce.accept(self, frame), "produce"
+            elif key == 1:
+                served, api = follower_fetch.accept(self, frame), "fetch"
+            else:
+                break
+            if served is None:
+                break
+            proto.drop_frame()
+            taken = self._fast_busy = self.in_flight = self._fast_starting = True
+            self._fast_started = time.perf_counter()
+            self._fast_api = api
+            try:
+                served.start()
+            except Exception:
+                self.fast_failed(served.version)
+            finally:
+                self._fast_starting = False
+        if taken and not self._fast_busy and (proto.frames_waiting or self.eof or self.closed):
+            self._wake()
+        return taken
 
     def fast_answer(self, correlation_id: int, chunks: list, size: int, flexible: bool = True) -> None:
         """Send the fast path's answer (a flexible version's: response header v1)."""
@@ -317,8 +330,15 @@ class Connection:
         self.fast_done()
 
     def fast_done(self) -> None:
-        """The fast path's request is over: the processor takes what waits (or winds down)."""
+        """The fast path's request is over: the next one waiting is taken by the fast path if
+        it serves it, else by the processor (which also winds the connection down)."""
         self._fast_busy = self.in_flight = False
+        if not self._reading and self.proto.frames_waiting < self.max_queued:
+            self._start_reading()  # paused while requests queued behind this one (no processor resumes it here)
+        if self._fast_starting:  # answered at once: `_try_fast` goes on
+            return
+        if self.proto.frames_waiting and self._waiter is not None and self._try_fast():
+            return
         if self.proto.frames_waiting or self.eof or self.closed:
             self._wake()
 

@@ -110,9 +110,7 @@ def corrupt(b: bytes) -> bytes:
 
 
 def producer_batch(seq: int) -> bytes:
-    return build_batch(
-        [Record(-1, NOW, None, b"v" * 10)], producer_id=77, producer_epoch=0, base_sequence=seq
-    )
+    return build_batch([Record(-1, NOW, None, b"v" * 10)], producer_id=77, producer_epoch=0, base_sequence=seq)
 
 
 def cases() -> list[Case]:
@@ -175,6 +173,25 @@ async def read_frame(sock: socket.socket, timeout: float) -> bytes:
         assert chunk, "connection closed"
         buf += chunk
     return buf
+
+
+async def correlation_ids(sock: socket.socket, count: int) -> list[int]:
+    """The correlation ids of the next `count` answers."""
+    buf = b""
+    out: list[int] = []
+    while len(out) < count:
+        if len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+            n = struct.unpack_from(">i", buf)[0]
+            out.append(struct.unpack_from(">i", buf, 4)[0])
+            buf = buf[4 + n :]
+        else:
+            buf += (
+                await read_frame(sock, 5)
+                if not buf
+                else await asyncio.wait_for(asyncio.get_running_loop().sock_recv(sock, 1 << 16), 5)
+            )
+    assert buf == b"", "more answers than asked"
+    return out
 
 
 async def exchange(directory: Any, fast: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], list[str]]:
@@ -273,3 +290,96 @@ def test_fast_path_answers_byte_for_byte_as_the_generic_path(tmp_path, monkeypat
     assert codes["ISR shrank after the append"] == 20
     assert codes["acks=all timed out"] == codes["acks=all timed out v13"] == 7
     assert codes["unknown topic"] == 3
+
+
+def test_pipelined_requests_are_taken_in_order(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests read together, or while the fast path's request waits for the ISR, are answered
+    in order: the fast path takes each in turn while it serves them (no task wakes for them),
+    and the processor what follows the first it does not serve."""
+    taken: list[int] = []
+
+    def accept(conn: Any, frame: bytes) -> Any:
+        served = ACCEPT(conn, frame)
+        if served is not None:
+            taken.append(served.req.correlation_id)
+        return served
+
+    monkeypatch.setattr(fast_produce, "accept", accept)
+    one = batch(1, ts=NOW)
+    api_versions = struct.pack(">hhih", 18, 0, 9, 1) + b"p"
+
+    async def main() -> None:
+        async with InProcessBroker(tmp_path, {"num.partitions": "1"}) as b:
+            await create(b, "t", 1, {})
+            ours, peer = socket.socketpair()
+            ours.setblocking(False)
+            peer.setblocking(False)
+            loop = asyncio.get_running_loop()
+            conn = Connection(b.services, PlaintextTransport(ours, loop), "peer:1", "PLAINTEXT", "PLAINTEXT")
+            task = asyncio.ensure_future(conn.run())
+            part = b.services.replica_manager.partitions[("t", 0)]
+            try:
+                await asyncio.sleep(0.05)
+                # three at once, answered at once (acks=1): all three on the fast path
+                peer.sendall(b"".join(produce_frame(11, "t", one, acks=1, correlation_id=c) for c in (1, 2, 3)))
+                assert await correlation_ids(peer, 3) == [1, 2, 3]
+                assert taken == [1, 2, 3]
+                # acks=all parked; a Produce and an ApiVersions read behind it wait for it
+                two_in_isr(part)
+                peer.sendall(produce_frame(11, "t", one, correlation_id=4))
+                await asyncio.sleep(0.05)
+                peer.sendall(
+                    produce_frame(11, "t", one, acks=1, correlation_id=5)
+                    + struct.pack(">i", len(api_versions))
+                    + api_versions
+                )
+                with pytest.raises(TimeoutError):
+                    await read_frame(peer, 0.1)
+                assert taken == [1, 2, 3, 4]
+                follower_fetches(part)
+                assert await correlation_ids(peer, 3) == [4, 5, 9]
+                assert taken == [1, 2, 3, 4, 5], "the pipelined Produce is taken by the fast path too"
+                assert not conn.in_flight
+            finally:
+                conn.stop()
+                conn.sock_shutdown()
+                await asyncio.wait_for(task, 5)
+                peer.close()
+
+    asyncio.run(main())
+
+
+def test_reading_paused_behind_a_parked_request_resumes(tmp_path) -> None:
+    """queued.max.requests frames read behind a Produce waiting for the ISR pause reading; the
+    fast path, taking them in turn once it is answered, resumes it: every request is answered
+    (the processor, which resumes reading on the generic path, never runs here)."""
+    one = batch(1, ts=NOW)
+
+    async def main() -> None:
+        async with InProcessBroker(tmp_path, {"num.partitions": "1", "queued.max.requests": "2"}) as b:
+            await create(b, "t", 1, {})
+            ours, peer = socket.socketpair()
+            ours.setblocking(False)
+            peer.setblocking(False)
+            loop = asyncio.get_running_loop()
+            conn = Connection(b.services, PlaintextTransport(ours, loop), "peer:1", "PLAINTEXT", "PLAINTEXT")
+            task = asyncio.ensure_future(conn.run())
+            part = b.services.replica_manager.partitions[("t", 0)]
+            try:
+                await asyncio.sleep(0.05)
+                two_in_isr(part)
+                peer.sendall(produce_frame(11, "t", one, correlation_id=1))
+                await asyncio.sleep(0.05)
+                peer.sendall(b"".join(produce_frame(11, "t", one, acks=1, correlation_id=c) for c in (2, 3)))
+                await asyncio.sleep(0.05)
+                assert not conn._reading, "reading paused: two requests queued"
+                peer.sendall(b"".join(produce_frame(11, "t", one, acks=1, correlation_id=c) for c in range(4, 12)))
+                follower_fetches(part)
+                assert await correlation_ids(peer, 11) == list(range(1, 12))
+            finally:
+                conn.stop()
+                conn.sock_shutdown()
+                await asyncio.wait_for(task, 5)
+                peer.close()
+
+    asyncio.run(main())
