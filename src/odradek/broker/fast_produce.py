@@ -72,7 +72,7 @@ class Connection(Protocol):
 
 
 def accept(conn: Connection, frame: bytes) -> FastProduce | None:
-    """`frame`, the only request waiting on `conn` (whose processor is idle), as a Produce this
+    """`frame`, the first request waiting on `conn` (whose processor is idle), as a Produce this
     path serves (its `start()` serves it), or None for the generic path; nothing is changed
     before `start()`. The checks are the handler's (handlers/k00_produce.py), each of which
     sends a request that fails it to the generic path."""
