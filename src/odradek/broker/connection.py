@@ -27,7 +27,7 @@ import struct
 import time
 from typing import TYPE_CHECKING
 
-from odradek.broker import follower_fetch
+from odradek.broker import fast_produce, follower_fetch
 from odradek.broker.connection_state import ANONYMOUS, ConnectionState
 from odradek.broker.quotas.manager import REQUEST_QUOTA_EXEMPT, ClientQuotas, charging, user_of
 from odradek.broker.registry import NO_RESPONSE, REGISTRY, RequestContext, load_handlers
@@ -144,11 +144,14 @@ class Connection:
         self.in_flight = False
         self.last_active = time.monotonic()
         self.metrics = services.metrics
-        # followers' Fetch requests served from the readiness callback (broker/follower_fetch.py)
-        # where the transport sends at once and no SASL session is to be checked
+        # followers' Fetch requests (broker/follower_fetch.py) and common Produce requests
+        # (broker/fast_produce.py) served from the readiness callback where the transport
+        # sends at once and no SASL session is to be checked
         self._fast = hasattr(transport, "send_now") and state.sasl is None
         self._fast_busy = False  # a request taken by the fast path is not answered yet
         self._fast_started = 0.0
+        self._fast_api = "fetch"  # the handler's name of the request it took, as metrics count it
+        self._fast_starting = False  # in `_try_fast`, which takes the next request when one is answered at once
         self._fast_write: asyncio.Task | None = None
         if isinstance(transport, TlsTransport):
             transport.readable_again = self._on_readable  # decrypted bytes left over: read again
@@ -238,35 +241,57 @@ class Connection:
                 if waiting >= self.max_queued:
                     self._stop_reading()
                 return
-            if waiting == 1 and self._fast and self._waiter is not None and self._try_fast():
+            if self._fast and self._waiter is not None and self._try_fast():
+                if proto.frames_waiting >= self.max_queued:
+                    self._stop_reading()
                 return
             self._wake()
             if waiting >= self.max_queued:
                 self._stop_reading()  # backpressure: resumed when the processor catches up
 
     # ------------------------------------------------------------- fast path
-    # A follower's Fetch taken from the readiness callback while the processor is idle: no task
-    # wakes for it (broker/follower_fetch.py). The processor waits while it is unanswered, so
-    # requests are still answered in order.
+    # A follower's Fetch (broker/follower_fetch.py) or a common Produce (broker/fast_produce.py)
+    # taken from the readiness callback while the processor is idle: no task wakes for it. The
+    # processor waits while it is unanswered, so requests are still answered in order.
     def _try_fast(self) -> bool:
-        frame = self.proto.peek_frame()
-        if type(frame) is not bytes or self.state.throttle_ms or log.isEnabledFor(logging.DEBUG):
-            return False
-        fetch = follower_fetch.accept(self, frame)
-        if fetch is None:
-            return False
-        self.proto.drop_frame()
-        self._fast_busy = self.in_flight = True
-        self._fast_started = time.perf_counter()
-        try:
-            fetch.start()
-        except Exception:
-            self.fast_failed(fetch.version)
-        return True
+        """Take the requests waiting, in order, while the fast path serves them: True when it
+        took the first (the processor then waits until what it took is answered; it is woken
+        here for what is left when that was at once)."""
+        taken = False
+        proto = self.proto
+        while not self._fast_busy and not self.closed and not self.eof:
+            frame = proto.peek_frame()
+            if type(frame) is not bytes or self.state.throttle_ms or log.isEnabledFor(logging.DEBUG):
+                break
+            if len(frame) < 10 or frame[0]:  # API keys 0 and 1 only
+                break
+            key = frame[1]
+            served: fast_produce.FastProduce | follower_fetch.FollowerFetch | None
+            if key == 0:
+                served, api = fast_produce.accept(self, frame), "produce"
+            elif key == 1:
+                served, api = follower_fetch.accept(self, frame), "fetch"
+            else:
+                break
+            if served is None:
+                break
+            proto.drop_frame()
+            taken = self._fast_busy = self.in_flight = self._fast_starting = True
+            self._fast_started = time.perf_counter()
+            self._fast_api = api
+            try:
+                served.start()
+            except Exception:
+                self.fast_failed(served.version)
+            finally:
+                self._fast_starting = False
+        if taken and not self._fast_busy and (proto.frames_waiting or self.eof or self.closed):
+            self._wake()
+        return taken
 
-    def fast_answer(self, correlation_id: int, chunks: list, size: int) -> None:
+    def fast_answer(self, correlation_id: int, chunks: list, size: int, flexible: bool = True) -> None:
         """Send the fast path's answer (a flexible version's: response header v1)."""
-        head = response_header(correlation_id, True)
+        head = response_header(correlation_id, flexible)
         prefix = _I32(len(head) + size) + head
         if len(chunks) == 1 and type(chunks[0]) is bytes:
             data = prefix + chunks[0]
@@ -301,20 +326,27 @@ class Connection:
 
     def _fast_answered(self) -> None:
         if self.metrics:
-            self.metrics.request_done("fetch", time.perf_counter() - self._fast_started)
+            self.metrics.request_done(self._fast_api, time.perf_counter() - self._fast_started)
         self.fast_done()
 
     def fast_done(self) -> None:
-        """The fast path's request is over: the processor takes what waits (or winds down)."""
+        """The fast path's request is over: the next one waiting is taken by the fast path if
+        it serves it, else by the processor (which also winds the connection down)."""
         self._fast_busy = self.in_flight = False
+        if not self._reading and self.proto.frames_waiting < self.max_queued:
+            self._start_reading()  # paused while requests queued behind this one (no processor resumes it here)
+        if self._fast_starting:  # answered at once: `_try_fast` goes on
+            return
+        if self.proto.frames_waiting and self._waiter is not None and self._try_fast():
+            return
         if self.proto.frames_waiting or self.eof or self.closed:
             self._wake()
 
     def fast_failed(self, version: int) -> None:
         """The fast path raised: as a handler's failure, logged and the connection closed."""
-        log.exception("fetch v%d handler failed (connection %s, fast path)", version, self.id)
+        log.exception("%s v%d handler failed (connection %s, fast path)", self._fast_api, version, self.id)
         if self.metrics:
-            self.metrics.request_error("fetch")
+            self.metrics.request_error(self._fast_api)
         self._fast_close()
 
     def _fast_close(self) -> None:

@@ -80,7 +80,7 @@ class Connection(Protocol):
 
 
 def accept(conn: Connection, frame: bytes) -> FollowerFetch | None:
-    """`frame`, the only request waiting on `conn` (whose processor is idle), as a follower's
+    """`frame`, the first request waiting on `conn` (whose processor is idle), as a follower's
     Fetch this path serves (its `start()` serves it), or None for the generic path; nothing is
     changed before `start()`."""
     req = decode_replica_fetch_request(frame)

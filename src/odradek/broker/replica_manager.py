@@ -322,9 +322,9 @@ class ReplicaManager:
             if part is None:
                 results.append(ProduceResult(self.missing(topic, partition)))
                 continue
-            result, info = self._append_now(part, data, now, required_acks, origin)
+            result, info = self.append_now(part, data, now, required_acks, origin)
             if info is not None and info.needs_flush:
-                result = await self._flush_appended(part, result)
+                result = await self.flush_appended(part, result)
             results.append(result)
             if required_acks == -1 and not result.error_code:
                 waits.append(ProduceWait(part, result.last_offset + 1))
@@ -338,7 +338,7 @@ class ReplicaManager:
                         result.error_code = w.error_code
         return results
 
-    async def _flush_appended(self, part: Partition, result: ProduceResult) -> ProduceResult:
+    async def flush_appended(self, part: Partition, result: ProduceResult) -> ProduceResult:
         """An append the flush policy (flush.messages) says to flush before acknowledging it."""
         try:
             await self.logs.flush_log(part.log)
@@ -346,11 +346,13 @@ class ReplicaManager:
             return ProduceResult(error_for(e), error_message=str(e) or None)
         return result
 
-    def _append_now(
+    def append_now(
         self, part: Partition, data: bytes | memoryview, now_ms: int, acks: int, origin: AppendOrigin
     ) -> tuple[ProduceResult, AppendInfo | None]:
         """Append to the local log (no waiting): the result, and what the log says of the
-        append (None when refused; `needs_flush`: the caller flushes before acknowledging)."""
+        append (None when refused; `needs_flush`: the caller flushes before acknowledging,
+        `flush_appended`). One partition's step of `append_records`, which the leader's fast
+        path for Produce (broker/fast_produce.py) takes alone."""
         try:
             info = part.append_as_leader(data, now_ms, acks, origin)
         except Exception as e:  # storage and the partition raise their documented errors; anything else is a bug
@@ -555,7 +557,7 @@ class ReplicaManager:
             part.check_leader_epoch(leader_epoch)
         except PartitionError as e:
             raise error_class(e.code)(str(e)) from None
-        result, info = self._append_now(part, batch, int(time.time() * 1000), -1, AppendOrigin.COORDINATOR)
+        result, info = self.append_now(part, batch, int(time.time() * 1000), -1, AppendOrigin.COORDINATOR)
         if info is None:
             raise error_class(result.error_code)(result.error_message or f"append to {topic}-{partition} failed")
         if info.needs_flush:  # the write counts as committed once flushed too, as a Produce's acks do
