@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from odradek.broker.purgatory import DelayedProduce, ProduceWait
 from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.produce_codec import (
-    PartitionProduceResult,
     SingleProduce,
     TopicProduceResult,
     decode_single_produce_request,
@@ -182,15 +181,7 @@ class FastProduce:
                 v, req.topic, req.partition, r.base_offset, r.log_append_time, r.log_start_offset
             )
         else:
-            part = PartitionProduceResult(
-                req.partition,
-                r.error_code,
-                r.base_offset,
-                r.log_append_time,
-                r.log_start_offset,
-                r.error_message,
-                r.record_errors,
-            )
+            part = r.answer(req.partition)
             if v >= 13:
                 topic = TopicProduceResult(None, uuid.UUID(bytes=req.topic), [part])  # type: ignore[arg-type]
             else:

@@ -58,6 +58,18 @@ class CachedPartition:
         self.current_leader_epoch, self.last_fetched_epoch = current_leader_epoch, last_fetched_epoch
         self.idle = None
 
+    def answers(self, pr: PartitionResult) -> bool:
+        """Whether an incremental response names the partition whose read is `pr`
+        (`must_respond` of what it read)."""
+        return self.must_respond(
+            pr.high_watermark,
+            pr.last_stable_offset,
+            pr.log_start_offset,
+            records=bool(pr.records),
+            error=pr.error_code != 0,
+            diverging=pr.diverging_epoch is not None,
+        )
+
     def must_respond(self, hw: int, lso: int, start: int, *, records: bool, error: bool, diverging: bool) -> bool:
         """Whether an incremental response names this partition (Kafka's CachedPartition.
         maybeUpdateResponseData), remembering what it tells: records, an error or a diverging

@@ -222,14 +222,7 @@ class FollowerFetch:
         one: tuple[str | None, CachedPartition, PartitionResult] | None = None  # the only partition answered
         count = 0
         for key, name, cp, pr, _r in results:
-            news = cp.must_respond(
-                pr.high_watermark,
-                pr.last_stable_offset,
-                pr.log_start_offset,
-                records=bool(pr.records),
-                error=pr.error_code != 0,
-                diverging=pr.diverging_epoch is not None,
-            )
+            news = cp.answers(pr)
             if not news:
                 continue
             if pr.records and (key, pr.partition) in partitions:

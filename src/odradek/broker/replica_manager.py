@@ -33,6 +33,7 @@ from odradek.broker.partition import Isolation, LogReadInfo, Partition, Partitio
 from odradek.broker.purgatory import DelayedProduce, ProduceWait, Purgatory
 from odradek.cluster.metadata import EMPTY_SNAPSHOT, ClusterSnapshot, MetadataDelta, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, InvalidRecordError, KafkaError, error_class
+from odradek.protocol.produce_codec import PartitionProduceResult
 from odradek.protocol.records import CorruptRecordError, build_control_batch
 from odradek.storage import errors as serr
 from odradek.storage.log import AppendInfo, AppendOrigin
@@ -90,6 +91,18 @@ class ProduceResult:
     error_message: str | None = None
     last_offset: int = -1  # of the last record appended: acks=all waits for the high watermark to pass it
     record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, message) of each rejected record
+
+    def answer(self, partition: int) -> PartitionProduceResult:
+        """This result as partition `partition` of a Produce response."""
+        return PartitionProduceResult(
+            partition,
+            self.error_code,
+            self.base_offset,
+            self.log_append_time,
+            self.log_start_offset,
+            self.error_message,
+            self.record_errors,
+        )
 
 
 @dataclass(slots=True)

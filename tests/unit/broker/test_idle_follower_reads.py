@@ -70,14 +70,7 @@ class Session:
         )
         answered = {}
         for _key, _name, cp, pr, _r in results:
-            news = cp.must_respond(
-                pr.high_watermark,
-                pr.last_stable_offset,
-                pr.log_start_offset,
-                records=bool(pr.records),
-                error=pr.error_code != 0,
-                diverging=pr.diverging_epoch is not None,
-            )
+            news = cp.answers(pr)
             if news or not self.incremental:
                 answered[pr.partition] = (pr.error_code, pr.high_watermark, bool(pr.records))
         return answered

@@ -178,16 +178,7 @@ async def handle(ctx: RequestContext, req) -> object:
         out = []
         for pd, slot in zip(td.partition_data, parts):
             if isinstance(slot, int):
-                r = results[slot]
-                slot = _Part(
-                    pd.index,
-                    r.error_code,
-                    r.base_offset,
-                    r.log_append_time,
-                    r.log_start_offset,
-                    r.error_message,
-                    r.record_errors,
-                )
+                slot = results[slot].answer(pd.index)
             out.append(slot)
         topics.append(TopicProduceResult(td.name if v < 13 else None, getattr(td, "topic_id", None), out))
     return ProduceAnswer(topics)

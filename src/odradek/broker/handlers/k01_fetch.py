@@ -178,14 +178,7 @@ async def handle(ctx: RequestContext, req) -> object:
 
     by_topic: dict[object, TopicResult] = {}
     for key, name, cp, pr, _r in results:
-        news = cp.must_respond(
-            pr.high_watermark,
-            pr.last_stable_offset,
-            pr.log_start_offset,
-            records=bool(pr.records),
-            error=pr.error_code != 0,
-            diverging=pr.diverging_epoch is not None,
-        )
+        news = cp.answers(pr)
         if incremental and not news:
             continue
         if incremental and pr.records and session is not None and (key, pr.partition) in session.partitions:
