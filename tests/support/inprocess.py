@@ -13,15 +13,21 @@ and is read back with kio's response reader, so a test sees exactly what a clien
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.connection import Connection
 from odradek.broker.connection_state import ConnectionState
 from odradek.broker.registry import NO_RESPONSE, RequestContext, load_handlers, make
 from odradek.broker.server import Broker
 from odradek.broker.services import BrokerServices
+from odradek.broker.transport import PlaintextTransport
 from odradek.protocol import messages
 from odradek.protocol.headers import encode_request_header
 from odradek.storage import FileSystem
@@ -91,3 +97,23 @@ class InProcessBroker:
 
 def _read_region(region: Any) -> bytes:
     return os.pread(region.fd, region.length, region.position)
+
+
+@contextlib.asynccontextmanager
+async def socket_connection(services: Any) -> AsyncIterator[tuple[Connection, socket.socket]]:
+    """A broker Connection serving one end of a socket pair, running; the test's end (non-blocking)
+    to send frames on and read answers from. Stopped and both ends closed at the end."""
+    ours, peer = socket.socketpair()
+    ours.setblocking(False)
+    peer.setblocking(False)
+    conn = Connection(
+        services, PlaintextTransport(ours, asyncio.get_running_loop()), "peer:1", "PLAINTEXT", "PLAINTEXT"
+    )
+    task = asyncio.ensure_future(conn.run())
+    try:
+        yield conn, peer
+    finally:
+        conn.stop()
+        conn.sock_shutdown()
+        await asyncio.wait_for(task, 5)
+        peer.close()

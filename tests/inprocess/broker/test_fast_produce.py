@@ -22,14 +22,12 @@ from typing import Any
 
 import pytest
 from support.batches import batch
-from support.inprocess import InProcessBroker
+from support.inprocess import InProcessBroker, socket_connection
 
 from odradek.broker import fast_produce, replica_manager
-from odradek.broker.connection import Connection
 from odradek.broker.follower_state import FollowerState
 from odradek.broker.partition import Partition, Role
 from odradek.broker.registry import make
-from odradek.broker.transport import PlaintextTransport
 from odradek.protocol import messages
 from odradek.protocol.headers import encode_request_header
 from odradek.protocol.records import Record, build_batch
@@ -215,14 +213,8 @@ async def exchange(directory: Any, fast: bool, monkeypatch: pytest.MonkeyPatch) 
         await create(b, "t", 2, {})
         await create(b, "small", 1, {"max.message.bytes": "200"})
         await create(b, "recent", 1, {"message.timestamp.before.max.ms": "60000"})
-        ours, peer = socket.socketpair()
-        ours.setblocking(False)
-        peer.setblocking(False)
-        loop = asyncio.get_running_loop()
-        conn = Connection(b.services, PlaintextTransport(ours, loop), "peer:1", "PLAINTEXT", "PLAINTEXT")
-        task = asyncio.ensure_future(conn.run())
         rm = b.services.replica_manager
-        try:
+        async with socket_connection(b.services) as (conn, peer):
             for i, case in enumerate(cases()):
                 current[0] = case.name
                 part = rm.partitions[(case.topic if case.topic in ("t", "small", "recent") else "t", 0)]
@@ -255,11 +247,6 @@ async def exchange(directory: Any, fast: bool, monkeypatch: pytest.MonkeyPatch) 
                 alone_again(part)
                 part.role = Role.LEADER
                 part._maybe_advance_high_watermark()
-        finally:
-            conn.stop()
-            conn.sock_shutdown()
-            await asyncio.wait_for(task, 5)
-            peer.close()
     return answers, taken
 
 
@@ -311,14 +298,8 @@ def test_pipelined_requests_are_taken_in_order(tmp_path, monkeypatch: pytest.Mon
     async def main() -> None:
         async with InProcessBroker(tmp_path, {"num.partitions": "1"}) as b:
             await create(b, "t", 1, {})
-            ours, peer = socket.socketpair()
-            ours.setblocking(False)
-            peer.setblocking(False)
-            loop = asyncio.get_running_loop()
-            conn = Connection(b.services, PlaintextTransport(ours, loop), "peer:1", "PLAINTEXT", "PLAINTEXT")
-            task = asyncio.ensure_future(conn.run())
             part = b.services.replica_manager.partitions[("t", 0)]
-            try:
+            async with socket_connection(b.services) as (conn, peer):
                 await asyncio.sleep(0.05)
                 # three at once, answered at once (acks=1): all three on the fast path
                 peer.sendall(b"".join(produce_frame(11, "t", one, acks=1, correlation_id=c) for c in (1, 2, 3)))
@@ -340,11 +321,6 @@ def test_pipelined_requests_are_taken_in_order(tmp_path, monkeypatch: pytest.Mon
                 assert await correlation_ids(peer, 3) == [4, 5, 9]
                 assert taken == [1, 2, 3, 4, 5], "the pipelined Produce is taken by the fast path too"
                 assert not conn.in_flight
-            finally:
-                conn.stop()
-                conn.sock_shutdown()
-                await asyncio.wait_for(task, 5)
-                peer.close()
 
     asyncio.run(main())
 
@@ -358,14 +334,8 @@ def test_reading_paused_behind_a_parked_request_resumes(tmp_path) -> None:
     async def main() -> None:
         async with InProcessBroker(tmp_path, {"num.partitions": "1", "queued.max.requests": "2"}) as b:
             await create(b, "t", 1, {})
-            ours, peer = socket.socketpair()
-            ours.setblocking(False)
-            peer.setblocking(False)
-            loop = asyncio.get_running_loop()
-            conn = Connection(b.services, PlaintextTransport(ours, loop), "peer:1", "PLAINTEXT", "PLAINTEXT")
-            task = asyncio.ensure_future(conn.run())
             part = b.services.replica_manager.partitions[("t", 0)]
-            try:
+            async with socket_connection(b.services) as (conn, peer):
                 await asyncio.sleep(0.05)
                 two_in_isr(part)
                 peer.sendall(produce_frame(11, "t", one, correlation_id=1))
@@ -376,10 +346,5 @@ def test_reading_paused_behind_a_parked_request_resumes(tmp_path) -> None:
                 peer.sendall(b"".join(produce_frame(11, "t", one, acks=1, correlation_id=c) for c in range(4, 12)))
                 follower_fetches(part)
                 assert await correlation_ids(peer, 11) == list(range(1, 12))
-            finally:
-                conn.stop()
-                conn.sock_shutdown()
-                await asyncio.wait_for(task, 5)
-                peer.close()
 
     asyncio.run(main())

@@ -11,11 +11,9 @@ import socket
 import struct
 
 import pytest
-from support.inprocess import InProcessBroker
+from support.inprocess import InProcessBroker, socket_connection
 
 from odradek.broker import follower_fetch
-from odradek.broker.connection import Connection
-from odradek.broker.transport import PlaintextTransport
 
 
 def _frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
@@ -44,13 +42,7 @@ def test_a_parked_fast_request_holds_back_the_next_one(tmp_path, monkeypatch: py
 
     async def main() -> None:
         async with InProcessBroker(tmp_path / "data") as b:
-            ours, peer = socket.socketpair()
-            ours.setblocking(False)
-            peer.setblocking(False)
-            loop = asyncio.get_running_loop()
-            conn = Connection(b.services, PlaintextTransport(ours, loop), "peer:1", "PLAINTEXT", "PLAINTEXT")
-            task = asyncio.ensure_future(conn.run())
-            try:
+            async with socket_connection(b.services) as (conn, peer):
                 await asyncio.sleep(0.05)  # the processor idle, waiting for a frame
                 peer.sendall(_frame(1, 16, 7, b"a follower's fetch"))
                 assert await _answers(peer, 0.1) == b"" and len(taken) == 1 and conn.in_flight
@@ -64,10 +56,5 @@ def test_a_parked_fast_request_holds_back_the_next_one(tmp_path, monkeypatch: py
                 (m, corr2) = struct.unpack_from(">ii", rest)
                 assert corr2 == 8 and len(rest) == 4 + m, "the ApiVersions answer follows, whole"
                 assert not conn.in_flight and len(taken) == 1
-            finally:
-                conn.stop()
-                conn.sock_shutdown()
-                await asyncio.wait_for(task, 5)
-                peer.close()
 
     asyncio.run(main())
