@@ -111,6 +111,13 @@ def produce(bootstrap: str) -> dict[tuple[str, int, int], tuple]:
     return acked
 
 
+_COORDINATOR_NOT_READY = (
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
+
+
 def commit_group_offsets(bootstrap: str, timeout: float = 60) -> None:
     """Commit GROUP_OFFSETS for group g1, retrying while the group coordinator is still coming up
     (a new broker creates __consumer_offsets on the first FindCoordinator)."""
@@ -122,7 +129,10 @@ def commit_group_offsets(bootstrap: str, timeout: float = 60) -> None:
                 c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in GROUP_OFFSETS.items()], asynchronous=False)
                 return
             except KafkaException as e:
-                if not e.args[0].retriable() and e.args[0].code() != KafkaError.NOT_COORDINATOR:
+                # librdkafka does not flag a failed commit's error as retriable: the coordinator's
+                # own "not ready yet" codes are named here (Kafka 4 answers LOAD_IN_PROGRESS while
+                # it loads __consumer_offsets).
+                if not e.args[0].retriable() and e.args[0].code() not in _COORDINATOR_NOT_READY:
                     raise
                 assert time.monotonic() < deadline, e
                 time.sleep(0.5)
