@@ -582,6 +582,16 @@ class Controller:
                 code, message, new = ErrorCode.election_not_needed, "already led by its preferred replica", None
             elif (new := preferred_election(st, replicas, live, view.broker_sessions, self.epoch)) is None:
                 code, message = ErrorCode.preferred_leader_not_available, "preferred replica not alive and in sync"
+                log.info(
+                    "%s-%d: preferred replica %d may not lead: live %s, isr %s admitted with %s, registrations %s",
+                    topic,
+                    p,
+                    replicas[0],
+                    replicas[0] in live,
+                    list(st.isr),
+                    list(st.isr_epochs or ()),
+                    {b: view.broker_sessions.get(b, -1) for b in (replicas[0], *st.isr)},
+                )
             else:
                 code, message = ErrorCode.none, None
             if new is not None:
