@@ -69,3 +69,20 @@ def _seed_lines_tolerant(path: Path) -> list[dict]:
         if "seed" in r:
             out.append(r)
     return out
+
+
+def test_time_the_batch_was_stopped_is_not_counted_against_a_seed():
+    """The long run's pauser stops the whole batch (SIGSTOP) while tests run, for half an hour
+    at times: a seed in progress must not then be called a hang by its wall-time bound (seeds
+    20,656-20,657 were). A wake-up of the batch's loop more than STOPPED_GAP_S after the last
+    moves each running seed's start by the gap; an ordinary wake-up moves nothing."""
+    from types import SimpleNamespace
+
+    from odradek.testing.sim.batch import STOPPED_GAP_S, discount_stopped
+
+    a, b = SimpleNamespace(since=100.0), SimpleNamespace(since=105.0)
+    discount_stopped([a, b], last=110.0, now=111.0)  # the loop's usual second
+    assert (a.since, b.since) == (100.0, 105.0)
+    gap = STOPPED_GAP_S + 1790.0
+    discount_stopped([a, b], last=111.0, now=111.0 + gap)  # stopped for half an hour
+    assert (a.since, b.since) == (100.0 + gap, 105.0 + gap)

@@ -4,7 +4,8 @@ Each worker is `python -m odradek.testing.sim --worker` (PYTHONHASHSEED=0: the s
 the same run in every process), reading seed numbers on stdin and answering one JSON line per
 seed on stdout; seeds go to whichever worker is free. A worker that dies, or a seed that runs
 longer than `seed_timeout` real seconds, is reported as an anomaly of that seed (`crash`,
-`hang`) and the worker is replaced.
+`hang`) and the worker is replaced. Real time the batch itself did not run (stopped by SIGSTOP, as
+the long run's pauser stops it while tests run, or starved) is not counted against a seed.
 """
 
 from __future__ import annotations
@@ -94,6 +95,22 @@ class BatchSummary:
 
 def _worker_cmd(profile: str) -> list[str]:
     return [sys.executable, "-m", "odradek.testing.sim", "--worker", "--profile", profile]
+
+
+# The batch's loop wakes at least every second; a wake-up later than this means the batch was
+# stopped (SIGSTOP) or starved meanwhile, and the seeds in progress were too.
+STOPPED_GAP_S = 10.0
+
+
+def discount_stopped(workers: Iterable[Any], last: float, now: float) -> None:
+    """When the batch's loop last ran at `last` and runs again at `now`, more than
+    STOPPED_GAP_S later, move each running worker's start by that gap, so that the wall-time
+    bound counts only time the batch ran (seeds 20,656-20,657 of the long run were called hangs
+    after its pauser had stopped it for over half an hour)."""
+    gap = now - last
+    if gap > STOPPED_GAP_S:
+        for w in workers:
+            w.since += gap
 
 
 class _Worker:
@@ -189,8 +206,10 @@ def run_batch(
     for _ in range(jobs):
         if todo:
             spawn().give(todo.pop(0))
+    last = time.monotonic()
     while workers:
         events = sel.select(timeout=1.0)
+        discount_stopped(workers, last, time.monotonic())
         for key, _mask in events:
             w: _Worker = key.data
             line = w.stdout.readline()
@@ -206,7 +225,7 @@ def run_batch(
                 sel.unregister(w.stdout)
                 workers.remove(w)
                 w.stop()
-        now = time.monotonic()
+        now = last = time.monotonic()
         for w in list(workers):
             if w.hung(now, seed_timeout, wall_timeout):
                 replace(w, "hang")
