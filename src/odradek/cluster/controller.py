@@ -130,7 +130,8 @@ class Controller:
         self.node_id = node_id
         self.config = config or ControllerConfig()
         self.active = False
-        self.writes = ControllerWrites(zk, node_id)  # its election and every write (controller_writes.py)
+        # its election and every write (controller_writes.py)
+        self.writes = ControllerWrites(zk, node_id, store.cache.max_in_flight if store is not None else 10)
         self._sessions: dict[int, int] = {}  # broker -> czxid of the registration last acted on
         # Partition states as this controller last wrote them: its watches may not have
         # delivered its own writes yet, and it must never decide from an older state.

@@ -16,6 +16,9 @@ decisions.py's.
 
 from __future__ import annotations
 
+import collections
+from typing import Any
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
@@ -27,6 +30,7 @@ from kazoo.exceptions import (
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.decisions import Key, Update
+from odradek.cluster.zk_cache_reads import DEFAULT_MAX_IN_FLIGHT
 
 MAX_OPS_PER_TRANSACTION = 500
 
@@ -66,9 +70,10 @@ class ControllerWrites:
     """One broker's controller's writes (blocking). `epoch`, `epoch_version`: the controller
     epoch it won and the znode version of /controller_epoch its writes check (`fence`)."""
 
-    def __init__(self, zk: KazooClient, node_id: int) -> None:
+    def __init__(self, zk: KazooClient, node_id: int, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> None:
         self.zk = zk
         self.node_id = node_id
+        self.max_in_flight = max_in_flight  # zookeeper.max.in.flight.requests: `existing`'s reads
         self.epoch = -1
         self.epoch_version = -1
 
@@ -153,19 +158,23 @@ class ControllerWrites:
         self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]
     ) -> tuple[list[Key], list[Unit]]:
         """The units that create (`creates`) or replace (`updates`, each with the znode version it
-        replaces) partition states, and the partition of each."""
+        replaces) partition states, and the partition of each. Which partition znodes exist
+        already is asked all at once (`existing`), not two round trips per partition."""
         keys: list[Key] = []
         units: list[Unit] = []
-        for topic, p, st in creates:
-            if not self.zk.exists(L.partitions_path(topic)):
+        topics = sorted({topic for topic, _p, _st in creates})
+        there = self.existing([L.partitions_path(t) for t in topics] + [L.partition_path(t, p) for t, p, _ in creates])
+        for topic in topics:
+            if L.partitions_path(topic) not in there:
                 try:
                     self.zk.create(L.partitions_path(topic))
                 except NodeExistsError:
                     pass
-                except NoNodeError:  # the topic is gone: its state's create is refused below
+                except NoNodeError:  # the topic is gone: its states' creates are refused below
                     pass
+        for topic, p, st in creates:
             unit: Unit = []
-            if not self.zk.exists(L.partition_path(topic, p)):
+            if L.partition_path(topic, p) not in there:
                 unit.append(("create", (L.partition_path(topic, p), b""), {}))
             unit.append(("create", (L.partition_state_path(topic, p), L.encode_partition_state(st)), {}))
             keys.append((topic, p))
@@ -175,6 +184,26 @@ class ControllerWrites:
             path, data = L.partition_state_path(topic, p), L.encode_partition_state(st)
             units.append([("set_data", (path, data), {"version": version}), *registered(st)])
         return keys, units
+
+    def existing(self, paths: list[str]) -> set[str]:
+        """The znodes of `paths` that exist: `exists` sent asynchronously, at most
+        `max_in_flight` on their way (as Kafka's ZooKeeperClient sends a batch of requests).
+        One created meanwhile makes its create fail, refusing its unit: decided again."""
+        found: set[str] = set()
+        window: collections.deque[tuple[str, Any]] = collections.deque()
+
+        def receive() -> None:
+            path, pending = window.popleft()
+            if pending.get() is not None:
+                found.add(path)
+
+        for path in paths:
+            if len(window) >= self.max_in_flight:
+                receive()
+            window.append((path, self.zk.exists_async(path)))
+        while window:
+            receive()
+        return found
 
     def write_states(self, creates: list[tuple[str, int, L.PartitionState]], updates: list[Update]) -> dict[Key, ZkOp]:
         """Write new and changed partition states, each partition its own unit: the partitions
