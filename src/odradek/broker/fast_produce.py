@@ -148,8 +148,6 @@ class FastProduce:
             w = self.wait = ProduceWait(self.part, result.last_offset + 1)
             if not DelayedProduce(rm.produce_purgatory, [w]).park(self.req.timeout_ms / 1000, self._woken):
                 return
-            if w.error_code:
-                result.error_code = w.error_code
         self._answer()
 
     def _woken(self) -> None:
@@ -163,18 +161,17 @@ class FastProduce:
             conn.fast_done()
             return
         try:
-            w, result = self.wait, self.result
-            assert w is not None and result is not None
-            if w.error_code:
-                result.error_code = w.error_code
             self._answer()
         except Exception:
             conn.fast_failed(self.version)
 
     def _answer(self) -> None:
-        """The handler's response for this result, encoded and sent."""
+        """The handler's response for this result (with the acks=all wait's error, if any),
+        encoded and sent."""
         r, req = self.result, self.req
         assert r is not None
+        if self.wait is not None and self.wait.error_code:
+            r.error_code = self.wait.error_code
         v = req.version
         if not r.error_code and not r.record_errors:
             body = encode_single_produce_response(
