@@ -182,6 +182,11 @@ class Cluster:
             authenticate=self._authenticate,
         )
 
+    def open_connection(self, node_id: int) -> Connection | None:
+        """The open connection to `node_id`, or None (none yet, being opened, or closed)."""
+        conn = self._conns.get(node_id)
+        return conn if conn is not None and conn.connected else None
+
     async def connection(self, node_id: int) -> Connection:
         """The connection to `node_id`, opened on first use."""
         conn = self._conns.get(node_id)

@@ -50,6 +50,7 @@ class ProducerBatch:
         "retry_at",
         "in_request",
         "node",
+        "conn",
     )
 
     def __init__(self, topic: str, partition: int, limit: int, now: float) -> None:
@@ -79,6 +80,9 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.in_request = False  # in a Produce request not answered yet
         self.node = -1  # the broker its last request went to
+        # the connection its request was written on (None while the request waits for one): a new
+        # batch of its partition is pipelined only behind requests on one connection (sequences.py)
+        self.conn: object | None = None
 
     @property
     def last_sequence(self) -> int:
@@ -393,6 +397,7 @@ class Accumulator:
                 self._close_batch(b)
                 b.in_request = True
                 b.node = node
+                b.conn = None
                 out.append(b)
                 size += bsize
         return out

@@ -31,6 +31,7 @@ from typing import Any
 from .. import _wire
 from .. import errors as E
 from ..cluster import STALE_METADATA_CODES, Cluster
+from ..conn import Connection
 from .accumulator import Accumulator, ProducerBatch
 from .sequences import Sequences
 
@@ -270,11 +271,12 @@ class Sender:
         return self.node_in_flight.get(node, 0) < self.max_in_flight
 
     def _sendable(self, b: ProducerBatch, node: int) -> bool:
-        """Whether the first batch of a partition's queue may be drained now, to `node`."""
+        """Whether the first batch of a partition's queue may be drained now, to `node` (whose
+        open connection a request drained now is written on: `_send`)."""
         txn = self.txn
         if txn is not None and not txn.send_allowed(b.topic, b.partition):
             return False
-        return not self.idempotent or self.seqs.sendable(b, node)
+        return not self.idempotent or self.seqs.sendable(b, node, self.cluster.open_connection(node))
 
     # ------------------------------------------------------------------ sending
     def _prepare(self, b: ProducerBatch) -> bytes:
@@ -294,11 +296,16 @@ class Sender:
         return b.wire
 
     def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        """Send a Produce request of `batches` to `node`: on the node's connection open now, if
+        any (the one `sendable` pipelined them on: should it close before the request is
+        written, the request fails rather than go on a new connection, ahead of requests that
+        failed with the old one), else on the one opened for it."""
         topics: dict[str, list] = {}
         for b in batches:
             topics.setdefault(b.topic, []).append((b.partition, self._prepare(b)))
         self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
-        task = self._loop.create_task(self._produce(node, batches, topics))
+        pinned = self.cluster.open_connection(node)
+        task = self._loop.create_task(self._produce(node, batches, topics, pinned))
         self._tasks[task] = None
         task.add_done_callback(lambda t: self._tasks.pop(t, None))
 
@@ -317,14 +324,25 @@ class Sender:
             ],
         }
 
-    async def _produce(self, node: int, batches: list[ProducerBatch], topics: dict) -> None:
+    async def _produce(
+        self, node: int, batches: list[ProducerBatch], topics: dict, pinned: Connection | None = None
+    ) -> None:
         try:
             sent = False
             try:
-                conn = await self.cluster.connection(node)
+                if pinned is None:
+                    conn = await self.cluster.connection(node)
+                elif pinned.connected:
+                    conn = pinned
+                else:
+                    raise E.KafkaConnectionError(f"connection to broker {node} lost before the request was written")
                 version = conn.version(PRODUCE)
                 data = self._request(version, topics)
                 sent = True
+                for b in batches:
+                    b.conn = conn  # written on it below, before any other request can be
+                if pinned is None:
+                    self.wakeup()  # new batches of these partitions may now be pipelined behind them
                 if self.acks == 0:
                     conn.send(PRODUCE, data, version=version, expect_response=False)
                     for b in batches:

@@ -45,12 +45,16 @@ never written):
   left (a failure past delivery.timeout.ms, for one), renumbering batches after it that may
   have been written too.
 - A new batch is numbered and sent only while every batch in flight of its partition is in a
-  request to the same broker (pipelined behind them on one connection, which keeps their order).
-  Java also sends it while earlier ones are in a request to the old leader, or waiting to be
-  retried: the new leader, which has no state for the producer yet, takes any sequence (Kafka's
-  ProducerAppendInfo accepts any sequence from a producer it does not know), so the later batch
-  is written first and the earlier ones are refused OUT_OF_ORDER_SEQUENCE_NUMBER behind it
-  (simulator seed 15122: a record written before one its producer had sent before it).
+  request written on the broker's open connection, and then on that connection (pipelined
+  behind them, which keeps their order). Java also sends it while earlier ones are in a request
+  to the old leader, or waiting to be retried: the new leader, which has no state for the
+  producer yet, takes any sequence (Kafka's ProducerAppendInfo accepts any sequence from a
+  producer it does not know), so the later batch is written first and the earlier ones are
+  refused OUT_OF_ORDER_SEQUENCE_NUMBER behind it (simulator seed 15122: a record written before
+  one its producer had sent before it). A request still waiting for a connection does not count:
+  when that connection fails, a request made meanwhile can open a new one and be written first,
+  its elders retried behind it (seed 21287: a broker back from a power cut, without the
+  producer's state, took the later batch).
 - OUT_OF_ORDER_SEQUENCE_NUMBER for the next batch is a gap only if no earlier attempt of it went
   unanswered; otherwise it may come from a broker no longer leading (the client's metadata is
   behind), and the batch is retried instead.
@@ -207,10 +211,11 @@ class Sequences:
         return done
 
     # ------------------------------------------------------------------ draining
-    def sendable(self, b: ProducerBatch, node: int) -> bool:
-        """Whether `b`, the first batch of its partition's queue, may be drained now to `node`
+    def sendable(self, b: ProducerBatch, node: int, conn: object | None) -> bool:
+        """Whether `b`, the first batch of its partition's queue, may be drained now to `node`,
+        whose open connection is `conn` (None if it has none: the request will wait for one)
         (Java's RecordAccumulator.shouldStopDrainBatchesForPartition, with the window, the
-        pending rewrite and the one-node rule)."""
+        pending rewrite and the one-connection rule)."""
         if self.producer_id < 0:
             return False  # a new producer id is on its way
         tp = (b.topic, b.partition)
@@ -222,8 +227,10 @@ class Sequences:
                 return False  # sequence 0 of the new epoch could overtake the old epoch's batches
             if tp in self.unresolved or tp in self.rewrite:
                 return False
-            if any(x.node != node or not x.in_request for x in e.in_flight):
-                return False  # it could reach a leader before them: only pipelined behind them on one connection
+            if e.in_flight and (conn is None or any(x.conn is not conn or not x.in_request for x in e.in_flight)):
+                # it could reach a leader before them: only pipelined behind them, on the connection
+                # their requests were written on (`conn` is `node`'s)
+                return False
             return len(e.in_flight) < WINDOW
         gap = self.rewrite.get(tp)
         if gap is not None and b.sequence >= gap:

@@ -24,6 +24,28 @@ PID = 1000
 LATER = 1e12  # a `now` past every retry backoff
 
 
+class FakeConn:
+    """A connection to a broker, as `Sender._produce` writes a request on it."""
+
+    def __init__(self, node: int) -> None:
+        self.node_id = node
+        self.connected = True
+
+
+class Connections(Cluster):
+    """The client's Cluster with a connection open to every broker, but those `drop`ped (then
+    none until `connect` opens a new one)."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.open: dict[int, FakeConn | None] = {}
+
+    def open_connection(self, node_id: int):
+        if node_id not in self.open:
+            self.open[node_id] = FakeConn(node_id)
+        return self.open[node_id]
+
+
 class Harness:
     """A sender and its accumulator, with the partitions' leaders as the metadata shows them."""
 
@@ -32,7 +54,8 @@ class Harness:
         if transactional:
             cfg["transactional.id"] = "tid"
         self.acc = Accumulator(batch_size=16, linger_ms=0, buffer_memory=1 << 20, threaded=False)
-        self.sender = Sender(Cluster(cfg), self.acc, cfg, 0)
+        self.cluster = Connections(cfg)
+        self.sender = Sender(self.cluster, self.acc, cfg, 0)
         self.sender.seqs.set_producer_id_and_epoch(PID, 0)
         self.sender._running = True
         self.leaders: dict[int, int] = {}
@@ -52,11 +75,26 @@ class Harness:
         return self.leaders.get(partition, -1)
 
     def drain(self, node: int) -> list[ProducerBatch]:
-        """What one Produce request to `node` would carry, prepared as `_send` does."""
+        """What one Produce request to `node` would carry, prepared as `_send` does, and written
+        on the node's open connection as `_produce` does (if it has none, the request waits for
+        one)."""
         out = self.acc.drain(node, self.leader_of, 1 << 20, LATER, self.sender._sendable)
+        conn = self.cluster.open_connection(node)
         for b in out:
             self.sender._prepare(b)
+            b.conn = conn
         return out
+
+    def drop(self, node: int) -> None:
+        """The connection to `node` closes (what was written on it fails when its loss is handled)."""
+        conn = self.cluster.open_connection(node)
+        if conn is not None:
+            conn.connected = False
+        self.cluster.open[node] = None
+
+    def connect(self, node: int) -> None:
+        """A new connection to `node` opens."""
+        self.cluster.open[node] = FakeConn(node)
 
     def send_new(self, node: int, partition: int = 1) -> ProducerBatch:
         """A new batch, drained at once to `node`."""
@@ -155,6 +193,70 @@ def test_a_new_batch_does_not_go_to_a_new_leader_before_those_in_a_request_to_th
     assert one(h.drain(3)) is old[-1]
     assert one(h.drain(3)) is new and h.numbers(new) == (0, 3)  # pipelined behind it, to the same broker
     assert h.sender.epoch_bumps == 0
+
+
+def test_a_new_batch_does_not_go_behind_a_request_that_waits_for_a_connection():
+    """Seed 21287 of the simulator: the leader lost power, and batches were in requests waiting
+    for a connection to it. A new batch drained then waits for that connection only while its
+    attempt is under way; when it fails first (a timeout), the new batch's request opens another
+    one and is written first, its elders retried behind it. The leader, back from its power cut
+    without the producer's state, took its sequence, and refused theirs as out of order until
+    they expired. The new batch waits until they are written on an open connection."""
+    h = Harness()
+    h.leaders[1] = 2
+    h.ack(h.send_new(2), 0)
+    h.drop(2)
+    waiting = h.send_new(2)
+    assert waiting.in_request and waiting.conn is None  # waits for a connection to 2
+    new = h.append()
+    assert h.drain(2) == [] and h.ready_nodes() == set()
+    h.error(waiting, E.KafkaConnectionError)  # the connection attempt timed out
+    h.connect(2)
+    assert one(h.drain(2)) is waiting and h.numbers(waiting) == (0, 1)
+    assert one(h.drain(2)) is new and h.numbers(new) == (0, 2)  # pipelined behind it, on its connection
+    assert h.sender.epoch_bumps == 0
+
+
+def test_a_new_batch_does_not_go_on_a_new_connection_before_a_request_on_the_old_one():
+    """A request written on a connection that closed, its failure not handled yet: a new batch of
+    its partition would go on the next connection, possibly before the retry of the one the
+    broker never got."""
+    h = Harness()
+    h.leaders[1] = 2
+    first = h.send_new(2)
+    h.drop(2)
+    h.connect(2)
+    new = h.append()
+    assert h.drain(2) == [] and h.ready_nodes() == set()
+    h.timeout(first)
+    assert one(h.drain(2)) is first
+    assert one(h.drain(2)) is new and h.numbers(new) == (0, 1)
+
+
+def test_a_request_for_a_connection_that_closed_is_not_written_on_another():
+    """`_send` pins a request to the connection open when its batches were drained (the one a new
+    batch was pipelined on): if it closes before the request is written, the request fails
+    unwritten and is retried; it does not open a new connection, where it could go before the
+    requests that failed with the old one."""
+    h = Harness()
+    h.leaders[1] = 2
+    h.append()
+
+    async def no_new_connection(node_id: int):
+        raise AssertionError(f"a new connection to {node_id}")
+
+    async def main() -> list[ProducerBatch]:
+        h.sender._loop = asyncio.get_running_loop()
+        h.cluster.connection = no_new_connection
+        batches = h.acc.drain(2, h.leader_of, 1 << 20, LATER, h.sender._sendable)
+        h.sender._send(2, batches)
+        h.drop(2)  # before the request's task runs
+        await asyncio.gather(*h.sender._tasks)
+        return batches
+
+    b = one(asyncio.run(main()))
+    assert not b.done and not b.in_request and not b.maybe_written and b.attempts == 1
+    assert list(h.acc.deques[(T, 1)]) == [b]  # to be retried
 
 
 def test_out_of_order_for_a_batch_that_is_not_the_next_is_retried_without_a_bump():
