@@ -19,6 +19,10 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 KEY = 18
 MAX_VERSION = 4
 
+# The advertised list, built once per response version and registry content: every client
+# connection asks for it, and building its ~50 entries was most of the handler's cost.
+_ADVERTISED: dict[tuple[object, tuple[tuple[int, int, int], ...]], tuple[object, ...]] = {}
+
 
 @handles(KEY, 0, MAX_VERSION)
 async def handle(ctx: RequestContext, req) -> object:
@@ -31,8 +35,16 @@ async def handle(ctx: RequestContext, req) -> object:
         else:
             ctx.connection.client_software_name = name
             ctx.connection.client_software_version = version
-    keys = tuple(
-        ctx.nested("ApiVersion", api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version)
-        for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
-    )
-    return ctx.respond(error_code=error, api_keys=keys, throttle_time=0)
+    return ctx.respond(error_code=error, api_keys=advertised(ctx), throttle_time=0)
+
+
+def advertised(ctx: RequestContext) -> tuple[object, ...]:
+    """The ApiVersion entries of the registry's handlers, in key order, for ctx's version."""
+    rows = tuple(sorted((h.api_key, h.advertised_min, h.max_version) for h in REGISTRY.values()))
+    cache_key = (ctx.module, rows)
+    keys = _ADVERTISED.get(cache_key)
+    if keys is None:
+        keys = _ADVERTISED[cache_key] = tuple(
+            ctx.nested("ApiVersion", api_key=k, min_version=lo, max_version=hi) for k, lo, hi in rows
+        )
+    return keys

@@ -40,7 +40,6 @@ import random
 import sys
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -80,10 +79,17 @@ class Node:
     io_delay: tuple[float, float] = (0.00005, 0.0005)  # to_thread: uniform delay (s), before the function runs
     slow_io: float = 1.0  # multiplies io_delay (a slow disk)
     parked: list[asyncio.Handle] = field(default_factory=list, repr=False)
-    # its tasks in the order they were made (weakly: finished ones go)
-    tasks: weakref.WeakValueDictionary[int, asyncio.Task[Any]] = field(
-        default_factory=weakref.WeakValueDictionary, repr=False
-    )
+    # its tasks in the order they were made; finished ones are dropped as the list doubles
+    # (`add_task`: a weak mapping cost a callback at every task's end, ~2% of a seed's CPU)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list, repr=False)
+    _prune_at: int = field(default=64, repr=False)
+
+    def add_task(self, task: asyncio.Task[Any]) -> None:
+        tasks = self.tasks
+        tasks.append(task)
+        if len(tasks) >= self._prune_at:
+            tasks[:] = [t for t in tasks if not t.done()]
+            self._prune_at = max(64, 2 * len(tasks))
 
     def __str__(self) -> str:
         return self.name if not self.incarnation else f"{self.name}#{self.incarnation}"
@@ -124,6 +130,51 @@ class _Delivery:
             self.handle = loop.call_at(max(end, now), self.deliver, context=self.context)
 
 
+_NO_HANDLES: list[asyncio.Handle] = []  # _poll_readers with no descriptor to look at (never appended to)
+
+
+class _Handle(asyncio.Handle):
+    """asyncio's Handle without its debug check at creation (the loop is never in debug mode
+    when it makes these: `SimLoop.call_soon`); a callback per message and per task step."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: contextvars.Context | None
+    ) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
+class _TimerHandle(asyncio.TimerHandle):
+    """asyncio's TimerHandle, made as `_Handle` is."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., Any],
+        args: tuple[Any, ...],
+        loop: Any,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._when = when
+        self._scheduled = False
+
+
 class SimLoop(asyncio.BaseEventLoop):
     """An asyncio loop on virtual time; see the module docstring."""
 
@@ -132,7 +183,6 @@ class SimLoop(asyncio.BaseEventLoop):
         self._now = MONO_BASE
         self._timer_seq = 0
         self._timers: list[tuple[float, int, asyncio.TimerHandle]] = []
-        self._task_seq = 0
         self.rng = rng or random.Random(0)  # I/O delays
         self._readers: dict[int, asyncio.Handle] = {}
         self._maybe_readable: dict[int, None] = {}  # fds that may be readable (ordered set)
@@ -156,8 +206,7 @@ class SimLoop(asyncio.BaseEventLoop):
         task = asyncio.Task(coro, loop=self, context=context)
         node = context.get(NODE) if context is not None else NODE.get()
         if node is not None:
-            self._task_seq += 1
-            node.tasks[self._task_seq] = task
+            node.add_task(task)
         return task
 
     # ------------------------------------------------------------------ clock
@@ -214,7 +263,8 @@ class SimLoop(asyncio.BaseEventLoop):
         node.dead = True
         node.paused = False
         node.parked.clear()
-        self.graveyard.extend(t for t in list(node.tasks.values()) if not t.done())
+        self.graveyard.extend(t for t in node.tasks if not t.done())
+        node.tasks = []
 
     def bury(self) -> None:
         """After the run (the loop stopped, no loop running): close the coroutines of every task
@@ -246,12 +296,35 @@ class SimLoop(asyncio.BaseEventLoop):
         return self.call_later(delay, callback, *args, context=ctx)
 
     # ------------------------------------------------------------ running
+    def call_soon(
+        self, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> asyncio.Handle:
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def call_later(
+        self, delay: float, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
+    ) -> asyncio.TimerHandle:
+        if delay is None:
+            raise TypeError("delay must not be None")
+        return self.call_at(self._now + delay, callback, *args, context=context)
+
     def call_at(
         self, when: float, callback: Callable[..., Any], *args: Any, context: contextvars.Context | None = None
     ) -> asyncio.TimerHandle:
-        self._check_closed()
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
         self._timer_seq += 1
-        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        timer: asyncio.TimerHandle = (
+            asyncio.TimerHandle(when, callback, args, self, context)
+            if self._debug
+            else _TimerHandle(when, callback, args, self, context)
+        )
         # (time, creation): timers due at one instant run in the order they were set, whatever
         # else the heap went through; and tuples compare in C
         heapq.heappush(self._timers, (when, self._timer_seq, timer))
@@ -281,7 +354,7 @@ class SimLoop(asyncio.BaseEventLoop):
                 self._timer_cancelled_count -= 1
                 heapq.heappop(timers)[2]._scheduled = False
         ready = self._ready
-        io = self._poll_readers()
+        io = self._poll_readers() if self._maybe_readable else _NO_HANDLES
         if not ready and not io and not self._stopping:
             if not timers:
                 raise SimDeadlock(f"nothing ready and nothing scheduled at t={self.elapsed:.6f}")
@@ -293,7 +366,8 @@ class SimLoop(asyncio.BaseEventLoop):
             h = heapq.heappop(timers)[2]
             h._scheduled = False
             ready.append(h)
-        ready.extend(io)
+        if io:
+            ready.extend(io)
         for _ in range(len(ready)):
             h = ready.popleft()
             if h._cancelled:
@@ -497,6 +571,12 @@ def _rebind_defaults(swap: dict[Any, Any]) -> list[tuple[Any, str, Any]]:
             changed.append((fn, "__kwdefaults__", kd))
             fn.__kwdefaults__ = {k: swapped(v) for k, v in kd.items()}
 
+    global _clock_users
+    modules = len(sys.modules)
+    if _clock_users is not None and _clock_users[0] == modules and _clock_users[1] == list(swap):
+        for fn in _clock_users[2]:
+            fix(fn)
+        return changed
     for name, mod in list(sys.modules.items()):
         if not name.startswith("odradek.") or mod is None:
             continue
@@ -508,7 +588,13 @@ def _rebind_defaults(swap: dict[Any, Any]) -> list[tuple[Any, str, Any]]:
                     fix(attr)
             elif callable(obj):
                 fix(obj)
+    # the next run, with no module imported since, looks at these only (the scan is ~1% of a seed)
+    _clock_users = (modules, list(swap), list(dict.fromkeys(fn for fn, _attr, _value in changed)))
     return changed
+
+
+# (modules loaded, the real clocks, the functions whose defaults held one) of the last full scan
+_clock_users: tuple[int, list[Any], list[Any]] | None = None
 
 
 @contextmanager

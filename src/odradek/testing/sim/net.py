@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.transport import CloseConnection
-from odradek.testing.sim.loop import NODE, Node, SimLoop
+from odradek.testing.sim.loop import MONO_BASE, NODE, Node, SimLoop
 from odradek.testing.sim.trace import Trace
 
 _FIN = b""  # an end of stream in a pipe (a data chunk is never empty)
@@ -147,7 +147,10 @@ class Network:
 
     # ------------------------------------------------------------------ links
     def latency(self, src: str, dst: str, size: int = 0) -> float:
-        return self.base_latency(src, dst) + self.rng.expovariate(5000.0) + size / BANDWIDTH
+        base = self._latency.get((src, dst))
+        if base is None:
+            base = self.base_latency(src, dst)
+        return base + self.rng.expovariate(5000.0) + size / BANDWIDTH
 
     def base_latency(self, src: str, dst: str) -> float:
         """The link's latency without jitter: drawn from the seed, or set (`set_latency`)."""
@@ -215,9 +218,13 @@ class Network:
 
     # --------------------------------------------------------------- sending
     def _send_on(self, pipe: Pipe, item: bytes | None) -> None:
+        size = len(item) if item else 0
+        now = self.loop._now
         if self.trace_sends:
-            self.trace.add(f"{self.loop.elapsed:.6f} send {pipe.src}>{pipe.dst} {pipe.to.name} {len(item or b'')}")
-        arrival = max(self.loop.time() + self.latency(pipe.src, pipe.dst, len(item or b"")), pipe.last)
+            self.trace.add(f"{now - MONO_BASE:.6f} send {pipe.src}>{pipe.dst} {pipe.to.name} {size}")
+        arrival = now + self.latency(pipe.src, pipe.dst, size)
+        if arrival < pipe.last:
+            arrival = pipe.last
         pipe.last = arrival
         pipe.queue.append((arrival, item))
         if pipe.timer is None:
@@ -240,7 +247,7 @@ class Network:
             self._arm(pipe)
 
     def _arrive(self, pipe: Pipe, item: bytes | None) -> None:
-        if pipe.held or self.blocked(pipe.src, pipe.dst):
+        if pipe.held or ((self.cut or self.down) and self.blocked(pipe.src, pipe.dst)):
             # held: retransmitted until the cut heals or the host is back (then answered with RST)
             pipe.held.append(item)
             self._held[pipe] = None
@@ -261,7 +268,7 @@ class Network:
             self.delivered_bytes += len(item)
             self.delivered_chunks += 1
             what = f"{len(item)} {zlib.crc32(item):08x}"
-        self.trace.add(f"{self.loop.elapsed:.6f} {pipe.src}>{pipe.dst} {ep.name} {what}")
+        self.trace.add(f"{self.loop._now - MONO_BASE:.6f} {pipe.src}>{pipe.dst} {ep.name} {what}")
         if ep.on_data is not None:
             ep.on_data()
         else:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 
+_BATCH = 1024  # lines hashed at once: the digest of their concatenation, as line by line
+
 
 class Trace:
     def __init__(self, keep: bool = False) -> None:
         self._h = hashlib.sha256()
+        self._pending: list[str] = []
         self.lines: list[str] | None = [] if keep else None
         self.count = 0
 
@@ -22,10 +25,19 @@ class Trace:
 
     def add(self, line: str) -> None:
         self.count += 1
-        self._h.update(line.encode())
-        self._h.update(b"\n")
+        pending = self._pending
+        pending.append(line)
+        if len(pending) >= _BATCH:
+            self._flush()
         if self.lines is not None:
             self.lines.append(line)
 
+    def _flush(self) -> None:
+        if self._pending:
+            self._pending.append("")
+            self._h.update("\n".join(self._pending).encode())
+            self._pending.clear()
+
     def digest(self) -> str:
+        self._flush()
         return self._h.hexdigest()
