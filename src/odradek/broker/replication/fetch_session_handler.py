@@ -9,8 +9,10 @@ the ones of the last request built, each as it was sent (`PartitionRequest`):
 - once the leader answered a full request with a session id, the requests are
   **incremental** (that id, the next epoch): they name only the partitions new to the session
   or changed since sent (fetch offset, leader epoch, last fetched epoch, log start offset,
-  max bytes, topic id), and forget the ones no longer fetched (delayed, parked, removed);
-  the leader keeps fetching the others from where it last heard, and answers only the
+  max bytes, topic id), and forget the ones no longer fetched (delayed, parked, removed):
+  the fetcher's state says which (`FetcherState.take_changes`), so building one costs what
+  changed, not the session's size (Kafka's FetchSessionHandler diffs every partition); the
+  leader keeps fetching the others from where it last heard, and answers only the
   partitions with news (records, an error, a moved high watermark or log start offset);
 - **FETCH_SESSION_ID_NOT_FOUND** (the leader restarted or evicted the session): the next
   request is full, asking for a new session; another top-level error, a failed request, or
@@ -26,7 +28,7 @@ Only one request of a session is in flight at a time (one fetcher, one connectio
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.broker.replication.fetcher_state import Key, PartitionRequest
@@ -80,10 +82,18 @@ class FetchSessionHandler:
             self._names = {p.topic_id: p.topic for p in self.partitions.values()}
         return self._names
 
-    def build(self, partitions: list[PartitionRequest], version: int) -> SessionFetch:
-        """The next request for `partitions` (every partition to fetch now) at Fetch `version`;
-        they become the session's partitions."""
+    def build(
+        self,
+        version: int,
+        changes: Mapping[Key, PartitionRequest | None],
+        everything: Callable[[], list[PartitionRequest]],
+    ) -> SessionFetch:
+        """The next request at Fetch `version`. An incremental one names `changes`, what moved
+        since the last request built (a partition's new request, None for one no longer
+        fetched: `FetcherState.take_changes`); a full one names `everything()` (every partition
+        to fetch now). Either way the session's partitions become the ones it fetches now."""
         if version < MIN_SESSION_VERSION:
+            partitions = everything()
             self._set(partitions)
             self._version, self._sent_epoch = version, FINAL_EPOCH
             self._initial()
@@ -96,33 +106,31 @@ class FetchSessionHandler:
             self.epoch = INITIAL_EPOCH
         if self.epoch == INITIAL_EPOCH:
             self._sent_epoch = INITIAL_EPOCH
+            partitions = everything()
             self._set(partitions)
             return SessionFetch(self.session_id, INITIAL_EPOCH, partitions, [])
-        old = self.partitions
+        session = self.partitions
         to_send: list[PartitionRequest] = []
-        same_members = len(partitions) == len(old)
-        for p in partitions:
-            key = (p.topic, p.partition)
-            q = old.get(key)
-            if q is p:  # the usual case: an idle partition, the same request as last time
+        forgotten: list[PartitionRequest] = []
+        for key, p in changes.items():
+            q = session.get(key)
+            if p is None:  # no longer fetched (delayed, parked, removed)
+                if q is not None:
+                    forgotten.append(session.pop(key))
+                    self._names = None
                 continue
-            if q is None or (q.topic_id is not p.topic_id and q.topic_id != p.topic_id):
-                same_members = False
+            if q is not None and q.topic_id is not p.topic_id and q.topic_id != p.topic_id:
+                # a topic recreated under a new id is another partition to a leader keying by id
+                if version >= 13:
+                    forgotten.append(q)
+                del session[key]
+                q = None
+            if q is None:
+                self._names = None
                 to_send.append(p)
-                continue
-            if q != p:
+            elif q != p:
                 to_send.append(p)
-            old[key] = p  # in place: the session's order stays
-        if same_members:  # every partition was in the session already (the same topic ids)
-            return SessionFetch(self.session_id, self.epoch, to_send, [])
-        nxt = {p.key: p for p in partitions}
-        forgotten = []
-        for key, prev in old.items():
-            cur = nxt.get(key)
-            # a topic recreated under a new id is another partition to a leader keying by id
-            if cur is None or (version >= 13 and cur.topic_id != prev.topic_id):
-                forgotten.append(prev)
-        self._set(partitions)
+            session[key] = p  # (a partition already there keeps its place: the session's order stays)
         return SessionFetch(self.session_id, self.epoch, to_send, forgotten)
 
     def handle_response(self, error_code: int, session_id: int, answered: Iterable[Key]) -> bool:

@@ -114,9 +114,7 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         while not self._stopped:
             now = _now_ms()
-            followed = {k: p for k, p in self.partitions.items() if p.role is Role.FOLLOWER}
-            reqs = self.state.build_fetch(now, followed)
-            if not reqs:
+            if not self.state.refresh(now, self.partitions):
                 self._wake.clear()
                 soonest = self.state.next_ready_ms(now)
                 wait_ms = 1000 if soonest is None else min(max(soonest - now, 1), 1000)
@@ -125,15 +123,15 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
-            await self._fetch_once(reqs)
+            await self._fetch_once()
 
-    async def _fetch_once(self, reqs: list[PartitionRequest]) -> None:
+    async def _fetch_once(self) -> None:
         """One Fetch, its answer applied partition by partition. A function of its own so that
         nothing of the answer outlives it: its records are views of the connection's receive
         buffer, and held (by the loop's locals) while the next Fetch waits they keep that buffer
         from being reused, so each answer would cost a new one (allocated, zeroed, faulted in)."""
         try:
-            responses = await self.endpoint.fetch(reqs)
+            responses = await self.endpoint.fetch(self.state)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # connection lost, a timeout, a top-level error: every partition waits
@@ -143,12 +141,15 @@ class ReplicaFetcher:
                 e,
                 self.config.backoff_ms / 1000,
             )
-            self.state.on_fetch_failed(reqs, _now_ms(), repr(e))
+            self.state.on_fetch_failed(list(self.state.fetching.values()), _now_ms(), repr(e))
             return
         now = _now_ms()
-        for req in reqs:
-            data = responses.get(req.key)  # in a fetch session, a partition without news is not answered
-            if data is not None and self._handle(req, data, now):
+        # in a fetch session, a partition without news is not answered: the answer is walked,
+        # not the request (`fetching` is what the request asked: only `refresh` changes it)
+        asked = self.state.fetching
+        for key, data in responses.items():
+            req = asked.get(key)
+            if req is not None and self._handle(req, data, now):
                 await self._out_of_range(req)
                 now = _now_ms()
 

@@ -28,10 +28,22 @@ parked (`parked`). Nothing here does I/O, awaits or reads a clock: the fetcher l
 A partition that got records moves to the end of the request order, so with more data than
 a response holds every partition is first in turn (the first partition of a response gets
 at least one batch even when larger than the limits).
+
+**What changed, not everything** (issue 28): a fetcher of 667 partitions sends one Fetch per
+append, and re-reading every replica's position for each cost ~0.5 ms. `fetching` holds the
+partitions of the next Fetch, each as its request; `refresh` re-reads only the partitions
+marked since (`_dirty`): added, removed, acted on (`done`, `truncated`), backed off or parked,
+and the delayed ones whose time came (a heap, `_delayed`). What it changes in `fetching` it
+also records in `_changes`, which the fetch session takes (`take_changes`) for an incremental
+request; a full one takes every request (`requests`). What moves a replica's position outside
+the fetcher (retention or DeleteRecords moving this replica's log start offset, its log
+directory going offline, the partition no longer following) is seen by a sweep re-reading
+every partition every `SWEEP_MS` (10 s), as every Fetch did before.
 """
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +56,11 @@ if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
 
 Key = tuple[str, int]
+
+# how often `refresh` re-reads every partition's position (see the docstring): what it catches
+# no leader reads today (a follower's log start offset) or fails the next append anyway (an
+# offline log directory); at 1 s it was most of a follower's remaining fetch cost (issue 28)
+SWEEP_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +98,9 @@ class ReplicaLog(Protocol):
 
     @property
     def latest_epoch(self) -> int: ...
+
+    @property
+    def is_leader(self) -> bool: ...
 
     def fetch_position(self) -> tuple[int, int, int]: ...  # (log end offset, latest epoch, log start offset)
 
@@ -206,6 +226,12 @@ class FetcherState:
     def __init__(self, config: FetcherConfig) -> None:
         self.config = config
         self.partitions: dict[Key, PartitionFetchState] = {}  # in request order
+        self.fetching: dict[Key, PartitionRequest] = {}  # the next Fetch's partitions, as built
+        self.without_id = 0  # how many of `fetching` have no topic id (a Fetch by name, then)
+        self._dirty: set[Key] = set()  # to re-read at the next `refresh`
+        self._delayed: list[tuple[int, Key]] = []  # heap of (delayed_until_ms, key); stale ones skipped
+        self._changes: dict[Key, PartitionRequest | None] = {}  # since `take_changes`; None: left
+        self._next_sweep_ms = 0
 
     # ------------------------------------------------------------ membership
     def add(self, topic: str, partition: int, topic_id: uuid.UUID | None, leader_epoch: int) -> bool:
@@ -216,54 +242,111 @@ class FetcherState:
         if st is not None and st.leader_epoch == leader_epoch and st.topic_id == topic_id:
             return False
         self.partitions[key] = PartitionFetchState(topic, partition, topic_id, leader_epoch)
+        self._dirty.add(key)
         return True
 
     def remove(self, key: Key) -> None:
-        self.partitions.pop(key, None)
+        if self.partitions.pop(key, None) is not None:
+            self._dirty.add(key)
+
+    def mark(self, key: Key) -> None:
+        """`key`'s position may have moved: re-read it at the next `refresh`."""
+        self._dirty.add(key)
 
     def next_ready_ms(self, now_ms: int) -> int | None:
         """When the first partition delayed past `now_ms` (not parked) is ready again; None if
         none waits."""
-        times = [
-            st.delayed_until_ms for st in self.partitions.values() if st.parked is None and st.delayed_until_ms > now_ms
-        ]
-        return min(times) if times else None
+        delayed = self._delayed
+        while delayed:
+            until, key = delayed[0]
+            st = self.partitions.get(key)
+            if st is None or st.parked is not None or st.delayed_until_ms != until:
+                heapq.heappop(delayed)  # removed, parked or delayed again since: not this entry's
+            elif until <= now_ms:  # ready already: the next `refresh` takes it
+                heapq.heappop(delayed)
+                self._dirty.add(key)
+            else:
+                return until
+        return None
 
     # ------------------------------------------------------------ requests
     def build_fetch(self, now_ms: int, replicas: Mapping[Key, ReplicaLog]) -> list[PartitionRequest]:
         """The partitions of the next Fetch: every one neither delayed nor parked, each from its
-        replica's log end offset with its latest epoch (KIP-320's last fetched epoch)."""
-        out = []
-        for key, st in list(self.partitions.items()):
-            replica = replicas.get(key)
-            if replica is None or not st.ready(now_ms):
-                continue
+        replica's log end offset with its latest epoch (KIP-320's last fetched epoch), in
+        request order."""
+        self.refresh(now_ms, replicas)
+        return self.requests()
+
+    def requests(self) -> list[PartitionRequest]:
+        """Every partition of the next Fetch (a full request), in request order."""
+        fetching = self.fetching
+        if len(fetching) == len(self.partitions):
+            return [fetching[key] for key in self.partitions]
+        return [r for key in self.partitions if (r := fetching.get(key)) is not None]
+
+    def take_changes(self) -> dict[Key, PartitionRequest | None]:
+        """What `refresh` changed in `fetching` since the last call: a partition's new request,
+        or None for one no longer fetched."""
+        changes, self._changes = self._changes, {}
+        return changes
+
+    def refresh(self, now_ms: int, replicas: Mapping[Key, ReplicaLog]) -> bool:
+        """Bring `fetching` up to date: re-read the partitions marked since, the delayed ones
+        now ready, and every one each `SWEEP_MS`. True when there is anything to fetch."""
+        dirty = self._dirty
+        if now_ms >= self._next_sweep_ms:
+            self._next_sweep_ms = now_ms + SWEEP_MS
+            dirty.update(self.partitions)  # (`fetching` is within: `remove` marks what it drops)
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now_ms:
+            dirty.add(heapq.heappop(delayed)[1])
+        if dirty:
+            self._dirty = set()
+            for key in dirty:
+                self._refresh_one(key, now_ms, replicas)
+        return bool(self.fetching)
+
+    def _refresh_one(self, key: Key, now_ms: int, replicas: Mapping[Key, ReplicaLog]) -> None:
+        st = self.partitions.get(key)
+        replica = replicas.get(key)
+        r = None
+        if st is not None and replica is not None and st.ready(now_ms) and not replica.is_leader:
             try:
                 st.fetch_offset, st.last_fetched_epoch, log_start = replica.fetch_position()
             except Exception as e:  # its log directory went offline
                 self.on_exception(key, e, now_ms)
-                continue
-            r = st.request
-            if (
-                r is None
-                or r.fetch_offset != st.fetch_offset
-                or r.last_fetched_epoch != st.last_fetched_epoch
-                or r.log_start_offset != log_start
-                or r.leader_epoch != st.leader_epoch
-                or r.topic_id is not st.topic_id  # (a new id is a new PartitionFetchState)
-            ):
-                r = st.request = PartitionRequest(
-                    st.topic,
-                    st.partition,
-                    st.topic_id,
-                    st.fetch_offset,
-                    st.leader_epoch,
-                    st.last_fetched_epoch,
-                    log_start,
-                    self.config.fetch_max_bytes,
-                )
-            out.append(r)
-        return out
+            else:
+                r = st.request
+                if (
+                    r is None
+                    or r.fetch_offset != st.fetch_offset
+                    or r.last_fetched_epoch != st.last_fetched_epoch
+                    or r.log_start_offset != log_start
+                    or r.leader_epoch != st.leader_epoch
+                    or r.topic_id is not st.topic_id  # (a new id is a new PartitionFetchState)
+                ):
+                    r = st.request = PartitionRequest(
+                        st.topic,
+                        st.partition,
+                        st.topic_id,
+                        st.fetch_offset,
+                        st.leader_epoch,
+                        st.last_fetched_epoch,
+                        log_start,
+                        self.config.fetch_max_bytes,
+                    )
+        old = self.fetching.get(key)
+        if r is old:
+            return
+        if old is not None and not _has_id(old):
+            self.without_id -= 1
+        if r is None:
+            del self.fetching[key]
+        else:
+            self.fetching[key] = r
+            if not _has_id(r):
+                self.without_id += 1
+        self._changes[key] = r
 
     # ------------------------------------------------------------ responses
     def on_partition(self, req: PartitionRequest, data: PartitionData, replica: ReplicaLog, now_ms: int) -> Action:
@@ -348,6 +431,7 @@ class FetcherState:
         st.fetch_offset = replica.log_end_offset
         st.last_fetched_epoch = replica.latest_epoch
         st.last_error = None
+        self._dirty.add(req.key)
         if appended:
             self.partitions[req.key] = self.partitions.pop(req.key)
 
@@ -382,15 +466,24 @@ class FetcherState:
         until = now_ms + self.config.backoff_ms
         st = self.partitions.get(key)
         if st is not None:
-            st.delayed_until_ms = max(st.delayed_until_ms, until)
+            if until > st.delayed_until_ms:
+                st.delayed_until_ms = until
+                heapq.heappush(self._delayed, (until, key))
             st.last_error = reason
+            self._dirty.add(key)
         return Backoff(until, reason)
 
     def _park(self, key: Key, reason: str) -> Park:
         st = self.partitions.get(key)
         if st is not None:
             st.parked = st.last_error = reason
+            self._dirty.add(key)
         return Park(reason)
+
+
+def _has_id(r: PartitionRequest) -> bool:
+    # (`.int`, not `!= ZERO_UUID`: uuid.UUID's __eq__ is Python)
+    return r.topic_id is not None and bool(r.topic_id.int)
 
 
 def _name(code: int) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from odradek.broker.replication.channel import ConnectionProvider, HeldConnection
 from odradek.broker.replication.fetch_session_handler import SESSION_ERRORS, FetchSessionHandler, SessionFetch
-from odradek.broker.replication.fetcher_state import FetcherConfig, Key, PartitionData, PartitionRequest
+from odradek.broker.replication.fetcher_state import FetcherConfig, FetcherState, Key, PartitionData, PartitionRequest
 from odradek.cluster.metadata import BrokerInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.fetch_codec import FetchRequestPartition, encode_replica_fetch_request
@@ -63,18 +63,19 @@ class RemoteLeaderEndpoint:
     def close(self) -> None:
         self._channel.drop()
 
-    async def fetch(self, partitions: list[PartitionRequest]) -> dict[Key, PartitionData]:
-        """Fetch `partitions` (every partition to fetch now): what the answer says of each it
-        names. Raises when the request fails or the leader refuses it (not for the session's
-        own errors: then nothing is answered, and the next request, a full one, goes at once)."""
+    async def fetch(self, state: FetcherState) -> dict[Key, PartitionData]:
+        """Fetch the partitions `state` fetches now (`refresh`ed: an incremental request takes
+        its changes, a full one every request): what the answer says of each it names, whose
+        request is the session's (`session.partitions`). Raises when the request fails or the
+        leader refuses it (not for the session's own errors: then nothing is answered, and the
+        next request, a full one, goes at once)."""
         conn = await self._channel.get(self.leader)
         session = self.session
         try:
             served = conn.api_versions.get(FETCH, (0, FETCH_BY_NAME))[1]
-            # (`.int`, not `!= ZERO_UUID`: uuid.UUID's __eq__ is Python, and this runs per Fetch)
-            by_id = served >= 13 and all(p.topic_id is not None and p.topic_id.int for p in partitions)
+            by_id = served >= 13 and not state.without_id
             version = min(served, FETCH_VERSION if by_id else FETCH_BY_NAME)
-            sent = session.build(partitions, version)
+            sent = session.build(version, state.take_changes(), state.requests)
             resp = await conn.request(
                 FETCH,
                 self._fetch_request(sent, version),

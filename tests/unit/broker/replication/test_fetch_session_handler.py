@@ -56,6 +56,20 @@ class Leader:
         return 0, session.id, {k: cp.fetch_offset for k, cp in session.partitions.items()}
 
 
+_fetched: dict[int, dict] = {}  # by handler: what its fetcher fetched at the last request built
+
+
+def build(h: FetchSessionHandler, parts: list[PartitionRequest], version: int) -> SessionFetch:
+    """The next request when the fetcher fetches `parts`: what changed since the last one built
+    (as `FetcherState.take_changes` gives it: a new request, None for one no longer fetched),
+    and every one for a full request."""
+    before = _fetched.get(id(h), {})
+    now = _fetched[id(h)] = {p.key: p for p in parts}
+    changes: dict = {k: p for k, p in now.items() if before.get(k) is not p}
+    changes.update({k: None for k in before if k not in now})
+    return h.build(version, changes, lambda: list(parts))
+
+
 def keys(sent: SessionFetch) -> list[tuple[str, int]]:
     return [p.key for p in sent.to_send]
 
@@ -63,7 +77,7 @@ def keys(sent: SessionFetch) -> list[tuple[str, int]]:
 def test_a_full_request_then_incremental_ones_naming_only_what_moved():
     h, leader = FetchSessionHandler(), Leader()
     parts = [req("t", 0, 10), req("t", 1, 20), req("idle", 0, 5)]
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     assert (sent.session_id, sent.epoch, keys(sent), sent.forgotten) == (0, INITIAL_EPOCH, [p.key for p in parts], [])
     assert sent.full
     error, sid, held = leader.answer(sent)
@@ -72,7 +86,7 @@ def test_a_full_request_then_incremental_ones_naming_only_what_moved():
 
     # t-0 got records (its fetch offset moved); t-1 and idle-0 did not: only t-0 is named
     parts = [req("t", 0, 15), req("t", 1, 20), req("idle", 0, 5)]
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     assert (sent.session_id, sent.epoch, keys(sent), sent.forgotten) == (sid, 1, [("t", 0)], [])
     assert not sent.full
     error, sid2, held = leader.answer(sent)
@@ -80,7 +94,7 @@ def test_a_full_request_then_incremental_ones_naming_only_what_moved():
     assert held == {(T_ID, 0): 15, (T_ID, 1): 20, (IDLE_ID, 0): 5}  # the leader reads all three on
     assert h.handle_response(0, sid, [("t", 0)])  # an answer names only the partitions with news
 
-    sent = h.build(parts, V15)  # nothing moved: an incremental request naming none
+    sent = build(h, parts, V15)  # nothing moved: an incremental request naming none
     assert (sent.epoch, keys(sent), sent.forgotten) == (2, [], [])
     assert leader.answer(sent)[0] == 0
     assert h.handle_response(0, sid, [])
@@ -90,19 +104,19 @@ def test_a_full_request_then_incremental_ones_naming_only_what_moved():
 def test_a_changed_leader_epoch_or_last_fetched_epoch_is_sent_again():
     h, leader = FetchSessionHandler(), Leader()
     parts = [req("t", 0, 10), req("t", 1, 20)]
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     assert h.handle_response(0, leader.answer(sent)[1], keys(sent))
-    sent = h.build([req("t", 0, 10, epoch=4), req("t", 1, 20)], V15)
+    sent = build(h, [req("t", 0, 10, epoch=4), req("t", 1, 20)], V15)
     assert keys(sent) == [("t", 0)] and sent.to_send[0].leader_epoch == 4
 
 
 def test_a_partition_added_is_sent_and_one_removed_is_forgotten():
     h, leader = FetchSessionHandler(), Leader()
-    sent = h.build([req("t", 0, 10), req("t", 1, 20)], V15)
+    sent = build(h, [req("t", 0, 10), req("t", 1, 20)], V15)
     sid = leader.answer(sent)[1]
     assert h.handle_response(0, sid, keys(sent))
     # t-1 backs off (not fetched now), idle-0 joins
-    sent = h.build([req("t", 0, 10), req("idle", 0, 0)], V15)
+    sent = build(h, [req("t", 0, 10), req("idle", 0, 0)], V15)
     assert keys(sent) == [("idle", 0)]
     assert [(p.key, p.topic_id) for p in sent.forgotten] == [(("t", 1), T_ID)]
     error, _sid, held = leader.answer(sent)
@@ -110,17 +124,17 @@ def test_a_partition_added_is_sent_and_one_removed_is_forgotten():
     assert h.handle_response(0, sid, [("idle", 0)])
     assert h.topic_names == {T_ID: "t", IDLE_ID: "idle"}
     # t-1 is fetched again: sent as new
-    sent = h.build([req("t", 0, 10), req("idle", 0, 0), req("t", 1, 20)], V15)
+    sent = build(h, [req("t", 0, 10), req("idle", 0, 0), req("t", 1, 20)], V15)
     assert keys(sent) == [("t", 1)] and sent.forgotten == []
     assert leader.answer(sent)[2] == {(T_ID, 0): 10, (IDLE_ID, 0): 0, (T_ID, 1): 20}
 
 
 def test_a_topic_recreated_under_a_new_id_forgets_the_old_one():
     h, leader = FetchSessionHandler(), Leader()
-    sent = h.build([req("t", 0, 10)], V15)
+    sent = build(h, [req("t", 0, 10)], V15)
     assert h.handle_response(0, leader.answer(sent)[1], keys(sent))
     new_id = uuid.uuid4()
-    sent = h.build([req("t", 0, 0, topic_id=new_id)], V15)
+    sent = build(h, [req("t", 0, 0, topic_id=new_id)], V15)
     assert [p.topic_id for p in sent.to_send] == [new_id] and [p.topic_id for p in sent.forgotten] == [T_ID]
     assert leader.answer(sent)[2] == {(new_id, 0): 0}
     assert h.topic_names == {new_id: "t"}
@@ -129,15 +143,15 @@ def test_a_topic_recreated_under_a_new_id_forgets_the_old_one():
 def test_session_not_found_starts_a_new_session_with_a_full_request():
     h, leader = FetchSessionHandler(), Leader()
     parts = [req("t", 0, 10), req("idle", 0, 5)]
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     sid = leader.answer(sent)[1]
     assert h.handle_response(0, sid, keys(sent))
     leader.cache.sessions.clear()  # the leader restarted, or evicted the session
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     error, _, _ = leader.answer(sent)
     assert error == ErrorCode.fetch_session_id_not_found
     assert not h.handle_response(error, 0, [])
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     assert (sent.session_id, sent.epoch, keys(sent)) == (0, INITIAL_EPOCH, [("t", 0), ("idle", 0)])
     error, sid2, held = leader.answer(sent)
     assert error == 0 and sid2 not in (0, sid) and held == {(T_ID, 0): 10, (IDLE_ID, 0): 5}
@@ -147,32 +161,32 @@ def test_session_not_found_starts_a_new_session_with_a_full_request():
 def test_another_error_or_a_failed_request_closes_the_session_and_opens_another():
     h, leader = FetchSessionHandler(), Leader()
     parts = [req("t", 0, 10)]
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     sid = leader.answer(sent)[1]
     assert h.handle_response(0, sid, keys(sent))
-    h.build(parts, V15)
+    build(h, parts, V15)
     h.handle_error()  # no answer: the leader may or may not have seen that epoch
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     assert (sent.session_id, sent.epoch, keys(sent)) == (sid, INITIAL_EPOCH, [("t", 0)])
     error, sid2, _ = leader.answer(sent)
     assert error == 0 and sid2 != sid and sid not in leader.cache.sessions  # closed, a new one opened
     assert h.handle_response(0, sid2, keys(sent))
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     assert not h.handle_response(ErrorCode.invalid_fetch_session_epoch, 0, [])
-    assert h.build(parts, V15).epoch == INITIAL_EPOCH
+    assert build(h, parts, V15).epoch == INITIAL_EPOCH
 
 
 def test_an_answer_naming_partitions_outside_the_session_is_not_used():
     h, leader = FetchSessionHandler(), Leader()
-    sent = h.build([req("t", 0, 10)], V15)
+    sent = build(h, [req("t", 0, 10)], V15)
     sid = leader.answer(sent)[1]
     assert h.handle_response(0, sid, keys(sent))
-    h.build([req("t", 0, 10)], V15)
+    build(h, [req("t", 0, 10)], V15)
     assert not h.handle_response(0, sid, [("t", 7)])
-    assert h.build([req("t", 0, 10)], V15).full
+    assert build(h, [req("t", 0, 10)], V15).full
     # a full answer missing a partition is not used either; the next request opens a session anew
     h2 = FetchSessionHandler()
-    h2.build([req("t", 0, 10), req("t", 1, 0)], V15)
+    build(h2, [req("t", 0, 10), req("t", 1, 0)], V15)
     assert not h2.handle_response(0, 99, [("t", 0)])
     assert (h2.session_id, h2.epoch) == (0, INITIAL_EPOCH)
 
@@ -181,7 +195,7 @@ def test_a_leader_without_a_free_slot_answers_full_requests_without_a_session():
     h, leader = FetchSessionHandler(), Leader(slots=0)
     parts = [req("t", 0, 10)]
     for _ in range(3):
-        sent = h.build(parts, V15)
+        sent = build(h, parts, V15)
         assert (sent.session_id, sent.epoch, keys(sent)) == (0, INITIAL_EPOCH, [("t", 0)])
         error, sid, _ = leader.answer(sent)
         assert (error, sid) == (0, 0)
@@ -191,7 +205,7 @@ def test_a_leader_without_a_free_slot_answers_full_requests_without_a_session():
 def test_a_leader_before_fetch_v7_gets_sessionless_full_requests():
     h = FetchSessionHandler()
     for _ in range(2):
-        sent = h.build([req("t", 0, 10)], 6)
+        sent = build(h, [req("t", 0, 10)], 6)
         assert (sent.session_id, sent.epoch, keys(sent)) == (0, FINAL_EPOCH, [("t", 0)])
         assert h.handle_response(0, 0, [("t", 0)])
 
@@ -201,21 +215,21 @@ def test_another_fetch_version_starts_a_new_session():
     cannot go on at the other."""
     h, leader = FetchSessionHandler(), Leader()
     parts = [req("t", 0, 10)]
-    sent = h.build(parts, V15)
+    sent = build(h, parts, V15)
     sid = leader.answer(sent)[1]
     assert h.handle_response(0, sid, keys(sent))
-    sent = h.build(parts, 12)
+    sent = build(h, parts, 12)
     assert (sent.session_id, sent.epoch, keys(sent)) == (sid, INITIAL_EPOCH, [("t", 0)])
 
 
 def test_the_epoch_after_the_largest_is_one():
     h, leader = FetchSessionHandler(), Leader()
-    sent = h.build([req("t", 0, 10)], V15)
+    sent = build(h, [req("t", 0, 10)], V15)
     sid = leader.answer(sent)[1]
     assert h.handle_response(0, sid, keys(sent))
     h.epoch = 0x7FFFFFFF
     leader.cache.sessions[sid].epoch = 0x7FFFFFFF
-    sent = h.build([req("t", 0, 10)], V15)
+    sent = build(h, [req("t", 0, 10)], V15)
     assert leader.answer(sent)[0] == 0
     assert h.handle_response(0, sid, [])
     assert h.epoch == 1 == leader.cache.sessions[sid].epoch

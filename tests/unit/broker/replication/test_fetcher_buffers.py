@@ -17,7 +17,7 @@ from support.batches import batch
 
 from odradek.broker.partition import Partition
 from odradek.broker.replication.fetcher import FetcherConfig, ReplicaFetcher
-from odradek.broker.replication.fetcher_state import PartitionData, PartitionRequest
+from odradek.broker.replication.fetcher_state import FetcherState, PartitionData
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
 from odradek.storage import LogConfig, LogManager
 
@@ -34,7 +34,9 @@ class BufferedLeader:
         self.released: list[bool] = []  # per Fetch after the first: was the last answer's buffer free
         self.drained = asyncio.Event()
 
-    async def fetch(self, reqs: list[PartitionRequest]) -> dict[tuple[str, int], PartitionData]:
+    async def fetch(self, state: FetcherState) -> dict[tuple[str, int], PartitionData]:
+        state.take_changes()
+        reqs = state.requests()
         if self.previous is not None:
             try:
                 self.previous.append(0)
