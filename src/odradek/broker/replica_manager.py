@@ -209,7 +209,8 @@ class ReplicaManager:
             for p in topic.partitions:
                 self._stop_replica(topic.name, p.partition, delete_log=True)
         changed = list(delta.changed_partitions())
-        if self._own_epoch(delta.before) != self._own_epoch(delta.after):
+        registered = self._own_epoch(delta.before) != self._own_epoch(delta.after)
+        if registered:
             # registered (again): a state naming this broker leader may be for this registration
             # now (Partition.update leads only a state whose ISR admitted its current one)
             seen = {(t.name, i.partition) for t, i in changed}
@@ -231,7 +232,10 @@ class ReplicaManager:
         for topic in delta.changed_configs():
             self._reconfigure(topic)
         if self.fetchers is not None:
-            self._assign_fetchers(delta.after)
+            # A partition's role and leader change only with its state (Partition.update): the
+            # changed ones follow their leader, every one when a broker (an endpoint) changed
+            every = registered or delta.brokers_changed
+            self._assign_fetchers(delta.after, None if every else [(t.name, i.partition) for t, i in changed])
         if failure is not None:
             raise failure
 
@@ -239,15 +243,18 @@ class ReplicaManager:
         me = snap.broker(self.node_id)
         return me.epoch if me is not None else -1
 
-    def _assign_fetchers(self, snap: ClusterSnapshot) -> None:
-        """Every follower fetches from its current leader (a leader's new endpoint, too)."""
+    def _assign_fetchers(self, snap: ClusterSnapshot, keys: Iterable[tuple[str, int]] | None = None) -> None:
+        """Every follower (of `keys`; None: every hosted partition) fetches from its current
+        leader (a leader's new endpoint, too); a leader, or a follower of no known leader, not."""
         fetchers = self.fetchers
         assert fetchers is not None
-        for part in self.partitions.values():
-            leader = snap.broker(part.leader_id) if part.role is Role.FOLLOWER else None
+        for key in self.partitions if keys is None else keys:
+            part = self.partitions.get(key)
+            leader = snap.broker(part.leader_id) if part is not None and part.role is Role.FOLLOWER else None
             if leader is None:
-                fetchers.unfollow(part.key)
+                fetchers.unfollow(key)
             else:
+                assert part is not None
                 fetchers.follow(part, leader)
 
     def _apply_partition(self, topic: TopicInfo, info: PartitionInfo, now_ms: int) -> None:

@@ -152,6 +152,10 @@ class Controller:
         # Brokers shutting down (ControlledShutdown): never chosen as leaders, until they
         # register again (a new session).
         self._shutting_down: dict[int, int] = {}  # broker -> czxid of the registration that asked
+        # What the last complete reconcile decided from (None: decide every partition next):
+        # what every partition's decision shares, and each topic's (cache number, unclean
+        # election allowed). A topic that has not changed since need not be decided again.
+        self._reconciled: tuple[tuple[object, ...], dict[str, tuple[int, bool]]] | None = None
 
     @property
     def epoch(self) -> int:
@@ -255,6 +259,7 @@ class Controller:
                 return True
             self.writes.fence(*elected)
             self._sessions, self._written, self._deleted, self._gone = {}, {}, set(), {}
+            self._reconciled = None
             self.active = True
             log.info("broker %d is the controller (controller epoch %d)", self.node_id, self.epoch)
             view = self.store.view
@@ -322,6 +327,12 @@ class Controller:
         sessions = view.broker_sessions
         restarted = {b for b, czxid in sessions.items() if self._sessions.get(b, czxid) != czxid}
         lost = {b for b, info in view.brokers.items() if info.may_lack_unflushed}
+        # Only the topics changed since the last complete reconcile, while nothing every
+        # decision shares has changed: each change would otherwise cost every partition
+        shared = (self.epoch, frozenset(live), tuple(sorted(sessions.items())), frozenset(lost), view.deleting)
+        previous = self._reconciled[1] if self._reconciled is not None and self._reconciled[0] == shared else None
+        self._reconciled = None  # until this one completes
+        decided_from: dict[str, tuple[int, bool]] = {}
         creates: list[tuple[str, int, L.PartitionState]] = []
         updates: list[Update] = []
         decided = True
@@ -330,6 +341,11 @@ class Controller:
                 continue
             try:
                 unclean_ok = self._unclean_allowed(view, topic)
+                gen = view.topic_gens.get(topic)
+                if gen is not None:
+                    decided_from[topic] = (gen, unclean_ok)
+                    if previous is not None and previous.get(topic) == (gen, unclean_ok) and not restarted:
+                        continue
                 for p, replicas in sorted(a.partitions.items()):
                     cached = states.get((topic, p))
                     if cached is None:
@@ -368,6 +384,8 @@ class Controller:
             b: (self._sessions[b] if b in unfinished and b in self._sessions else czxid)
             for b, czxid in view.broker_sessions.items()
         }
+        if decided and not refused and not self._shutting_down:
+            self._reconciled = (shared, decided_from)
         return complete and decided and not refused
 
     def _unclean_allowed(self, view: CacheView, topic: str) -> bool:

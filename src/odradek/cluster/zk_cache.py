@@ -22,6 +22,7 @@ have dropped the topic), /admin/reassign_partitions.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -75,6 +76,9 @@ class CacheView:
     # client id (None the default) -> config (quotas)
     client_configs: dict[str | None, dict[str, str]] = field(default_factory=dict)
     user_client_configs: dict[tuple[str | None, str | None], dict[str, str]] = field(default_factory=dict)
+    # topic -> a number that changes whenever its assignment or one of its partitions' states
+    # does (never reused): what changed since an earlier view, without comparing every partition
+    topic_gens: dict[str, int] = field(default_factory=dict)
 
 
 class ZkCache:
@@ -99,6 +103,7 @@ class ZkCache:
         self._watched_deletions: set[str] = set()
         self._watched_users: set[str] = set()
         self._watched_clients: set[str] = set()  # znode paths under /config/clients and users/*/clients
+        self._gens = itertools.count(1)
         self._stopped = False
 
     # ------------------------------------------------------------------ start
@@ -147,6 +152,7 @@ class ZkCache:
                 dict(v.user_configs),
                 dict(v.client_configs),
                 dict(v.user_client_configs),
+                dict(v.topic_gens),
             )
 
     def _changed(self) -> None:
@@ -223,6 +229,7 @@ class ZkCache:
                 with self._lock:
                     self._v.topics.pop(topic, None)
                     self._v.topic_versions.pop(topic, None)
+                    self._v.topic_gens.pop(topic, None)
                     for key in [k for k in self._v.states if k[0] == topic]:
                         del self._v.states[key]
                 self._watched_topics.discard(topic)
@@ -236,6 +243,7 @@ class ZkCache:
             with self._lock:
                 self._v.topics[topic] = assignment
                 self._v.topic_versions[topic] = stat.version
+                self._v.topic_gens[topic] = next(self._gens)
             # Each partition's state: a watch already made is kept (a topic re-created under the
             # same name reuses it), the new ones read many at a time.
             assert self._reads is not None
@@ -262,6 +270,7 @@ class ZkCache:
                         )
                     except L.LayoutError as e:
                         log.warning("ignoring partition state: %s", e)
+                self._v.topic_gens[topic] = next(self._gens)
             self._changed()
             return self._keep()
 

@@ -43,7 +43,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
@@ -86,20 +86,45 @@ _UNREACHABLE = (SessionExpiredError, ConnectionClosedError, ConnectionLoss, Oper
 T = TypeVar("T")
 
 
+@dataclass(frozen=True, slots=True)
+class BuiltTopic:
+    """A topic as `build_snapshot` made it, and what it made it from."""
+
+    gen: int  # the view's topic_gens
+    live: frozenset[int]  # the registered brokers (its partitions' offline replicas)
+    info: TopicInfo
+
+
 def build_snapshot(
-    view: CacheView, dropped: Mapping[str, uuid.UUID] | None = None, own: tuple[int, int] | None = None
+    view: CacheView,
+    dropped: Mapping[str, uuid.UUID] | None = None,
+    own: tuple[int, int] | None = None,
+    built: dict[str, BuiltTopic] | None = None,
 ) -> ClusterSnapshot:
     """The cluster as the cache shows it. A partition the controller has not given a state yet
     has no leader (-1); a topic being deleted is left out, and so is one of `dropped` (topic
     name -> the id of a topic seen being deleted: its znodes may still be in the view after its
     deletion request is gone). `own`: (this broker's id, the epoch of the registration it
     created, -1 before): a registration of its id with another epoch is a previous run's, and
-    its epoch is not this broker's (-1: a restarted broker leads no state given to that one)."""
-    live = set(view.brokers)
+    its epoch is not this broker's (-1: a restarted broker leads no state given to that one).
+
+    `built`: the topics of the previous call (updated in place): a topic whose assignment and
+    partition states have not changed since (the view's `topic_gens`), with the same live
+    brokers and configs, is that call's `TopicInfo` again, the same object. A change then costs
+    the topics it touched, not every partition of the cluster, and so do the comparisons that
+    follow (the snapshots', `MetadataDelta.changed_partitions`)."""
+    live = frozenset(view.brokers)
     topics: dict[str, TopicInfo] = {}
     for name, assignment in view.topics.items():
         if name in view.deleting or (dropped is not None and dropped.get(name) == assignment.topic_id):
             continue
+        configs = view.topic_configs.get(name, {})
+        gen = view.topic_gens.get(name)
+        if built is not None and gen is not None:
+            prev = built.get(name)
+            if prev is not None and prev.gen == gen and prev.live == live and prev.info.configs == configs:
+                topics[name] = prev.info
+                continue
         parts = []
         for p in range(len(assignment.partitions)):
             replicas = assignment.partitions.get(p, ())
@@ -114,7 +139,12 @@ def build_snapshot(
                         p, st.leader, replicas, st.isr, st.leader_epoch, offline, cached.version, st.isr_epochs
                     )
                 )
-        topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(view.topic_configs.get(name, {})))
+        topics[name] = TopicInfo(name, assignment.topic_id, tuple(parts), dict(configs))
+        if built is not None and gen is not None:
+            built[name] = BuiltTopic(gen, live, topics[name])
+    if built is not None:
+        for name in [n for n in built if n not in topics]:
+            del built[name]
     epochs = dict(view.broker_sessions)
     if own is not None and own[0] in epochs and epochs[own[0]] != own[1]:
         epochs[own[0]] = -1
@@ -170,6 +200,7 @@ class ZooKeeperMetadataStore:
         self.cache = ZkCache(zk, node_id, listener, self._cache_changed, max_in_flight)
         self._snapshot = EMPTY_SNAPSHOT
         self._view = CacheView()
+        self._built: dict[str, BuiltTopic] = {}  # build_snapshot's topics, reused while unchanged
         self._listeners: list[MetadataListener] = []
         self._view_listeners: list[Callable[[CacheView], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -252,7 +283,7 @@ class ZooKeeperMetadataStore:
         for name in view.deleting:
             if (a := view.topics.get(name)) is not None:
                 self._dropped[name] = a.topic_id
-        after = build_snapshot(view, self._dropped, (self.node_id, self._epoch))
+        after = build_snapshot(view, self._dropped, (self.node_id, self._epoch), self._built)
         before = self._snapshot
         self._view = view
         if after != before:

@@ -268,6 +268,9 @@ class FaultyFileSystem(OSFileSystem):
         self.real_fsync = real_fsync  # False: fsync only records what would be durable (fast tests)
         self._faults: list[_Fault] = []
         self._paths: dict[int, str] = {}
+        # path -> the descriptors opened on it (a hint: checked against `_paths`, which a
+        # simulated process death clears): a rename moves its open files without walking all
+        self._fds_of: dict[str, set[int]] = {}
         self._synced: dict[str, int] = {}
         self._lock = threading.Lock()
         self.calls: dict[str, int] = {}
@@ -326,13 +329,21 @@ class FaultyFileSystem(OSFileSystem):
         existed = os.path.exists(path)
         fd = super().open(path, create=create)
         self._paths[fd] = path
+        self._fds_of.setdefault(path, set()).add(fd)
         if not existed:
             self._synced.setdefault(path, 0)
         return fd
 
     def close(self, fd):
-        self._paths.pop(fd, None)
+        self._unmap(fd, self._paths.pop(fd, None))
         super().close(fd)
+
+    def _unmap(self, fd: int, path: str | None) -> None:
+        fds = self._fds_of.get(path) if path is not None else None
+        if fds is not None and path is not None:
+            fds.discard(fd)
+            if not fds:
+                del self._fds_of[path]
 
     def pread(self, fd, size, offset):
         path = self._paths.get(fd)
@@ -396,9 +407,11 @@ class FaultyFileSystem(OSFileSystem):
             self._synced[dst] = self._synced.pop(src)
         else:
             self._synced.pop(dst, None)
-        for fd, p in self._paths.copy().items():  # (copy(): a collected file's __del__ may close one meanwhile)
-            if p == src:
+        for fd in list(self._fds_of.get(src, ())):  # (list(): a collected file's __del__ may close one meanwhile)
+            if self._paths.get(fd) == src:
                 self._paths[fd] = dst
+                self._unmap(fd, src)
+                self._fds_of.setdefault(dst, set()).add(fd)
 
     def remove(self, path):
         if f := self._check("remove", path):
