@@ -142,13 +142,24 @@ class _Handle(asyncio.Handle):
     def __init__(
         self, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: contextvars.Context | None
     ) -> None:
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _fill(self, callback, args, loop, context)
+
+
+def _fill(
+    h: asyncio.Handle,
+    callback: Callable[..., Any],
+    args: tuple[Any, ...],
+    loop: Any,
+    context: contextvars.Context | None,
+) -> None:
+    """What asyncio.Handle.__init__ sets, without its debug checks."""
+    h._context = context if context is not None else contextvars.copy_context()
+    h._loop = loop
+    h._callback = callback
+    h._args = args
+    h._cancelled = False
+    h._repr = None
+    h._source_traceback = None
 
 
 class _TimerHandle(asyncio.TimerHandle):
@@ -164,13 +175,7 @@ class _TimerHandle(asyncio.TimerHandle):
         loop: Any,
         context: contextvars.Context | None,
     ) -> None:
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _fill(self, callback, args, loop, context)
         self._when = when
         self._scheduled = False
 
